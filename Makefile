@@ -1,0 +1,28 @@
+# `make demo` and `make test` work on a fresh machine: they create .venv if it
+# is missing and install the package with its test extras, pinned by
+# constraints.txt (the CPU build of torch on these machines).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/ltvm demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/ltvm bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

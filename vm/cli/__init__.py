@@ -1,0 +1,41 @@
+"""The `ltvm` command line: one module per subcommand, each with `register`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from vm import __version__
+from vm.errors import LtvmError
+
+COMMAND_MODULES: list[str] = []
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ltvm",
+        description="Looped-transformer virtual machine: assemble SUBLEQ/FLEQ programs into "
+        "punchcards, run them on a transformer with hardcoded weights, and check them "
+        "against the reference interpreter.",
+    )
+    parser.add_argument("--version", action="version", version=f"ltvm {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"vm.cli.{name}").register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except LtvmError as error:
+        print(f"ltvm: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("ltvm: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,49 @@
+"""Error types shared by the assembler, the machines and the CLI.
+
+The CLI maps them to exit codes: 2 for bad input, 1 for a run that failed.
+"""
+
+from __future__ import annotations
+
+
+class LtvmError(Exception):
+    """Base of every error the tool reports to a user as one clear message."""
+
+    exit_code = 1
+
+
+class InputError(LtvmError):
+    """Bad input: a source file, a data file, an option or a geometry."""
+
+    exit_code = 2
+
+
+class RunFailure(LtvmError):
+    """A run that did not succeed: divergence, precision loss, step limit."""
+
+    exit_code = 1
+
+
+class StepLimitExceeded(RunFailure):
+    """The program did not reach its EOF instruction within the step limit."""
+
+
+class DivergenceError(RunFailure):
+    """The transformer and the reference interpreter disagree."""
+
+
+class PrecisionError(RunFailure):
+    """A ±1 field left its tolerance band: temperature or dtype is not enough.
+
+    Raised by the checked mode instead of returning a plausible wrong number.
+    """
+
+    def __init__(self, step: int, layer: int, column: int, field: str, value: float,
+                 expected: str) -> None:
+        self.step, self.layer, self.column, self.field = step, layer, column, field
+        self.value = value
+        super().__init__(
+            f"precision error at step {step}, layer {layer}, column {column}, "
+            f"field '{field}': value {value:.6g} is not {expected}; "
+            "raise the temperature or use float64"
+        )
