@@ -10,6 +10,8 @@ class LtvmError(Exception):
     """Base of every error the tool reports to a user as one clear message."""
 
     exit_code = 1
+    located = False
+    """True when the message already starts with its own `file:line:col:` location."""
 
 
 class InputError(LtvmError):

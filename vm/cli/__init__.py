@@ -9,7 +9,11 @@ import sys
 from vm import __version__
 from vm.errors import LtvmError
 
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = [
+    "demo",
+    "asm",
+    "run",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except LtvmError as error:
-        print(f"ltvm: error: {error}", file=sys.stderr)
+        print(error if error.located else f"ltvm: error: {error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("ltvm: interrupted", file=sys.stderr)

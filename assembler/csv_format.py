@@ -1,0 +1,116 @@
+"""The column-index CSV format of earlier looped-transformer code.
+
+A commands file with header `a,b,c`, one instruction a row, 0-based absolute
+column indices (memory columns s..s+m-1, instruction columns s+m..n-1, the
+last row the EOF instruction), and a memory file with header `mem`, one
+initial value a row.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from assembler.diagnostics import SourceError
+from assembler.program import Instruction, Program, SourcePos, bits_needed, word_range
+from assembler.punchcard import all_instructions
+from assembler.subleq import DEFAULT_MIN_BITS, MAX_BITS
+from vm.errors import InputError
+
+DEFAULT_CSV_SCRATCH = 2
+
+
+def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]]]]:
+    """Rows of integers with their 1-based line numbers, after checking the header."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not a text file") from None
+    rows = list(csv.reader(text.splitlines()))
+    if not rows or [cell.strip().lower() for cell in rows[0]] != header:
+        raise SourceError(f"expected the header '{','.join(header)}'", str(path), text, 1, 1)
+    parsed = []
+    for line_number, row in enumerate(rows[1:], start=2):
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise SourceError(f"expected {len(header)} value(s), got {len(row)}", str(path),
+                              text, line_number, 1)
+        values = []
+        for cell in row:
+            try:
+                values.append(int(cell.strip()))
+            except ValueError:
+                column = text.splitlines()[line_number - 1].find(cell) + 1
+                raise SourceError(f"'{cell.strip()}' is not an integer", str(path), text,
+                                  line_number, max(column, 1), max(len(cell), 1)) from None
+        parsed.append((line_number, values))
+    return text, parsed
+
+
+def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CSV_SCRATCH,
+             bits: int | None = None) -> Program:
+    """Import a commands/memory CSV pair as a `Program` (scratch width `scratch`)."""
+    commands, memory = Path(commands), Path(memory)
+    if scratch < 1:
+        raise InputError(f"--scratch must be at least 1, got {scratch}")
+    memory_text, memory_rows = _read(memory, ["mem"])
+    values = [row[0] for _, row in memory_rows]
+    if len(values) < 2:
+        raise InputError(f"{memory}: memory needs at least 2 cells (a 0 and a non-positive "
+                         "cell for the EOF instruction)")
+    needed = max(bits_needed(v) for v in values)
+    if bits is None:
+        bits = max(DEFAULT_MIN_BITS, needed)
+    if not 2 <= bits <= MAX_BITS:
+        raise InputError(f"--bits must be between 2 and {MAX_BITS}, got {bits}")
+    low, high = word_range(bits)
+    for line_number, row in memory_rows:
+        if not low <= row[0] <= high:
+            raise SourceError(f"value {row[0]} does not fit in a {bits}-bit word "
+                              f"(range {low}..{high})", str(memory), memory_text, line_number, 1)
+    text, rows = _read(commands, ["a", "b", "c"])
+    if not rows:
+        raise InputError(f"{commands}: no instructions (the last row must be the EOF instruction)")
+    m, k = len(values), len(rows)
+    first_code, n = scratch + m, scratch + m + k
+    instructions = []
+    for index, (line_number, (a, b, c)) in enumerate(rows):
+        for name, value in (("a", a), ("b", b)):
+            if not scratch <= value < first_code:
+                raise SourceError(f"{name} = {value} is not a memory column (memory columns are "
+                                  f"{scratch}..{first_code - 1})", str(commands), text,
+                                  line_number, 1)
+        if not first_code <= c < n:
+            raise SourceError(f"c = {c} is not an instruction column (instruction columns are "
+                              f"{first_code}..{n - 1})", str(commands), text, line_number, 1)
+        pos = SourcePos(str(commands), line_number, 1)
+        instructions.append(Instruction(a - scratch, b - scratch, c - first_code, pos,
+                                        f"{a},{b},{c}"))
+    eof, eof_line = instructions[-1], rows[-1][0]
+    if eof.c != k - 1:
+        raise SourceError(f"the last row must be the EOF instruction, jumping to itself "
+                          f"(c = {n - 1})", str(commands), text, eof_line, 1)
+    if values[eof.a] != 0 or values[eof.b] > 0:
+        raise SourceError("the EOF instruction must subtract a 0 cell from a non-positive cell, "
+                          f"so it never changes memory (here mem[{eof.a + scratch}] = "
+                          f"{values[eof.a]}, mem[{eof.b + scratch}] = {values[eof.b]})",
+                          str(commands), text, eof_line, 1)
+    return Program(instructions[:-1], values, bits=bits, source=str(commands),
+                   eof_operands=(eof.a, eof.b))
+
+
+def save_csv(program: Program, directory: str | Path, scratch: int = DEFAULT_CSV_SCRATCH
+             ) -> tuple[Path, Path]:
+    """Write `commands.csv` and `memory.csv` for `program` (absolute column indices)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    first_code = scratch + len(program.memory)
+    commands, memory = directory / "commands.csv", directory / "memory.csv"
+    rows = [f"{i.a + scratch},{i.b + scratch},{i.c + first_code}"
+            for i in all_instructions(program)]
+    commands.write_text("a,b,c\n" + "\n".join(rows) + "\n")
+    memory.write_text("mem\n" + "\n".join(map(str, program.memory)) + "\n")
+    return commands, memory

@@ -1,0 +1,63 @@
+"""Program -> readable `.sq` source that assembles back to the same program."""
+
+from __future__ import annotations
+
+from assembler.program import MINUS_ONE_CELL, ZERO_CELL, Instruction, Program
+
+
+def _data_names(program: Program) -> dict[int, str]:
+    """A name for every memory address: symbol names, else `m<address>`."""
+    names = {address: f"m{address}" for address in range(len(program.memory))}
+    for symbol in program.symbols.values():
+        for offset in range(symbol.size):
+            names[symbol.address + offset] = symbol.name if symbol.size == 1 else \
+                f"{symbol.name}+{offset}"
+    return names
+
+
+def _label_names(program: Program) -> dict[int, str]:
+    names = {program.eof: "EOF"}
+    targets = {i.c for index, i in enumerate(program.instructions) if i.c != index + 1}
+    for index in sorted(targets - {program.eof}):
+        names[index] = f"L{index}"
+    for name, index in program.labels.items():
+        names.setdefault(index, name)
+        if names[index].startswith("L") and names[index][1:].isdigit():
+            names[index] = name
+    return names
+
+
+def _mnemonic(program: Program, index: int, instruction: Instruction,
+              data: dict[int, str], labels: dict[int, str]) -> str:
+    if instruction.a == instruction.b == ZERO_CELL:
+        return "halt" if instruction.c == program.eof else f"goto {labels[instruction.c]}"
+    text = f"subleq {data[instruction.a]}, {data[instruction.b]}"
+    return text if instruction.c == index + 1 else f"{text}, {labels[instruction.c]}"
+
+
+def disassemble(program: Program) -> str:
+    """`.sq` text for `program`. Exact for programs whose cells 0 and 1 are the
+    reserved 0 and -1 and whose EOF uses them (every assembled program)."""
+    data, labels = _data_names(program), _label_names(program)
+    lines = [f"; disassembly of {program.source}", f".bits {program.bits}"]
+    reserved_ok = (program.memory[ZERO_CELL] == 0 and program.memory[MINUS_ONE_CELL] == -1
+                   and program.eof_operands == (ZERO_CELL, MINUS_ONE_CELL))
+    if not reserved_ok:
+        lines.append("; note: cells 0/1 are not the reserved 0/-1; addresses shift on reassembly")
+    lines.append(".data")
+    named = {s.address: s for s in program.symbols.values()}
+    address = 2
+    while address < len(program.memory):
+        symbol = named.get(address)
+        if symbol is not None and symbol.size > 1:
+            values = program.memory[address:address + symbol.size]
+            lines.append(f"{symbol.name}: .array {', '.join(map(str, values))}")
+            address += symbol.size
+            continue
+        lines.append(f"{data[address]}: {program.memory[address]}")
+        address += 1
+    lines.append(".code")
+    for index, instruction in enumerate(program.instructions):
+        label = f"{labels[index]}:" if index in labels else ""
+        lines.append(f"{label:<10}{_mnemonic(program, index, instruction, data, labels)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,115 @@
+"""The typed program every front end produces and every engine executes.
+
+A `Program` is the single object shared by the reference interpreter and the
+punchcard encoder, so both engines run exactly the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ZERO_CELL = 0
+"""Reserved memory cell holding 0 (paper, Step 7 of Lemma 4); also used by `goto`."""
+MINUS_ONE_CELL = 1
+"""Reserved memory cell holding -1, the EOF instruction's `b` operand."""
+RESERVED_NAMES = {ZERO_CELL: "@zero", MINUS_ONE_CELL: "@minus_one"}
+
+
+@dataclass(frozen=True)
+class SourcePos:
+    """A 1-based position in a source file, kept for error messages and listings."""
+
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """`subleq a, b, c`: memory addresses a, b (0-based) and instruction index c."""
+
+    a: int
+    b: int
+    c: int
+    pos: SourcePos | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A named block of memory: a cell (size 1) or an array."""
+
+    name: str
+    address: int
+    size: int
+    pos: SourcePos | None = None
+
+
+@dataclass
+class Program:
+    """A SUBLEQ program with Harvard memory: data cells and instructions apart.
+
+    `instructions` excludes the EOF instruction; the punchcard appends it at
+    index `len(instructions)`, with operands `eof_operands` (a cell holding 0
+    and a cell holding a non-positive value), so it changes nothing and jumps
+    to itself.
+    """
+
+    instructions: list[Instruction]
+    memory: list[int]
+    symbols: dict[str, Symbol] = field(default_factory=dict)
+    labels: dict[str, int] = field(default_factory=dict)
+    bits: int = 8
+    source: str = "<program>"
+    eof_operands: tuple[int, int] = (ZERO_CELL, MINUS_ONE_CELL)
+
+    @property
+    def eof(self) -> int:
+        """Index of the EOF instruction (one past the last real instruction)."""
+        return len(self.instructions)
+
+    def named_memory(self, memory: list[int]) -> dict[str, int | list[int]]:
+        """Memory values by symbol name (arrays as lists), in address order."""
+        named: dict[str, int | list[int]] = {}
+        for symbol in sorted(self.symbols.values(), key=lambda s: s.address):
+            values = memory[symbol.address:symbol.address + symbol.size]
+            named[symbol.name] = values if symbol.size > 1 else values[0]
+        return named
+
+    def label_at(self, index: int) -> str | None:
+        """The first label that names instruction `index`, if any."""
+        if index == self.eof:
+            return "EOF"
+        return next((name for name, at in self.labels.items() if at == index), None)
+
+    def address_name(self, address: int) -> str:
+        """A readable name for a memory address: `x`, `xs+2`, or `mem[7]`."""
+        if address in RESERVED_NAMES:
+            return RESERVED_NAMES[address]
+        for symbol in self.symbols.values():
+            if symbol.address <= address < symbol.address + symbol.size:
+                offset = address - symbol.address
+                return symbol.name if symbol.size == 1 else f"{symbol.name}+{offset}"
+        return f"mem[{address}]"
+
+
+def word_range(bits: int) -> tuple[int, int]:
+    """Smallest and largest value of an N-bit two's-complement word."""
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def bits_needed(value: int) -> int:
+    """Smallest two's-complement word size that holds `value` (at least 2)."""
+    bits = 2
+    while not word_range(bits)[0] <= value <= word_range(bits)[1]:
+        bits += 1
+    return bits
+
+
+def wrap(value: int, bits: int) -> int:
+    """`value` reduced to an N-bit two's-complement word, as a binary adder does."""
+    half = 1 << (bits - 1)
+    return ((value + half) % (1 << bits)) - half

@@ -1,0 +1,1 @@
+"""Builders of hardcoded transformer layers, addressed by layout field names."""

@@ -1,0 +1,23 @@
+"""Which binary adder a word size gets, so that every intermediate stays exact.
+
+A one-hidden-layer adder (Lemma 16) forms weighted bit sums up to 2^(N+1);
+float32 holds integers exactly only below 2^24, so N <= 23 is exact there.
+Wider words use a carry-select adder over blocks of about sqrt(N) bits, whose
+intermediates stay below 2^(w+2) and 2^(blocks+1): two hidden layers instead
+of one, exact in float32 for every N up to 64.
+"""
+
+from __future__ import annotations
+
+import math
+
+ONE_LEVEL_MAX_BITS = 23
+FLOAT32_EXACT_LIMIT = 1 << 24
+
+
+def carry_blocks(bits: int) -> list[range] | None:
+    """None for a one-level adder; else the blocks of bit significances, LSB first."""
+    if bits <= ONE_LEVEL_MAX_BITS:
+        return None
+    width = math.ceil(math.sqrt(bits))
+    return [range(start, min(start + width, bits)) for start in range(0, bits, width)]

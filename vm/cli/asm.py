@@ -1,0 +1,55 @@
+"""`ltvm asm`: assemble a program and show (or save) its punchcard X."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from assembler.csv_format import save_csv
+from assembler.disassemble import disassemble
+from assembler.punchcard import encode
+from vm.cli.common import add_program_arguments, atomic_path, load_program
+from vm.machines.subleq_layout import subleq_layout
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "asm", help="assemble a program; print its geometry and punchcard summary",
+        description="Assemble PROG (or import --csv CMDS MEM), print the geometry and a "
+                    "summary of the punchcard X; optionally save X, a listing or a CSV pair.")
+    add_program_arguments(parser)
+    parser.add_argument("-o", "--output", metavar="X.npy", help="save the punchcard X (.npy)")
+    parser.add_argument("--listing", action="store_true",
+                        help="print the disassembly (labels, names, one instruction a line)")
+    parser.add_argument("--export-csv", metavar="DIR",
+                        help="write DIR/commands.csv and DIR/memory.csv (column-index format)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    program, geometry = load_program(args)
+    layout = subleq_layout(geometry)
+    X = encode(program, geometry, layout)
+    print(f"program: {program.source}")
+    print(f"geometry: {geometry.describe()}")
+    print(f"punchcard: X has {layout.rows} rows x {layout.columns} columns, "
+          f"{int(np.count_nonzero(X))} nonzero entries")
+    print("regions:  " + ", ".join(f"{name} {span.start}..{span.stop - 1}"
+                                   for name, span in layout.regions.items() if len(span)))
+    print("fields:")
+    for name in layout.fields:
+        span = layout[name]
+        kind = "state" if name in layout.persistent else "work"
+        print(f"  {name:<8} rows {span.start:>3}..{span.stop - 1:<3} {kind}")
+    if args.listing:
+        print(disassemble(program), end="")
+    if args.output:
+        with atomic_path(args.output) as path:
+            with open(path, "wb") as handle:
+                np.save(handle, X)
+        print(f"wrote {args.output}")
+    if args.export_csv:
+        commands, memory = save_csv(program, args.export_csv, geometry.scratch)
+        print(f"wrote {commands} and {memory}")
+    return 0
