@@ -1,0 +1,92 @@
+"""The `ltvm` command line: outputs, exit codes, no tracebacks, no half-written files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vm.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+FACTORIAL = str(ROOT / "programs" / "subleq" / "factorial.sq")
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_asm_prints_geometry_and_saves_a_loadable_punchcard(capsys, tmp_path):
+    target = tmp_path / "x.npy"
+    code, out, _ = run_cli(capsys, "asm", FACTORIAL, "-o", str(target))
+    assert code == 0
+    assert "geometry: n=" in out and "N=16-bit" in out
+    X = np.load(target, allow_pickle=False)
+    assert X.shape[1] == 1 + 10 + 26
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+
+
+def test_asm_failure_leaves_no_file(capsys, tmp_path):
+    bad = tmp_path / "bad.sq"
+    bad.write_text(".code\nfoo\n")
+    code, _, err = run_cli(capsys, "asm", str(bad), "-o", str(tmp_path / "x.npy"))
+    assert code == 2 and "unknown mnemonic 'foo'" in err
+    assert not (tmp_path / "x.npy").exists()
+
+
+def test_run_reference_prints_named_memory_and_json(capsys):
+    code, out, _ = run_cli(capsys, "run", FACTORIAL, "--engine", "reference")
+    assert code == 0 and "fact = 720" in out and "halted: yes" in out
+    code, out, _ = run_cli(capsys, "run", FACTORIAL, "--engine", "reference", "--json")
+    payload = json.loads(out)
+    assert payload["memory"]["fact"] == 720 and payload["halted"] is True
+
+
+def test_run_trace_lists_each_step(capsys):
+    code, out, _ = run_cli(capsys, "run", FACTORIAL, "--engine", "reference", "--trace")
+    steps = [line for line in out.splitlines() if " pc " in line]
+    assert code == 0 and len(steps) == int(out.split("steps: ")[1].split()[0])
+    assert "t = 0 - n = -6" in steps[0]
+
+
+def test_run_exits_1_when_the_step_limit_is_reached(capsys):
+    code, out, _ = run_cli(capsys, "run", FACTORIAL, "--engine", "reference",
+                           "--max-steps", "10")
+    assert code == 1 and "halted: no" in out and "steps: 10" in out
+
+
+def test_run_csv_pair(capsys, tmp_path):
+    (tmp_path / "c.csv").write_text("a,b,c\n5,4,7\n2,3,7\n")
+    (tmp_path / "m.csv").write_text("mem\n0\n-1\n7\n3\n")
+    code, out, _ = run_cli(capsys, "run", "--csv", str(tmp_path / "c.csv"),
+                           str(tmp_path / "m.csv"), "--engine", "reference")
+    assert code == 0 and "mem = [0, -1, 4, 3]" in out
+
+
+def test_geometry_overrides_apply(capsys):
+    code, out, _ = run_cli(capsys, "asm", FACTORIAL, "--bits", "24", "--scratch", "3")
+    assert code == 0 and "scratch 3" in out and "N=24-bit" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "missing.sq"], "cannot read missing.sq"),
+    (["run"], "no program given"),
+    (["run", "x.txt"], "unknown program type"),
+    (["asm", FACTORIAL, "--bits", "3"], "does not fit in a 3-bit word"),
+])
+def test_console_script_reports_bad_input_with_exit_2_and_no_traceback(argv, message):
+    done = subprocess.run([sys.executable, "-m", "vm.cli", *argv], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_demo_runs_factorial(capsys):
+    code, out, _ = run_cli(capsys, "demo")
+    assert code == 0 and "fact = 720" in out

@@ -1,0 +1,64 @@
+"""The column-index CSV format: import, validation with located errors, export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from assembler.csv_format import load_csv, save_csv
+from assembler.diagnostics import SourceError
+from strategies import programs
+from vm.reference import run_reference
+
+
+def write_pair(directory: Path, commands: str, memory: str) -> tuple[Path, Path]:
+    (directory / "c.csv").write_text(commands)
+    (directory / "m.csv").write_text(memory)
+    return directory / "c.csv", directory / "m.csv"
+
+
+def test_imports_absolute_columns_as_memory_and_instruction_indices(tmp_path):
+    # s=2, memory columns 2..5 (0, -1, 7, 3), instructions 6..7 (one + EOF)
+    cmds, mem = write_pair(tmp_path, "a,b,c\n5,4,7\n2,3,7\n", "mem\n0\n-1\n7\n3\n")
+    program = load_csv(cmds, mem, scratch=2)
+    assert program.memory == [0, -1, 7, 3]
+    assert [(i.a, i.b, i.c) for i in program.instructions] == [(3, 2, 1)]
+    assert program.eof_operands == (0, 1) and program.bits == 8
+    result = run_reference(program)
+    assert result.halted and result.memory[2] == 4
+
+
+@pytest.mark.parametrize("commands,memory,line,message", [
+    ("x,y,z\n2,3,4\n", "mem\n0\n-1\n", 1, "expected the header 'a,b,c'"),
+    ("a,b,c\n2,3,9\n", "mem\n0\n-1\n", 2, "c = 9 is not an instruction column"),
+    ("a,b,c\n1,3,4\n", "mem\n0\n-1\n", 2, "a = 1 is not a memory column"),
+    ("a,b,c\n2,3,4\n2,3,4\n", "mem\n0\n-1\n", 3, "the last row must be the EOF instruction"),
+    ("a,b,c\n3,2,4\n", "mem\n0\n-1\n", 2, "the EOF instruction must subtract a 0 cell"),
+    ("a,b,c\n2,x,4\n", "mem\n0\n-1\n", 2, "'x' is not an integer"),
+    ("a,b,c\n2,3\n", "mem\n0\n-1\n", 2, "expected 3 value(s), got 2"),
+])
+def test_bad_csv_is_reported_at_its_line(tmp_path, commands, memory, line, message):
+    cmds, mem = write_pair(tmp_path, commands, memory)
+    with pytest.raises(SourceError) as caught:
+        load_csv(cmds, mem, scratch=2)
+    assert caught.value.line == line and message in str(caught.value)
+
+
+def test_memory_value_out_of_range_for_given_bits(tmp_path):
+    cmds, mem = write_pair(tmp_path, "a,b,c\n2,3,5\n", "mem\n0\n-1\n300\n")
+    with pytest.raises(SourceError, match="value 300 does not fit in a 8-bit word"):
+        load_csv(cmds, mem, scratch=2, bits=8)
+    assert load_csv(cmds, mem, scratch=2).bits == 10
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(programs())
+def test_export_then_import_gives_the_same_program(tmp_path, program):
+    cmds, mem = save_csv(program, tmp_path, scratch=3)
+    loaded = load_csv(cmds, mem, scratch=3, bits=program.bits)
+    assert loaded.memory == program.memory
+    assert [(i.a, i.b, i.c) for i in loaded.instructions] == \
+        [(i.a, i.b, i.c) for i in program.instructions]
+    assert loaded.eof_operands == program.eof_operands
