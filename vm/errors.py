@@ -41,11 +41,12 @@ class PrecisionError(RunFailure):
     """
 
     def __init__(self, step: int, layer: int, column: int, field: str, value: float,
-                 expected: str) -> None:
+                 expected: str, program: int | None = None) -> None:
         self.step, self.layer, self.column, self.field = step, layer, column, field
-        self.value = value
+        self.value, self.program = value, program
+        where = "" if program is None else f" (program {program} of the batch)"
         super().__init__(
             f"precision error at step {step}, layer {layer}, column {column}, "
-            f"field '{field}': value {value:.6g} is not {expected}; "
+            f"field '{field}'{where}: value {value:.6g} is not {expected}; "
             "raise the temperature or use float64"
         )

@@ -13,6 +13,10 @@ COMMAND_MODULES: list[str] = [
     "demo",
     "asm",
     "run",
+    "compare",
+    "inspect",
+    "export",
+    "bench",
 ]
 
 

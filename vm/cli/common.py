@@ -15,7 +15,9 @@ from assembler.program import Program
 from assembler.punchcard import DEFAULT_SCRATCH, geometry_for
 from assembler.subleq import assemble_file
 from vm.errors import InputError
+from vm.executor import DTYPES, EngineConfig
 from vm.geometry import Geometry
+from vm.layers import ATTENTION_MODES
 from vm.reference import RunResult, TraceStep
 
 
@@ -41,6 +43,31 @@ def add_program_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scratch", type=positive_int, metavar="S",
                         help=f"scratch columns (default {DEFAULT_SCRATCH}; "
                              f"{DEFAULT_CSV_SCRATCH} for --csv)")
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the transformer runs: dtype, device, attention, temperature, checked mode."""
+    group = parser.add_argument_group("transformer")
+    group.add_argument("--dtype", choices=list(DTYPES), default="float32",
+                       help="floating-point type of X and the weights (default float32)")
+    group.add_argument("--device", default="cpu",
+                       help="torch device, e.g. cpu or cuda (default cpu)")
+    group.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked",
+                       help="masked: scratch columns attend globally, others to themselves and "
+                            "the scratchpad, O(n) a pass (default); dense: every column to "
+                            "every column, O(n^2)")
+    group.add_argument("--temperature", type=float, metavar="LAM",
+                       help="softmax temperature lam (default: ln((n-1)/2^-54)/2, which makes "
+                            "every read exact to the last bit)")
+    group.add_argument("--checked", action="store_true",
+                       help="validate every read and the state after every pass; stop with a "
+                            "precision error instead of computing on (also on automatically "
+                            "below the provably safe temperature)")
+
+
+def engine_config(args: argparse.Namespace) -> EngineConfig:
+    return EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
+                        temperature=args.temperature, checked=args.checked)
 
 
 def load_program(args: argparse.Namespace) -> tuple[Program, Geometry]:

@@ -1,0 +1,62 @@
+"""`ltvm bench`: speed of the looped transformer beside the reference interpreter."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+import torch
+
+from vm.bench import bench, format_table
+from vm.executor import DTYPES, EngineConfig
+from vm.layers import ATTENTION_MODES
+
+BENCH_TARGETS: list[str] = []
+"""Modules of vm.cli that add a `register_bench(targets)` sub-target."""
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'")
+    if any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError("values must be positive")
+    return values
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "bench", help="steps per second of the transformer and the reference interpreter",
+        description="Time the SUBLEQ looped transformer at several column counts n (N = 8-bit "
+                    "words) and batch sizes, beside the reference interpreter measured in the "
+                    "same run." + (" Other targets: " + ", ".join(BENCH_TARGETS) + "."
+                                   if BENCH_TARGETS else ""))
+    parser.add_argument("--columns", type=_int_list, default=[64, 256, 1024], metavar="N,...",
+                        help="column counts n (default 64,256,1024)")
+    parser.add_argument("--batch", type=_int_list, default=[1, 256], metavar="B,...",
+                        help="batch sizes (default 1,256)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--dtype", choices=list(DTYPES), default="float32")
+    parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="time budget per measurement (default 2)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    parser.set_defaults(func=run)
+    targets = parser.add_subparsers(dest="target", metavar="TARGET")
+    for name in BENCH_TARGETS:
+        importlib.import_module(f"vm.cli.{name}").register_bench(targets)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention)
+    rows = bench(args.columns, args.batch, config, args.seconds,
+                 lambda message: print(message, file=sys.stderr, flush=True))
+    device = torch.cuda.get_device_name() if config.device.startswith("cuda") else \
+        f"cpu ({torch.get_num_threads()} threads)"
+    print(f"SUBLEQ looped transformer, N = 8-bit words, {device}, torch {torch.__version__}")
+    print(format_table(rows))
+    return 0

@@ -1,0 +1,72 @@
+"""`ltvm inspect`: the layers of a geometry's transformer beside the paper's Table 1."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from vm.cli.common import add_program_arguments, load_program, positive_int
+from vm.errors import InputError
+from vm.geometry import Geometry
+from vm.machines.subleq import subleq_machine
+
+PAPER = {"subleq": (9, 2, "Lemma 4")}
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "inspect", help="list the transformer's layers, heads, widths and parameters",
+        description="Build the looped transformer for PROG's geometry (or for --memory M "
+                    "--instructions K [--bits N] [--scratch S]) and print a table of its "
+                    "layers with totals, beside the paper's Table 1.")
+    add_program_arguments(parser)
+    parser.add_argument("--memory", type=positive_int, metavar="M",
+                        help="memory columns, reserved cells included (without PROG)")
+    parser.add_argument("--instructions", type=positive_int, metavar="K",
+                        help="instruction columns, EOF included (without PROG)")
+    parser.add_argument("--temperature", type=float, metavar="LAM",
+                        help="softmax temperature (default: the exact-read rule)")
+    parser.add_argument("--json", action="store_true", help="print the table as JSON")
+    parser.set_defaults(func=run)
+
+
+def _geometry(args: argparse.Namespace) -> Geometry:
+    if args.program or args.csv:
+        if args.memory or args.instructions:
+            raise InputError("give PROG or --memory/--instructions, not both")
+        return load_program(args)[1]
+    if not (args.memory and args.instructions):
+        raise InputError("give PROG, --csv CMDS MEM, or --memory M --instructions K")
+    return Geometry(args.scratch or 1, args.memory, args.instructions, args.bits or 8)
+
+
+def run(args: argparse.Namespace) -> int:
+    geometry = _geometry(args)
+    machine = subleq_machine(geometry, args.temperature)
+    layers = machine.weights.layers
+    rows = [{"layer": i, "role": layer.role, "heads": len(layer.heads),
+             "head_roles": [h.role for h in layer.heads], "ffn_width": layer.ffn.width,
+             "parameters": layer.parameter_count()} for i, layer in enumerate(layers)]
+    paper_layers, paper_heads, lemma = PAPER["subleq"]
+    totals = {"layers": len(layers), "max_heads": max(r["heads"] for r in rows),
+              "heads_in_all": sum(r["heads"] for r in rows),
+              "ffn_width_max": max(r["ffn_width"] for r in rows),
+              "parameters": sum(r["parameters"] for r in rows), "rows": machine.layout.rows,
+              "temperature": machine.temperature}
+    if args.json:
+        print(json.dumps({"geometry": geometry.as_dict(), "layers": rows, "totals": totals,
+                          "paper": {"layers": paper_layers, "heads": paper_heads,
+                                    "statement": lemma}}, indent=2))
+        return 0
+    print(f"geometry: {geometry.describe()}")
+    print(f"residual stream: {machine.layout.rows} rows; temperature lam = "
+          f"{machine.temperature:.4g}")
+    print(f"{'layer':>5}  {'heads':>5}  {'ffn width':>9}  {'parameters':>10}  role")
+    for row in rows:
+        roles = f" [{'; '.join(row['head_roles'])}]" if row["head_roles"] else ""
+        print(f"{row['layer']:>5}  {row['heads']:>5}  {row['ffn_width']:>9}  "
+              f"{row['parameters']:>10,}  {row['role']}{roles}")
+    print(f"total: {totals['layers']} layers, {totals['max_heads']} heads per layer at most "
+          f"({totals['heads_in_all']} in all), {totals['parameters']:,} parameters")
+    print(f"paper (Table 1, {lemma}): {paper_layers} layers, {paper_heads} heads")
+    return 0

@@ -1,0 +1,244 @@
+"""Runs punchcards through the looped transformer: X <- TF(X) until EOF.
+
+A batch of punchcards of one geometry runs at once. Each pass counts, on the
+device, which programs had not yet reached EOF (EOF jumps to itself and
+changes nothing, so finished programs can keep looping); the host looks at
+that only every `check_every` passes, so the loop does not sync each step.
+
+The checked mode observes every sublayer (it never changes X) and raises a
+`PrecisionError` as soon as a read lands outside CHECK_TOLERANCE of its exact
+levels, or a pass leaves a state field off its ±1/0 pattern: a temperature
+or dtype that is not enough is reported, never returned as a wrong number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable
+
+import numpy as np
+import torch
+
+from assembler.program import Program
+from assembler.punchcard import all_instructions, check_fits, decode_memory, decode_pc, encode
+from vm.encoding import pm1_code
+from vm.errors import InputError, PrecisionError
+from vm.geometry import Geometry
+from vm.layers import (ATTENTION_MODES, LoopedTransformer, flush_denormals, from_internal,
+                       to_internal)
+from vm.machines.subleq import (CHECK_TOLERANCE, SubleqMachine, subleq_machine,
+                                temperature_is_safe)
+from vm.reference import RunResult, TraceStep
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DEFAULT_CHECK_EVERY = 16
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the transformer runs: none of this changes the weights except temperature.
+
+    `checked` forces the checked mode; it is also on whenever the temperature
+    is below the provably safe one (`temperature_is_safe`), so no setting can
+    return a wrong number silently.
+    """
+
+    dtype: str = "float32"
+    device: str = "cpu"
+    attention: str = "masked"
+    temperature: float | None = None
+    checked: bool = False
+    check_every: int = DEFAULT_CHECK_EVERY
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.attention not in ATTENTION_MODES:
+            raise InputError(f"attention must be one of {', '.join(ATTENTION_MODES)}")
+        if self.temperature is not None and self.temperature <= 0:
+            raise InputError(f"temperature must be positive, got {self.temperature}")
+        if self.check_every < 1:
+            raise InputError("check_every must be at least 1")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise InputError("device 'cuda' requested but no CUDA device is available")
+
+
+@lru_cache(maxsize=16)
+def _model(geometry: Geometry, temperature: float | None, dtype: str, device: str,
+           attention: str) -> LoopedTransformer:
+    machine = subleq_machine(geometry, temperature)
+    return LoopedTransformer(machine.weights, DTYPES[dtype], device, attention, geometry.scratch)
+
+
+@dataclass
+class BatchRun:
+    """The state after a batched run: X, steps executed and halted flags per program."""
+
+    X: torch.Tensor
+    steps: np.ndarray
+    halted: np.ndarray
+
+
+class TransformerExecutor:
+    """One geometry's looped transformer, ready to run batches of programs."""
+
+    def __init__(self, geometry: Geometry, config: EngineConfig = EngineConfig()) -> None:
+        self.geometry, self.config = geometry, config
+        self.machine: SubleqMachine = subleq_machine(geometry, config.temperature)
+        self.layout = self.machine.layout
+        self.model = _model(geometry, config.temperature, config.dtype, config.device,
+                            config.attention)
+        self.checked = config.checked or not temperature_is_safe(self.machine)
+        self.device, self.dtype = torch.device(config.device), DTYPES[config.dtype]
+        self._pc_rows = self.layout["pc"]
+        eof = pm1_code(geometry.eof_column, geometry.pos_bits)
+        self._eof = torch.as_tensor(eof, dtype=self.dtype, device=self.device)[:, None]
+        self._support: torch.Tensor | None = None
+
+    def load(self, programs: list[Program]) -> torch.Tensor:
+        """Punchcards of programs of this geometry as one (batch, rows, n) tensor."""
+        cards = []
+        for program in programs:
+            check_fits(program, self.geometry)
+            cards.append(encode(program, self.geometry, self.layout))
+        return self.load_punchcards(np.stack(cards))
+
+    def load_punchcards(self, cards: np.ndarray) -> torch.Tensor:
+        cards = np.asarray(cards, dtype=np.float64)
+        if cards.ndim == 2:
+            cards = cards[None]
+        if cards.shape[1:] != (self.layout.rows, self.layout.columns):
+            raise InputError(f"punchcards have shape {cards.shape[1:]}, this geometry needs "
+                             f"({self.layout.rows}, {self.layout.columns})")
+        X = torch.as_tensor(cards, dtype=self.dtype, device=self.device)
+        self._support = X != 0
+        return X
+
+    def running(self, pcs: torch.Tensor) -> torch.Tensor:
+        """For program-counter codes (..., B, batch): not yet at EOF? (on device)"""
+        return (pcs * self._eof < 0).any(dim=-2)
+
+    def step(self, X: torch.Tensor, step: int = 0) -> torch.Tensor:
+        """One pass of TF on (batch, rows, n); returns the new X. Checked if configured."""
+        internal = to_internal(X)
+        with torch.inference_mode(), flush_denormals():
+            self._step_(internal, step)
+        return from_internal(internal).contiguous()
+
+    def _step_(self, X: torch.Tensor, step: int) -> None:
+        if not self.checked:
+            self.model.step_(X)
+            return
+        self.model.step_(X, observer=lambda layer, stage, Y: self._observe(step, layer, stage, Y))
+        self._check_state(step, from_internal(X))
+
+    @torch.inference_mode()
+    def run(self, X: torch.Tensor, max_steps: int,
+            progress: Callable[[int], None] | None = None) -> BatchRun:
+        """Loop until every program reached EOF or `max_steps` passes were made.
+
+        Each pass copies the program counters into a small on-device record;
+        every `check_every` passes the record is turned into step counts and
+        the host learns whether everything halted: one sync per window.
+        """
+        with flush_denormals():
+            return self._run(to_internal(X), max_steps, progress)
+
+    def _run(self, X: torch.Tensor, max_steps: int,
+             progress: Callable[[int], None] | None) -> BatchRun:
+        window, pc = self.config.check_every, self._pc_rows
+        record = torch.empty((window, self.geometry.pos_bits, X.shape[1]), dtype=self.dtype,
+                             device=self.device)
+        steps = torch.zeros(X.shape[1], dtype=torch.long, device=self.device)
+        done = 0
+        while done < max_steps and bool(self.running(X[pc, :, 0]).any()):
+            passes = min(window, max_steps - done)
+            for offset in range(passes):
+                record[offset].copy_(X[pc, :, 0])
+                self._step_(X, done + offset)
+            steps += self.running(record[:passes]).sum(dim=0)
+            done += passes
+            if progress is not None:
+                progress(done)
+        halted = ~self.running(X[pc, :, 0])
+        return BatchRun(from_internal(X).contiguous(), steps.cpu().numpy(), halted.cpu().numpy())
+
+    def results(self, run: BatchRun) -> list[RunResult]:
+        X = run.X.double().cpu().numpy()
+        return [RunResult(decode_memory(card, self.layout), decode_pc(card, self.layout),
+                          int(steps), bool(halted))
+                for card, steps, halted in zip(X, run.steps, run.halted)]
+
+    def decode(self, X: torch.Tensor) -> list[tuple[list[int], int]]:
+        """(memory, pc) of every program in the batch."""
+        cards = X.double().cpu().numpy()
+        return [(decode_memory(card, self.layout), decode_pc(card, self.layout))
+                for card in cards]
+
+    # -- checked mode -------------------------------------------------------------
+    def _observe(self, step: int, layer: int, stage: str, X: torch.Tensor) -> None:
+        for check in self.machine.checks:
+            if (check.layer, check.stage) != (layer, stage):
+                continue
+            columns = self._columns(check.columns)
+            values = X[:, self.layout[check.field], columns.start:columns.stop]
+            levels = torch.as_tensor(check.levels, dtype=X.dtype, device=X.device)
+            distance = (values[..., None] - levels).abs().min(dim=-1).values
+            self._raise_if_off(step, layer, check.field, distance, values, columns.start,
+                               f"within {CHECK_TOLERANCE} of {set(check.levels)}")
+
+    def _check_state(self, step: int, X: torch.Tensor) -> None:
+        """After a pass: state fields exactly ±1 on their support, 0 off it; work fields 0."""
+        last = len(self.model.layers) - 1
+        for name in self.layout.fields:
+            rows = self.layout[name]
+            values = X[:, rows]
+            if name in self.layout.persistent:
+                expected = self._support[:, rows].to(X.dtype)
+                distance = (values.abs() - expected).abs()
+                shown = "±1 or 0 (its punchcard pattern)"
+            else:
+                distance, shown = values.abs(), "0 between passes"
+            self._raise_if_off(step, last, name, distance, values, 0, shown)
+
+    def _raise_if_off(self, step: int, layer: int, field: str, distance: torch.Tensor,
+                      values: torch.Tensor, first_column: int, expected: str) -> None:
+        worst = float(distance.max())
+        if worst <= CHECK_TOLERANCE:
+            return
+        batch, _, column = np.unravel_index(int(distance.argmax()), tuple(distance.shape))
+        value = float(values.flatten()[int(distance.argmax())])
+        raise PrecisionError(step, layer, first_column + int(column), field, value, expected,
+                             program=int(batch) if distance.shape[0] > 1 else None)
+
+    def _columns(self, name: str) -> range:
+        if name == "cpu":
+            return range(0, 1)
+        return self.layout.regions[name]
+
+
+def run_transformer(program: Program, geometry: Geometry, max_steps: int = 100_000,
+                    config: EngineConfig = EngineConfig(),
+                    progress: Callable[[int], None] | None = None) -> RunResult:
+    """Run one program on the transformer and decode its final memory and pc."""
+    executor = TransformerExecutor(geometry, config)
+    return executor.results(executor.run(executor.load([program]), max_steps, progress))[0]
+
+
+def run_traced(program: Program, geometry: Geometry, max_steps: int = 100_000,
+               config: EngineConfig = EngineConfig()) -> RunResult:
+    """Run on the transformer decoding every pass, to report what each step did."""
+    executor = TransformerExecutor(geometry, config)
+    X = executor.load([program])
+    memory, pc = executor.decode(X)[0]
+    trace = []
+    while pc != program.eof and len(trace) < max_steps:
+        X = executor.step(X, len(trace))
+        new_memory, next_pc = executor.decode(X)[0]
+        instruction = all_instructions(program)[pc]
+        trace.append(TraceStep(len(trace), pc, instruction.a, instruction.b, instruction.c,
+                               memory[instruction.b], new_memory[instruction.b],
+                               new_memory[instruction.b] <= 0, next_pc))
+        memory, pc = new_memory, next_pc
+    return RunResult(memory, pc, len(trace), pc == program.eof, trace)

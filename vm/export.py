@@ -1,0 +1,79 @@
+"""Weight export (DESIGN.md §3): weights.npz, layout.json and punchcard.npy.
+
+Anyone with numpy and these three files can run the program with a short
+implementation of Eq. (1) and read the result; nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from vm.errors import InputError
+from vm.layout import Layout
+from vm.weights import MachineWeights
+
+FORMAT = "looped-transformer/1"
+FILES = ("weights.npz", "layout.json", "punchcard.npy")
+
+
+def weight_arrays(weights: MachineWeights, masked: bool) -> dict[str, np.ndarray]:
+    """The arrays of weights.npz, `meta` first (a JSON string)."""
+    meta = {"format": FORMAT, "layers": len(weights.layers), "heads": weights.heads,
+            "rows": weights.rows, "columns": weights.columns,
+            "attention": "masked" if masked else "dense", **weights.meta}
+    arrays: dict[str, np.ndarray] = {"meta": np.array(json.dumps(meta))}
+    mask = None
+    if masked:
+        mask = np.where(weights.mask, 0.0, -np.inf)
+    for l, layer in enumerate(weights.layers):
+        for h, head in enumerate(layer.heads):
+            prefix = f"l{l}.h{h}"
+            arrays[f"{prefix}.Q"], arrays[f"{prefix}.K"] = head.Q, head.K
+            arrays[f"{prefix}.V"], arrays[f"{prefix}.lam"] = head.V, np.array(head.lam)
+            if mask is not None:
+                arrays[f"{prefix}.mask"] = mask
+        arrays[f"l{l}.W1"], arrays[f"l{l}.b1"] = layer.ffn.W1, layer.ffn.b1
+        arrays[f"l{l}.W2"], arrays[f"l{l}.b2"] = layer.ffn.W2, layer.ffn.b2
+    return arrays
+
+
+def layout_document(layout: Layout, bits: int, extra: dict) -> dict:
+    """layout.json: how to decode memory and the program counter from X."""
+    return {**layout.to_json(), "bits": bits, "memory_field": "mem", "pc_field": "pc",
+            "encoding": "pm1-twos-complement-msb-first", **extra}
+
+
+def export(directory: str | Path, weights: MachineWeights, layout: Layout, punchcard: np.ndarray,
+           bits: int, masked: bool, extra_layout: dict) -> Path:
+    """Write the three files into `directory`, all or nothing.
+
+    The directory must not exist, be empty, or hold only a previous export.
+    """
+    directory = Path(directory)
+    if directory.exists():
+        if not directory.is_dir():
+            raise InputError(f"{directory} exists and is not a directory")
+        strangers = sorted(p.name for p in directory.iterdir() if p.name not in FILES)
+        if strangers:
+            raise InputError(f"{directory} holds other files ({', '.join(strangers[:3])}); "
+                             "export into an empty or new directory")
+    parent = directory.resolve().parent
+    if not parent.exists():
+        raise InputError(f"cannot write {directory}: {parent} does not exist")
+    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{directory.name}."))
+    try:
+        np.savez(staging / "weights.npz", **weight_arrays(weights, masked))
+        document = layout_document(layout, bits, extra_layout)
+        (staging / "layout.json").write_text(json.dumps(document, indent=2) + "\n")
+        np.save(staging / "punchcard.npy", punchcard)
+        directory.mkdir(exist_ok=True)
+        for name in FILES:
+            (staging / name).replace(directory / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return directory

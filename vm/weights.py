@@ -1,0 +1,79 @@
+"""Hardcoded weights of a looped transformer, in float64 numpy, as exported.
+
+These containers are the single source of truth: the torch modules cast them
+to the run's dtype/device, the exporter writes them, and tests read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class HeadWeights:
+    """One attention head of Eq. (1a): V X softmax(lam (K X)^T (Q X)) over keys."""
+
+    Q: np.ndarray  # (r, D)
+    K: np.ndarray  # (r, D)
+    V: np.ndarray  # (D, D)
+    lam: float
+    role: str
+
+    @property
+    def written_rows(self) -> np.ndarray:
+        """Rows of X this head can change (non-zero rows of V)."""
+        return np.flatnonzero(np.abs(self.V).sum(axis=1))
+
+
+@dataclass(frozen=True)
+class FeedForwardWeights:
+    """The ReLU layer of Eq. (1b): A + W2 relu(W1 A + b1 1^T) + b2 1^T."""
+
+    W1: np.ndarray  # (W, D)
+    b1: np.ndarray  # (W,)
+    W2: np.ndarray  # (D, W)
+    b2: np.ndarray  # (D,)
+
+    @property
+    def width(self) -> int:
+        return self.W1.shape[0]
+
+    @property
+    def written_rows(self) -> np.ndarray:
+        return np.flatnonzero(np.abs(self.W2).sum(axis=1) + np.abs(self.b2))
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """A transformer layer: attention heads (possibly none), then a ReLU layer."""
+
+    heads: tuple[HeadWeights, ...]
+    ffn: FeedForwardWeights
+    role: str
+
+    def parameter_count(self) -> int:
+        """Entries of the layer's matrices and biases (temperatures included)."""
+        attention = sum(h.Q.size + h.K.size + h.V.size + 1 for h in self.heads)
+        ffn = self.ffn.W1.size + self.ffn.b1.size + self.ffn.W2.size + self.ffn.b2.size
+        return attention + ffn
+
+
+@dataclass(frozen=True)
+class MachineWeights:
+    """All layers of one looped transformer, plus its geometry-only attention mask.
+
+    `mask[i, j]` is True where key column i may be attended by query column j.
+    None means dense attention.
+    """
+
+    layers: tuple[LayerWeights, ...]
+    rows: int
+    columns: int
+    mask: np.ndarray | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def heads(self) -> list[int]:
+        return [len(layer.heads) for layer in self.layers]
