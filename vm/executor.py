@@ -6,7 +6,7 @@ changes nothing, so finished programs can keep looping); the host looks at
 that only every `check_every` passes, so the loop does not sync each step.
 
 The checked mode observes every sublayer (it never changes X) and raises a
-`PrecisionError` as soon as a read lands outside CHECK_TOLERANCE of its exact
+`PrecisionError` as soon as a read lands outside its tolerance band around its exact
 levels, or a pass leaves a state field off its ±1/0 pattern: a temperature
 or dtype that is not enough is reported, never returned as a wrong number.
 """
@@ -27,7 +27,7 @@ from vm.errors import InputError, PrecisionError
 from vm.geometry import Geometry
 from vm.layers import (ATTENTION_MODES, LoopedTransformer, flush_denormals, from_internal,
                        to_internal)
-from vm.machines.subleq import (CHECK_TOLERANCE, SubleqMachine, subleq_machine,
+from vm.machines.subleq import (STATE_TOLERANCE, SubleqMachine, subleq_machine,
                                 temperature_is_safe)
 from vm.reference import RunResult, TraceStep
 
@@ -186,7 +186,8 @@ class TransformerExecutor:
             levels = torch.as_tensor(check.levels, dtype=X.dtype, device=X.device)
             distance = (values[..., None] - levels).abs().min(dim=-1).values
             self._raise_if_off(step, layer, check.field, distance, values, columns.start,
-                               f"within {CHECK_TOLERANCE} of {set(check.levels)}")
+                               check.tolerance, f"within {check.tolerance} of "
+                               f"{sorted(set(check.levels))}")
 
     def _check_state(self, step: int, X: torch.Tensor) -> None:
         """After a pass: state fields exactly ±1 on their support, 0 off it; work fields 0."""
@@ -200,12 +201,12 @@ class TransformerExecutor:
                 shown = "±1 or 0 (its punchcard pattern)"
             else:
                 distance, shown = values.abs(), "0 between passes"
-            self._raise_if_off(step, last, name, distance, values, 0, shown)
+            self._raise_if_off(step, last, name, distance, values, 0, STATE_TOLERANCE, shown)
 
     def _raise_if_off(self, step: int, layer: int, field: str, distance: torch.Tensor,
-                      values: torch.Tensor, first_column: int, expected: str) -> None:
-        worst = float(distance.max())
-        if worst <= CHECK_TOLERANCE:
+                      values: torch.Tensor, first_column: int, tolerance: float,
+                      expected: str) -> None:
+        if float(distance.max()) <= tolerance:
             return
         batch, _, column = np.unravel_index(int(distance.argmax()), tuple(distance.shape))
         value = float(values.flatten()[int(distance.argmax())])

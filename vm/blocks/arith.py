@@ -8,8 +8,9 @@ large constants are needed.
 
 The one-layer adder (Lemma 16 idea): bit k of a sum is a step function of
 S_k, the weighted sum of the addends' bits up to significance k:
-bit_k = sum_m (-1)^(m+1) [S_k >= m 2^k]. For integer t, [t >= 0] is exactly
-relu(t + 1) - relu(t).
+bit_k = sum_m (-1)^(m+1) [S_k >= m 2^k]. For t within 0.25 of an integer,
+[t >= 0] is exactly 2 relu(t + 3/4) - 2 relu(t + 1/4): the ramp lies
+strictly between integers, so small input noise never passes through.
 """
 
 from __future__ import annotations
@@ -31,12 +32,17 @@ def bit_row(ffn: FeedForwardBuilder, field: str, significance: int) -> int:
     return ffn.row(field, ffn.layout.size(field) - 1 - significance)
 
 
+STEP_RAMP = (0.75, 0.25)
+"""The centered step's ramp, as offsets added to t: it rises between t = -3/4 and -1/4."""
+
+
 def add_step(ffn: FeedForwardBuilder, form: Form, threshold: int, gate: int, row: int,
              coefficient: float) -> None:
-    """Add coefficient * [form >= threshold] to `row` (form integer-valued in gate columns)."""
+    """Add coefficient * [form >= threshold] to `row` (form within 0.25 of an integer)."""
     shifted = form_sum(form, {gate: -float(threshold)})
-    ffn.relu_into(form_sum(shifted, {gate: 1.0}), row, coefficient)
-    ffn.relu_into(shifted, row, -coefficient)
+    scale = 1.0 / (STEP_RAMP[0] - STEP_RAMP[1])
+    ffn.relu_into(form_sum(shifted, {gate: STEP_RAMP[0]}), row, coefficient * scale)
+    ffn.relu_into(form_sum(shifted, {gate: STEP_RAMP[1]}), row, -coefficient * scale)
 
 
 def add_binary_digit(ffn: FeedForwardBuilder, partial: Form, significance: int, largest: int,
