@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vm.errors import InputError
+
 ZERO_CELL = 0
 """Reserved memory cell holding 0 (paper, Step 7 of Lemma 4); also used by `goto`."""
 MINUS_ONE_CELL = 1
@@ -65,6 +67,35 @@ class Program:
     bits: int = 8
     source: str = "<program>"
     eof_operands: tuple[int, int] = (ZERO_CELL, MINUS_ONE_CELL)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise InputError unless every operand is in range, every value fits the word
+        size, and the EOF instruction provably stays a no-op that jumps to itself."""
+        cells = len(self.memory)
+        low, high = word_range(self.bits)
+        if not all(low <= value <= high for value in self.memory):
+            bad = next(v for v in self.memory if not low <= v <= high)
+            raise InputError(f"{self.source}: memory value {bad} does not fit a {self.bits}-bit "
+                             "word")
+        eof_a, eof_b = self.eof_operands
+        if not (0 <= eof_a < cells and 0 <= eof_b < cells):
+            raise InputError(f"{self.source}: EOF operands {self.eof_operands} outside memory")
+        if self.memory[eof_a] != 0 or self.memory[eof_b] > 0:
+            raise InputError(f"{self.source}: the EOF instruction needs mem[{eof_a}] = 0 and "
+                             f"mem[{eof_b}] <= 0")
+        for index, instruction in enumerate(self.instructions):
+            where = str(instruction.pos) if instruction.pos else \
+                f"{self.source}: instruction {index}"
+            if not (0 <= instruction.a < cells and 0 <= instruction.b < cells):
+                raise InputError(f"{where}: operand outside memory (cells 0..{cells - 1})")
+            if not 0 <= instruction.c <= self.eof:
+                raise InputError(f"{where}: jump target {instruction.c} outside the program")
+            if instruction.b in (eof_a, eof_b) and instruction.a != instruction.b:
+                raise InputError(f"{where}: writes mem[{instruction.b}], which the EOF "
+                                 "instruction needs unchanged (only 'subleq x, x' may write it)")
 
     @property
     def eof(self) -> int:

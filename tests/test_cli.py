@@ -90,3 +90,59 @@ def test_console_script_reports_bad_input_with_exit_2_and_no_traceback(argv, mes
 def test_demo_runs_factorial(capsys):
     code, out, _ = run_cli(capsys, "demo")
     assert code == 0 and "fact = 720" in out
+
+
+def test_run_uses_the_transformer_by_default(capsys):
+    code, out, _ = run_cli(capsys, "run", FACTORIAL)
+    assert code == 0 and "engine: transformer" in out and "fact = 720" in out
+
+
+def test_run_transformer_trace_and_json(capsys):
+    code, out, _ = run_cli(capsys, "run", str(ROOT / "programs/subleq/gcd.sq"), "--json",
+                           "--dtype", "float64", "--attention", "dense")
+    payload = json.loads(out)
+    assert code == 0 and payload["memory"]["g"] == 12 and payload["dtype"] == "float64"
+    code, out, _ = run_cli(capsys, "run", str(ROOT / "programs/subleq/gcd.sq"), "--trace")
+    assert code == 0 and out.count(" pc ") == 48
+
+
+def test_run_reports_a_precision_error_with_exit_1(capsys):
+    code, _, err = run_cli(capsys, "run", FACTORIAL, "--temperature", "1.2")
+    assert code == 1 and "precision error at step" in err and "Traceback" not in err
+
+
+def test_compare_prints_one_ok_line(capsys):
+    code, out, _ = run_cli(capsys, "compare", str(ROOT / "programs/subleq/reverse.sq"))
+    assert code == 0 and out.strip() == \
+        "OK: transformer and reference agree for 25 steps (halted)"
+
+
+def test_compare_csv_program(capsys):
+    csv = ROOT / "programs/csv/countdown"
+    code, out, _ = run_cli(capsys, "compare", "--csv", str(csv / "commands.csv"),
+                           str(csv / "memory.csv"), "--json")
+    payload = json.loads(out)
+    assert code == 0 and payload["ok"] and payload["halted"]
+
+
+def test_inspect_shows_layers_beside_the_paper(capsys):
+    code, out, _ = run_cli(capsys, "inspect", FACTORIAL)
+    assert code == 0 and "total: 4 layers, 2 heads per layer at most" in out
+    assert "paper (Table 1, Lemma 4): 9 layers, 2 heads" in out
+    code, out, _ = run_cli(capsys, "inspect", "--memory", "40", "--instructions", "200",
+                           "--bits", "32", "--json")
+    payload = json.loads(out)
+    assert payload["totals"]["layers"] == 5 and payload["geometry"]["columns"] == 241
+
+
+def test_inspect_needs_a_program_or_a_geometry(capsys):
+    code, _, err = run_cli(capsys, "inspect")
+    assert code == 2 and "give PROG" in err
+
+
+def test_bench_prints_a_table_with_the_reference_beside(capsys):
+    code, out, _ = run_cli(capsys, "bench", "--columns", "16", "--batch", "1,4",
+                           "--seconds", "0.05")
+    rows = [line for line in out.splitlines() if line.startswith("| 16 |")]
+    assert code == 0 and len(rows) == 2
+    assert all(float(row.split("|")[7].replace(",", "")) > 0 for row in rows)

@@ -25,13 +25,15 @@ from hypothesis import strategies as st
 from assembler.csv_format import load_csv
 from assembler.program import Program
 from assembler.subleq import assemble, assemble_file
+from assembler.punchcard import geometry_for
+from vm.executor import TransformerExecutor, run_transformer
 from vm.reference import run_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBLEQ_DIR = ROOT / "programs" / "subleq"
 CSV_DIR = ROOT / "programs" / "csv"
 
-ENGINES = ["reference"]
+ENGINES = ["reference", "transformer"]
 MAX_STEPS = 100_000
 
 # Limits that keep the examples cheap enough for the slow (transformer) engines.
@@ -51,6 +53,9 @@ def run_program(engine: str, program: Program, max_steps: int = MAX_STEPS
     """Run `program` from its initial state on `engine`: (final memory, halted)."""
     if engine == "reference":
         result = run_reference(program, max_steps)
+        return result.memory, result.halted
+    if engine == "transformer":
+        result = run_transformer(program, geometry_for(program), max_steps)
         return result.memory, result.halted
     raise ValueError(f"unknown engine {engine!r}")
 
@@ -154,57 +159,9 @@ def test_with_data_keeps_comments_and_other_lines():
 
 
 # -- other inputs against Python's arithmetic ------------------------------------------------
-
-@pytest.mark.parametrize("engine", ENGINES)
-@PROPERTY
-@given(a=st.integers(-60, 60), b=st.integers(-60, 60))
-def test_multiply(engine: str, a: int, b: int):
-    assert run_with(engine, "multiply", a=a, b=b)["prod"] == a * b
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-@PROPERTY
-@given(a=st.integers(0, 500), b=st.integers(1, 60))
-def test_divmod(engine: str, a: int, b: int):
-    result = run_with(engine, "divmod", a=a, b=b)
-    assert (result["q"], result["r"]) == divmod(a, b)
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-@PROPERTY
-@given(a=st.integers(1, 300), b=st.integers(1, 300))
-def test_gcd(engine: str, a: int, b: int):
-    assert run_with(engine, "gcd", a=a, b=b)["g"] == math.gcd(a, b)
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-@PROPERTY
-@given(xs=st.lists(st.integers(-1000, 1000), min_size=7, max_size=7))
-def test_bubble_sort(engine: str, xs: list[int]):
-    assert run_with(engine, "bubble_sort", xs=xs)["xs"] == sorted(xs)
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-@PROPERTY
-@given(xs=st.lists(st.integers(-1000, 1000), min_size=7, max_size=7))
-def test_reverse(engine: str, xs: list[int]):
-    assert run_with(engine, "reverse", xs=xs)["xs"] == xs[::-1]
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-@PROPERTY
-@given(xs=st.lists(st.integers(-4, 4), min_size=8, max_size=8), key=st.integers(-5, 5))
-def test_linear_search(engine: str, xs: list[int], key: int):
-    expected = xs.index(key) if key in xs else -1
-    assert run_with(engine, "linear_search", xs=xs, key=key)["index"] == expected
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-@PROPERTY
-@given(xs=st.lists(st.integers(-1000, 1000), min_size=8, max_size=8))
-def test_array_max(engine: str, xs: list[int]):
-    result = run_with(engine, "array_max", xs=xs)
-    assert (result["best"], result["at"]) == (max(xs), xs.index(max(xs)))
+# Each property: a strategy for the program's inputs and a check of its outputs.
+# The reference runs them one by one through hypothesis; the transformer runs a
+# hypothesis-drawn batch of inputs at once (one geometry, one batch), as users do.
 
 
 def fibonacci(n: int) -> int:
@@ -214,18 +171,61 @@ def fibonacci(n: int) -> int:
     return a
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-@PROPERTY
-@given(n=st.integers(0, 23))  # F(23) = 28657 is the last one below 2^15
-def test_fibonacci(engine: str, n: int):
-    result = run_with(engine, "fibonacci", n=n)
-    assert result["fib"] == fibonacci(n)
-    assert result["fibs"] == [fibonacci(i) for i in range(10)]
+def expect_search(i, o):
+    return o["index"] == (i["xs"].index(i["key"]) if i["key"] in i["xs"] else -1)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+def expect_isqrt(i, o):
+    return (o["root"], o["rem"]) == (math.isqrt(i["n"]), i["n"] - math.isqrt(i["n"]) ** 2)
+
+
+ARRAY7 = st.lists(st.integers(-1000, 1000), min_size=7, max_size=7)
+PROPERTIES = {
+    "multiply": (st.fixed_dictionaries({"a": st.integers(-60, 60), "b": st.integers(-60, 60)}),
+                 lambda i, o: o["prod"] == i["a"] * i["b"]),
+    "divmod": (st.fixed_dictionaries({"a": st.integers(0, 500), "b": st.integers(1, 60)}),
+               lambda i, o: (o["q"], o["r"]) == divmod(i["a"], i["b"])),
+    "gcd": (st.fixed_dictionaries({"a": st.integers(1, 300), "b": st.integers(1, 300)}),
+            lambda i, o: o["g"] == math.gcd(i["a"], i["b"])),
+    "bubble_sort": (st.fixed_dictionaries({"xs": ARRAY7}),
+                    lambda i, o: o["xs"] == sorted(i["xs"])),
+    "reverse": (st.fixed_dictionaries({"xs": ARRAY7}), lambda i, o: o["xs"] == i["xs"][::-1]),
+    "linear_search": (st.fixed_dictionaries({"xs": st.lists(st.integers(-4, 4), min_size=8,
+                                                            max_size=8),
+                                             "key": st.integers(-5, 5)}), expect_search),
+    "array_max": (st.fixed_dictionaries({"xs": st.lists(st.integers(-1000, 1000), min_size=8,
+                                                        max_size=8)}),
+                  lambda i, o: (o["best"], o["at"]) == (max(i["xs"]),
+                                                        i["xs"].index(max(i["xs"])))),
+    # F(23) = 28657 is the last one below 2^15
+    "fibonacci": (st.fixed_dictionaries({"n": st.integers(0, 23)}),
+                  lambda i, o: o["fib"] == fibonacci(i["n"])
+                  and o["fibs"] == [fibonacci(k) for k in range(10)]),
+    "isqrt": (st.fixed_dictionaries({"n": st.integers(0, 3000)}), expect_isqrt),
+}
+
+
+@pytest.mark.parametrize("name", PROPERTIES)
 @PROPERTY
-@given(n=st.integers(0, 3000))
-def test_isqrt(engine: str, n: int):
-    result = run_with(engine, "isqrt", n=n)
-    assert (result["root"], result["rem"]) == (math.isqrt(n), n - math.isqrt(n) ** 2)
+@given(data=st.data())
+def test_property_on_the_reference(name: str, data):
+    inputs, check = data.draw(PROPERTIES[name][0]), PROPERTIES[name][1]
+    assert check(inputs, run_with("reference", name, **inputs))
+
+
+TRANSFORMER_BATCH = 12
+
+
+@pytest.mark.parametrize("name", PROPERTIES)
+@settings(max_examples=1, deadline=None)
+@given(data=st.data())
+def test_property_on_the_transformer_in_one_batch(name: str, data):
+    strategy, check = PROPERTIES[name]
+    cases = data.draw(st.lists(strategy, min_size=TRANSFORMER_BATCH, max_size=TRANSFORMER_BATCH))
+    programs = [assemble(with_data(source(name), **inputs), f"{name}.sq") for inputs in cases]
+    geometry = geometry_for(programs[0])
+    executor = TransformerExecutor(geometry)
+    results = executor.results(executor.run(executor.load(programs), MAX_STEPS))
+    for inputs, program, result in zip(cases, programs, results):
+        assert result.halted, inputs
+        assert check(inputs, named(program, result.memory)), inputs

@@ -37,13 +37,15 @@ class BenchRow:
 
 
 def looping_program(columns: int, bits: int = 8, seed: int = 0) -> Program:
-    """A random program with exactly `columns` columns (one scratch column) that never halts."""
+    """A random program with exactly `columns` columns (one scratch column) that never halts.
+
+    It never writes the EOF instruction's reserved cells 0 and 1."""
     rng = random.Random(seed)
-    memory_cells = max(2, columns // 4)
+    memory_cells = max(3, columns // 4)
     count = columns - 1 - memory_cells - 1
     low, high = word_range(bits)
     memory = [0, -1] + [rng.randint(low, high) for _ in range(memory_cells - 2)]
-    instructions = [Instruction(rng.randrange(memory_cells), rng.randrange(memory_cells),
+    instructions = [Instruction(rng.randrange(memory_cells), rng.randrange(2, memory_cells),
                                 rng.randrange(count)) for _ in range(count - 1)]
     instructions.append(Instruction(ZERO_CELL, ZERO_CELL, 0))
     return Program(instructions, memory, bits=bits, source=f"<bench n={columns}>")

@@ -36,4 +36,10 @@ def word_value(code: np.ndarray) -> int:
 
 def word_values(codes: np.ndarray) -> list[int]:
     """Signed values of the words stored column-wise in `codes` (shape (N, m))."""
-    return [word_value(codes[:, j]) for j in range(codes.shape[1])]
+    width = codes.shape[0]
+    if width > 62:
+        return [word_value(codes[:, j]) for j in range(codes.shape[1])]
+    weights = 1 << np.arange(width - 1, -1, -1, dtype=np.int64)
+    values = (np.asarray(codes) > 0).astype(np.int64).T @ weights
+    values = np.where(values >> (width - 1), values - (1 << width), values)
+    return [int(value) for value in values]

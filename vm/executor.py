@@ -13,6 +13,7 @@ or dtype that is not enough is reported, never returned as a wrong number.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
@@ -25,8 +26,8 @@ from assembler.punchcard import all_instructions, check_fits, decode_memory, dec
 from vm.encoding import pm1_code
 from vm.errors import InputError, PrecisionError
 from vm.geometry import Geometry
-from vm.layers import (ATTENTION_MODES, LoopedTransformer, flush_denormals, from_internal,
-                       to_internal)
+from vm.layers import (ATTENTION_MODES, LoopedTransformer, cpu_threads, flush_denormals,
+                       from_internal, to_internal)
 from vm.machines.subleq import (STATE_TOLERANCE, SubleqMachine, subleq_machine,
                                 temperature_is_safe)
 from vm.reference import RunResult, TraceStep
@@ -50,6 +51,7 @@ class EngineConfig:
     temperature: float | None = None
     checked: bool = False
     check_every: int = DEFAULT_CHECK_EVERY
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -60,6 +62,8 @@ class EngineConfig:
             raise InputError(f"temperature must be positive, got {self.temperature}")
         if self.check_every < 1:
             raise InputError("check_every must be at least 1")
+        if self.threads is not None and self.threads < 1:
+            raise InputError(f"threads must be at least 1, got {self.threads}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise InputError("device 'cuda' requested but no CUDA device is available")
 
@@ -115,6 +119,11 @@ class TransformerExecutor:
         self._support = X != 0
         return X
 
+    def _threads(self, X: torch.Tensor):
+        if self.device.type != "cpu":
+            return nullcontext()
+        return cpu_threads(X.shape[0] * X.shape[2], self.config.threads)
+
     def running(self, pcs: torch.Tensor) -> torch.Tensor:
         """For program-counter codes (..., B, batch): not yet at EOF? (on device)"""
         return (pcs * self._eof < 0).any(dim=-2)
@@ -122,7 +131,7 @@ class TransformerExecutor:
     def step(self, X: torch.Tensor, step: int = 0) -> torch.Tensor:
         """One pass of TF on (batch, rows, n); returns the new X. Checked if configured."""
         internal = to_internal(X)
-        with torch.inference_mode(), flush_denormals():
+        with torch.inference_mode(), flush_denormals(), self._threads(X):
             self._step_(internal, step)
         return from_internal(internal).contiguous()
 
@@ -142,7 +151,7 @@ class TransformerExecutor:
         every `check_every` passes the record is turned into step counts and
         the host learns whether everything halted: one sync per window.
         """
-        with flush_denormals():
+        with flush_denormals(), self._threads(X):
             return self._run(to_internal(X), max_steps, progress)
 
     def _run(self, X: torch.Tensor, max_steps: int,

@@ -58,6 +58,24 @@ def flush_denormals() -> Iterator[None]:
         torch.set_flush_denormal(False)
 
 
+SINGLE_THREAD_MAX_COLUMNS = 1 << 15
+"""Up to this many columns in a batch (batch x n), one CPU thread is faster:
+the products are too small to split, and idle OpenMP threads spin."""
+
+
+@contextmanager
+def cpu_threads(batch_columns: int, requested: int | None = None) -> Iterator[None]:
+    """Use `requested` torch CPU threads (or a count suited to the work) while the
+    machine runs, then restore the caller's setting."""
+    previous = torch.get_num_threads()
+    wanted = requested or (1 if batch_columns <= SINGLE_THREAD_MAX_COLUMNS else previous)
+    torch.set_num_threads(wanted)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def mask_matrix(columns: int, scratch: int) -> np.ndarray:
     """allowed[i, j]: key i may be attended by query j (the `masked` mode)."""
     allowed = np.eye(columns, dtype=bool)
@@ -225,9 +243,10 @@ class LoopedTransformer(nn.Module):
 
 
 def to_internal(X: torch.Tensor) -> torch.Tensor:
-    """(batch, rows, n) -> the contiguous (rows, batch, n) layout layers work in:
-    every projection becomes one 2-D product over batch x columns."""
-    return X.transpose(0, 1).contiguous()
+    """(batch, rows, n) -> a new contiguous (rows, batch, n) tensor, the layout layers
+    work in: every projection becomes one 2-D product over batch x columns.
+    Always a copy (a plain `.contiguous()` would alias X when batch is 1)."""
+    return X.transpose(0, 1).clone(memory_format=torch.contiguous_format)
 
 
 def from_internal(X: torch.Tensor) -> torch.Tensor:

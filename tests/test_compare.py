@@ -1,0 +1,97 @@
+"""Lockstep comparison: zero divergences on random programs; faults are reported."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assembler.program import Instruction, Program, word_range
+from assembler.punchcard import geometry_for
+from assembler.subleq import assemble
+from strategies import instructions as random_instruction
+from vm.compare import compare_program, compare_programs
+from vm.executor import EngineConfig, TransformerExecutor
+
+
+@st.composite
+def batches(draw, max_memory: int = 10, max_instructions: int = 14):
+    """A random geometry and several random programs of exactly that geometry."""
+    bits = draw(st.sampled_from([2, 3, 4, 8, 12, 16, 17, 24, 32]))
+    cells = draw(st.integers(2, max_memory))
+    count = draw(st.integers(1, max_instructions))
+    low, high = word_range(bits)
+    programs = []
+    for _ in range(draw(st.integers(1, 6))):
+        memory = [0, -1] + draw(st.lists(st.integers(low, high), min_size=cells - 2,
+                                         max_size=cells - 2))
+        programs.append(Program([draw(random_instruction(cells, count)) for _ in range(count)],
+                                memory, bits=bits, source="<random>"))
+    return programs, draw(st.integers(1, 3))
+
+
+@settings(max_examples=25, deadline=None)
+@given(batches(), st.sampled_from(["float32", "float64"]), st.sampled_from(["masked", "dense"]))
+def test_random_programs_run_in_lockstep_with_zero_divergences(batch, dtype, attention):
+    programs, scratch = batch
+    geometry = geometry_for(programs[0], scratch)
+    results = compare_programs(programs, geometry, max_steps=200,
+                               config=EngineConfig(dtype=dtype, attention=attention))
+    for program, result in zip(programs, results):
+        assert result.ok, result.divergence.describe()
+
+
+def test_wide_programs_use_the_linear_masked_path_and_agree():
+    """n above the bias threshold exercises the O(n) masked attention."""
+    import random
+    rng = random.Random(7)
+    cells, count = 60, 250
+    memory = [0, -1] + [rng.randint(-128, 127) for _ in range(cells - 2)]
+    instructions = [Instruction(rng.randrange(cells), rng.randrange(2, cells), rng.randrange(count))
+                    for _ in range(count)]
+    program = Program(instructions, memory, bits=8)
+    geometry = geometry_for(program)
+    assert geometry.columns > 256
+    for attention in ("masked", "dense"):
+        result = compare_program(program, geometry, 150, EngineConfig(attention=attention))
+        assert result.ok and result.steps == 150
+
+
+def test_a_fault_is_reported_with_step_instruction_field_and_values(monkeypatch):
+    program = assemble(".data\nx: 5\ny: 9\n.code\nsubleq x, y\nsubleq x, y\nhalt\n", "t.sq")
+    geometry = geometry_for(program)
+    real_step = TransformerExecutor.step
+
+    def faulty_step(self, X, step=0):
+        X = real_step(self, X, step)
+        if step == 1:  # flip the lowest bit of y after the second instruction
+            row = self.layout.row("mem", geometry.bits - 1)
+            X = X.clone()
+            X[:, row, geometry.memory_column(program.symbols["y"].address)] *= -1
+        return X
+
+    monkeypatch.setattr(TransformerExecutor, "step", faulty_step)
+    result = compare_program(program, geometry, 100)
+    assert not result.ok
+    divergence = result.divergence
+    assert (divergence.step, divergence.pc, divergence.field) == (1, 1, "y")
+    assert divergence.instruction == "subleq x, y"
+    assert (divergence.reference, divergence.transformer) == (-1, -2)  # ...1111 -> ...1110
+    assert "step 1" in divergence.describe() and "y is -1 on the reference" in divergence.describe()
+
+
+def test_halting_program_reports_its_step_count():
+    program = assemble(".data\nx: 3\n.code\nl: subleq one, x, end\ngoto l\nend: halt\n"
+                       ".data\none: 1\n", "t.sq")
+    result = compare_program(program, geometry_for(program), 1000)
+    assert result.ok and result.halted and result.steps == 6
+
+
+def test_decoded_state_is_exactly_integral_at_the_default_temperature():
+    program = assemble(".bits 32\n.data\nx: 123456789\ny: -987654321\n.code\n"
+                       "l: subleq x, y, l\nhalt\n", "t.sq")
+    executor = TransformerExecutor(geometry_for(program), EngineConfig(dtype="float32"))
+    X = executor.load([program])
+    for step in range(40):
+        X = executor.step(X, step)
+        assert torch.equal(X, X.round())

@@ -1,0 +1,128 @@
+"""The executor: batches, step counts, limits, dtypes, devices, and the checked mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from assembler.punchcard import geometry_for
+from assembler.subleq import assemble, assemble_file
+from vm.errors import InputError, PrecisionError
+from vm.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
+from vm.reference import run_reference
+
+ROOT = Path(__file__).resolve().parents[1]
+FACTORIAL = assemble_file(ROOT / "programs" / "subleq" / "factorial.sq")
+COUNTDOWN = """.data
+n: {n}
+acc: 0
+one: 1
+.code
+loop: subleq one, n, done
+      subleq one, acc
+      goto loop
+done: halt
+"""
+
+
+@pytest.mark.parametrize("check_every", [1, 7, 16])
+def test_a_batch_of_programs_gives_each_its_result_and_exact_step_count(check_every):
+    programs = [assemble(COUNTDOWN.format(n=n), "c.sq") for n in (1, 5, 30, 12)]
+    executor = TransformerExecutor(geometry_for(programs[0]), EngineConfig(check_every=check_every))
+    results = executor.results(executor.run(executor.load(programs), 10_000))
+    for program, result in zip(programs, results):
+        expected = run_reference(program)
+        assert result.halted and result.memory == expected.memory
+        assert result.steps == expected.steps
+
+
+def test_step_limit_leaves_programs_running():
+    program = assemble(COUNTDOWN.format(n=50), "c.sq")
+    result = run_transformer(program, geometry_for(program), max_steps=20)
+    expected = run_reference(program, max_steps=20)
+    assert not result.halted and result.steps == 20
+    assert result.memory == expected.memory and result.pc == expected.pc
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("attention", ["masked", "dense"])
+def test_dtypes_and_attention_modes_agree_with_the_reference(dtype, attention):
+    config = EngineConfig(dtype=dtype, attention=attention)
+    result = run_transformer(FACTORIAL, geometry_for(FACTORIAL), config=config)
+    assert result.memory == run_reference(FACTORIAL).memory and result.steps == 184
+
+
+def test_traced_run_matches_the_reference_trace():
+    program = assemble(COUNTDOWN.format(n=3), "c.sq")
+    traced = run_traced(program, geometry_for(program))
+    expected = run_reference(program, trace=True)
+    assert [(t.pc, t.b, t.old, t.new, t.next_pc) for t in traced.trace] == \
+        [(t.pc, t.b, t.old, t.new, t.next_pc) for t in expected.trace]
+
+
+def test_checked_mode_reports_step_layer_column_and_field_when_the_temperature_is_too_low():
+    config = EngineConfig(checked=True, temperature=1.5)
+    with pytest.raises(PrecisionError) as caught:
+        run_transformer(FACTORIAL, geometry_for(FACTORIAL), config=config)
+    error = caught.value
+    assert (error.step, error.layer, error.column, error.field) == (0, 0, 0, "cur")
+    assert "precision error at step 0, layer 0, column 0, field 'cur'" in str(error)
+    assert error.exit_code == 1
+
+
+def test_an_unsafe_temperature_turns_the_checked_mode_on_by_itself():
+    executor = TransformerExecutor(geometry_for(FACTORIAL), EngineConfig(temperature=1.0))
+    assert executor.checked
+    with pytest.raises(PrecisionError):
+        executor.run(executor.load([FACTORIAL]), 1000)
+    safe = TransformerExecutor(geometry_for(FACTORIAL), EngineConfig(temperature=6.0))
+    assert not safe.checked
+
+
+def test_checked_mode_passes_a_correct_run():
+    config = EngineConfig(checked=True)
+    result = run_transformer(FACTORIAL, geometry_for(FACTORIAL), config=config)
+    assert result.memory == run_reference(FACTORIAL).memory
+
+
+@pytest.mark.parametrize("field,value", [("dtype", "float16"), ("attention", "sparse"),
+                                         ("temperature", -1.0), ("check_every", 0),
+                                         ("threads", 0)])
+def test_bad_engine_settings_are_input_errors(field, value):
+    with pytest.raises(InputError):
+        EngineConfig(**{field: value})
+
+
+def test_cuda_request_without_a_device_is_an_input_error():
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(InputError, match="no CUDA device"):
+        EngineConfig(device="cuda")
+
+
+def test_punchcards_of_the_wrong_shape_are_refused():
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    with pytest.raises(InputError, match="shape"):
+        executor.load_punchcards(np.zeros((3, 4)))
+
+
+def test_threads_are_restored_after_a_run():
+    before = torch.get_num_threads()
+    run_transformer(FACTORIAL, geometry_for(FACTORIAL), config=EngineConfig(threads=1))
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cuda_runs_agree_with_the_reference(dtype):
+    config = EngineConfig(device="cuda", dtype=dtype)
+    programs = [assemble(COUNTDOWN.format(n=n), "c.sq") for n in (3, 9)]
+    executor = TransformerExecutor(geometry_for(programs[0]), config)
+    for program, result in zip(programs, executor.results(executor.run(
+            executor.load(programs), 1000))):
+        assert result.memory == run_reference(program).memory
+    assert not torch.backends.cuda.matmul.allow_tf32
