@@ -80,6 +80,9 @@ def test_an_unsafe_temperature_turns_the_checked_mode_on_by_itself():
         executor.run(executor.load([FACTORIAL]), 1000)
     safe = TransformerExecutor(geometry_for(FACTORIAL), EngineConfig(temperature=6.0))
     assert not safe.checked
+    opted_out = TransformerExecutor(geometry_for(FACTORIAL),
+                                    EngineConfig(temperature=1.0, checked=False))
+    assert not opted_out.checked
 
 
 def test_checked_mode_passes_a_correct_run():

@@ -40,16 +40,17 @@ DEFAULT_CHECK_EVERY = 16
 class EngineConfig:
     """How the transformer runs: none of this changes the weights except temperature.
 
-    `checked` forces the checked mode; it is also on whenever the temperature
-    is below the provably safe one (`temperature_is_safe`), so no setting can
-    return a wrong number silently.
+    `checked`: None (default) turns the checked mode on exactly when the
+    temperature is below the provably safe one (`temperature_is_safe`), so no
+    default run can return a wrong number silently; True always checks; False
+    never does, an explicit opt-out for studying how runs fail.
     """
 
     dtype: str = "float32"
     device: str = "cpu"
     attention: str = "masked"
     temperature: float | None = None
-    checked: bool = False
+    checked: bool | None = None
     check_every: int = DEFAULT_CHECK_EVERY
     threads: int | None = None
 
@@ -93,7 +94,8 @@ class TransformerExecutor:
         self.layout = self.machine.layout
         self.model = _model(geometry, config.temperature, config.dtype, config.device,
                             config.attention)
-        self.checked = config.checked or not temperature_is_safe(self.machine)
+        self.checked = (not temperature_is_safe(self.machine) if config.checked is None
+                        else config.checked)
         self.device, self.dtype = torch.device(config.device), DTYPES[config.dtype]
         self._pc_rows = self.layout["pc"]
         eof = pm1_code(geometry.eof_column, geometry.pos_bits)
@@ -119,6 +121,10 @@ class TransformerExecutor:
         self._support = X != 0
         return X
 
+    def _numpy(self, X: torch.Tensor) -> np.ndarray:
+        with self._threads(X):
+            return X.double().cpu().numpy()
+
     def _threads(self, X: torch.Tensor):
         if self.device.type != "cpu":
             return nullcontext()
@@ -130,10 +136,10 @@ class TransformerExecutor:
 
     def step(self, X: torch.Tensor, step: int = 0) -> torch.Tensor:
         """One pass of TF on (batch, rows, n); returns the new X. Checked if configured."""
-        internal = to_internal(X)
         with torch.inference_mode(), flush_denormals(), self._threads(X):
+            internal = to_internal(X)
             self._step_(internal, step)
-        return from_internal(internal).contiguous()
+            return from_internal(internal).contiguous()
 
     def _step_(self, X: torch.Tensor, step: int) -> None:
         if not self.checked:
@@ -174,14 +180,14 @@ class TransformerExecutor:
         return BatchRun(from_internal(X).contiguous(), steps.cpu().numpy(), halted.cpu().numpy())
 
     def results(self, run: BatchRun) -> list[RunResult]:
-        X = run.X.double().cpu().numpy()
+        X = self._numpy(run.X)
         return [RunResult(decode_memory(card, self.layout), decode_pc(card, self.layout),
                           int(steps), bool(halted))
                 for card, steps, halted in zip(X, run.steps, run.halted)]
 
     def decode(self, X: torch.Tensor) -> list[tuple[list[int], int]]:
         """(memory, pc) of every program in the batch."""
-        cards = X.double().cpu().numpy()
+        cards = self._numpy(X)
         return [(decode_memory(card, self.layout), decode_pc(card, self.layout))
                 for card in cards]
 

@@ -67,7 +67,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     return EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
-                        temperature=args.temperature, checked=args.checked)
+                        temperature=args.temperature, checked=True if args.checked else None)
 
 
 def load_program(args: argparse.Namespace) -> tuple[Program, Geometry]:

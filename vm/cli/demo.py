@@ -1,13 +1,21 @@
-"""`ltvm demo`: the main job end to end on programs/subleq/factorial.sq."""
+"""`ltvm demo`: the main job end to end on programs/subleq/factorial.sq.
+
+Assemble the program into its punchcard, run it on the looped transformer,
+and compare every step with the reference interpreter.
+"""
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from assembler.punchcard import encode, geometry_for
 from assembler.subleq import assemble_file
 from vm.cli.common import format_value
+from vm.compare import compare_program
+from vm.executor import EngineConfig, run_transformer
+from vm.machines.subleq import subleq_machine
 from vm.reference import run_reference
 
 FACTORIAL = Path(__file__).resolve().parents[2] / "programs" / "subleq" / "factorial.sq"
@@ -15,9 +23,10 @@ FACTORIAL = Path(__file__).resolve().parents[2] / "programs" / "subleq" / "facto
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "demo", help="assemble factorial, run it and compare with the reference",
-        description="Assemble programs/subleq/factorial.sq into its punchcard, run it and "
-                    "print the result.")
+        "demo", help="assemble factorial, run it on the transformer, compare with the reference",
+        description="Assemble programs/subleq/factorial.sq into its punchcard X, run it on the "
+                    "looped transformer, run it on the reference interpreter, and compare the "
+                    "two step by step.")
     parser.add_argument("program", nargs="?", default=str(FACTORIAL), metavar="PROG",
                         help="program to demonstrate (default: factorial)")
     parser.set_defaults(func=run)
@@ -26,12 +35,26 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     program = assemble_file(args.program)
     geometry = geometry_for(program)
-    X = encode(program, geometry)
-    print(f"assembled {args.program}: {len(program.instructions)} instructions, "
+    machine = subleq_machine(geometry)
+    X = encode(program, geometry, machine.layout)
+    print(f"assembled {Path(args.program).name}: {len(program.instructions)} instructions, "
           f"{len(program.memory)} memory cells")
-    print(f"punchcard: X is {X.shape[0]} x {X.shape[1]} ({geometry.describe()})")
-    result = run_reference(program)
-    print(f"reference interpreter: halted={result.halted} after {result.steps} steps")
-    for name, value in program.named_memory(result.memory).items():
-        print(f"  {name} = {format_value(value)}")
-    return 0 if result.halted else 1
+    print(f"punchcard X: {X.shape[0]} rows x {X.shape[1]} columns ({geometry.describe()})")
+    print(f"transformer: {len(machine.weights.layers)} layers, heads per layer "
+          f"{machine.weights.heads}, temperature {machine.temperature:.3g}")
+    start = time.perf_counter()
+    result = run_transformer(program, geometry, config=EngineConfig())
+    elapsed = time.perf_counter() - start
+    reference = run_reference(program)
+    print(f"transformer run: halted={result.halted} after {result.steps} steps "
+          f"({elapsed:.2f} s)")
+    print(f"{'name':<8} {'transformer':>12} {'reference':>12}")
+    named = program.named_memory(result.memory)
+    for name, value in program.named_memory(reference.memory).items():
+        print(f"{name:<8} {format_value(named[name]):>12} {format_value(value):>12}")
+    comparison = compare_program(program, geometry, 10 * reference.steps + 10)
+    if comparison.ok and result.memory == reference.memory:
+        print(f"lockstep comparison: OK, every one of {comparison.steps} steps agrees")
+        return 0
+    print(f"lockstep comparison: {comparison.divergence.describe() if comparison.divergence else 'final memory differs'}")
+    return 1

@@ -1,0 +1,70 @@
+"""Where the transformer is exact: lockstep runs over word sizes, widths, dtypes, temperatures.
+
+Each cell of the sweep runs a batch of random non-halting programs of one
+geometry in lockstep with the reference interpreter (memory and program
+counter compared after every step), in checked mode. A cell ends as:
+
+  exact            every step agreed
+  precision error  the checked mode stopped the run (step and field given)
+  WRONG            a step disagreed without any error: the failure this
+                   project exists to prevent; the sweep script exits 1 on it
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from assembler.program import Instruction, Program, word_range
+from vm.compare import compare_programs
+from vm.errors import PrecisionError
+from vm.executor import EngineConfig
+from vm.geometry import Geometry
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: str  # "exact" | "precision error" | "WRONG"
+    steps: int
+    detail: str = ""
+
+    def cell(self) -> str:
+        if self.verdict == "exact":
+            return f"exact ({self.steps:,} steps)"
+        return f"{self.verdict} ({self.detail})"
+
+
+def sweep_geometry(columns: int, bits: int) -> Geometry:
+    """n columns: one scratch column, a quarter memory, the rest instructions."""
+    memory = max(3, columns // 4)
+    return Geometry(1, memory, columns - 1 - memory, bits)
+
+
+def random_programs(geometry: Geometry, count: int, seed: int) -> list[Program]:
+    """Programs that never halt (no jump reaches EOF) and never touch the EOF cells."""
+    rng = random.Random(seed)
+    low, high = word_range(geometry.bits)
+    cells, code = geometry.memory, geometry.instructions - 1
+    programs = []
+    for _ in range(count):
+        memory = [0, -1] + [rng.randint(low, high) for _ in range(cells - 2)]
+        instructions = [Instruction(rng.randrange(cells), rng.randrange(2, cells),
+                                    rng.randrange(code)) for _ in range(code)]
+        programs.append(Program(instructions, memory, bits=geometry.bits, source="<sweep>"))
+    return programs
+
+
+def run_cell(geometry: Geometry, dtype: str, steps: int, batch: int = 4,
+             temperature: float | None = None, seed: int = 0, checked: bool = True) -> Outcome:
+    """Lockstep-compare a batch of random programs for `steps` steps."""
+    programs = random_programs(geometry, batch, seed)
+    config = EngineConfig(dtype=dtype, temperature=temperature, checked=checked)
+    try:
+        results = compare_programs(programs, geometry, steps, config)
+    except PrecisionError as error:
+        return Outcome("precision error", error.step, f"step {error.step}, {error.field}")
+    wrong = [result for result in results if not result.ok]
+    if wrong:
+        divergence = wrong[0].divergence
+        return Outcome("WRONG", divergence.step, f"step {divergence.step}, {divergence.field}")
+    return Outcome("exact", steps * batch)
