@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from vm.exactness import run_cell, sweep_geometry
+from vm.exactness import run_cell
+from vm.workloads import workload_geometry
 from vm.machines.subleq import default_temperature
 
 FULL = {"bits": [4, 8, 16, 17, 24, 32], "columns": [16, 64, 256, 1024, 4096],
@@ -47,7 +48,7 @@ def main() -> int:
     def cell(n: int, bits: int, dtype: str, temperature: float | None, checked: bool) -> str:
         nonlocal wrong
         start = time.perf_counter()
-        outcome = run_cell(sweep_geometry(n, bits), dtype, steps, args.batch, temperature,
+        outcome = run_cell(workload_geometry(n, bits), dtype, steps, args.batch, temperature,
                            checked=True if checked else False)
         wrong |= checked and outcome.verdict == "WRONG"
         records.append({"n": n, "N": bits, "dtype": dtype,

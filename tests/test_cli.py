@@ -87,9 +87,12 @@ def test_console_script_reports_bad_input_with_exit_2_and_no_traceback(argv, mes
     assert message in done.stderr and "Traceback" not in done.stderr
 
 
-def test_demo_runs_factorial(capsys):
+def test_demo_runs_factorial_on_the_transformer_beside_the_reference(capsys):
     code, out, _ = run_cli(capsys, "demo")
-    assert code == 0 and "fact = 720" in out
+    assert code == 0
+    assert [line.split() for line in out.splitlines() if line.startswith("fact ")] == \
+        [["fact", "720", "720"]]
+    assert "lockstep comparison: OK, every one of 184 steps agrees" in out
 
 
 def test_run_uses_the_transformer_by_default(capsys):

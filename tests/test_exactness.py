@@ -6,22 +6,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vm.exactness import random_programs, run_cell, sweep_geometry
+from vm.exactness import run_cell
+from vm.workloads import looping_programs, workload_geometry
 from vm.reference import run_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_sweep_programs_fill_the_geometry_and_never_halt():
-    geometry = sweep_geometry(64, 8)
+def test_workload_programs_fill_the_geometry_and_never_halt():
+    geometry = workload_geometry(64, 8)
     assert geometry.columns == 64
-    for program in random_programs(geometry, 3, seed=1):
+    for program in looping_programs(geometry, 3, seed=1):
         assert len(program.instructions) + 1 == geometry.instructions
         assert not run_reference(program, max_steps=500).halted
 
 
 def test_cells_are_exact_at_the_default_temperature_and_reported_when_too_cold():
-    geometry = sweep_geometry(32, 8)
+    geometry = workload_geometry(32, 8)
     assert run_cell(geometry, "float32", 40).verdict == "exact"
     assert run_cell(geometry, "float32", 40, temperature=1.0).verdict == "precision error"
     assert run_cell(geometry, "float32", 40, temperature=1.0, checked=False).verdict == "WRONG"

@@ -8,17 +8,17 @@ Weights are built before timing starts, as in any real run.
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-from assembler.program import Instruction, Program, ZERO_CELL, word_range
+from assembler.program import Program
 from assembler.punchcard import geometry_for
 from vm.executor import EngineConfig, TransformerExecutor
 from vm.reference import ReferenceMachine
+from vm.workloads import looping_programs, workload_geometry
 
 
 @dataclass(frozen=True)
@@ -34,21 +34,6 @@ class BenchRow:
     @property
     def ratio(self) -> float:
         return self.transformer_steps_per_second / self.reference_steps_per_second
-
-
-def looping_program(columns: int, bits: int = 8, seed: int = 0) -> Program:
-    """A random program with exactly `columns` columns (one scratch column) that never halts.
-
-    It never writes the EOF instruction's reserved cells 0 and 1."""
-    rng = random.Random(seed)
-    memory_cells = max(3, columns // 4)
-    count = columns - 1 - memory_cells - 1
-    low, high = word_range(bits)
-    memory = [0, -1] + [rng.randint(low, high) for _ in range(memory_cells - 2)]
-    instructions = [Instruction(rng.randrange(memory_cells), rng.randrange(2, memory_cells),
-                                rng.randrange(count)) for _ in range(count - 1)]
-    instructions.append(Instruction(ZERO_CELL, ZERO_CELL, 0))
-    return Program(instructions, memory, bits=bits, source=f"<bench n={columns}>")
 
 
 def _timed(work: Callable[[int], None], chunk: int, budget: float) -> float:
@@ -87,7 +72,7 @@ def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: 
           progress: Callable[[str], None] = lambda _: None) -> list[BenchRow]:
     rows = []
     for n in columns:
-        program = looping_program(n)
+        program = looping_programs(workload_geometry(n), 1)[0]
         reference = reference_speed(program, budget)
         for batch in batches:
             progress(f"n={n} batch={batch} on {config.device} ...")

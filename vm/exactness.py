@@ -12,14 +12,13 @@ counter compared after every step), in checked mode. A cell ends as:
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
-from assembler.program import Instruction, Program, word_range
 from vm.compare import compare_programs
 from vm.errors import PrecisionError
 from vm.executor import EngineConfig
 from vm.geometry import Geometry
+from vm.workloads import looping_programs
 
 
 @dataclass(frozen=True)
@@ -34,30 +33,10 @@ class Outcome:
         return f"{self.verdict} ({self.detail})"
 
 
-def sweep_geometry(columns: int, bits: int) -> Geometry:
-    """n columns: one scratch column, a quarter memory, the rest instructions."""
-    memory = max(3, columns // 4)
-    return Geometry(1, memory, columns - 1 - memory, bits)
-
-
-def random_programs(geometry: Geometry, count: int, seed: int) -> list[Program]:
-    """Programs that never halt (no jump reaches EOF) and never touch the EOF cells."""
-    rng = random.Random(seed)
-    low, high = word_range(geometry.bits)
-    cells, code = geometry.memory, geometry.instructions - 1
-    programs = []
-    for _ in range(count):
-        memory = [0, -1] + [rng.randint(low, high) for _ in range(cells - 2)]
-        instructions = [Instruction(rng.randrange(cells), rng.randrange(2, cells),
-                                    rng.randrange(code)) for _ in range(code)]
-        programs.append(Program(instructions, memory, bits=geometry.bits, source="<sweep>"))
-    return programs
-
-
 def run_cell(geometry: Geometry, dtype: str, steps: int, batch: int = 4,
              temperature: float | None = None, seed: int = 0, checked: bool = True) -> Outcome:
     """Lockstep-compare a batch of random programs for `steps` steps."""
-    programs = random_programs(geometry, batch, seed)
+    programs = looping_programs(geometry, batch, seed)
     config = EngineConfig(dtype=dtype, temperature=temperature, checked=checked)
     try:
         results = compare_programs(programs, geometry, steps, config)
