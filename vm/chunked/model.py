@@ -1,0 +1,114 @@
+"""The large transformer that the small oracle simulates (Definitions 2.1-2.5 of the paper).
+
+It has L layers of H softmax attention heads. Head h of a layer reads the columns
+D_h = [h*m, (h+1)*m) of the layer input with its own m x m query, key and value
+matrices; the head outputs are concatenated into the next layer's input. The layer
+MLP is the identity, as the paper assumes without loss of generality (Lemma B.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+MASK_KINDS = ("none", "causal", "window", "sink")
+
+
+@dataclass(frozen=True)
+class Mask:
+    """Which keys each query sees: all, causal (Def. 2.3), window (Def. 2.4), sink (Def. 2.5).
+
+    `window` is r (query i sees keys i-r+1..i); `sinks` is s (it also sees keys 0..s-1).
+    Positions are 0-based here; the paper counts from 1.
+    """
+
+    kind: str = "none"
+    window: int = 0
+    sinks: int = 0
+
+    def visible(self, queries: Tensor, keys: Tensor) -> Tensor:
+        """Boolean matrix: entry (a, b) says whether query queries[a] may see key keys[b]."""
+        i, j = queries[:, None], keys[None, :]
+        if self.kind == "none":
+            return torch.ones(len(queries), len(keys), dtype=torch.bool)
+        causal = j <= i
+        if self.kind == "causal":
+            return causal
+        recent = j > i - self.window
+        if self.kind == "window":
+            return causal & recent
+        return causal & (recent | (j < self.sinks))
+
+
+@dataclass(frozen=True)
+class HeadWeights:
+    """Query, key and value matrices of one head, each m x m (the paper's W_h^Q, W_h^K, W_h^V)."""
+
+    query: Tensor
+    key: Tensor
+    value: Tensor
+
+
+@dataclass(frozen=True)
+class LargeTransformer:
+    """L layers of H heads; `layers[l][h]` are the weights of head h in layer l."""
+
+    layers: tuple[tuple[HeadWeights, ...], ...]
+    mask: Mask
+
+    @property
+    def heads(self) -> int:
+        return len(self.layers[0])
+
+    @property
+    def head_dim(self) -> int:
+        return self.layers[0][0].query.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.heads * self.head_dim
+
+    def to(self, dtype: torch.dtype) -> LargeTransformer:
+        """The same transformer with its weights converted to `dtype`."""
+        return LargeTransformer(
+            layers=tuple(tuple(HeadWeights(h.query.to(dtype), h.key.to(dtype), h.value.to(dtype))
+                               for h in layer) for layer in self.layers),
+            mask=self.mask)
+
+    def head_input(self, x: Tensor, head: int) -> Tensor:
+        """The columns D_h of a layer input that head `head` reads."""
+        m = self.head_dim
+        return x[:, head * m:(head + 1) * m]
+
+
+def random_instance(n: int, heads: int, layers: int, head_dim: int, mask: Mask,
+                    dtype: torch.dtype, seed: int,
+                    score_scale: float = 1.0) -> tuple[Tensor, LargeTransformer]:
+    """A random input X (n x H*m) and random weights whose first-layer scores have std ~score_scale.
+
+    Entries of X are standard normal; W^Q and W^K entries have variance score_scale/m^1.5,
+    so <q_i, k_j> = x_i W^Q (W^K)^T x_j^T has variance about score_scale^2. W^V is the
+    identity plus noise, so values keep the size of the inputs from layer to layer.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    m = head_dim
+
+    def draw(*shape: int) -> Tensor:
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    spread = (score_scale / m ** 1.5) ** 0.5
+    model_layers = tuple(
+        tuple(
+            HeadWeights(
+                query=(draw(m, m) * spread).to(dtype),
+                key=(draw(m, m) * spread).to(dtype),
+                value=(torch.eye(m, dtype=torch.float64) + draw(m, m) / m ** 0.5).to(dtype),
+            )
+            for _ in range(heads)
+        )
+        for _ in range(layers)
+    )
+    x = draw(n, heads * m).to(dtype)
+    return x, LargeTransformer(layers=model_layers, mask=mask)

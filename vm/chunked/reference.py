@@ -1,0 +1,56 @@
+"""Attention computed directly, the way the simulation must not: the yardstick for it.
+
+`head_attention` forms the scores of a block of queries against all N keys at once; with
+`row_chunk=None` that block is the whole N x N score matrix ("full attention" in the
+bench). It works in place on that one buffer, so its peak memory is about
+N * row_chunk * itemsize plus O(N * m).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from vm.chunked.model import HeadWeights, LargeTransformer, Mask
+
+
+def head_attention(x_head: Tensor, head: HeadWeights, mask: Mask,
+                   row_chunk: int | None = None) -> tuple[Tensor, Tensor]:
+    """softmax(mask(Q K^T)) V for one head, and the log of each row's normalizer (log-sum-exp)."""
+    q, k, v = x_head @ head.query, x_head @ head.key, x_head @ head.value
+    n = x_head.shape[0]
+    step = n if row_chunk is None else row_chunk
+    outputs, log_normalizers = [], []
+    keys = torch.arange(n)
+    for start in range(0, n, step):
+        rows = torch.arange(start, min(start + step, n))
+        scores = q[rows] @ k.T
+        if mask.kind != "none":
+            scores.masked_fill_(~mask.visible(rows, keys), float("-inf"))
+        peak = scores.amax(dim=1, keepdim=True)
+        scores.sub_(peak).exp_()
+        total = scores.sum(dim=1, keepdim=True)
+        scores.div_(total)
+        outputs.append(scores @ v)
+        log_normalizers.append((peak + total.log()).squeeze(1))
+    return torch.cat(outputs), torch.cat(log_normalizers)
+
+
+def direct_forward(model: LargeTransformer, x: Tensor,
+                   row_chunk: int | None = None) -> tuple[Tensor, Tensor]:
+    """The large transformer's output and log normalizers (layers x heads x N), directly."""
+    log_normalizers = []
+    for layer in model.layers:
+        results = [head_attention(model.head_input(x, h), head, model.mask, row_chunk)
+                   for h, head in enumerate(layer)]
+        x = torch.cat([out for out, _ in results], dim=1)
+        log_normalizers.append(torch.stack([lse for _, lse in results]))
+    return x, torch.stack(log_normalizers)
+
+
+def relative_error(approx: Tensor, exact: Tensor) -> float:
+    """max_i ||approx_i - exact_i|| / ||exact_i||: the paper's per-row simulation error."""
+    approx, exact = approx.double(), exact.double()
+    diff = torch.linalg.vector_norm(approx - exact, dim=-1)
+    scale = torch.linalg.vector_norm(exact, dim=-1)
+    return float((diff / scale).max())

@@ -1,0 +1,147 @@
+"""`ltvm attention` and `ltvm bench attention`: long attention simulated by small oracle calls.
+
+`ltvm attention` runs one random instance of one variant and prints one `name: value` line
+per figure (or one JSON object with --json): the oracle calls and the exact count the
+variant's formula predicts, the simulation's relative error against attention computed
+directly in float64, its wall time and its peak extra memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from vm.chunked.average_case import check_first_layer
+from vm.chunked.bench import run_bench
+from vm.chunked.memory import measure
+from vm.chunked.model import random_instance
+from vm.chunked.reference import direct_forward, relative_error
+from vm.chunked.simulate import MODES, check_sizes, mode_mask, simulate
+from vm.errors import InputError, RunFailure
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+REFERENCE_CHUNK_BYTES = 2 ** 28
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add the `attention` subcommand."""
+    parser = commands.add_parser(
+        "attention", help="simulate N-token attention with oracle calls of length M",
+        description="Run one random instance of a chunked-attention variant and report its "
+        "oracle calls, error against direct attention, time and peak memory.")
+    parser.add_argument("--n", type=int, required=True, help="sequence length N")
+    parser.add_argument("--m", type=int, required=True, help="oracle input length M")
+    parser.add_argument("--mode", required=True, help=f"one of {', '.join(MODES)}")
+    parser.add_argument("--heads", type=int, default=1, help="heads per layer H (default 1)")
+    parser.add_argument("--layers", type=int, default=1, help="layers L (default 1)")
+    parser.add_argument("--head-dim", type=int, default=16, help="head dimension m (default 16)")
+    parser.add_argument("--oracle-heads", type=int, default=1, help="oracle heads H' (default 1)")
+    parser.add_argument("--oracle-layers", type=int, default=1,
+                        help="oracle layers L' (default 1)")
+    parser.add_argument("--dtype", default="float32", help="float32 (default) or float64")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--window", type=int, default=None,
+                        help="window size r for window/sink (default M // 2)")
+    parser.add_argument("--sinks", type=int, default=4, help="sink count s for sink (default 4)")
+    parser.add_argument("--score-scale", type=float, default=1.0,
+                        help="standard deviation of the first layer's scores (default 1)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=run)
+
+
+def register_bench(targets: argparse._SubParsersAction) -> None:
+    """Add the `attention` target of `ltvm bench`."""
+    parser = targets.add_parser(
+        "attention", help="full attention vs. its simulations: time and peak memory",
+        description="Measure full attention and the exact, window and sampled simulations "
+        "for every N and M, each in a fresh process; write a table and a plot.")
+    parser.add_argument("--out", type=Path, default=Path("out/bench-attention"),
+                        help="output directory (default out/bench-attention)")
+    parser.add_argument("--n-values", type=_int_list, default=[4096, 16384, 65536],
+                        help="comma-separated N values (default 4096,16384,65536)")
+    parser.add_argument("--m-values", type=_int_list, default=[256, 1024],
+                        help="comma-separated M values (default 256,1024)")
+    parser.add_argument("--full-limit-gib", type=float, default=4.0,
+                        help="skip full attention above this estimated memory (default 4)")
+    parser.add_argument("--head-dim", type=int, default=16, help="head dimension (default 16)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of every measured process (default 1)")
+    parser.set_defaults(func=run_bench_command)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Simulate one random instance and print its figures."""
+    if args.dtype not in DTYPES:
+        raise InputError(f"unknown dtype '{args.dtype}' (choose float32 or float64)")
+    for name in ("heads", "layers", "head_dim", "threads"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be positive, got "
+                             f"{getattr(args, name)}")
+    torch.set_num_threads(args.threads)
+    window = args.m // 2 if args.window is None else args.window
+    mask = mode_mask(args.mode, window, args.sinks)
+    check_sizes(args.mode, args.n, args.m, mask, args.oracle_heads, args.oracle_layers)
+    x, model = random_instance(args.n, args.heads, args.layers, args.head_dim, mask,
+                               DTYPES[args.dtype], args.seed, args.score_scale)
+    result, taken = measure(lambda: simulate(model, x, args.mode, args.m, args.oracle_heads,
+                                             args.oracle_layers, args.seed))
+    reference, log_normalizers = direct_forward(
+        model.to(torch.float64), x.double(),
+        row_chunk=max(1, REFERENCE_CHUNK_BYTES // (8 * args.n)))
+    report = {
+        "mode": args.mode, "n": args.n, "m": args.m, "heads": args.heads, "layers": args.layers,
+        "oracle_heads": args.oracle_heads, "oracle_layers": args.oracle_layers,
+        "dtype": args.dtype, "calls": result.calls, "expected_calls": result.expected_calls,
+        "error": relative_error(result.output, reference), "time": taken.seconds,
+        "memory": taken.peak_bytes, "memory_method": taken.method,
+    }
+    if args.mode in ("window", "sink"):
+        report.update(window=mask.window, sinks=mask.sinks, amplification=result.amplification)
+    if args.mode == "sampled":
+        check = check_first_layer(model, x, args.m)
+        ratio = (result.log_normalizers[0] - log_normalizers[0]).exp()
+        report.update(normalizer_error=float((ratio - 1).abs().max()),
+                      normalizer_bound=check.normalizer_bound, bound=check.output_bound,
+                      c=check.c, d=check.d, sample=check.sample)
+    _print(report, args.json)
+    if result.calls != result.expected_calls:
+        raise RunFailure(f"the simulation made {result.calls} oracle calls, its formula says "
+                         f"{result.expected_calls}")
+    return 0
+
+
+def _print(report: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report))
+        return
+    units = {"time": lambda v: f"{v:.3f} s", "memory": lambda v: f"{v / 2 ** 20:.1f} MiB"}
+    for key, value in report.items():
+        if key in units:
+            text = units[key](value)
+        elif isinstance(value, float):
+            text = f"{value:.3g}"
+        else:
+            text = str(value)
+        print(f"{key}: {text}")
+
+
+def run_bench_command(args: argparse.Namespace) -> int:
+    """Run the attention bench and say where its table and plot are."""
+    run_bench(args.out, args.n_values, args.m_values, args.full_limit_gib, args.head_dim,
+              args.seed, threads=args.threads)
+    print((args.out / "attention.md").read_text(), end="")
+    print(f"table: {args.out / 'attention.md'} (and attention.csv)")
+    print(f"plot: {args.out / 'attention.png'}")
+    return 0
