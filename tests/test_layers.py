@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from vm.layers import MASK_AS_BIAS_MAX, LoopedTransformer, cpu_threads, mask_matrix
+from vm.layers import MASK_AS_BIAS_MAX, LoopedTransformer, cpu_threads, mask_matrix, trace_pass
 from vm.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
 
 
@@ -76,3 +76,18 @@ def test_cpu_threads_picks_one_thread_for_small_work_and_restores():
     assert torch.get_num_threads() == 2
     with cpu_threads(100, requested=2):
         assert torch.get_num_threads() == 2
+
+
+def test_trace_pass_records_each_layer_and_matches_a_pass():
+    rng = np.random.default_rng(3)
+    machine = random_machine(rng, rows=8, columns=6, heads=[2, 0])
+    X = torch.as_tensor(rng.normal(size=(8, 6)))
+    for attention in ("dense", "masked"):
+        model = LoopedTransformer(machine, torch.float64, attention=attention, scratch=2)
+        records = trace_pass(model, X)
+        assert len(records) == 2 and records[0].attention.shape == (2, 6, 6)
+        assert torch.allclose(records[0].attention.sum(dim=2), torch.ones(2, 6, dtype=torch.float64))
+        assert torch.allclose(records[-1].after, model(X[None])[0])
+        assert records[1].attention.shape[0] == 0
+    masked = records[0].attention
+    assert float(masked[:, 3, 4].abs().max()) == 0.0  # column 3 may not see column 4

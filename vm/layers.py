@@ -21,6 +21,7 @@ allowed keys, so a pass costs O(n * scratch).
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
@@ -135,6 +136,16 @@ class Attention(nn.Module):
         out = out.sum(dim=1) if self.count > 1 else out[:, 0]
         return out.transpose(0, 1)
 
+    def weights(self, X: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        """Every head's attention matrix for X (rows, 1, n): (heads, queries, keys)."""
+        rows, _, n = X.shape
+        projected = (self.QKV @ X.view(rows, n)).view(self.count, self.width, n)
+        queries, keys = projected[:, :self.r], projected[:, self.r:2 * self.r]
+        scores = queries.transpose(1, 2) @ keys
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed.T, float("-inf"))
+        return torch.softmax(scores, dim=2)
+
     @staticmethod
     def _masked(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 scratch: int) -> torch.Tensor:
@@ -192,6 +203,7 @@ class TransformerLayer(nn.Module):
     def __init__(self, weights: LayerWeights, dtype: torch.dtype) -> None:
         super().__init__()
         self.role = weights.role
+        self.head_roles = [head.role for head in weights.heads]
         self.attention = Attention(weights.heads, dtype) if weights.heads else None
         self.ffn = FeedForward(weights.ffn, dtype)
 
@@ -240,6 +252,44 @@ class LoopedTransformer(nn.Module):
             layer.ffn(X)
             if observer is not None:
                 observer(index, "ffn", from_internal(X))
+
+
+@dataclass
+class LayerTrace:
+    """One layer of one pass, for pictures: X (rows, n) before, after attention, after the
+    ReLU layer, and each head's attention matrix (queries x keys, rows sum to 1)."""
+
+    role: str
+    head_roles: list[str]
+    before: torch.Tensor
+    attention: torch.Tensor
+    after_attention: torch.Tensor
+    after: torch.Tensor
+
+
+def trace_pass(model: LoopedTransformer, X: torch.Tensor) -> list[LayerTrace]:
+    """Run one pass on a single punchcard X (rows, n), recording every layer."""
+    internal = to_internal(X[None])
+    allowed = None
+    if model.attention == "masked":
+        allowed = torch.as_tensor(mask_matrix(internal.shape[2], model.scratch),
+                                  device=internal.device)
+    records = []
+    with torch.inference_mode():
+        for layer in model.layers:
+            before = internal[:, 0].clone()
+            if layer.attention is not None:
+                maps = layer.attention.weights(internal, allowed)
+                roles = layer.head_roles
+            else:
+                maps = torch.zeros((0, internal.shape[2], internal.shape[2]))
+                roles = []
+            layer.attend(internal, model.attention, model.scratch, model.mask_bias)
+            middle = internal[:, 0].clone()
+            layer.ffn(internal)
+            records.append(LayerTrace(layer.role, roles, before, maps, middle,
+                                      internal[:, 0].clone()))
+    return records
 
 
 def to_internal(X: torch.Tensor) -> torch.Tensor:

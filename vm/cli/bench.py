@@ -12,7 +12,7 @@ from vm.bench import bench, format_table
 from vm.executor import DTYPES, EngineConfig
 from vm.layers import ATTENTION_MODES
 
-BENCH_TARGETS: list[str] = []
+BENCH_TARGETS = ["attention"]
 """Modules of vm.cli that add a `register_bench(targets)` sub-target."""
 
 
