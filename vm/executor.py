@@ -22,14 +22,14 @@ import numpy as np
 import torch
 
 from assembler.program import Program
-from assembler.punchcard import all_instructions, check_fits, decode_memory, decode_pc, encode
+from assembler.punchcard import all_instructions
 from vm.encoding import pm1_code
 from vm.errors import InputError, PrecisionError
 from vm.geometry import Geometry
 from vm.layers import (ATTENTION_MODES, LoopedTransformer, cpu_threads, flush_denormals,
                        from_internal, to_internal)
-from vm.machines.subleq import (STATE_TOLERANCE, SubleqMachine, subleq_machine,
-                                temperature_is_safe)
+from vm.machines import machine_for
+from vm.machines.subleq import STATE_TOLERANCE
 from vm.reference import RunResult, TraceStep
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -46,7 +46,8 @@ class EngineConfig:
     never does, an explicit opt-out for studying how runs fail.
     """
 
-    dtype: str = "float32"
+    dtype: str | None = None
+    """None: the machine's default (float32 for SUBLEQ, float64 for FLEQ)."""
     device: str = "cpu"
     attention: str = "masked"
     temperature: float | None = None
@@ -55,7 +56,7 @@ class EngineConfig:
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
+        if self.dtype is not None and self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.attention not in ATTENTION_MODES:
             raise InputError(f"attention must be one of {', '.join(ATTENTION_MODES)}")
@@ -72,7 +73,7 @@ class EngineConfig:
 @lru_cache(maxsize=16)
 def _model(geometry: Geometry, temperature: float | None, dtype: str, device: str,
            attention: str) -> LoopedTransformer:
-    machine = subleq_machine(geometry, temperature)
+    machine = machine_for(geometry, temperature)
     return LoopedTransformer(machine.weights, DTYPES[dtype], device, attention, geometry.scratch)
 
 
@@ -90,25 +91,22 @@ class TransformerExecutor:
 
     def __init__(self, geometry: Geometry, config: EngineConfig = EngineConfig()) -> None:
         self.geometry, self.config = geometry, config
-        self.machine: SubleqMachine = subleq_machine(geometry, config.temperature)
+        self.machine = machine_for(geometry, config.temperature)
         self.layout = self.machine.layout
-        self.model = _model(geometry, config.temperature, config.dtype, config.device,
+        self.dtype_name = config.dtype or self.machine.default_dtype
+        self.model = _model(geometry, config.temperature, self.dtype_name, config.device,
                             config.attention)
-        self.checked = (not temperature_is_safe(self.machine) if config.checked is None
+        self.checked = (not self.machine.temperature_is_safe() if config.checked is None
                         else config.checked)
-        self.device, self.dtype = torch.device(config.device), DTYPES[config.dtype]
+        self.device, self.dtype = torch.device(config.device), DTYPES[self.dtype_name]
         self._pc_rows = self.layout["pc"]
         eof = pm1_code(geometry.eof_column, geometry.pos_bits)
         self._eof = torch.as_tensor(eof, dtype=self.dtype, device=self.device)[:, None]
-        self._support: torch.Tensor | None = None
+        self._initial: torch.Tensor | None = None
 
     def load(self, programs: list[Program]) -> torch.Tensor:
         """Punchcards of programs of this geometry as one (batch, rows, n) tensor."""
-        cards = []
-        for program in programs:
-            check_fits(program, self.geometry)
-            cards.append(encode(program, self.geometry, self.layout))
-        return self.load_punchcards(np.stack(cards))
+        return self.load_punchcards(np.stack([self.machine.encode(p) for p in programs]))
 
     def load_punchcards(self, cards: np.ndarray) -> torch.Tensor:
         cards = np.asarray(cards, dtype=np.float64)
@@ -118,7 +116,7 @@ class TransformerExecutor:
             raise InputError(f"punchcards have shape {cards.shape[1:]}, this geometry needs "
                              f"({self.layout.rows}, {self.layout.columns})")
         X = torch.as_tensor(cards, dtype=self.dtype, device=self.device)
-        self._support = X != 0
+        self._initial = X
         return X
 
     def _numpy(self, X: torch.Tensor) -> np.ndarray:
@@ -181,15 +179,13 @@ class TransformerExecutor:
 
     def results(self, run: BatchRun) -> list[RunResult]:
         X = self._numpy(run.X)
-        return [RunResult(decode_memory(card, self.layout), decode_pc(card, self.layout),
-                          int(steps), bool(halted))
+        return [RunResult(*self.machine.decode(card), int(steps), bool(halted))
                 for card, steps, halted in zip(X, run.steps, run.halted)]
 
     def decode(self, X: torch.Tensor) -> list[tuple[list[int], int]]:
         """(memory, pc) of every program in the batch."""
         cards = self._numpy(X)
-        return [(decode_memory(card, self.layout), decode_pc(card, self.layout))
-                for card in cards]
+        return [self.machine.decode(card) for card in cards]
 
     # -- checked mode -------------------------------------------------------------
     def _observe(self, step: int, layer: int, stage: str, X: torch.Tensor) -> None:
@@ -205,15 +201,23 @@ class TransformerExecutor:
                                f"{sorted(set(check.levels))}")
 
     def _check_state(self, step: int, X: torch.Tensor) -> None:
-        """After a pass: state fields exactly ±1 on their support, 0 off it; work fields 0."""
+        """After a pass: the program counter (and SUBLEQ memory) ±1 on its punchcard support,
+        0 off it; every other state field unchanged; every working field 0. Real-valued
+        fields (FLEQ memory) are not checked."""
         last = len(self.model.layers) - 1
-        for name in self.layout.fields:
+        changing = ("mem", "pc")
+        for name in (*self.layout.persistent, *self.layout.working()):
+            if name in self.layout.groups or name in self.machine.real_fields:
+                continue
             rows = self.layout[name]
             values = X[:, rows]
-            if name in self.layout.persistent:
-                expected = self._support[:, rows].to(X.dtype)
+            if name in changing:
+                expected = (self._initial[:, rows] != 0).to(X.dtype)
                 distance = (values.abs() - expected).abs()
                 shown = "±1 or 0 (its punchcard pattern)"
+            elif name in self.layout.persistent:
+                distance = (values - self._initial[:, rows]).abs()
+                shown = "its value on the punchcard"
             else:
                 distance, shown = values.abs(), "0 between passes"
             self._raise_if_off(step, last, name, distance, values, 0, STATE_TOLERANCE, shown)

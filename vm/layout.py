@@ -21,6 +21,13 @@ class Layout:
     columns: int
     persistent: tuple[str, ...] = ()
     """Fields that carry state between passes; every other field is zero between passes."""
+    groups: tuple[str, ...] = ()
+    """Fields that only name a span of consecutive other fields."""
+
+    def working(self) -> list[str]:
+        """Fields that must be zero between passes (groups excluded)."""
+        return [name for name in self.fields
+                if name not in self.persistent and name not in self.groups]
 
     def __getitem__(self, name: str) -> slice:
         try:
@@ -63,6 +70,7 @@ class LayoutBuilder:
     fields: dict[str, slice] = field(default_factory=dict)
     regions: dict[str, range] = field(default_factory=dict)
     persistent: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
     rows: int = 0
     columns: int = 0
 
@@ -82,6 +90,7 @@ class LayoutBuilder:
         if any(a.stop != b.start for a, b in zip(spans, spans[1:])):
             raise ValueError(f"parts of group '{name}' are not consecutive")
         self.fields[name] = slice(spans[0].start, spans[-1].stop)
+        self.groups.append(name)
         if all(part in self.persistent for part in parts):
             self.persistent.append(name)
         return self.fields[name]
@@ -96,4 +105,4 @@ class LayoutBuilder:
 
     def build(self) -> Layout:
         return Layout(dict(self.fields), dict(self.regions), self.rows, self.columns,
-                      tuple(self.persistent))
+                      tuple(self.persistent), tuple(self.groups))

@@ -27,6 +27,10 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
+from assembler.program import Program
+from assembler.punchcard import check_fits, decode_memory, decode_pc, encode
 from vm.blocks import arith
 from vm.blocks.adder_plan import carry_blocks
 from vm.blocks.attention import read_head, write_head
@@ -97,6 +101,19 @@ class SubleqMachine:
     weights: MachineWeights
     checks: tuple[Check, ...]
     temperature: float
+    default_dtype = "float32"
+    real_fields: tuple[str, ...] = ()
+    """State fields holding real numbers (not checked against a ±1 pattern)."""
+
+    def encode(self, program: Program) -> np.ndarray:
+        check_fits(program, self.geometry)
+        return encode(program, self.geometry, self.layout)
+
+    def decode(self, card: np.ndarray) -> tuple[list[int], int]:
+        return decode_memory(card, self.layout), decode_pc(card, self.layout)
+
+    def temperature_is_safe(self) -> bool:
+        return temperature_is_safe(self)
 
 
 def _fetch_layer(layout: Layout, lam: float) -> LayerWeights:

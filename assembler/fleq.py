@@ -1,0 +1,306 @@
+"""Assembler for the FLEQ dialect (.fleq): source text -> FleqProgram.
+
+Checks function names against the registry, arity, operand shapes against
+each block's signature, that integer counters only receive integer results,
+and that branches test integer counters; every error names file:line:col.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import lark
+import numpy as np
+
+from assembler.diagnostics import SourceError
+from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
+                                    Variable, padded)
+from assembler.program import SourcePos
+from vm.errors import InputError
+from vm.functions import REGISTRY, make_block
+
+MAX_BLOCK = 16
+
+
+@lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    grammar = resources.files("assembler").joinpath("fleq.lark").read_text()
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+@dataclass
+class _Statement:
+    """A code statement waiting for pass 2: its tree and its instruction index."""
+
+    node: lark.Tree
+    index: int
+
+
+class _FleqAssembler:
+    def __init__(self, text: str, file: str, d: int | None,
+                 parameters: dict[str, dict[str, float]], functions: list[str] | None) -> None:
+        self.text, self.file = text, file
+        self.d_override, self.cli_parameters = d, parameters
+        self.forced_functions = functions or []
+        self.declared_d: int | None = None
+        self.function_parameters: dict[str, dict[str, float]] = {}
+        self.variables: dict[str, Variable] = {}
+        self.values: dict[str, np.ndarray] = {}
+        self.labels: dict[str, int] = {}
+        self.label_pos: dict[str, SourcePos] = {}
+        self.statements: list[_Statement] = []
+
+    # -- errors ---------------------------------------------------------------------
+    def error(self, message: str, where: lark.Token | lark.Tree) -> SourceError:
+        if isinstance(where, lark.Token):
+            line, column, width = where.line, where.column, len(str(where))
+        else:
+            meta = where.meta
+            line, column = meta.line, meta.column
+            width = max(1, meta.end_column - meta.column) if meta.end_line == meta.line else 1
+        return SourceError(message, self.file, self.text, line, column, width)
+
+    def pos(self, where: lark.Token | lark.Tree) -> SourcePos:
+        line = where.line if isinstance(where, lark.Token) else where.meta.line
+        column = where.column if isinstance(where, lark.Token) else where.meta.column
+        return SourcePos(self.file, line, column)
+
+    # -- pass 1 ---------------------------------------------------------------------
+    def collect(self, tree: lark.Tree) -> None:
+        for node in tree.children:
+            if node.data == "header":
+                self.header(node.children[0])
+            elif node.data == "data_section":
+                for line in node.children[1:]:
+                    self.data_line(line)
+            else:
+                for line in node.children[1:]:
+                    self.code_line(line)
+
+    def header(self, node: lark.Tree) -> None:
+        if node.data == "block_size":
+            value = int(node.children[1])
+            if not 1 <= value <= MAX_BLOCK:
+                raise self.error(f"block size must be between 1 and {MAX_BLOCK}",
+                                 node.children[1])
+            self.declared_d = value
+            return
+        name = node.children[1]
+        if name not in REGISTRY:
+            raise self.error(f"unknown function '{name}' (registered: "
+                             f"{', '.join(sorted(REGISTRY))})", name)
+        values = {str(p.children[0]): self.number(p.children[1]) for p in node.children[2:]}
+        try:
+            make_block(str(name), **values)
+        except InputError as error:
+            raise self.error(str(error), node) from None
+        self.function_parameters[str(name)] = values
+
+    def check_new_name(self, name: lark.Token) -> None:
+        first = (self.variables[name].pos if name in self.variables
+                 else self.label_pos.get(name))
+        if first is not None:
+            raise self.error(f"duplicate definition of '{name}' (first defined at {first})",
+                             name)
+        if name.upper() == "EOF" or name.startswith("_"):
+            raise self.error(f"'{name}' is reserved", name)
+        if name in REGISTRY:
+            raise self.error(f"'{name}' is a function name", name)
+
+    def number(self, node: lark.Tree) -> float:
+        return float(node.children[0])
+
+    def data_line(self, line: lark.Tree) -> None:
+        name, value = line.children
+        self.check_new_name(name)
+        integer = False
+        if value.data == "scalar":
+            literal = value.children[0]
+            array = np.array([[self.number(literal)]])
+            integer = literal.data == "integer"
+        elif value.data == "zeros":
+            array = np.zeros(self.shape(value.children[1]))
+        elif value.data == "vector":
+            array = np.array([[self.number(n)] for n in value.children[1].children])
+        else:
+            rows = [[self.number(n) for n in row.children] for row in
+                    value.children[2].children]
+            shape = self.shape(value.children[1])
+            if len(rows) != shape[0] or any(len(row) != shape[1] for row in rows):
+                raise self.error(f"matrix literal does not have the declared shape "
+                                 f"{shape[0]}x{shape[1]}", value.children[2])
+            array = np.array(rows)
+        if not np.isfinite(array).all():
+            raise self.error("values must be finite", value)
+        cell = len(RESERVED) + len(self.variables)
+        self.variables[str(name)] = Variable(str(name), cell, array.shape, integer,
+                                             self.pos(name))
+        self.values[str(name)] = array
+
+    def shape(self, token: lark.Token) -> tuple[int, int]:
+        rows, columns = (int(part) for part in token.lower().split("x"))
+        if rows < 1 or columns < 1:
+            raise self.error("shapes need at least one row and one column", token)
+        return rows, columns
+
+    def code_line(self, line: lark.Tree) -> None:
+        for node in line.children:
+            if node is None:
+                continue
+            if node.data == "label":
+                name = node.children[0]
+                self.check_new_name(name)
+                self.labels[str(name)] = len(self.statements)
+                self.label_pos[str(name)] = self.pos(name)
+            else:
+                self.statements.append(_Statement(node, len(self.statements)))
+
+    # -- pass 2 ---------------------------------------------------------------------
+    def variable(self, token: lark.Token) -> Variable:
+        if token in self.variables:
+            return self.variables[token]
+        if token in self.labels:
+            raise self.error(f"'{token}' is a label, not a variable", token)
+        raise self.error(f"undefined variable '{token}'", token)
+
+    def target(self, token: lark.Token) -> int:
+        if token in self.labels:
+            return self.labels[token]
+        if token.upper() == "EOF":
+            return len(self.statements)
+        if token in self.variables:
+            raise self.error(f"'{token}' is a variable, not a label", token)
+        raise self.error(f"undefined label '{token}'", token)
+
+    def branch(self, node: lark.Tree | None) -> tuple[int, int]:
+        """(flag cell, target) of an `if x <= 0 goto L`, or never-branch."""
+        if node is None:
+            return ONE_CELL, 0
+        flag = self.variable(node.children[1])
+        if not flag.integer:
+            raise self.error(f"'{flag.name}' is not an integer counter; a branch tests one",
+                             node.children[1])
+        return flag.cell, self.target(node.children[4])
+
+    def instruction(self, statement: _Statement) -> FleqInstruction:
+        node, index = statement.node, statement.index
+        text = self.source_text(node)
+        pos = self.pos(node)
+        if node.data == "halt":
+            return FleqInstruction(None, 0, 0, 0, ZERO_CELL, len(self.statements), (1, 1),
+                                   pos=pos, text=text)
+        if node.data == "goto":
+            return FleqInstruction(None, 0, 0, 0, ZERO_CELL, self.target(node.children[1]),
+                                   (1, 1), pos=pos, text=text)
+        if node.data == "branch":
+            flag, target = self.branch(node)
+            return FleqInstruction(None, 0, 0, 0, flag, target, (1, 1), pos=pos, text=text)
+        assignment, branch = node.children
+        flag, target = self.branch(branch)
+        if flag == ONE_CELL:
+            target = index + 1
+        destination, function, *arguments = assignment.children
+        arguments = [a for a in arguments if a is not None]
+        result = self.variable(destination)
+        if function not in REGISTRY:
+            raise self.error(f"unknown function '{function}' (registered: "
+                             f"{', '.join(sorted(REGISTRY))})", function)
+        block = make_block(str(function), **self.function_parameters.get(str(function), {}))
+        if any(a.data == "keyword" for a in arguments):
+            keyword = next(a for a in arguments if a.data == "keyword")
+            raise self.error(f"'{function}' is a function block and takes no keyword "
+                             "arguments", keyword)
+        if len(arguments) != block.arity:
+            raise self.error(f"'{function}' takes {block.arity} operand"
+                             f"{'s' if block.arity != 1 else ''}, got {len(arguments)}",
+                             assignment)
+        operands = [self.variable(a.children[0]) for a in arguments]
+        a = operands[0]
+        b = operands[1] if block.arity == 2 else None
+        try:
+            shape = block.output_shape(a.shape, b.shape if b else None)
+        except ValueError as error:
+            raise self.error(f"{function}: {error}", assignment) from None
+        if shape != result.shape:
+            raise self.error(f"{function}(...) is {shape[0]}x{shape[1]} but '{result.name}' is "
+                             f"{result.shape[0]}x{result.shape[1]}", destination)
+        if result.integer and not (block.integer_preserving and all(o.integer
+                                                                    for o in operands)):
+            raise self.error(f"'{result.name}' is an integer counter; {function} of these "
+                             "operands gives a real number", destination)
+        return FleqInstruction(str(function), a.cell, b.cell if b else ZERO_CELL, result.cell,
+                               flag, target, shape, a.shape, b.shape if b else (1, 1), pos, text)
+
+    def source_text(self, node: lark.Tree) -> str:
+        line = self.text.splitlines()[node.meta.line - 1]
+        return line[node.meta.column - 1:node.meta.end_column - 1].strip()
+
+    def run(self) -> FleqProgram:
+        tree = parse_fleq(self.text, self.file)
+        self.collect(tree)
+        if not self.statements:
+            raise SourceError("empty program: no instructions (a .code section with at least "
+                              "one statement is needed)", self.file, self.text, 1, 1)
+        instructions = [self.instruction(s) for s in self.statements]
+        largest = max((max(v.shape) for v in self.variables.values()), default=1)
+        d = self.d_override or self.declared_d or largest
+        if largest > d:
+            widest = max(self.variables.values(), key=lambda v: max(v.shape))
+            raise InputError(f"{self.file}: '{widest.name}' is {widest.shape[0]}x"
+                             f"{widest.shape[1]}, larger than the block size d={d}")
+        used = {i.function for i in instructions if i.function} | set(self.forced_functions)
+        functions = []
+        for name in sorted(used):
+            values = {**self.function_parameters.get(name, {}),
+                      **self.cli_parameters.get(name, {})}
+            block = make_block(name, **values)
+            functions.append((name, tuple(sorted(block.values.items()))))
+        cells = [padded(0.0, d), padded(1.0, d)] + \
+            [padded(self.values[name], d) for name in self.variables]
+        return FleqProgram(instructions, cells, dict(self.variables), dict(self.labels), d,
+                           tuple(functions), self.file)
+
+
+def parse_fleq(text: str, file: str) -> lark.Tree:
+    """Parse `.fleq` source, turning lark's exceptions into located SourceErrors."""
+    try:
+        return _parser().parse(text if text.endswith("\n") else text + "\n")
+    except lark.UnexpectedCharacters as error:
+        rest = text.splitlines()[error.line - 1][error.column - 1:] if text else ""
+        word = rest.split()[0] if rest.split() else rest[:1]
+        message = (f"unknown directive '{word}'" if word.startswith(".")
+                   else f"unexpected character '{error.char}'")
+        raise SourceError(message, file, text, error.line, error.column, len(word) or 1)
+    except lark.UnexpectedToken as error:
+        token = error.token
+        if token.type == "$END":
+            raise SourceError("unexpected end of file", file, text, max(1, token.line or 1), 1)
+        shown = "end of line" if token.type == "_NEWLINE" else f"'{token}'"
+        raise SourceError(f"unexpected {shown}", file, text, token.line, token.column,
+                          len(str(token).strip()) or 1)
+
+
+def assemble_fleq(text: str, file: str = "<source>", d: int | None = None,
+                  parameters: dict[str, dict[str, float]] | None = None,
+                  functions: list[str] | None = None) -> FleqProgram:
+    """Assemble FLEQ source. `parameters` overrides block parameters ({name: {key: v}});
+    `functions` adds blocks the program does not call (to share weights with others)."""
+    for name in functions or []:
+        if name not in REGISTRY:
+            raise InputError(f"unknown function '{name}' (registered: "
+                             f"{', '.join(sorted(REGISTRY))})")
+    return _FleqAssembler(text, file, d, parameters or {}, functions).run()
+
+
+def assemble_fleq_file(path: str | Path, **options) -> FleqProgram:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not a text file") from None
+    return assemble_fleq(text, str(path), **options)

@@ -1,0 +1,156 @@
+"""The typed FLEQ program every FLEQ front end produces and both engines execute.
+
+Memory is a list of cells, each a d x d float64 matrix zero-padded around a
+variable's true shape. An instruction is FLEQ(a, b, c, m, flag, p, d_h, d_w):
+mem[c] = f_m(mem[a], mem[b]) (no write when `function` is None), then
+if mem[flag] <= 0 goto p, else the next instruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from assembler.program import SourcePos
+from vm.errors import InputError
+
+ZERO_CELL = 0
+"""Reserved integer cell holding 0: the flag of `goto` and of the EOF instruction."""
+ONE_CELL = 1
+"""Reserved integer cell holding 1: the flag of an instruction that never branches."""
+RESERVED = {ZERO_CELL: "@zero", ONE_CELL: "@one"}
+
+Shape = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A named cell: its shape (rows, columns) and whether it holds an integer counter."""
+
+    name: str
+    cell: int
+    shape: Shape
+    integer: bool
+    pos: SourcePos | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.integer:
+            return "int"
+        if self.shape == (1, 1):
+            return "real"
+        return "vector" if self.shape[1] == 1 else "matrix"
+
+
+@dataclass(frozen=True)
+class FleqInstruction:
+    """One FLEQ instruction; cells by index, the jump target by instruction index."""
+
+    function: str | None
+    a: int
+    b: int
+    c: int
+    flag: int
+    target: int
+    shape: Shape
+    """Result shape (d_h, d_w): the write mask."""
+    a_shape: Shape = (1, 1)
+    b_shape: Shape = (1, 1)
+    pos: SourcePos | None = None
+    text: str = ""
+
+
+@dataclass
+class FleqProgram:
+    """A FLEQ program with its block size and function blocks (name, parameters)."""
+
+    instructions: list[FleqInstruction]
+    cells: list[np.ndarray]
+    variables: dict[str, Variable] = field(default_factory=dict)
+    labels: dict[str, int] = field(default_factory=dict)
+    d: int = 1
+    functions: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
+    source: str = "<program>"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def eof(self) -> int:
+        return len(self.instructions)
+
+    def validate(self) -> None:
+        """Raise InputError unless operands, targets and cells fit the program."""
+        cells, names = len(self.cells), [name for name, _ in self.functions]
+        if any(cell.shape != (self.d, self.d) for cell in self.cells):
+            raise InputError(f"{self.source}: every cell must be {self.d}x{self.d}")
+        if self.cells[ZERO_CELL][0, 0] != 0 or self.cells[ONE_CELL][0, 0] != 1:
+            raise InputError(f"{self.source}: cells 0 and 1 must hold 0 and 1")
+        for index, instruction in enumerate(self.instructions):
+            where = str(instruction.pos) if instruction.pos else \
+                f"{self.source}: instruction {index}"
+            operands = (instruction.a, instruction.b, instruction.c, instruction.flag)
+            if not all(0 <= cell < cells for cell in operands):
+                raise InputError(f"{where}: operand outside memory (cells 0..{cells - 1})")
+            if not 0 <= instruction.target <= self.eof:
+                raise InputError(f"{where}: jump target outside the program")
+            if instruction.function is not None and instruction.function not in names:
+                raise InputError(f"{where}: function '{instruction.function}' is not among "
+                                 f"the program's blocks")
+            if instruction.function is not None and instruction.c in RESERVED:
+                raise InputError(f"{where}: writes reserved cell {RESERVED[instruction.c]}")
+
+    def named_memory(self, cells: list[np.ndarray]) -> dict[str, float | list]:
+        """Values by variable name: scalars as numbers, others as nested lists."""
+        named: dict[str, float | list] = {}
+        for variable in sorted(self.variables.values(), key=lambda v: v.cell):
+            rows, columns = variable.shape
+            value = np.asarray(cells[variable.cell])[:rows, :columns]
+            if variable.shape == (1, 1):
+                number = float(value[0, 0])
+                named[variable.name] = int(round(number)) if variable.integer else number
+            else:
+                named[variable.name] = value.tolist()
+        return named
+
+    def cell_name(self, cell: int) -> str:
+        if cell in RESERVED:
+            return RESERVED[cell]
+        return next((v.name for v in self.variables.values() if v.cell == cell), f"cell{cell}")
+
+    def label_at(self, index: int) -> str | None:
+        if index == self.eof:
+            return "EOF"
+        return next((name for name, at in self.labels.items() if at == index), None)
+
+    def instruction_text(self, index: int) -> str:
+        if index == self.eof:
+            return "EOF"
+        instruction = self.instructions[index]
+        return instruction.text or describe(self, instruction)
+
+
+def describe(program: FleqProgram, instruction: FleqInstruction) -> str:
+    """A readable form of an instruction, e.g. `t = add(a, b) if n <= 0 goto L3`."""
+    parts = []
+    if instruction.function is not None:
+        operands = program.cell_name(instruction.a)
+        if instruction.b != ZERO_CELL or instruction.function in ("add", "sub", "mul"):
+            operands += f", {program.cell_name(instruction.b)}"
+        parts.append(f"{program.cell_name(instruction.c)} = {instruction.function}({operands})")
+    if instruction.flag != ONE_CELL:
+        target = program.label_at(instruction.target) or str(instruction.target)
+        if instruction.flag == ZERO_CELL:
+            parts.append(f"goto {target}")
+        else:
+            parts.append(f"if {program.cell_name(instruction.flag)} <= 0 goto {target}")
+    return " ".join(parts) or "nop"
+
+
+def padded(value: np.ndarray | float, d: int) -> np.ndarray:
+    """A value placed in the top-left corner of a zero d x d cell."""
+    cell = np.zeros((d, d))
+    array = np.atleast_2d(np.asarray(value, dtype=float))
+    cell[:array.shape[0], :array.shape[1]] = array
+    return cell

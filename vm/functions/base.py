@@ -1,0 +1,243 @@
+"""What a FLEQ function block is, and the context it is built in (Definition 1).
+
+A block is a transformer sub-network with hardcoded weights that computes
+C = f(A, B) inside its own scratch columns: A in the first d columns, B in
+the next d, C in the next d, then any extra columns the block needs. Every
+block of a machine runs on every pass; the machine writes only the selected
+block's C to memory.
+
+Blocks are built against a `BlockContext` that keeps them inside their own
+columns, exactly:
+
+- every ReLU unit a block adds gets the block's gate offset field (0 in the
+  block's columns, -GATE_BIG elsewhere) added to its argument, so it is off
+  outside the block whatever other columns hold;
+- every attention head gets the same field as a key component, so a block's
+  queries only ever see the block's own keys;
+- heads write only the block's private rows; the result reaches the shared
+  `res` rows through `emit_result`, whose units also carry the d_h x d_w
+  result mask of the instruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from vm.blocks.ffn import FeedForwardBuilder, Form, form_sum
+from vm.layout import Layout
+from vm.weights import HeadWeights
+
+GATE_BIG = float(2 ** 60)
+"""Offset that switches a unit off: larger than any value a block can hold, and exact
+to add to 0 in float32 and float64."""
+MOVE_TEMPERATURE = 800.0
+"""Temperature of heads that move data. Off-match weights are below e^(-800) and
+underflow to exactly 0 in float64 (and float32), so moved reals arrive bit-exact."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A tunable constant of a block, with its documented default and meaning."""
+
+    name: str
+    default: float
+    doc: str
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Where a block's error bound holds (operands and, for scalars, values)."""
+
+    description: str
+    low: float = -np.inf
+    high: float = np.inf
+    exclude_low: float | None = None
+    exclude_high: float | None = None
+
+    def contains(self, values: np.ndarray) -> bool:
+        values = np.asarray(values, dtype=float)
+        inside = (values >= self.low) & (values <= self.high)
+        if self.exclude_low is not None:
+            inside &= ~((values > self.exclude_low) & (values < self.exclude_high))
+        return bool(inside.all())
+
+
+Shape = tuple[int, int]
+
+
+class FunctionBlock:
+    """Base of every FLEQ function block; subclasses fill in the construction."""
+
+    name: str = ""
+    arity: int = 2
+    summary: str = ""
+    lemma: str = ""
+    parameters: tuple[Parameter, ...] = ()
+    integer_preserving: bool = False
+    """True when integer operands give an integer result (counters may use the block)."""
+
+    def __init__(self, **values: float) -> None:
+        known = {p.name: p.default for p in self.parameters}
+        unknown = set(values) - set(known)
+        if unknown:
+            raise ValueError(f"{self.name} has no parameter {sorted(unknown)[0]!r}; "
+                             f"parameters: {sorted(known) or 'none'}")
+        self.values = {**known, **{k: float(v) for k, v in values.items()}}
+
+    # -- identity (weights depend on the name and the parameter values) -----------
+    @property
+    def key(self) -> tuple:
+        return (self.name, tuple(sorted(self.values.items())))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v:g}" for k, v in sorted(self.values.items()))
+        return f"{self.name}({shown})"
+
+    # -- what the assembler needs ---------------------------------------------------
+    def output_shape(self, a: Shape, b: Shape | None) -> Shape:
+        """Result shape for operand shapes, or ValueError with a readable reason."""
+        raise NotImplementedError
+
+    def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        """The exact function in numpy, on the operands' true shapes."""
+        raise NotImplementedError
+
+    def domain(self) -> Domain:
+        return Domain("all reals")
+
+    def error_bound(self, dtype: str) -> float:
+        """Documented worst absolute error on `domain()` (asserted by tests)."""
+        raise NotImplementedError
+
+    # -- what the machine builder needs -----------------------------------------------
+    def extra_columns(self, d: int) -> int:
+        """Columns beyond the 3d of A, B and C."""
+        return 0
+
+    def private_fields(self, d: int) -> list[tuple[str, int]]:
+        """Rows of the residual stream only this block uses: (name, size)."""
+        return []
+
+    def constant_fields(self, d: int) -> dict[str, np.ndarray]:
+        """Values of private constant fields in the block's columns: name -> (size, width)."""
+        return {}
+
+    def depth(self, d: int) -> int:
+        """Number of transformer layers the block needs."""
+        raise NotImplementedError
+
+    def build(self, ctx: "BlockContext") -> None:
+        """Add the block's heads and ReLU units to the context's layers."""
+        raise NotImplementedError
+
+
+@dataclass
+class BlockLayer:
+    """What one block contributes to one machine layer."""
+
+    heads: list[HeadWeights] = field(default_factory=list)
+    ffn: FeedForwardBuilder | None = None
+
+
+class BlockContext:
+    """A block's view of the FLEQ machine while it is being built.
+
+    Field names a block may use: its private fields by the names it declared
+    (`ctx.field("x")`), and the shared ones: `rd` (operand values in A and B
+    columns), `res` (the result, write through `emit_result`), `one`, `isA`,
+    `isB`, `isC` (role indicators), `kone` (one-hot of a column's index k
+    within its operand), and the gate offsets `gA`, `gB`, `gC` (0 in A, B or C
+    columns of any block, -GATE_BIG elsewhere).
+    """
+
+    def __init__(self, block: FunctionBlock, index: int, d: int, layout: Layout,
+                 columns: range, layers: list[BlockLayer]) -> None:
+        self.block, self.index, self.d, self.layout = block, index, d, layout
+        self.columns, self.layers = columns, layers
+        self.gate = layout.row(f"gblock{index}")
+
+    def field(self, name: str) -> str:
+        return f"b{self.index}.{name}"
+
+    def row(self, name: str, index: int = 0) -> int:
+        shared = name in ("rd", "res", "one", "isA", "isB", "isC", "kone", "gA", "gB", "gC",
+                          "resmask")
+        return self.layout.row(name if shared else self.field(name), index)
+
+    def rows(self, name: str) -> range:
+        shared = name in ("rd", "res", "kone", "resmask")
+        span = self.layout[name if shared else self.field(name)]
+        return range(span.start, span.stop)
+
+    # -- ReLU units -----------------------------------------------------------------
+    def ffn(self, layer: int) -> "GatedFeedForward":
+        entry = self.layers[layer]
+        if entry.ffn is None:
+            entry.ffn = FeedForwardBuilder(self.layout)
+        return GatedFeedForward(entry.ffn, self.gate)
+
+    def emit_result(self, layer: int, row: int, form: Form) -> None:
+        """res[row] += form in the block's C columns, masked by the instruction's d_h x d_w
+        (units carry the `resmask` offset of that row): exact pass-through, 0 outside."""
+        ffn = self.ffn(layer)
+        mask = self.layout.row("resmask", row)
+        target = self.layout.row("res", row)
+        ffn.relu_into(form_sum(form, {mask: 1.0}), target, 1.0)
+        ffn.relu_into(form_sum({r: -c for r, c in form.items()}, {mask: 1.0}), target, -1.0)
+
+    # -- attention ------------------------------------------------------------------
+    def add_head(self, layer: int, queries: dict[int, np.ndarray], keys: dict[int, np.ndarray],
+                 values: dict[tuple[int, int], float], lam: float, role: str) -> None:
+        """A head confined to the block: queries/keys as {source row: vector over dims},
+        values as {(target row, source row): coefficient}; the block gate is added as one
+        more key dimension (query 1, key = gate offset)."""
+        dims = len(next(iter(queries.values())))
+        rows = self.layout.rows
+        Q, K = np.zeros((dims + 1, rows)), np.zeros((dims + 1, rows))
+        for row, vector in queries.items():
+            Q[:dims, row] += vector
+        for row, vector in keys.items():
+            K[:dims, row] += vector
+        Q[dims, self.layout.row("one")] = 1.0
+        K[dims, self.gate] = 1.0
+        V = np.zeros((rows, rows))
+        for (target, source), coefficient in values.items():
+            V[target, source] += coefficient
+        self.layers[layer].heads.append(
+            HeadWeights(Q, K, V, lam, f"{self.block.name}: {role}"))
+
+
+class GatedFeedForward:
+    """A FeedForwardBuilder whose every unit also reads the block's gate offset."""
+
+    def __init__(self, ffn: FeedForwardBuilder, gate: int) -> None:
+        self.inner, self.gate = ffn, gate
+
+    def unit(self, form: Form, bias: float = 0.0) -> int:
+        return self.inner.unit(form_sum(form, {self.gate: 1.0}), bias)
+
+    def emit(self, unit: int, row: int, coefficient: float) -> None:
+        self.inner.emit(unit, row, coefficient)
+
+    def relu_into(self, form: Form, row: int, coefficient: float, bias: float = 0.0) -> None:
+        self.emit(self.unit(form, bias), row, coefficient)
+
+    def copy(self, source: int, target: int, gate: int | None = None, sign: float = 1.0) -> None:
+        """target += sign * source exactly, optionally also gated by an offset row."""
+        extra = {gate: 1.0} if gate is not None else {}
+        self.relu_into({source: 1.0, **extra}, target, sign)
+        self.relu_into({source: -1.0, **extra}, target, -sign)
+
+
+REGISTRY: dict[str, Callable[..., FunctionBlock]] = {}
+
+
+def register(block: type[FunctionBlock]) -> type[FunctionBlock]:
+    """Class decorator: make the block available to programs by its name."""
+    if block.name in REGISTRY:
+        raise ValueError(f"function block {block.name!r} registered twice")
+    REGISTRY[block.name] = block
+    return block
