@@ -1,14 +1,20 @@
 """Lockstep comparison: the transformer against the reference interpreter.
 
-After every pass the transformer's memory and program counter are decoded
-and compared with the reference's state after the same instruction; the
-first difference is reported with its step, instruction, field and values.
+SUBLEQ: after every pass the transformer's memory and program counter are
+decoded and compared with the reference's state after the same instruction;
+the first difference is reported with its step, instruction, field and values.
+
+FLEQ: real values are approximate by construction, so every written value's
+error is measured instead (against the reference run, and against the exact
+function of the transformer's own operands); a branch that differs fails.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from assembler.program import Program
 from vm.executor import EngineConfig, TransformerExecutor
@@ -104,3 +110,86 @@ def compare_program(program: Program, geometry: Geometry, max_steps: int,
                     progress: Callable[[int], None] | None = None) -> Comparison:
     """Lockstep comparison of one program."""
     return compare_programs([program], geometry, max_steps, config, progress)[0]
+
+
+@dataclass(frozen=True)
+class FleqStepError:
+    """One FLEQ step: the written value's error against the reference run (accumulated)
+    and against the exact function of the transformer's own operands (the block alone)."""
+
+    step: int
+    pc: int
+    instruction: str
+    cell: str
+    absolute: float
+    relative: float
+    local_absolute: float
+    transformer: np.ndarray
+    reference: np.ndarray
+
+
+@dataclass(frozen=True)
+class FleqComparison:
+    steps: int
+    halted: bool
+    errors: list[FleqStepError]
+    branch: Divergence | None
+
+    @property
+    def ok(self) -> bool:
+        return self.branch is None
+
+    @property
+    def max_absolute(self) -> float:
+        return max((e.absolute for e in self.errors), default=0.0)
+
+    @property
+    def max_relative(self) -> float:
+        return max((e.relative for e in self.errors), default=0.0)
+
+
+def _relative(error: np.ndarray, exact: np.ndarray) -> float:
+    scale = np.abs(exact)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(scale > 0, error / scale, np.where(error > 0, np.inf, 0.0))
+    return float(ratios.max()) if ratios.size else 0.0
+
+
+def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = EngineConfig(),
+                 progress: Callable[[int], None] | None = None) -> FleqComparison:
+    """Run a FLEQ program on the transformer and the reference side by side."""
+    from vm.fleq_reference import FleqReference
+    executor = TransformerExecutor(geometry, config)
+    X = executor.load([program])
+    reference = FleqReference(program)
+    cells, _ = executor.decode(X)[0]
+    errors: list[FleqStepError] = []
+    for step in range(max_steps):
+        if reference.halted:
+            break
+        pc = reference.pc
+        instruction = program.instructions[pc]
+        record = reference.step()
+        X = executor.step(X, step)
+        new_cells, new_pc = executor.decode(X)[0]
+        if record.written is not None:
+            rows, columns = instruction.shape
+            got = new_cells[record.written][:rows, :columns]
+            exact = record.new[:rows, :columns]
+            block = reference.blocks[instruction.function]
+            (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
+            operand_b = cells[instruction.b][:hb, :wb] if block.arity == 2 else None
+            local = np.asarray(block.reference(cells[instruction.a][:ha, :wa], operand_b))
+            difference = np.abs(got - exact)
+            errors.append(FleqStepError(step, pc, program.instruction_text(pc),
+                                        program.cell_name(record.written),
+                                        float(difference.max()), _relative(difference, exact),
+                                        float(np.abs(got - local).max()), got, exact))
+        if new_pc != reference.pc:
+            divergence = Divergence(step, pc, program.instruction_text(pc), "pc", reference.pc,
+                                    new_pc)
+            return FleqComparison(step + 1, False, errors, divergence)
+        cells = new_cells
+        if progress is not None:
+            progress(step + 1)
+    return FleqComparison(reference.steps, reference.halted, errors, None)

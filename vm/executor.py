@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from assembler.program import Program
+from assembler.fleq_program import FleqProgram
 from assembler.punchcard import all_instructions
 from vm.encoding import pm1_code
 from vm.errors import InputError, PrecisionError
@@ -30,6 +31,7 @@ from vm.layers import (ATTENTION_MODES, LoopedTransformer, cpu_threads, flush_de
                        from_internal, to_internal)
 from vm.machines import machine_for
 from vm.machines.subleq import STATE_TOLERANCE
+from vm.fleq_reference import FleqStep
 from vm.reference import RunResult, TraceStep
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -246,7 +248,7 @@ def run_transformer(program: Program, geometry: Geometry, max_steps: int = 100_0
     return executor.results(executor.run(executor.load([program]), max_steps, progress))[0]
 
 
-def run_traced(program: Program, geometry: Geometry, max_steps: int = 100_000,
+def run_traced(program: Program | FleqProgram, geometry: Geometry, max_steps: int = 100_000,
                config: EngineConfig = EngineConfig()) -> RunResult:
     """Run on the transformer decoding every pass, to report what each step did."""
     executor = TransformerExecutor(geometry, config)
@@ -256,9 +258,19 @@ def run_traced(program: Program, geometry: Geometry, max_steps: int = 100_000,
     while pc != program.eof and len(trace) < max_steps:
         X = executor.step(X, len(trace))
         new_memory, next_pc = executor.decode(X)[0]
-        instruction = all_instructions(program)[pc]
-        trace.append(TraceStep(len(trace), pc, instruction.a, instruction.b, instruction.c,
-                               memory[instruction.b], new_memory[instruction.b],
-                               new_memory[instruction.b] <= 0, next_pc))
+        trace.append(_trace_record(program, len(trace), pc, memory, new_memory, next_pc))
         memory, pc = new_memory, next_pc
     return RunResult(memory, pc, len(trace), pc == program.eof, trace)
+
+
+def _trace_record(program, step: int, pc: int, memory: list, new_memory: list, next_pc: int):
+    """What one decoded pass did, in the reference's trace format."""
+    if isinstance(program, FleqProgram):
+        instruction = program.instructions[pc]
+        written = instruction.c if instruction.function is not None else None
+        return FleqStep(step, pc, written, memory[written] if written is not None else None,
+                        new_memory[written] if written is not None else None,
+                        bool(new_memory[instruction.flag][0, 0] <= 0), next_pc)
+    instruction = all_instructions(program)[pc]
+    return TraceStep(step, pc, instruction.a, instruction.b, instruction.c, memory[instruction.b],
+                     new_memory[instruction.b], new_memory[instruction.b] <= 0, next_pc)

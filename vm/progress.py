@@ -9,25 +9,30 @@ from typing import TextIO
 
 class Progress:
     """Call with a count; prints only after `delay` seconds, then at most every
-    `interval` seconds (rewriting one line on a terminal, new lines otherwise)."""
+    `interval` seconds (rewriting one line on a terminal, new lines otherwise).
+    The clock starts at the first call, so set-up time is not counted as work."""
 
     def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,
                  delay: float = 1.0) -> None:
         self.label, self.total = label, total
         self.stream = stream or sys.stderr
-        self.start = time.monotonic()
+        self.start: float | None = None
         self.delay = delay
         self.tty = self.stream.isatty()
         self.interval = 0.2 if self.tty else 5.0
-        self.last = self.start + delay - self.interval
+        self.last = 0.0
         self.shown = False
 
     def __call__(self, count: int) -> None:
         now = time.monotonic()
+        if self.start is None:
+            self.start, self.first = now, count
+            self.last = now + self.delay - self.interval
+            return
         if now - self.start < self.delay or now - self.last < self.interval:
             return
         self.last, self.shown = now, True
-        rate = count / (now - self.start)
+        rate = (count - self.first) / (now - self.start)
         of = f"/{self.total}" if self.total else ""
         line = f"{self.label}: {count}{of} ({rate:,.0f}/s)"
         self.stream.write(f"\r{line}" if self.tty else f"{line}\n")

@@ -10,7 +10,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from assembler.csv_format import DEFAULT_CSV_SCRATCH, load_csv
+from assembler.fleq import assemble_fleq_file
+from assembler.fleq_program import FleqProgram
+from assembler.fleq_punchcard import fleq_geometry_for
 from assembler.program import Program
 from assembler.punchcard import DEFAULT_SCRATCH, geometry_for
 from assembler.subleq import assemble_file
@@ -32,9 +37,10 @@ def positive_int(text: str) -> int:
 
 
 def add_program_arguments(parser: argparse.ArgumentParser) -> None:
-    """PROG or --csv CMDS MEM, with the geometry overrides --bits and --scratch."""
+    """PROG or --csv CMDS MEM, with the geometry overrides (--bits/--scratch for SUBLEQ,
+    --block-size/--param/--functions for FLEQ)."""
     parser.add_argument("program", nargs="?", metavar="PROG",
-                        help="assembly source (.sq)")
+                        help="assembly source (.sq for SUBLEQ, .fleq for FLEQ)")
     parser.add_argument("--csv", nargs=2, metavar=("CMDS", "MEM"),
                         help="run a column-index CSV pair instead of a source file")
     parser.add_argument("--bits", type=positive_int, metavar="N",
@@ -43,13 +49,41 @@ def add_program_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scratch", type=positive_int, metavar="S",
                         help=f"scratch columns (default {DEFAULT_SCRATCH}; "
                              f"{DEFAULT_CSV_SCRATCH} for --csv)")
+    fleq = parser.add_argument_group("FLEQ programs")
+    fleq.add_argument("--block-size", type=positive_int, metavar="D",
+                      help="block size d (default: the program's .d, else its largest shape)")
+    fleq.add_argument("--param", action="append", default=[], metavar="FUNC.KEY=VALUE",
+                      help="a function block parameter, e.g. mul.scale=1e-5 (repeatable)")
+    fleq.add_argument("--functions", type=_names, metavar="F,G,...",
+                      help="also build these function blocks (to share weights across programs)")
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def block_parameters(settings: list[str]) -> dict[str, dict[str, float]]:
+    """Parse FUNC.KEY=VALUE settings into {FUNC: {KEY: VALUE}}."""
+    parameters: dict[str, dict[str, float]] = {}
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        function, _, key = name.partition(".")
+        try:
+            number = float(value)
+        except ValueError:
+            raise InputError(f"--param {setting}: expected FUNC.KEY=NUMBER") from None
+        if not (function and key):
+            raise InputError(f"--param {setting}: expected FUNC.KEY=NUMBER")
+        parameters.setdefault(function, {})[key] = number
+    return parameters
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """How the transformer runs: dtype, device, attention, temperature, checked mode."""
     group = parser.add_argument_group("transformer")
-    group.add_argument("--dtype", choices=list(DTYPES), default="float32",
-                       help="floating-point type of X and the weights (default float32)")
+    group.add_argument("--dtype", choices=list(DTYPES),
+                       help="floating-point type of X and the weights (default float32 for "
+                            "SUBLEQ, float64 for FLEQ)")
     group.add_argument("--device", default="cpu",
                        help="torch device, e.g. cpu or cuda (default cpu)")
     group.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked",
@@ -81,8 +115,17 @@ def load_program(args: argparse.Namespace) -> tuple[Program, Geometry]:
     if not args.program:
         raise InputError("no program given (PROG or --csv CMDS MEM)")
     path = Path(args.program)
+    if path.suffix == ".fleq":
+        if args.bits or args.scratch:
+            raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
+        program = assemble_fleq_file(path, d=args.block_size,
+                                     parameters=block_parameters(args.param),
+                                     functions=args.functions)
+        return program, fleq_geometry_for(program)
     if path.suffix not in (".sq", ""):
-        raise InputError(f"{path}: unknown program type '{path.suffix}' (expected .sq)")
+        raise InputError(f"{path}: unknown program type '{path.suffix}' (expected .sq or .fleq)")
+    if args.block_size or args.param or args.functions:
+        raise InputError("--block-size, --param and --functions apply to .fleq programs")
     program = assemble_file(path, bits=args.bits)
     return program, geometry_for(program, args.scratch)
 
@@ -105,16 +148,37 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
             os.unlink(temporary)
 
 
-def format_value(value: int | list[int]) -> str:
-    return f"[{', '.join(map(str, value))}]" if isinstance(value, list) else str(value)
+def format_value(value: int | float | list) -> str:
+    if isinstance(value, list):
+        return f"[{', '.join(format_value(v) for v in value)}]"
+    return f"{value:.10g}" if isinstance(value, float) else str(value)
 
 
-def named_memory(program: Program, memory: list[int]) -> dict[str, int | list[int]]:
+def named_memory(program: Program | FleqProgram, memory: list) -> dict:
     """Final memory by name; the whole memory as `mem` for programs without names."""
+    if isinstance(program, FleqProgram):
+        return program.named_memory(memory)
     return program.named_memory(memory) if program.symbols else {"mem": list(memory)}
 
 
-def trace_line(program: Program, record: TraceStep) -> str:
+def _jsonable(record) -> dict:
+    return {key: (value.tolist() if isinstance(value, np.ndarray) else value)
+            for key, value in record.__dict__.items()}
+
+
+def trace_line(program: Program | FleqProgram, record) -> str:
+    if isinstance(program, FleqProgram):
+        written = ""
+        if record.written is not None:
+            variable = next((v for v in program.variables.values()
+                             if v.cell == record.written), None)
+            rows, columns = variable.shape if variable else (1, 1)
+            value = record.new[:rows, :columns]
+            shown = format_value(float(value[0, 0]) if value.size == 1 else value.tolist())
+            written = f"  {program.cell_name(record.written)} = {shown}"
+        branch = f"jump -> {record.next_pc}" if record.jumped else f"next -> {record.next_pc}"
+        return (f"{record.step:>6}  pc {record.pc:<4} {program.instruction_text(record.pc):<32}"
+                f"{written}  {branch}")
     where = program.label_at(record.pc)
     location = f"{record.pc}" + (f" ({where})" if where else "")
     branch = f"jump -> {record.next_pc}" if record.jumped else f"next -> {record.next_pc}"
@@ -122,7 +186,7 @@ def trace_line(program: Program, record: TraceStep) -> str:
             f"{record.old} - {program.address_name(record.a)} = {record.new}  {branch}")
 
 
-def print_result(program: Program, result: RunResult, engine: str, as_json: bool,
+def print_result(program: Program | FleqProgram, result: RunResult, engine: str, as_json: bool,
                  extra: dict | None = None) -> None:
     """The final memory by name, steps, halted; or the same as one JSON object."""
     memory = named_memory(program, result.memory)
@@ -130,7 +194,7 @@ def print_result(program: Program, result: RunResult, engine: str, as_json: bool
         payload = {"engine": engine, "halted": result.halted, "steps": result.steps,
                    "pc": result.pc, "memory": memory, **(extra or {})}
         if result.trace:
-            payload["trace"] = [record.__dict__ for record in result.trace]
+            payload["trace"] = [_jsonable(record) for record in result.trace]
         print(json.dumps(payload, indent=2))
         return
     for record in result.trace:

@@ -8,7 +8,8 @@ import json
 from vm.cli.common import add_program_arguments, load_program, positive_int
 from vm.errors import InputError
 from vm.geometry import Geometry
-from vm.machines.subleq import subleq_machine
+from vm.machines import machine_for
+from vm.machines.fleq_layout import FleqGeometry
 
 PAPER = {"subleq": (9, 2, "Lemma 4")}
 
@@ -40,14 +41,41 @@ def _geometry(args: argparse.Namespace) -> Geometry:
     return Geometry(args.scratch or 1, args.memory, args.instructions, args.bits or 8)
 
 
+def summarize_roles(roles: list[str]) -> list[str]:
+    """Head roles with numbered repeats collapsed: 'inv: sigmoid term x64'."""
+    counts: dict[str, int] = {}
+    for role in roles:
+        stem = role.rstrip("0123456789").rstrip() if role[-1:].isdigit() else role
+        counts[stem] = counts.get(stem, 0) + 1
+    return [stem if count == 1 else f"{stem} x{count}" for stem, count in counts.items()]
+
+
+def _block_rows(geometry: FleqGeometry) -> list[dict]:
+    rows = []
+    for block in geometry.blocks:
+        depth = block.depth(geometry.d)
+        rows.append({"function": block.name, "lemma": block.lemma, "layers": depth,
+                     "parameters": dict(block.values), "domain": block.domain().description,
+                     "error_bound_float32": block.error_bound("float32"),
+                     "error_bound_float64": block.error_bound("float64")})
+    return rows
+
+
 def run(args: argparse.Namespace) -> int:
     geometry = _geometry(args)
-    machine = subleq_machine(geometry, args.temperature)
+    machine = machine_for(geometry, args.temperature)
     layers = machine.weights.layers
     rows = [{"layer": i, "role": layer.role, "heads": len(layer.heads),
-             "head_roles": [h.role for h in layer.heads], "ffn_width": layer.ffn.width,
+             "head_roles": summarize_roles([h.role for h in layer.heads]),
+             "ffn_width": layer.ffn.width,
              "parameters": layer.parameter_count()} for i, layer in enumerate(layers)]
-    paper_layers, paper_heads, lemma = PAPER["subleq"]
+    if isinstance(geometry, FleqGeometry):
+        blocks = _block_rows(geometry)
+        deepest = max((b["layers"] for b in blocks), default=0)
+        paper_layers, paper_heads, lemma = 9 + deepest, None, "Theorem 2: 9 + max(l_i)"
+    else:
+        blocks = []
+        paper_layers, paper_heads, lemma = PAPER["subleq"]
     totals = {"layers": len(layers), "max_heads": max(r["heads"] for r in rows),
               "heads_in_all": sum(r["heads"] for r in rows),
               "ffn_width_max": max(r["ffn_width"] for r in rows),
@@ -55,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
               "temperature": machine.temperature}
     if args.json:
         print(json.dumps({"geometry": geometry.as_dict(), "layers": rows, "totals": totals,
+                          "blocks": blocks,
                           "paper": {"layers": paper_layers, "heads": paper_heads,
                                     "statement": lemma}}, indent=2))
         return 0
@@ -68,5 +97,15 @@ def run(args: argparse.Namespace) -> int:
               f"{row['parameters']:>10,}  {row['role']}{roles}")
     print(f"total: {totals['layers']} layers, {totals['max_heads']} heads per layer at most "
           f"({totals['heads_in_all']} in all), {totals['parameters']:,} parameters")
-    print(f"paper (Table 1, {lemma}): {paper_layers} layers, {paper_heads} heads")
+    if blocks:
+        print("function blocks:")
+        for block in blocks:
+            shown = ", ".join(f"{k}={v:g}" for k, v in block["parameters"].items())
+            print(f"  {block['function']:<11} {block['layers']} layers  {block['lemma']:<24} "
+                  f"domain {block['domain']}; error <= {block['error_bound_float32']:.2g} "
+                  f"(float32), {block['error_bound_float64']:.2g} (float64)"
+                  + (f"; {shown}" if shown else ""))
+        print(f"paper ({lemma}): {paper_layers} layers")
+    else:
+        print(f"paper (Table 1, {lemma}): {paper_layers} layers, {paper_heads} heads")
     return 0

@@ -8,7 +8,10 @@ from vm.cli.common import (add_engine_arguments, add_program_arguments, engine_c
                            load_program, positive_int, print_result)
 from vm.executor import run_traced, run_transformer
 from vm.progress import Progress
-from vm.reference import run_reference
+from assembler.fleq_program import FleqProgram
+from vm.fleq_reference import run_fleq_reference
+from vm.machines import machine_for
+from vm.reference import RunResult, run_reference
 
 DEFAULT_MAX_STEPS = 100_000
 
@@ -36,7 +39,11 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
     if args.engine == "reference":
-        result = run_reference(program, args.max_steps, trace=args.trace)
+        if isinstance(program, FleqProgram):
+            fleq = run_fleq_reference(program, args.max_steps, trace=args.trace)
+            result = RunResult(fleq.cells, fleq.pc, fleq.steps, fleq.halted, fleq.trace)
+        else:
+            result = run_reference(program, args.max_steps, trace=args.trace)
         print_result(program, result, "reference", args.json)
         return 0 if result.halted else 1
     config = engine_config(args)
@@ -46,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         progress = Progress("steps", args.max_steps)
         result = run_transformer(program, geometry, args.max_steps, config, progress)
         progress.done()
-    extra = {"dtype": config.dtype, "attention": config.attention}
+    extra = {"dtype": config.dtype or machine_for(geometry).default_dtype,
+             "attention": config.attention}
     print_result(program, result, "transformer", args.json, extra)
     return 0 if result.halted else 1

@@ -6,8 +6,16 @@ the softmax weight of key i is e^(eps s) / (e^C + sum_k e^(eps s_k)), about
 e^(eps s - C): with value e^C / eps the head returns e^(eps s) / eps. A
 second head with -eps returns e^(-eps s) / eps, and half their difference is
 sinh(eps s) / eps = s + eps^2 s^3 / 6 + ...: the product, with a truncation
-error eps^2 |s|^3 / 6, a normalization error about d e^(-C) |s|, and the
-rounding of two values near 1/eps (about 4 u / eps for unit roundoff u).
+error eps^2 |s|^3 / 6.
+
+The anchor's share of the denominator scales the result by a known factor
+when only one key carries a product (scalars; the other A columns hold zeros
+and score exactly 0): the ReLU layer divides it out exactly to first order,
+so C can stay small. That matters for precision: the softmax subtracts its
+max, C, from every score, so eps s is resolved only to ulp(C), and the result
+only to about (ulp(C) / 2 + 3 u) / eps for unit roundoff u. In float32 this
+makes the linearized softmax a product with a narrow usable range of |s|
+(docs/fleq_machine.md measures it); float64 has ample room.
 """
 
 from __future__ import annotations
@@ -23,18 +31,30 @@ from vm.functions.moves import gather_operand
 
 SCALE = Parameter("scale", 1e-3, "eps: scores are eps * a * b; smaller is more accurate until "
                   "the rounding of 1/eps dominates (use 1e-5 with float64)")
-ANCHOR = Parameter("anchor", 30.0, "C: score of the anchor key; the softmax is linear to a "
-                   "relative d e^(-C)")
+ANCHOR = Parameter("anchor", 10.0, "C: score of the anchor key; larger decouples keys "
+                   "(matrices) but resolves scores only to ulp(C)")
 MAX_ANCHOR = 60.0
 """e^C is a value coefficient; beyond e^60 it would overflow float32 with 1/eps."""
 
 
-def product_bound(scale: float, anchor: float, span: float, dtype: str, d: int = 1) -> float:
-    """Absolute error bound of sinh(eps s)/eps for |s| <= span (module docstring)."""
+def ulp(value: float, dtype: str) -> float:
+    """Spacing of floats of `dtype` at `value`."""
+    return 2 * UNIT_ROUNDOFF[dtype] * 2.0 ** math.floor(math.log2(max(abs(value), 1e-300)))
+
+
+def correction(anchor: float, d: int) -> float:
+    """1 / (d/ds of the anchored head pair at s = 0) with one active key and d - 1 zero keys."""
+    big = math.exp(anchor)
+    return (big + d) ** 2 / (big * (big + d - 1))
+
+
+def product_bound(scale: float, anchor: float, span: float, dtype: str) -> float:
+    """Absolute error bound for |s| <= span (module docstring): truncation, the second-order
+    anchor coupling, and score rounding at ulp(C)."""
     truncation = math.sinh(scale * span) / scale - span
-    normalization = 2 * d * math.exp(-anchor + scale * span) * span
-    rounding = 8 * UNIT_ROUNDOFF[dtype] / scale * math.cosh(scale * span)
-    return 1.05 * truncation + normalization + rounding
+    coupling = 4 * math.exp(-2 * anchor + 2 * scale * span) * span
+    rounding = (ulp(anchor, dtype) + 8 * UNIT_ROUNDOFF[dtype]) / scale * math.cosh(scale * span)
+    return 1.1 * truncation + coupling + 2 * rounding
 
 
 class LinearizedProduct(FunctionBlock):
@@ -92,8 +112,10 @@ class LinearizedProduct(FunctionBlock):
                          f"linearized softmax, {'+' if sign > 0 else '-'}eps")
 
     def emit_product(self, ctx: BlockContext, layer: int) -> None:
+        factor = 0.5 * correction(self.values["anchor"], ctx.d)
         for r in range(ctx.d):
-            ctx.emit_result(layer, r, {ctx.row("plus", r): 0.5, ctx.row("minus", r): -0.5})
+            ctx.emit_result(layer, r, {ctx.row("plus", r): factor,
+                                       ctx.row("minus", r): -factor})
 
 
 @register
@@ -102,6 +124,7 @@ class Mul(LinearizedProduct):
     arity = 2
     summary = "c = a * b for scalars, by the linearized softmax"
     lemma = "Lemma 7, Corollary 2"
+    span = 20.0
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != (1, 1) or b != (1, 1):
