@@ -18,6 +18,8 @@ COMMAND_MODULES: list[str] = [
     "export",
     "bench",
     "attention",
+    "repl",
+    "trace",
 ]
 
 

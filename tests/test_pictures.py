@@ -1,0 +1,116 @@
+"""Pictures: labelled axes, one PNG per layer, an animated GIF, and no display needed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from assembler.punchcard import geometry_for
+from assembler.subleq import assemble, assemble_file
+from vm.cli import main
+from vm.executor import TransformerExecutor
+from vm.layers import trace_pass
+from vm.pictures import axis_labels, layer_figure, x_figure
+
+ROOT = Path(__file__).resolve().parents[1]
+COUNTDOWN = """\
+.data
+x:      2
+one:    1
+.code
+loop:   subleq one, x, done
+        goto loop
+done:   halt
+"""
+
+
+@pytest.fixture(scope="module")
+def countdown():
+    program = assemble(COUNTDOWN, "countdown.sq")
+    geometry = geometry_for(program)
+    executor = TransformerExecutor(geometry)
+    return program, executor, axis_labels(program, geometry, executor.layout)
+
+
+def tick_names(axis) -> list[str]:
+    return [label.get_text() for label in axis.get_ticklabels()]
+
+
+def test_axis_labels_name_columns_by_program_and_rows_by_field():
+    program = assemble_file(ROOT / "programs" / "subleq" / "factorial.sq")
+    geometry = geometry_for(program)
+    labels = axis_labels(program, geometry, TransformerExecutor(geometry).layout)
+    assert labels.columns[:5] == ["cpu", "@zero", "@minus_one", "n", "fact"]
+    assert labels.columns[11:15] == ["i0", "i1", "i2", "test"]
+    assert labels.columns[-2:] == ["done", "EOF"]
+    assert [name for name, _, _ in labels.regions] == ["scratch", "memory", "instructions"]
+    assert labels.fields[:4] == [("instr_a", 0, 6), ("instr_b", 6, 12), ("instr_c", 12, 18),
+                                 ("mem", 18, 34)]
+    assert labels.fields[-1] == ("wbuf", 120, 136)
+
+
+def test_layer_figure_shows_x_before_each_head_and_x_after(countdown):
+    program, executor, labels = countdown
+    traces = trace_pass(executor.model, executor.load([program])[0])
+    figure = layer_figure(traces[1], 1, labels, "countdown")
+    titles = [axes.get_title() for axes in figure.axes if axes.get_title()]
+    assert titles == ["X before layer 1", "head 0: read mem[a]", "head 1: read mem[b]",
+                      "X after layer 1"]
+    before, head = figure.axes[0], figure.axes[1]
+    assert tick_names(before.xaxis) == labels.columns
+    assert tick_names(before.yaxis)[:4] == ["instr_a", "instr_b", "instr_c", "mem"]
+    assert tick_names(head.yaxis) == labels.columns
+    picture = head.images[0].get_array()
+    assert picture.shape == (len(labels.columns),) * 2
+    assert picture[0].argmax() == 4, "the cpu column reads mem[a] = one (column 4)"
+    assert len([axes for axes in layer_figure(traces[2], 2, labels, "").axes
+                if axes.get_title()]) == 2, "the subtract layer has no heads"
+
+
+def test_x_figure_is_the_punchcard(countdown):
+    program, executor, labels = countdown
+    X = executor.load([program])[0]
+    image = x_figure(X, labels, "X").axes[0].images[0].get_array()
+    assert image.shape == tuple(X.shape) and (image == X.double().numpy()).all()
+
+
+def test_trace_command_writes_layer_pngs_and_a_gif_without_pyplot_or_a_display(
+        capsys, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # importing it now fails
+    monkeypatch.delenv("DISPLAY", raising=False)
+    source = tmp_path / "countdown.sq"
+    source.write_text(COUNTDOWN)
+    assert main(["trace", str(source), "--step", "2", "--png", str(tmp_path / "png"),
+                 "--gif", str(tmp_path / "x.gif"), "--steps", "10"]) == 0
+    names = sorted(path.name for path in (tmp_path / "png").iterdir())
+    assert names == [f"step0002_layer{layer}.png" for layer in range(4)]
+    widths = []
+    for name in names:
+        with Image.open(tmp_path / "png" / name) as png:
+            assert png.format == "PNG"
+            widths.append(png.width)
+    assert widths[1] > widths[0] > widths[2], "one panel per head: 1, 2, 0 heads"
+    with Image.open(tmp_path / "x.gif") as gif:
+        assert gif.n_frames == 3, "steps 2, 3 and 4, where the countdown reaches EOF"
+    assert f"wrote {tmp_path / 'x.gif'} (3 frames" in capsys.readouterr().out
+
+
+def test_trace_command_rejects_bad_requests(capsys, tmp_path):
+    source = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    assert main(["trace", source]) == 2
+    assert main(["trace", source, "--gif", str(tmp_path / "x.png")]) == 2
+    assert main(["trace", source, "--step", "-1", "--png", str(tmp_path)]) == 2
+    (tmp_path / "file").write_text("")
+    assert main(["trace", source, "--png", str(tmp_path / "file")]) == 2
+    fleq = str(ROOT / "programs" / "fleq" / "calculator.fleq")
+    assert main(["trace", fleq, "--png", str(tmp_path / "fleq")]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors == ["ltvm: error: nothing to draw: give --png DIR and/or --gif FILE",
+                      f"ltvm: error: {tmp_path / 'x.png'}: the animation file must end in .gif",
+                      "ltvm: error: --step must be at least 0, got -1",
+                      f"ltvm: error: cannot create directory {tmp_path / 'file'}: File exists",
+                      "ltvm: error: trace draws SUBLEQ programs (.sq or --csv); .fleq is not "
+                      "supported"]

@@ -1,0 +1,358 @@
+"""The REPL: every command through `Repl.execute`, the lockstep state, the terminal loop,
+and one session through a real pseudo-terminal."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+import torch
+
+import vm.repl
+from vm.executor import EngineConfig, TransformerExecutor
+from vm.progress import Progress
+from vm.repl import COMMANDS, Repl
+from vm.repl_terminal import interact
+
+ROOT = Path(__file__).resolve().parents[1]
+FACTORIAL = str(ROOT / "programs" / "subleq" / "factorial.sq")
+COUNTDOWN = """\
+.const START = 3
+.data
+x:      START
+xs:     .array 4, 5, 6
+one:    1
+.code
+loop:   subleq one, x, done
+        goto loop
+done:   halt
+"""
+
+
+@pytest.fixture
+def repl(tmp_path) -> Repl:
+    session = Repl(picture_dir=tmp_path / "pictures")
+    assert session.execute(f"load {FACTORIAL}").startswith("loaded")
+    return session
+
+
+@pytest.fixture
+def countdown(tmp_path) -> Repl:
+    path = tmp_path / "countdown.sq"
+    path.write_text(COUNTDOWN)
+    session = Repl(picture_dir=tmp_path / "pictures")
+    session.execute(f"load {path}")
+    return session
+
+
+def value(repl: Repl, name: str) -> str:
+    return repl.execute(f"print {name}").split(" = ")[1]
+
+
+def test_load_reports_the_program_and_errors_in_one_line(tmp_path):
+    session = Repl()
+    assert session.execute("step") == "error: no program loaded (load FILE)"
+    out = session.execute(f"load {FACTORIAL}")
+    assert "25 instructions, 10 memory cells, 16-bit words" in out
+    assert out.endswith("step 0  pc 0  subleq n, t")
+    bad = tmp_path / "bad.sq"
+    bad.write_text(".data\nx: 1\n.code\nsubleq x, y\n")
+    error = session.execute(f"load {bad}")
+    assert error == f"{bad}:4:11: error: undefined name 'y'"
+    assert session.execute(f"load {tmp_path / 'missing.sq'}").startswith("error: cannot read")
+    assert session.execute("load") == "error: usage: load FILE"
+    assert session.execute("load calculator.fleq") == \
+        "error: calculator.fleq: the REPL runs SUBLEQ sources (.sq), not '.fleq'"
+    assert session.execute("pc").startswith("step 0  pc 0"), "a failed load keeps the program"
+
+
+def test_step_executes_one_or_k_instructions_and_shows_what_changed(repl):
+    assert repl.execute("step") == "step 1  pc 1  subleq t, m\n  t = -6 (was 0)"
+    out = repl.execute("step 3")
+    assert out.startswith("step 4  pc 4  subleq m, t") and "m = 6 (was 0)" in out
+    assert repl.execute("step 0") == "error: expected a positive count, got 0"
+    assert repl.execute("step many") == "error: 'many' is not a number"
+
+
+def test_run_restarts_and_stops_at_eof(repl):
+    repl.execute("step 5")
+    repl.execute("set n 5")
+    out = repl.execute("run")
+    assert out.splitlines()[0] == "the program has halted (pc at EOF)"
+    assert "step 184  pc 25 (EOF)" in out and value(repl, "fact") == "720"
+    assert repl.execute("step") .startswith("the program has halted")
+    assert repl.execute("run now") == "error: 'run' takes no argument"
+
+
+def test_breakpoints_stop_run_and_continue_and_can_be_deleted(repl):
+    assert repl.execute("break mul") == "breakpoint 1 at 13 (mul)"
+    assert repl.execute("break 24") == "breakpoint 2 at 24 (done)"
+    assert repl.execute("break mul") == "error: breakpoint 1 is already at 13 (mul)"
+    assert repl.execute("break nowhere") == "error: no label 'nowhere'"
+    assert repl.execute("break 99") == "error: instruction 99 outside the program (0..25)"
+    assert repl.execute("run").startswith("breakpoint 1 at 13 (mul)\nstep 13  pc 13 (mul)")
+    assert repl.execute("continue").startswith("breakpoint 1 at 13 (mul)\nstep 18")
+    assert repl.execute("delete 1") == "deleted breakpoint 1"
+    assert repl.execute("delete 1") == "error: no breakpoint or watch 1"
+    assert repl.execute("continue").startswith("breakpoint 2 at 24 (done)\nstep 183")
+    assert repl.execute("break") == "  2  breakpoint at 24 (done)"
+    assert repl.execute("delete") == "deleted 1 breakpoints and watches"
+    assert repl.execute("break") == "no breakpoints or watches"
+    assert repl.execute("continue").startswith("the program has halted")
+
+
+def test_watch_stops_when_the_value_changes(repl):
+    assert repl.execute("watch fact") == "watch 1: fact = 1"
+    out = repl.execute("continue")
+    assert out.startswith("watch 1: fact = 0 (was 1)\nstep 43  pc 19")
+    assert repl.execute("step 100").startswith("watch 1: fact = 6 (was 0)\nstep 45")
+    assert repl.execute("watch") == "  1  watch fact"
+    assert repl.execute("watch nothing") == "error: no memory named 'nothing'"
+    assert repl.execute("delete 1") == "deleted watch 1"
+
+
+def test_print_formats_cells_arrays_elements_and_addresses(countdown):
+    assert countdown.execute("print x") == "x = 3"
+    assert countdown.execute("print xs") == "xs = [4, 5, 6]"
+    assert countdown.execute("print xs[1]") == "xs+1 = 5"
+    assert countdown.execute("print xs+2") == "xs+2 = 6"
+    assert countdown.execute("print 2") == "x = 3"
+    assert countdown.execute("print 0x1") == "@minus_one = -1"
+    assert countdown.execute("print") == "x = 3\nxs = [4, 5, 6]\none = 1"
+    assert countdown.execute("print xs[3]") == "error: offset 3 is outside 'xs' (size 3)"
+    assert countdown.execute("print 7") == "error: address 7 outside memory (cells 0..6)"
+
+
+def test_set_edits_both_engines_within_the_word_size(countdown):
+    assert countdown.execute("set x 127") == "x = 127 (was 3)"
+    assert countdown.execute("engine reference").endswith("(both engines agree at step 0)")
+    assert value(countdown, "x") == "127"
+    assert countdown.execute("set xs+1 -128") == "xs+1 = -128 (was 5)"
+    assert countdown.execute("set x 128") == \
+        "error: value 128 does not fit a 8-bit word (range -128..127)"
+    assert countdown.execute("set xs 1").startswith("error: 'xs' is an array of 3 cells")
+    assert countdown.execute("set 0 5").startswith("error: cell 0 is reserved")
+    assert countdown.execute("set x") == "error: usage: set NAME VALUE"
+    assert countdown.execute("diff") == "the engines agree at step 0 (memory and pc)"
+    countdown.execute("engine transformer")
+    state = countdown.machine.state("transformer")
+    assert state.memory[2:6] == [127, 4, -128, 6]
+
+
+def test_pc_and_list_mark_the_program_counter_and_breakpoints(repl):
+    repl.execute("step 4")
+    assert repl.execute("pc") == "step 4  pc 4  subleq m, t"
+    repl.execute("break test")
+    lines = repl.execute("list").splitlines()
+    assert lines[0].split() == ["0", "subleq", "n,", "t"]
+    assert lines[3].split() == ["b", "3", "test:", "subleq", "c,", "c"]
+    assert lines[4].startswith(" =>    4") and len(lines) == 10
+    repl.execute("run")
+    repl.execute("delete")
+    repl.execute("continue")
+    assert repl.execute("list").splitlines()[-1].split()[:3] == ["=>", "25", "EOF:"]
+
+
+def test_typed_instruction_runs_as_one_transformer_pass_and_keeps_the_pc(countdown, monkeypatch):
+    machine = countdown.machine
+    instructions_before = machine.X[0, machine.layout["instr"]].clone()
+    passes = []
+    original = TransformerExecutor.step
+    monkeypatch.setattr(TransformerExecutor, "step", lambda executor, X, step=0:
+                        passes.append(X.clone()) or original(executor, X, step))
+    out = countdown.execute("subleq one, xs+2, done")
+    assert out == "executed subleq one, xs+2, done (pc stays at 0 (loop))\n  xs+2 = 5 (was 6)"
+    assert len(passes) == 1, "the typed instruction goes through exactly one pass"
+    column = machine.geometry.instruction_column(0)
+    fetched = passes[0][0, machine.layout["instr_b"], column]
+    assert fetched.tolist() == [-1, 1, 1, -1], "the pass fetched xs+2 (column 6) at pc"
+    assert torch.equal(machine.X[0, machine.layout["instr"]], instructions_before)
+    assert machine.state("transformer").memory == machine.state("reference").memory
+    assert countdown.execute("GOTO done").endswith("no memory changed")
+    assert countdown.execute("pc").startswith("step 0  pc 0 (loop)")
+    assert countdown.execute("subleq one, y") == "error: undefined name 'y' (column 13)"
+    assert countdown.execute("subleq x, xs+3").startswith("error: offset 3 is outside 'xs'")
+    assert countdown.execute("subleq START, x").startswith(
+        "error: a data operand must name a data cell")
+
+
+def test_engine_switch_resynchronizes_after_a_divergence(tmp_path):
+    session = Repl(EngineConfig(temperature=0.5, checked=False))
+    session.execute(f"load {FACTORIAL}")
+    assert session.execute("engine") == "engine: transformer"
+    out = session.execute("run")
+    assert out.startswith("the engines disagree from this step on (see diff)\nstep 1")
+    assert session.execute("diff").splitlines() == [
+        "the engines disagree at step 1:",
+        "                transformer    reference",
+        "t                        -4           -6"]
+    assert session.execute("engine reference") == \
+        "engine: reference (resynchronized from the transformer's state at step 1)"
+    assert value(session, "t") == "-4"
+    assert session.execute("diff") == "the engines agree at step 1 (memory and pc)"
+    assert session.execute("engine reference") == "engine: reference (already active)"
+    assert session.execute("engine gpu").startswith("error: engine must be one of")
+
+
+def test_reference_engine_drives_when_active(repl):
+    repl.execute("engine reference")
+    repl.execute("break done")
+    assert repl.execute("run").startswith("breakpoint 1 at 24 (done)\nstep 183")
+    assert repl.execute("diff") == "the engines agree at step 183 (memory and pc)"
+
+
+def test_precision_errors_are_reported_and_the_session_goes_on():
+    session = Repl(EngineConfig(temperature=0.5))
+    session.execute(f"load {FACTORIAL}")
+    assert session.execute("step").startswith("error: precision error at step 0, layer 0")
+    assert session.execute("pc") == "step 0  pc 0  subleq n, t"
+
+
+def test_reset_returns_both_engines_to_step_0(repl):
+    repl.execute("break done")
+    repl.execute("step 30")
+    assert repl.execute("reset") == "reset to the initial state\nstep 0  pc 0  subleq n, t"
+    assert repl.machine.reference.steps == 0 and repl.execute("break").startswith("  1")
+
+
+def test_info_names_geometry_layers_heads_temperature_dtype_device(repl):
+    out = repl.execute("info")
+    assert "geometry: n=37 columns" in out
+    assert "transformer: 4 layers, heads per layer [1, 2, 0, 1]" in out
+    assert "temperature: 20.51" in out and "dtype: float32  device: cpu" in out
+    assert "  layer 1: read operands; error correction [read mem[a]; read mem[b]]" in out
+    assert Repl().execute("info").startswith("no program loaded")
+
+
+def test_help_lists_every_command_and_explains_one(repl):
+    listing = repl.execute("help")
+    assert all(f"  {command.usage}" in listing for command in COMMANDS.values())
+    assert repl.execute("help engine").splitlines()[0] == "engine [transformer|reference]"
+    assert "takes over the memory" in repl.execute("help engine")
+    assert repl.execute("help subleq").startswith("subleq A, B[, C] | goto L | halt")
+    assert repl.execute("help frobnicate") == "error: no command 'frobnicate' (type help)"
+
+
+def test_quit_and_aliases(repl):
+    assert repl.execute("s").startswith("step 1")
+    assert repl.execute("p n") == "n = 6"
+    assert not repl.finished
+    assert repl.execute("quit now") == "error: 'quit' takes no argument"
+    assert repl.execute("exit") == "" and repl.finished
+
+
+def test_show_writes_pictures_and_prints_their_paths(countdown, tmp_path):
+    pictures = tmp_path / "pictures"
+    assert countdown.execute("show X") == f"wrote {pictures / 'step0000_X.png'}"
+    assert countdown.execute("show attn 1") == f"wrote {pictures / 'step0000_layer1.png'}"
+    assert countdown.execute("show X 3") == f"wrote {pictures / 'step0000_X_layer3.png'}"
+    assert sorted(path.name for path in pictures.iterdir()) == [
+        "step0000_X.png", "step0000_X_layer3.png", "step0000_layer1.png"]
+    assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in pictures.iterdir())
+    assert countdown.execute("show attn 4") == "error: layer 4 does not exist (layers 0..3)"
+    assert countdown.execute("show Y") == "error: usage: show X|attn [LAYER]"
+
+
+def test_nothing_typed_crashes_the_session(repl, monkeypatch):
+    for line in ["", "   ", "?", "break", "step -1", "print", "set", "subleq", "halt x",
+                 "goto", "subleq ,,", "load /", "delete x", "show", "engine  ", "\x00",
+                 "print n+", "print n[", "subleq n, n\n.data\nz: 1", "list 3", "diff 1"]:
+        assert isinstance(repl.execute(line), str)
+    monkeypatch.setattr(repl.machine, "reset", lambda: 1 / 0)
+    assert repl.execute("reset") == "error: ZeroDivisionError: division by zero"
+    assert repl.execute("pc").startswith("step ")
+
+
+def test_ctrl_c_during_run_stops_at_a_whole_step(repl, monkeypatch):
+    original, calls = repl.machine.step, []
+
+    def interrupted_after_ten() -> None:
+        calls.append(1)
+        if len(calls) > 10:
+            raise KeyboardInterrupt
+        original()
+
+    monkeypatch.setattr(repl.machine, "step", interrupted_after_ten)
+    assert repl.execute("run").startswith("interrupted after 10 steps\nstep 10")
+    assert repl.execute("diff") == "the engines agree at step 10 (memory and pc)"
+
+
+def test_long_runs_report_progress_on_stderr(repl, monkeypatch):
+    stream = io.StringIO()
+    monkeypatch.setattr(vm.repl, "Progress",
+                        lambda label, total, _: Progress(label, total, stream, delay=0))
+    repl.execute("run")
+    assert re.match(r"steps: \d+ \([\d,]+/s\)\n", stream.getvalue())
+
+
+def test_completion_of_commands_names_labels_and_paths(repl):
+    assert repl.completions("pri") == ["print"]
+    assert repl.completions("su") == ["subleq"]
+    assert repl.completions("print fa") == ["fact"]
+    assert repl.completions("break d") == ["done"]
+    assert repl.completions("subleq one, fa") == ["fact"]
+    assert repl.completions("engine r") == ["reference"]
+    assert repl.completions("show a") == ["attn"]
+    assert repl.completions("set n 1") == []
+    assert repl.completions(f"load {ROOT / 'programs' / 'subl'}") == [
+        f"{ROOT / 'programs' / 'subleq'}/"]
+
+
+def test_interact_reads_until_eof_without_a_terminal():
+    session = Repl()
+    stdout = io.StringIO()
+    stdin = io.StringIO(f"load {FACTORIAL}\nbreak done\nrun\nprint fact\n")
+    assert interact(session, None, stdin, stdout) == 0
+    assert stdout.getvalue().splitlines()[-1] == "fact = 720"
+    assert "(ltvm)" not in stdout.getvalue()
+
+
+def test_edits_between_passes_leave_a_punchcard_the_checked_transformer_runs_on(tmp_path):
+    path = tmp_path / "countdown.sq"
+    path.write_text(COUNTDOWN)
+    session = Repl(EngineConfig(checked=True))
+    session.execute(f"load {path}")
+    session.execute("set x 5")
+    session.execute("subleq one, x")
+    machine = session.machine
+    decoded = TransformerExecutor(machine.geometry).decode(machine.X)[0]
+    assert decoded == ([0, -1, 4, 4, 5, 6, 1], 0)
+    out = session.execute("continue")
+    assert out.startswith("the program has halted") and "x = 0 (was 4)" in out
+    assert session.execute("diff") == "the engines agree at step 8 (memory and pc)"
+
+
+def test_a_session_through_a_pseudo_terminal(tmp_path):
+    history = tmp_path / "history"
+    env = {**os.environ, "TERM": "dumb"}
+    env.pop("DISPLAY", None)
+    child = pexpect.spawn(sys.executable, ["-m", "vm.cli", "repl", "programs/subleq/factorial.sq",
+                                           "--history", str(history),
+                                           "--out", str(tmp_path / "pictures")],
+                          cwd=str(ROOT), env=env, encoding="utf-8", timeout=90)
+    try:
+        child.expect_exact("(ltvm) ")
+        child.sendline("break done")
+        child.expect_exact("breakpoint 1 at 24 (done)")
+        child.sendline("run")
+        child.expect_exact("step 183  pc 24 (done)  halt")
+        child.send("pri\t")
+        child.expect_exact("print ")
+        child.send("fa\t")
+        child.expect_exact("fact ")
+        child.sendline("")
+        child.expect_exact("fact = 720")
+        child.sendline("bogus")
+        child.expect_exact("error: unknown command 'bogus' (type help)")
+        child.expect_exact("(ltvm) ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert history.read_text().splitlines()[:2] == ["break done", "run"]

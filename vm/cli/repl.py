@@ -1,0 +1,50 @@
+"""`ltvm repl`: step a program on the transformer and the reference side by side."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from vm.cli.common import add_engine_arguments, engine_config, positive_int
+from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, Repl
+from vm.repl_state import ENGINES
+from vm.repl_terminal import interact
+
+DEFAULT_HISTORY = os.path.expanduser("~/.ltvm_history")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "repl", help="interactive debugger: step, break, watch, edit memory, draw pictures",
+        description="An interactive session on PROG (or on a program loaded later with "
+                    "`load FILE`): the looped transformer and the reference interpreter "
+                    "execute it in lockstep; step, run to breakpoints, watch and edit memory, "
+                    "type instructions, compare the engines and draw X and attention. Type "
+                    "`help` inside for the commands; Ctrl-D quits.")
+    parser.add_argument("program", nargs="?", metavar="PROG", help="assembly source (.sq)")
+    parser.add_argument("--bits", type=positive_int, metavar="N",
+                        help="memory word size N for every program loaded")
+    parser.add_argument("--scratch", type=positive_int, metavar="S",
+                        help="scratch columns (default 1)")
+    parser.add_argument("--engine", choices=list(ENGINES), default="transformer",
+                        help="the engine that drives and is shown at first (default "
+                             "transformer)")
+    parser.add_argument("--max-steps", type=positive_int, default=DEFAULT_MAX_STEPS,
+                        metavar="K", help=f"steps one run or continue may take "
+                                          f"(default {DEFAULT_MAX_STEPS})")
+    parser.add_argument("--out", default=str(DEFAULT_PICTURE_DIR), metavar="DIR",
+                        help=f"directory for `show` pictures (default {DEFAULT_PICTURE_DIR})")
+    parser.add_argument("--history", default=DEFAULT_HISTORY, metavar="FILE",
+                        help="command history file (default ~/.ltvm_history)")
+    add_engine_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    repl = Repl(engine_config(args), bits=args.bits, scratch=args.scratch,
+                picture_dir=Path(args.out), max_steps=args.max_steps, engine=args.engine)
+    if args.program:
+        print(repl.load(args.program))
+    print("ltvm repl: type help for the commands, Ctrl-D or quit to leave", flush=True)
+    return interact(repl, Path(args.history))

@@ -1,0 +1,194 @@
+"""Pictures of execution: the punchcard X and every head's attention, as PNG and GIF.
+
+Only matplotlib's object-oriented API on an Agg canvas is used, never pyplot,
+so no picture needs (or opens) a display and the global backend is left
+alone. Columns are labelled by region and by the program's own names (cpu,
+memory cells, instruction labels), rows by the layout's field names, so a
+picture can be read without the layout table beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.animation import PillowWriter
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from assembler.program import Program
+from vm.geometry import Geometry
+from vm.layers import LayerTrace, LoopedTransformer, trace_pass
+from vm.layout import Layout
+
+MAX_LABELLED_COLUMNS = 80
+"""Beyond this many columns, per-column names would overlap; only regions are named."""
+DPI = 100
+X_COLORS = "RdBu_r"
+ATTENTION_COLORS = "viridis"
+
+
+@dataclass(frozen=True)
+class AxisLabels:
+    """Names for the axes of X: one per column, plus the regions and row fields."""
+
+    columns: list[str]
+    regions: list[tuple[str, int, int]]
+    fields: list[tuple[str, int, int]]
+
+
+def axis_labels(program: Program, geometry: Geometry, layout: Layout) -> AxisLabels:
+    """Column names from the program (cpu, cells, labels) and the layout's row fields."""
+    columns = ["cpu"] + [f"scratch{j}" for j in range(1, geometry.scratch)]
+    columns += [program.address_name(address) for address in range(geometry.memory)]
+    columns += [program.label_at(index) or f"i{index}" for index in range(geometry.instructions)]
+    regions = [(name, span.start, span.stop) for name, span in layout.regions.items()]
+    fields: list[tuple[str, int, int]] = []
+    for row in range(layout.rows):
+        name, _ = layout.field_of_row(row)
+        if fields and fields[-1][0] == name:
+            fields[-1] = (name, fields[-1][1], row + 1)
+        else:
+            fields.append((name, row, row + 1))
+    return AxisLabels(columns, regions, fields)
+
+
+def _label_columns(axes: Axes, labels: AxisLabels, axis: str) -> None:
+    """Name every column (or, when too many, every region) and draw region borders."""
+    count = len(labels.columns)
+    if count <= MAX_LABELLED_COLUMNS:
+        ticks, names = list(range(count)), labels.columns
+    else:
+        ticks = [start for _, start, stop in labels.regions if stop > start]
+        names = [name for name, start, stop in labels.regions if stop > start]
+    size = 6 if count <= 48 else 4
+    if axis == "x":
+        axes.set_xticks(ticks, names, rotation=90, fontsize=size)
+    else:
+        axes.set_yticks(ticks, names, fontsize=size)
+    for _, start, _ in labels.regions[1:]:
+        line = axes.axvline if axis == "x" else axes.axhline
+        line(start - 0.5, color="black", linewidth=0.8)
+
+
+def _label_regions_on_top(axes: Axes, labels: AxisLabels) -> None:
+    top = axes.secondary_xaxis("top")
+    shown = [(name, start, stop) for name, start, stop in labels.regions if stop > start]
+    top.set_xticks([(start + stop - 1) / 2 for _, start, stop in shown],
+                   [name for name, _, _ in shown], fontsize=7)
+
+
+def _draw_X(axes: Axes, X: np.ndarray, labels: AxisLabels, title: str):
+    image = axes.imshow(X, cmap=X_COLORS, vmin=-1, vmax=1, aspect="auto",
+                        interpolation="nearest")
+    axes.set_title(title, fontsize=9)
+    _label_columns(axes, labels, "x")
+    _label_regions_on_top(axes, labels)
+    axes.set_yticks([(start + stop - 1) / 2 for _, start, stop in labels.fields],
+                    [name for name, _, _ in labels.fields], fontsize=6)
+    for _, start, _ in labels.fields[1:]:
+        axes.axhline(start - 0.5, color="grey", linewidth=0.4)
+    return image
+
+
+def _draw_attention(axes: Axes, weights: np.ndarray, labels: AxisLabels, title: str):
+    image = axes.imshow(weights, cmap=ATTENTION_COLORS, vmin=0, vmax=1, aspect="equal",
+                        interpolation="nearest")
+    axes.set_title(title, fontsize=9)
+    _label_columns(axes, labels, "x")
+    _label_columns(axes, labels, "y")
+    axes.set_xlabel("key column", fontsize=7)
+    axes.set_ylabel("query column", fontsize=7)
+    return image
+
+
+def _x_width(columns: int) -> float:
+    """Inches for a heatmap of X: room for the field names plus a thin strip per column."""
+    return 2 + 0.07 * min(columns, MAX_LABELLED_COLUMNS)
+
+
+def _figure(width: float, height: float) -> Figure:
+    figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _numpy(X: torch.Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(X, torch.Tensor):
+        return X.detach().double().cpu().numpy()
+    return np.asarray(X, dtype=np.float64)
+
+
+def x_figure(X: torch.Tensor | np.ndarray, labels: AxisLabels, title: str) -> Figure:
+    """A heatmap of one punchcard X (rows x columns)."""
+    figure = _figure(_x_width(len(labels.columns)) + 1, 9)
+    image = _draw_X(figure.add_subplot(), _numpy(X), labels, title)
+    figure.colorbar(image, extend="both", shrink=0.5)
+    return figure
+
+
+def layer_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title: str) -> Figure:
+    """X before the layer, each head's attention (queries x keys), X after the layer."""
+    heads, columns = trace.attention.shape[0], len(labels.columns)
+    x_width, attention_width = _x_width(columns), 2.5 + 0.1 * min(columns, MAX_LABELLED_COLUMNS)
+    figure = _figure(2 * x_width + heads * attention_width, 9)
+    grid = figure.add_gridspec(1, heads + 2,
+                               width_ratios=[x_width] + [attention_width] * heads + [x_width])
+    _draw_X(figure.add_subplot(grid[0, 0]), _numpy(trace.before), labels,
+            f"X before layer {layer}")
+    attention = _numpy(trace.attention)
+    for head in range(heads):
+        image = _draw_attention(figure.add_subplot(grid[0, 1 + head]), attention[head], labels,
+                                f"head {head}: {trace.head_roles[head]}")
+        figure.colorbar(image, shrink=0.4)
+    image = _draw_X(figure.add_subplot(grid[0, heads + 1]), _numpy(trace.after), labels,
+                    f"X after layer {layer}")
+    figure.colorbar(image, extend="both", shrink=0.5)
+    figure.suptitle(f"{title}: layer {layer} ({trace.role})", fontsize=11)
+    return figure
+
+
+def save_x_picture(X: torch.Tensor | np.ndarray, labels: AxisLabels, path: Path,
+                   title: str) -> Path:
+    """Write the heatmap of X to `path` (PNG)."""
+    x_figure(X, labels, title).savefig(path)
+    return path
+
+
+def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLabels,
+                       directory: Path, step: int, title: str,
+                       layers: list[int] | None = None) -> list[Path]:
+    """Run one pass on X (rows, n), the pass after `step`, and write one PNG per layer (or
+    per chosen layer), `step{K}_layer{L}.png`: that layer's heads and X before and after."""
+    directory.mkdir(parents=True, exist_ok=True)
+    traces = trace_pass(model, X)
+    chosen = range(len(traces)) if layers is None else layers
+    paths = []
+    for layer in chosen:
+        path = directory / f"step{step:04d}_layer{layer}.png"
+        layer_figure(traces[layer], layer, labels, title).savefig(path)
+        paths.append(path)
+    return paths
+
+
+def save_x_animation(frames: list[tuple[str, np.ndarray]], labels: AxisLabels, path: Path,
+                     fps: float = 4) -> Path:
+    """An animated GIF of X, one frame per (title, X) pair, through matplotlib's
+    PillowWriter (pillow comes with matplotlib)."""
+    first_title, first = frames[0]
+    figure = _figure(_x_width(len(labels.columns)) + 1, 9)
+    axes = figure.add_subplot()
+    image = _draw_X(axes, _numpy(first), labels, first_title)
+    figure.colorbar(image, extend="both", shrink=0.5)
+    figure.canvas.draw()
+    figure.set_layout_engine("none")  # every frame has the same layout: compute it once
+    writer = PillowWriter(fps=fps)
+    with writer.saving(figure, str(path), DPI):
+        for title, X in frames:
+            image.set_data(_numpy(X))
+            axes.set_title(title, fontsize=9)
+            writer.grab_frame()
+    return path

@@ -1,0 +1,523 @@
+"""The REPL's commands: a debugger that steps the transformer and the reference together.
+
+`Repl.execute(line)` runs one line and returns the text to show. Nothing
+typed raises out of it: errors come back as one `error: ...` line and the
+session goes on. The terminal loop (`vm/repl_terminal.py`) and the tests drive
+exactly this method. Ctrl-C during `run`, `continue` or a long `step` ends
+that command at a whole step and returns to the prompt.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, TextIO
+
+from assembler.program import Program
+from assembler.punchcard import geometry_for
+from assembler.subleq import assemble
+from vm.errors import InputError, LtvmError
+from vm.executor import EngineConfig
+from vm.layers import trace_pass
+from vm.progress import Progress
+from vm.repl_assemble import MNEMONICS, assemble_instruction, is_instruction
+from vm.repl_names import (Location, changes, format_value, instruction_place, listing,
+                           location_line, parse_int, resolve_instruction, resolve_location)
+from vm.repl_state import ENGINES, LockstepMachine
+
+DEFAULT_PICTURE_DIR = Path("out/repl")
+HELP_WIDTH = 78
+DEFAULT_MAX_STEPS = 1_000_000
+"""Steps one `run` or `continue` may take before it stops by itself (Ctrl-C stops it sooner)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    usage: str
+    summary: str
+    details: str = ""
+
+
+COMMANDS: dict[str, Command] = {
+    "load": Command("load FILE", "assemble FILE (.sq) and stand at its first instruction",
+                    "Breakpoints and watches are cleared; the engine choice is kept."),
+    "step": Command("step [K]", "execute K instructions (default 1) on both engines",
+                    "Stops early at EOF, at a breakpoint (not the one it starts on), when a "
+                    "watched value changes, or when the engines start to disagree."),
+    "run": Command("run", "restart from the initial state and run to a breakpoint or EOF",
+                   "Like gdb's run: memory edits are discarded, breakpoints and watches are "
+                   "kept. Stops as `step` does; Ctrl-C stops it at a whole step."),
+    "continue": Command("continue", "run on from the current state to a breakpoint or EOF",
+                        "Stops as `step` does; Ctrl-C stops it at a whole step."),
+    "break": Command("break [LABEL|ADDR]", "stop before the instruction at a label or index",
+                     "Without an argument, list the breakpoints and watches. ADDR is an "
+                     "instruction index as `list` shows it; EOF is a label too."),
+    "delete": Command("delete [N]", "remove breakpoint or watch N (all of them without N)"),
+    "watch": Command("watch NAME", "stop when the value of NAME changes",
+                     "NAME is a cell, an array, NAME+K, NAME[K] or a memory address. "
+                     "Without an argument, list the breakpoints and watches."),
+    "print": Command("print [NAME|ADDR]", "the value of a cell, array (as a list) or address",
+                     "Without an argument, every named cell. Values are the active engine's."),
+    "set": Command("set NAME VALUE", "store VALUE in one memory word of both engines",
+                   "VALUE must fit the program's word size; the two reserved cells cannot be "
+                   "set. The transformer's X is edited between passes."),
+    "pc": Command("pc", "the program counter, its labels and the instruction there"),
+    "list": Command("list", "the instructions around the program counter",
+                    "`=>` marks the program counter, `b` a breakpoint."),
+    "engine": Command("engine [transformer|reference]", "choose the engine that drives",
+                      "The active engine's program counter decides where execution stops, "
+                      "and its state is what print, pc, list and watch show; the other "
+                      "follows step by step. Switching resynchronizes: the engine switched "
+                      "to takes over the memory and program counter of the one left, so the "
+                      "two agree again. Without an argument, name the active engine."),
+    "diff": Command("diff", "where the transformer and the reference disagree at this step"),
+    "reset": Command("reset", "both engines back to the initial state, step 0",
+                     "Breakpoints and watches are kept."),
+    "info": Command("info", "program, geometry, layers, heads, temperature, dtype, device"),
+    "show": Command("show X|attn [LAYER]", "write a picture for this step and print its path",
+                    "show X: the punchcard X now (with LAYER: X after that layer of the next "
+                    "pass). show attn: for the next pass, one picture per layer (or LAYER "
+                    "only) with every head's attention matrix and X before and after it. "
+                    "Pictures go to the --out directory (default out/repl)."),
+    "help": Command("help [CMD]", "list the commands, or explain one"),
+    "quit": Command("quit", "leave the REPL (Ctrl-D does the same)"),
+}
+ALIASES = {"s": "step", "c": "continue", "b": "break", "p": "print", "q": "quit",
+           "exit": "quit"}
+TYPED = Command("subleq A, B[, C] | goto L | halt",
+                "execute one instruction on the current state; the pc stays",
+                "Names are the loaded program's. The transformer runs it as one ordinary pass "
+                "over X with the instruction column at pc replaced by the typed pointers and "
+                "keeps only the memory words of that pass, so the program counter and the "
+                "program's instructions are unchanged; the reference does the same. A jump "
+                "target is checked but has no effect.")
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    number: int
+    index: int
+
+
+@dataclass(frozen=True)
+class Watch:
+    number: int
+    location: Location
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A program the REPL runs, with the source its typed instructions are assembled in."""
+
+    path: str
+    source: str
+    program: Program
+    machine: LockstepMachine
+
+
+class Repl:
+    """Commands over one loaded program; `execute` takes a line and returns the output."""
+
+    def __init__(self, config: EngineConfig = EngineConfig(), bits: int | None = None,
+                 scratch: int | None = None, picture_dir: str | Path = DEFAULT_PICTURE_DIR,
+                 max_steps: int = DEFAULT_MAX_STEPS, engine: str = "transformer",
+                 progress_stream: TextIO | None = None) -> None:
+        if engine not in ENGINES:
+            raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        self.config, self.bits, self.scratch = config, bits, scratch
+        self.picture_dir, self.max_steps, self.engine = Path(picture_dir), max_steps, engine
+        self.progress_stream = progress_stream
+        self.loaded: Loaded | None = None
+        self.stops: dict[int, Breakpoint | Watch] = {}
+        self.next_stop = 1
+        self.finished = False
+
+    # -- the command boundary -------------------------------------------------
+    def execute(self, line: str) -> str:
+        """Run one typed line; errors come back as one line, never as an exception
+        (KeyboardInterrupt outside a run is left to the caller's loop)."""
+        words = line.strip().split(maxsplit=1)
+        if not words:
+            return ""
+        name = ALIASES.get(words[0], words[0])
+        argument = words[1].strip() if len(words) > 1 else ""
+        try:
+            if name in COMMANDS:
+                return self._handler(name)(argument)
+            if is_instruction(line):
+                return self._typed(line.strip())
+            raise InputError(f"unknown command '{words[0]}' (type help)")
+        except LtvmError as error:
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            return first if error.located else f"error: {first}"
+        except Exception as error:  # the session must survive anything a line can cause
+            return f"error: {type(error).__name__}: {error}".splitlines()[0]
+
+    def _handler(self, name: str) -> Callable[[str], str]:
+        return getattr(self, f"_{name}")
+
+    @property
+    def machine(self) -> LockstepMachine:
+        return self._loaded().machine
+
+    def _loaded(self) -> Loaded:
+        if self.loaded is None:
+            raise InputError("no program loaded (load FILE)")
+        return self.loaded
+
+    # -- programs -------------------------------------------------------------
+    def load(self, path: str) -> str:
+        """Assemble and load `path`; raises InputError (with location) when it cannot."""
+        if Path(path).suffix not in (".sq", ""):
+            raise InputError(f"{path}: the REPL runs SUBLEQ sources (.sq), not "
+                             f"'{Path(path).suffix}'")
+        try:
+            source = Path(path).read_text()
+        except OSError as error:
+            raise InputError(f"cannot read {path}: {error.strerror}") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{path} is not a text file") from None
+        program = assemble(source, path, self.bits)
+        engine = self.loaded.machine.active if self.loaded else self.engine
+        machine = LockstepMachine(program, geometry_for(program, self.scratch), self.config,
+                                  engine)
+        self.loaded = Loaded(path, source, program, machine)
+        self.stops.clear()
+        return (f"loaded {path}: {len(program.instructions)} instructions, "
+                f"{len(program.memory)} memory cells, {program.bits}-bit words\n"
+                f"{self._where()}")
+
+    def _load(self, argument: str) -> str:
+        if not argument:
+            raise InputError("usage: load FILE")
+        return self.load(argument.strip("'\""))
+
+    def _where(self) -> str:
+        machine = self.machine
+        return location_line(machine.program, machine.steps, machine.state().pc)
+
+    # -- execution ------------------------------------------------------------
+    def _step(self, argument: str) -> str:
+        count = _positive(argument) if argument else 1
+        return self._advance(count, stop_at_start=False, limit_reason=None)
+
+    def _run(self, argument: str) -> str:
+        _no_argument("run", argument)
+        self.machine.reset()
+        return self._advance(self.max_steps, stop_at_start=True,
+                             limit_reason=f"stopped after {self.max_steps} steps (--max-steps)")
+
+    def _continue(self, argument: str) -> str:
+        _no_argument("continue", argument)
+        return self._advance(self.max_steps, stop_at_start=False,
+                             limit_reason=f"stopped after {self.max_steps} steps (--max-steps)")
+
+    def _advance(self, limit: int, stop_at_start: bool, limit_reason: str | None) -> str:
+        """Step both engines up to `limit` times; stop at a breakpoint, EOF, a watch that
+        changes, the first disagreement, or Ctrl-C. Returns why it stopped and where."""
+        machine, program = self.machine, self.machine.program
+        breakpoints = {stop.index: stop for stop in self.stops.values()
+                       if isinstance(stop, Breakpoint)}
+        watches = [stop for stop in self.stops.values() if isinstance(stop, Watch)]
+        start = machine.state().memory
+        watched = {watch.number: watch.location.read(start) for watch in watches}
+        agreed = not machine.differences()
+        reasons: list[str] = []
+        progress = Progress("steps", limit if limit < self.max_steps else None,
+                            self.progress_stream)
+        executed = 0
+        try:
+            while not reasons:
+                pc = machine.state().pc
+                if (executed or stop_at_start) and pc in breakpoints:
+                    reasons.append(f"breakpoint {breakpoints[pc].number} at "
+                                   f"{instruction_place(program, pc)}")
+                elif machine.halted:
+                    reasons.append("the program has halted (pc at EOF)")
+                elif executed >= limit:
+                    reasons.extend([limit_reason] if limit_reason else [])
+                    break
+                else:
+                    machine.step()
+                    executed += 1
+                    progress(executed)
+                    reasons.extend(self._watch_changes(watches, watched))
+                    if agreed and machine.differences():
+                        reasons.append("the engines disagree from this step on (see diff)")
+        except KeyboardInterrupt:
+            reasons.append(f"interrupted after {executed} steps")
+        finally:
+            progress.done()
+        changed = changes(program, start, machine.state().memory)
+        return "\n".join([*reasons, self._where(), *(f"  {line}" for line in changed)])
+
+    def _watch_changes(self, watches: list[Watch], watched: dict[int, int | list[int]]
+                       ) -> list[str]:
+        memory = self.machine.state().memory
+        found = []
+        for watch in watches:
+            value = watch.location.read(memory)
+            if value != watched[watch.number]:
+                found.append(f"watch {watch.number}: {watch.location.name} = "
+                             f"{format_value(value)} (was {format_value(watched[watch.number])})")
+                watched[watch.number] = value
+        return found
+
+    def _typed(self, line: str) -> str:
+        loaded = self._loaded()
+        instruction = assemble_instruction(loaded.program, loaded.source, line)
+        before = loaded.machine.state().memory
+        loaded.machine.execute(instruction)
+        changed = changes(loaded.program, before, loaded.machine.state().memory)
+        pc = loaded.machine.state().pc
+        return "\n".join([f"executed {line} (pc stays at {instruction_place(loaded.program, pc)})",
+                          *(f"  {entry}" for entry in changed or ["no memory changed"])])
+
+    def _reset(self, argument: str) -> str:
+        _no_argument("reset", argument)
+        self.machine.reset()
+        return f"reset to the initial state\n{self._where()}"
+
+    # -- breakpoints and watches ----------------------------------------------
+    def _break(self, argument: str) -> str:
+        if not argument:
+            return self._stop_list()
+        program = self.machine.program
+        index = resolve_instruction(program, argument)
+        for stop in self.stops.values():
+            if isinstance(stop, Breakpoint) and stop.index == index:
+                raise InputError(f"breakpoint {stop.number} is already at "
+                                 f"{instruction_place(program, index)}")
+        stop = Breakpoint(self._new_stop_number(), index)
+        self.stops[stop.number] = stop
+        return f"breakpoint {stop.number} at {instruction_place(program, index)}"
+
+    def _watch(self, argument: str) -> str:
+        if not argument:
+            return self._stop_list()
+        location = resolve_location(self.machine.program, argument)
+        stop = Watch(self._new_stop_number(), location)
+        self.stops[stop.number] = stop
+        value = location.read(self.machine.state().memory)
+        return f"watch {stop.number}: {location.name} = {format_value(value)}"
+
+    def _new_stop_number(self) -> int:
+        number, self.next_stop = self.next_stop, self.next_stop + 1
+        return number
+
+    def _stop_list(self) -> str:
+        if not self.stops:
+            return "no breakpoints or watches"
+        program = self.machine.program
+        return "\n".join(f"{number:>3}  breakpoint at {instruction_place(program, stop.index)}"
+                         if isinstance(stop, Breakpoint) else
+                         f"{number:>3}  watch {stop.location.name}"
+                         for number, stop in sorted(self.stops.items()))
+
+    def _delete(self, argument: str) -> str:
+        if not argument:
+            count = len(self.stops)
+            self.stops.clear()
+            return f"deleted {count} breakpoints and watches"
+        number = _positive(argument)
+        stop = self.stops.pop(number, None)
+        if stop is None:
+            raise InputError(f"no breakpoint or watch {number}")
+        return f"deleted {'breakpoint' if isinstance(stop, Breakpoint) else 'watch'} {number}"
+
+    # -- state ----------------------------------------------------------------
+    def _print(self, argument: str) -> str:
+        program, memory = self.machine.program, self.machine.state().memory
+        if argument:
+            location = resolve_location(program, argument)
+            return f"{location.name} = {format_value(location.read(memory))}"
+        named = program.named_memory(memory) if program.symbols else {"mem": memory}
+        return "\n".join(f"{name} = {format_value(value)}" for name, value in named.items())
+
+    def _set(self, argument: str) -> str:
+        words = argument.split()
+        if len(words) != 2:
+            raise InputError("usage: set NAME VALUE")
+        location = resolve_location(self.machine.program, words[0])
+        if location.size != 1:
+            raise InputError(f"'{location.name}' is an array of {location.size} cells; set one "
+                             f"element ({location.name}[K] or {location.name}+K)")
+        value = parse_int(words[1])
+        old = location.read(self.machine.state().memory)
+        self.machine.set_word(location.address, value)
+        return f"{location.name} = {value} (was {old})"
+
+    def _pc(self, argument: str) -> str:
+        _no_argument("pc", argument)
+        return self._where()
+
+    def _list(self, argument: str) -> str:
+        _no_argument("list", argument)
+        machine = self.machine
+        breakpoints = {stop.index for stop in self.stops.values()
+                       if isinstance(stop, Breakpoint)}
+        return "\n".join(listing(machine.program, machine.state().pc, breakpoints))
+
+    def _engine(self, argument: str) -> str:
+        if not argument:
+            active = self.loaded.machine.active if self.loaded else self.engine
+            return f"engine: {active}"
+        if argument not in ENGINES:
+            raise InputError(f"engine must be one of {', '.join(ENGINES)}, got '{argument}'")
+        if self.loaded is None:
+            self.engine = argument
+            return f"engine: {argument} (for the next program loaded)"
+        left = self.machine.active
+        if argument == left:
+            return f"engine: {argument} (already active)"
+        differed = self.machine.switch(argument)
+        step = self.machine.steps
+        if differed:
+            return f"engine: {argument} (resynchronized from the {left}'s state at step {step})"
+        return f"engine: {argument} (both engines agree at step {step})"
+
+    def _diff(self, argument: str) -> str:
+        _no_argument("diff", argument)
+        machine = self.machine
+        found = machine.differences()
+        if not found:
+            return f"the engines agree at step {machine.steps} (memory and pc)"
+        rows = [f"{'':<14} {'transformer':>12} {'reference':>12}"]
+        rows += [f"{name:<14} {ours:>12} {theirs:>12}" for name, ours, theirs in found]
+        return "\n".join([f"the engines disagree at step {machine.steps}:", *rows])
+
+    def _info(self, argument: str) -> str:
+        _no_argument("info", argument)
+        config = self.config
+        if self.loaded is None:
+            return (f"no program loaded\ndtype: {config.dtype or 'the machine default'}  "
+                    f"device: {config.device}  attention: {config.attention}\n"
+                    f"engine: {self.engine}")
+        machine, program = self.machine, self.machine.program
+        engine_line = (f"dtype: {machine.executor.dtype_name}  device: {config.device}  "
+                       f"attention: {config.attention}")
+        transformer = machine.executor.machine
+        lines = [(f"program: {self.loaded.path} ({len(program.instructions)} instructions, "
+                  f"{len(program.memory)} memory cells)"),
+                 f"geometry: {machine.geometry.describe()}",
+                 f"punchcard X: {machine.layout.rows} rows x {machine.layout.columns} columns",
+                 (f"transformer: {len(transformer.weights.layers)} layers, heads per layer "
+                  f"{transformer.weights.heads}")]
+        for index, layer in enumerate(transformer.weights.layers):
+            heads = "; ".join(head.role for head in layer.heads) or "no attention"
+            lines.append(f"  layer {index}: {layer.role} [{heads}]")
+        lines += [f"temperature: {transformer.temperature:.4g}", engine_line,
+                  f"checked: {'yes' if machine.executor.checked else 'no'}",
+                  f"engine: {machine.active}  step: {machine.steps}"]
+        return "\n".join(lines)
+
+    # -- pictures -------------------------------------------------------------
+    def _show(self, argument: str) -> str:
+        words = argument.split()
+        if not 1 <= len(words) <= 2 or words[0].lower() not in ("x", "attn"):
+            raise InputError("usage: show X|attn [LAYER]")
+        # matplotlib takes about a second to import: load it only when drawing
+        from vm.pictures import axis_labels, save_pass_pictures, save_x_picture
+
+        loaded, machine = self._loaded(), self.machine
+        layers = len(machine.executor.model.layers)
+        layer = _layer(words[1], layers) if len(words) == 2 else None
+        labels = axis_labels(loaded.program, machine.geometry, machine.layout)
+        step, name = machine.steps, Path(loaded.path).name
+        self.picture_dir.mkdir(parents=True, exist_ok=True)
+        if words[0].lower() == "attn":
+            paths = save_pass_pictures(machine.executor.model, machine.X[0], labels,
+                                       self.picture_dir, step, f"{name} step {step}",
+                                       None if layer is None else [layer])
+        elif layer is None:
+            path = self.picture_dir / f"step{step:04d}_X.png"
+            paths = [save_x_picture(machine.X[0], labels, path, f"{name}: X at step {step}")]
+        else:
+            after = trace_pass(machine.executor.model, machine.X[0])[layer].after
+            path = self.picture_dir / f"step{step:04d}_X_layer{layer}.png"
+            paths = [save_x_picture(after, labels, path,
+                                    f"{name}: X after layer {layer} of pass {step + 1}")]
+        return "\n".join(f"wrote {path}" for path in paths)
+
+    # -- the session ----------------------------------------------------------
+    def _help(self, argument: str) -> str:
+        if not argument:
+            width = max(len(command.usage) for command in COMMANDS.values())
+            lines = [f"  {command.usage:<{width}}  {command.summary}"
+                     for command in COMMANDS.values()]
+            aliases = ", ".join(f"{alias} = {name}" for alias, name in ALIASES.items())
+            return "\n".join(["commands:", *lines, f"  {TYPED.usage}",
+                              f"  {'':<{width}}  {TYPED.summary}", f"aliases: {aliases}",
+                              "help CMD explains one; Ctrl-D quits"])
+        name = ALIASES.get(argument, argument)
+        if name not in COMMANDS and name.lower() not in MNEMONICS:
+            raise InputError(f"no command '{argument}' (type help)")
+        command = COMMANDS.get(name, TYPED)
+        return "\n".join(part for part in (command.usage, command.summary,
+                                           textwrap.fill(command.details, HELP_WIDTH)) if part)
+
+    def _quit(self, argument: str) -> str:
+        _no_argument("quit", argument)
+        self.finished = True
+        return ""
+
+    # -- completion -----------------------------------------------------------
+    def completions(self, line: str) -> list[str]:
+        """Candidates for the word being typed at the end of `line` (for tab completion)."""
+        word = re.split(r"[\s,]", line)[-1]
+        before = line[:len(line) - len(word)].split()
+        if not before:
+            candidates = [*COMMANDS, *MNEMONICS]
+        else:
+            name = ALIASES.get(before[0], before[0]).lower()
+            if name == "load":
+                return _paths(word)
+            candidates = self._argument_candidates(name, len(before))
+        return sorted(candidate for candidate in set(candidates) if candidate.startswith(word))
+
+    def _argument_candidates(self, command: str, position: int) -> list[str]:
+        fixed = {"help": [*COMMANDS, *MNEMONICS], "engine": list(ENGINES), "show": ["X", "attn"]}
+        if command in fixed:
+            return fixed[command] if position == 1 else []
+        if self.loaded is None:
+            return []
+        program = self.loaded.program
+        symbols, labels = list(program.symbols), [*program.labels, "EOF"]
+        if command in ("print", "watch") or (command == "set" and position == 1):
+            return symbols
+        if command == "break":
+            return labels
+        if command == "delete":
+            return [str(number) for number in self.stops]
+        if command in MNEMONICS:
+            return symbols + labels
+        return []
+
+
+def _paths(prefix: str) -> list[str]:
+    """Files and directories starting with `prefix` (directories end with '/')."""
+    return sorted(path + "/" if os.path.isdir(path) else path
+                  for path in glob.glob(glob.escape(prefix) + "*"))
+
+
+def _positive(text: str) -> int:
+    value = parse_int(text)
+    if value < 1:
+        raise InputError(f"expected a positive count, got {value}")
+    return value
+
+
+def _layer(text: str, layers: int) -> int:
+    value = parse_int(text)
+    if not 0 <= value < layers:
+        raise InputError(f"layer {value} does not exist (layers 0..{layers - 1})")
+    return value
+
+
+def _no_argument(command: str, argument: str) -> None:
+    if argument:
+        raise InputError(f"'{command}' takes no argument")

@@ -1,0 +1,133 @@
+"""What the REPL's arguments name and how program state reads back to a user.
+
+Memory is named as in the source (`n`, `xs`, `xs+2`, `xs[2]`) or by address;
+instructions by label, `EOF` or index. Values, locations and the listing
+around the program counter are formatted here, in one place, so every
+command shows them the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from assembler.program import Program
+from vm.errors import InputError
+
+ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:\+\s*(\d+)|\[\s*(\d+)\s*\])$")
+LISTING_CONTEXT = 5
+"""Instructions shown on each side of the program counter by `list`."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A span of memory a user named: one cell, a whole array, or one element."""
+
+    name: str
+    address: int
+    size: int
+
+    def read(self, memory: list[int]) -> int | list[int]:
+        values = memory[self.address:self.address + self.size]
+        return values if self.size > 1 else values[0]
+
+
+def parse_int(text: str) -> int:
+    """A decimal, 0x or 0b integer with an optional sign, as typed by a user."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise InputError(f"'{text}' is not a number") from None
+
+
+def resolve_location(program: Program, text: str) -> Location:
+    """NAME, NAME+K, NAME[K] or an address -> the memory it names."""
+    text = text.strip()
+    if text[:1].isdigit() or text[:1] == "-":
+        address = parse_int(text)
+        if not 0 <= address < len(program.memory):
+            raise InputError(f"address {address} outside memory "
+                             f"(cells 0..{len(program.memory) - 1})")
+        return Location(program.address_name(address), address, 1)
+    match = ELEMENT.match(text)
+    name = match.group(1) if match else text
+    symbol = program.symbols.get(name)
+    if symbol is None:
+        raise InputError(f"no memory named '{text}'")
+    if match is None:
+        return Location(name, symbol.address, symbol.size)
+    offset = int(match.group(2) or match.group(3))
+    if offset >= symbol.size:
+        raise InputError(f"offset {offset} is outside '{name}' (size {symbol.size})")
+    return Location(program.address_name(symbol.address + offset), symbol.address + offset, 1)
+
+
+def resolve_instruction(program: Program, text: str) -> int:
+    """LABEL, EOF or an instruction index -> the instruction index."""
+    text = text.strip()
+    if text in program.labels:
+        return program.labels[text]
+    if text.upper() == "EOF":
+        return program.eof
+    if not (text[:1].isdigit() or text[:1] == "-"):
+        raise InputError(f"no label '{text}'")
+    index = parse_int(text)
+    if not 0 <= index <= program.eof:
+        raise InputError(f"instruction {index} outside the program (0..{program.eof})")
+    return index
+
+
+def format_value(value: int | list[int]) -> str:
+    return f"[{', '.join(map(str, value))}]" if isinstance(value, list) else str(value)
+
+
+def labels_at(program: Program, index: int) -> list[str]:
+    names = [name for name, at in program.labels.items() if at == index]
+    return names + ["EOF"] if index == program.eof else names
+
+
+def instruction_text(program: Program, index: int) -> str:
+    """The instruction as written in the source (or rebuilt from its operands)."""
+    if index == program.eof:
+        a, b = program.eof_operands
+        return f"subleq {program.address_name(a)}, {program.address_name(b)}, EOF"
+    if not 0 <= index < program.eof:
+        return "(outside the program)"
+    instruction = program.instructions[index]
+    if instruction.text:
+        return instruction.text
+    target = program.label_at(instruction.c) or str(instruction.c)
+    return (f"subleq {program.address_name(instruction.a)}, "
+            f"{program.address_name(instruction.b)}, {target}")
+
+
+def instruction_place(program: Program, index: int) -> str:
+    """`7` or `7 (loop)`: an instruction index with its labels."""
+    names = labels_at(program, index)
+    return f"{index} ({', '.join(names)})" if names else str(index)
+
+
+def location_line(program: Program, step: int, pc: int) -> str:
+    """Where execution stands: step count, pc with labels, the instruction there."""
+    return f"step {step}  pc {instruction_place(program, pc)}  {instruction_text(program, pc)}"
+
+
+def listing(program: Program, pc: int, breakpoints: set[int],
+            context: int = LISTING_CONTEXT) -> list[str]:
+    """The instructions around `pc`, labelled; `=>` marks pc and `b` a breakpoint."""
+    centre = min(max(pc, 0), program.eof)
+    lines = []
+    for index in range(max(0, centre - context), min(program.eof, centre + context) + 1):
+        mark = ("b" if index in breakpoints else " ") + ("=>" if index == pc else "  ")
+        label = "".join(f"{name}: " for name in labels_at(program, index))
+        lines.append(f"{mark} {index:>4}  {label:<12}{instruction_text(program, index)}")
+    return lines
+
+
+def changes(program: Program, before: list[int], after: list[int], limit: int = 8) -> list[str]:
+    """`name = new (was old)` for every cell that changed, at most `limit` shown."""
+    changed = [f"{program.address_name(address)} = {new} (was {old})"
+               for address, (old, new) in enumerate(zip(before, after)) if old != new]
+    if len(changed) > limit:
+        changed = changed[:limit] + [f"... and {len(changed) - limit} more"]
+    return changed

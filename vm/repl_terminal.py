@@ -1,0 +1,101 @@
+"""The REPL at a terminal: line editing, history and tab completion through readline.
+
+Why GNU readline (the standard library's `readline`) and not prompt_toolkit:
+it adds no dependency; it gives the editing keys, Ctrl-R history search and
+completion users already know from bash and gdb, configured by their own
+~/.inputrc; and it writes nothing but the prompt and the echoed line, so a
+session through a pseudo-terminal (pexpect, `script`, tmux logs) reads as
+plain text, where prompt_toolkit redraws the line and queries the cursor
+position. Where Python was built without readline, or stdin is not a
+terminal (a pipe, a file), the loop reads plain lines and prints no prompt.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from vm.repl import Repl
+
+try:
+    import readline
+except ImportError:  # Python built without readline: plain input() still works
+    readline = None
+
+PROMPT = "(ltvm) "
+HISTORY_LENGTH = 1000
+WORD_DELIMITERS = " \t,"
+"""Completion replaces the text after the last space or comma: `xs+1` and paths stay whole."""
+
+
+def interact(repl: Repl, history: Path | None = None, stdin: TextIO | None = None,
+             stdout: TextIO | None = None) -> int:
+    """Read lines until `quit` or EOF (Ctrl-D), printing what each command returns.
+
+    Ctrl-C at the prompt discards the line; during a command it ends that command.
+    """
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    terminal = stdin is sys.stdin and stdin.isatty()
+    editing = terminal and readline is not None
+    if editing:
+        _start_readline(repl, history)
+    try:
+        while not repl.finished:
+            try:
+                line = input(PROMPT) if terminal else stdin.readline()
+            except EOFError:
+                stdout.write("\n")
+                break
+            except KeyboardInterrupt:
+                stdout.write("\n")
+                continue
+            if not terminal and not line:
+                break
+            try:
+                output = repl.execute(line)
+            except KeyboardInterrupt:
+                output = "interrupted"
+            if output:
+                stdout.write(output + "\n")
+                stdout.flush()
+    finally:
+        if editing and history is not None:
+            _save_history(history)
+    return 0
+
+
+def _start_readline(repl: Repl, history: Path | None) -> None:
+    if history is not None and history.exists():
+        try:
+            readline.read_history_file(history)
+        except OSError as error:
+            print(f"ltvm: cannot read history {history}: {error.strerror}", file=sys.stderr)
+    readline.set_history_length(HISTORY_LENGTH)
+    readline.set_completer_delims(WORD_DELIMITERS)
+    readline.set_completer(_completer(repl))
+    if "libedit" in (readline.__doc__ or ""):
+        readline.parse_and_bind("bind ^I rl_complete")
+    else:
+        readline.parse_and_bind("tab: complete")
+
+
+def _completer(repl: Repl):
+    """readline's completer protocol: called with state 0, 1, ... until it returns None."""
+    matches: list[str] = []
+
+    def complete(text: str, state: int) -> str | None:
+        if state == 0:
+            line = readline.get_line_buffer()[:readline.get_endidx()]
+            matches[:] = [match if match.endswith("/") else match + " "
+                          for match in repl.completions(line)]
+        return matches[state] if state < len(matches) else None
+
+    return complete
+
+
+def _save_history(history: Path) -> None:
+    try:
+        readline.write_history_file(history)
+    except OSError as error:
+        print(f"ltvm: cannot write history {history}: {error.strerror}", file=sys.stderr)
