@@ -21,6 +21,7 @@ from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstructi
 from assembler.program import SourcePos
 from vm.errors import InputError
 from vm.functions import REGISTRY, make_block
+from vm.library import ROUTINES, Operand, Routine, RoutineCall
 
 MAX_BLOCK = 16
 
@@ -33,10 +34,14 @@ def _parser() -> lark.Lark:
 
 @dataclass
 class _Statement:
-    """A code statement waiting for pass 2: its tree and its instruction index."""
+    """A code statement waiting for pass 2: its tree, the labels naming it, and the
+    source it came from (the file, or a routine's expansion)."""
 
     node: lark.Tree
-    index: int
+    labels: list[lark.Token]
+    file: str
+    text: str
+    index: int = 0
 
 
 class _FleqAssembler:
@@ -52,6 +57,9 @@ class _FleqAssembler:
         self.labels: dict[str, int] = {}
         self.label_pos: dict[str, SourcePos] = {}
         self.statements: list[_Statement] = []
+        self.pending_labels: list[lark.Token] = []
+        self.source = (file, text)
+        self.expansions = 0
 
     # -- errors ---------------------------------------------------------------------
     def error(self, message: str, where: lark.Token | lark.Tree) -> SourceError:
@@ -61,12 +69,13 @@ class _FleqAssembler:
             meta = where.meta
             line, column = meta.line, meta.column
             width = max(1, meta.end_column - meta.column) if meta.end_line == meta.line else 1
-        return SourceError(message, self.file, self.text, line, column, width)
+        file, text = self.source
+        return SourceError(message, file, text, line, column, width)
 
     def pos(self, where: lark.Token | lark.Tree) -> SourcePos:
         line = where.line if isinstance(where, lark.Token) else where.meta.line
         column = where.column if isinstance(where, lark.Token) else where.meta.column
-        return SourcePos(self.file, line, column)
+        return SourcePos(self.source[0], line, column)
 
     # -- pass 1 ---------------------------------------------------------------------
     def collect(self, tree: lark.Tree) -> None:
@@ -105,7 +114,8 @@ class _FleqAssembler:
         if first is not None:
             raise self.error(f"duplicate definition of '{name}' (first defined at {first})",
                              name)
-        if name.upper() == "EOF" or name.startswith("_"):
+        generated = self.source[0] != self.file
+        if name.upper() == "EOF" or (name.startswith("_") and not generated):
             raise self.error(f"'{name}' is reserved", name)
         if name in REGISTRY:
             raise self.error(f"'{name}' is a function name", name)
@@ -153,10 +163,87 @@ class _FleqAssembler:
             if node.data == "label":
                 name = node.children[0]
                 self.check_new_name(name)
-                self.labels[str(name)] = len(self.statements)
                 self.label_pos[str(name)] = self.pos(name)
+                self.pending_labels.append(name)
             else:
-                self.statements.append(_Statement(node, len(self.statements)))
+                self.statements.append(_Statement(node, self.pending_labels, *self.source))
+                self.pending_labels = []
+
+    # -- routines ---------------------------------------------------------------------
+    def expand_routines(self) -> None:
+        """Replace every routine call by the statements of its expansion."""
+        expanded: list[_Statement] = []
+        for statement in self.statements:
+            node = statement.node
+            function = node.children[0].children[1] if node.data == "assign" else None
+            if function is None or function not in ROUTINES:
+                expanded.append(statement)
+                continue
+            self.source = (statement.file, statement.text)
+            generated = self.expansion(ROUTINES[str(function)], node)
+            if generated:
+                generated[0].labels = statement.labels + generated[0].labels
+            else:
+                self.pending_labels = statement.labels
+            expanded.extend(generated)
+        self.statements = expanded
+        self.source = (self.file, self.text)
+        for index, statement in enumerate(self.statements):
+            statement.index = index
+            for label in statement.labels:
+                self.labels[str(label)] = index
+        for label in self.pending_labels:
+            self.labels[str(label)] = len(self.statements)
+
+    def expansion(self, routine: Routine, node: lark.Tree) -> list[_Statement]:
+        assignment, branch = node.children
+        if branch is not None:
+            raise self.error(f"'{routine.name}' is a routine; it cannot branch on the same line",
+                             branch)
+        destination, _, *arguments = assignment.children
+        arguments = [a for a in arguments if a is not None]
+        positional = [a for a in arguments if a.data == "positional"]
+        keywords = {}
+        for argument in arguments:
+            if argument.data != "keyword":
+                continue
+            key = str(argument.children[0])
+            if key not in routine.keywords:
+                raise self.error(f"'{routine.name}' has no argument '{key}' (it takes "
+                                 f"{', '.join(routine.keywords) or 'none'})", argument)
+            keywords[key] = self.number(argument.children[1])
+        if len(positional) != routine.arity:
+            raise self.error(f"'{routine.name}' takes {routine.arity} operand"
+                             f"{'s' if routine.arity != 1 else ''}, got {len(positional)}",
+                             assignment)
+        operand = lambda v: Operand(v.name, v.shape, v.integer)  # noqa: E731
+        self.expansions += 1
+        call = RoutineCall(operand(self.variable(destination)),
+                           tuple(operand(self.variable(a.children[0])) for a in positional),
+                           {**routine.keywords, **keywords},
+                           f"_{routine.name}{self.expansions}")
+        try:
+            result = routine.expand(call)
+        except ValueError as error:
+            raise self.error(f"{routine.name}: {error}", assignment) from None
+        origin = self.pos(assignment)
+        text = ".data\n" + "\n".join(result.data) + "\n.code\n" + "\n".join(result.code) + "\n"
+        file = f"<{routine.name} expanded at {origin}>"
+        tree = parse_fleq(text, file)
+        self.source = (file, text)
+        before = len(self.statements)
+        for section in tree.children:
+            if section.data == "data_section":
+                for line in section.children[1:]:
+                    self.data_line(line)
+        saved, self.statements = self.statements, []
+        for section in tree.children:
+            if section.data == "code_section":
+                for line in section.children[1:]:
+                    self.code_line(line)
+        generated, self.statements = self.statements, saved
+        assert len(self.statements) == before
+        return generated
 
     # -- pass 2 ---------------------------------------------------------------------
     def variable(self, token: lark.Token) -> Variable:
@@ -187,6 +274,7 @@ class _FleqAssembler:
 
     def instruction(self, statement: _Statement) -> FleqInstruction:
         node, index = statement.node, statement.index
+        self.source = (statement.file, statement.text)
         text = self.source_text(node)
         pos = self.pos(node)
         if node.data == "halt":
@@ -235,16 +323,18 @@ class _FleqAssembler:
                                flag, target, shape, a.shape, b.shape if b else (1, 1), pos, text)
 
     def source_text(self, node: lark.Tree) -> str:
-        line = self.text.splitlines()[node.meta.line - 1]
+        line = self.source[1].splitlines()[node.meta.line - 1]
         return line[node.meta.column - 1:node.meta.end_column - 1].strip()
 
     def run(self) -> FleqProgram:
         tree = parse_fleq(self.text, self.file)
         self.collect(tree)
+        self.expand_routines()
         if not self.statements:
             raise SourceError("empty program: no instructions (a .code section with at least "
                               "one statement is needed)", self.file, self.text, 1, 1)
         instructions = [self.instruction(s) for s in self.statements]
+        self.source = (self.file, self.text)
         largest = max((max(v.shape) for v in self.variables.values()), default=1)
         d = self.d_override or self.declared_d or largest
         if largest > d:
