@@ -21,7 +21,8 @@ from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstructi
 from assembler.program import SourcePos
 from vm.errors import InputError
 from vm.functions import REGISTRY, make_block
-from vm.library import ROUTINES, Operand, Routine, RoutineCall
+from vm.library import Operand, Routine, RoutineCall
+from vm.routines import ROUTINES
 
 MAX_BLOCK = 16
 
