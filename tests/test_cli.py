@@ -32,6 +32,16 @@ def test_asm_prints_geometry_and_saves_a_loadable_punchcard(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
 
 
+def test_written_files_get_the_mode_of_a_plain_open(capsys, tmp_path):
+    import os
+    old = os.umask(0o022)
+    try:
+        assert run_cli(capsys, "asm", FACTORIAL, "-o", str(tmp_path / "x.npy"))[0] == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "x.npy").stat().st_mode & 0o777 == 0o644
+
+
 def test_asm_failure_leaves_no_file(capsys, tmp_path):
     bad = tmp_path / "bad.sq"
     bad.write_text(".code\nfoo\n")

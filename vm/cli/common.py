@@ -133,13 +133,17 @@ def load_program(args: argparse.Namespace) -> tuple[Program, Geometry]:
 @contextmanager
 def atomic_path(target: str | Path) -> Iterator[Path]:
     """A temporary path renamed onto `target` only if the block succeeds,
-    so a failed command never leaves a half-written file."""
+    so a failed command never leaves a half-written file. The file gets the mode a plain
+    open() would give it (mkstemp's is 0600)."""
     target = Path(target)
     if target.parent and not target.parent.exists():
         raise InputError(f"cannot write {target}: directory {target.parent} does not exist")
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
                                          suffix=target.suffix)
     os.close(handle)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)
     try:
         yield Path(temporary)
         os.replace(temporary, target)
