@@ -21,6 +21,7 @@ class Elementwise(FunctionBlock):
     arity = 2
     sign = 1.0
     integer_preserving = True
+    relative_bound = True
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != b:

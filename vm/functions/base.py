@@ -78,6 +78,8 @@ class FunctionBlock:
     parameters: tuple[Parameter, ...] = ()
     integer_preserving: bool = False
     """True when integer operands give an integer result (counters may use the block)."""
+    relative_bound: bool = False
+    """True when error_bound() is relative to |result|, False when it is absolute."""
 
     def __init__(self, **values: float) -> None:
         known = {p.name: p.default for p in self.parameters}
@@ -109,7 +111,8 @@ class FunctionBlock:
         return Domain("all reals")
 
     def error_bound(self, dtype: str) -> float:
-        """Documented worst absolute error on `domain()` (asserted by tests)."""
+        """Documented worst error on `domain()` (asserted by tests): absolute, or relative to
+        |result| when `relative_bound` is True."""
         raise NotImplementedError
 
     # -- what the machine builder needs -----------------------------------------------
