@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,6 @@ def test_asm_prints_geometry_and_saves_a_loadable_punchcard(capsys, tmp_path):
 
 
 def test_written_files_get_the_mode_of_a_plain_open(capsys, tmp_path):
-    import os
     old = os.umask(0o022)
     try:
         assert run_cli(capsys, "asm", FACTORIAL, "-o", str(tmp_path / "x.npy"))[0] == 0
