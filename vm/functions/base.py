@@ -56,6 +56,8 @@ class Domain:
     high: float = np.inf
     exclude_low: float | None = None
     exclude_high: float | None = None
+    applies_to: str = "operands"
+    """What low/high/exclude bound: "operands" (every entry of A and B) or "result"."""
 
     def contains(self, values: np.ndarray) -> bool:
         values = np.asarray(values, dtype=float)
@@ -63,6 +65,13 @@ class Domain:
         if self.exclude_low is not None:
             inside &= ~((values > self.exclude_low) & (values < self.exclude_high))
         return bool(inside.all())
+
+    def contains_interval(self, low: float, high: float) -> bool:
+        """True when every value in [low, high] is inside (no excluded gap crossed)."""
+        if not self.contains(np.array([low, high])):
+            return False
+        return self.exclude_low is None or not (low < self.exclude_high and
+                                                high > self.exclude_low)
 
 
 Shape = tuple[int, int]

@@ -87,7 +87,8 @@ class LinearizedProduct(FunctionBlock):
         return [("qb", d), ("plus", d), ("minus", d)]
 
     def domain(self) -> Domain:
-        return Domain(f"|result| <= {self.span:g}", -self.span, self.span)
+        return Domain(f"|result| <= {self.span:g}", -self.span, self.span,
+                      applies_to="result")
 
     def error_bound(self, dtype: str) -> float:
         return product_bound(self.values["scale"], self.values["anchor"], self.span, dtype)
