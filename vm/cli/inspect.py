@@ -56,9 +56,19 @@ def _block_rows(geometry: FleqGeometry) -> list[dict]:
         depth = block.depth(geometry.d)
         rows.append({"function": block.name, "lemma": block.lemma, "layers": depth,
                      "parameters": dict(block.values), "domain": block.domain().description,
-                     "error_bound_float32": block.error_bound("float32"),
-                     "error_bound_float64": block.error_bound("float64")})
+                     **{f"error_bound_{dtype}": block.error_bound(dtype)
+                        for dtype in ("float32", "float64")},
+                     **{f"relative_error_bound_{dtype}": block.relative_error_bound(dtype)
+                        for dtype in ("float32", "float64")}})
     return rows
+
+
+def _bound(block: dict, dtype: str) -> str:
+    """`abs + rel|f|`, leaving out a part that is 0."""
+    absolute, relative = block[f"error_bound_{dtype}"], block[f"relative_error_bound_{dtype}"]
+    parts = ([f"{absolute:.2g}"] if absolute or not relative else []) + \
+        ([f"{relative:.2g}|f|"] if relative else [])
+    return " + ".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
         for block in blocks:
             shown = ", ".join(f"{k}={v:g}" for k, v in block["parameters"].items())
             print(f"  {block['function']:<11} {block['layers']} layers  {block['lemma']:<24} "
-                  f"domain {block['domain']}; error <= {block['error_bound_float32']:.2g} "
-                  f"(float32), {block['error_bound_float64']:.2g} (float64)"
+                  f"domain {block['domain']}; error <= {_bound(block, 'float32')} "
+                  f"(float32), {_bound(block, 'float64')} (float64)"
                   + (f"; {shown}" if shown else ""))
         print(f"paper ({lemma}): {paper_layers} layers")
     else:

@@ -21,7 +21,6 @@ class Elementwise(FunctionBlock):
     arity = 2
     sign = 1.0
     integer_preserving = True
-    relative_bound = True
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != b:
@@ -30,10 +29,13 @@ class Elementwise(FunctionBlock):
         return a
 
     def domain(self) -> Domain:
-        return Domain("all reals (relative error one rounding of the dtype)")
+        return Domain("all reals")
 
     def error_bound(self, dtype: str) -> float:
-        """Relative: one rounding of the result (operands arrive exactly)."""
+        return 0.0
+
+    def relative_error_bound(self, dtype: str) -> float:
+        """One rounding of the result (operands arrive exactly)."""
         return UNIT_ROUNDOFF[dtype]
 
     def private_fields(self, d: int) -> list[tuple[str, int]]:

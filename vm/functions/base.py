@@ -87,8 +87,6 @@ class FunctionBlock:
     parameters: tuple[Parameter, ...] = ()
     integer_preserving: bool = False
     """True when integer operands give an integer result (counters may use the block)."""
-    relative_bound: bool = False
-    """True when error_bound() is relative to |result|, False when it is absolute."""
 
     def __init__(self, **values: float) -> None:
         known = {p.name: p.default for p in self.parameters}
@@ -120,9 +118,18 @@ class FunctionBlock:
         return Domain("all reals")
 
     def error_bound(self, dtype: str) -> float:
-        """Documented worst error on `domain()` (asserted by tests): absolute, or relative to
-        |result| when `relative_bound` is True."""
+        """Absolute part of the documented error bound on `domain()` (module docstring of
+        `bound_at`)."""
         raise NotImplementedError
+
+    def relative_error_bound(self, dtype: str) -> float:
+        """Relative part of the documented error bound (0 for purely absolute bounds)."""
+        return 0.0
+
+    def bound_at(self, dtype: str, result: np.ndarray | float) -> np.ndarray | float:
+        """The documented bound on |transformer - exact| where the exact result is `result`:
+        error_bound + relative_error_bound * |result| (asserted by tests on the domain)."""
+        return self.error_bound(dtype) + self.relative_error_bound(dtype) * np.abs(result)
 
     # -- what the machine builder needs -----------------------------------------------
     def extra_columns(self, d: int) -> int:

@@ -28,6 +28,9 @@ class SigmoidFit:
     constant: float
     max_error: float
     """Largest |fit - f| on the fitting grid, in float64."""
+    max_relative_error: float
+    """Largest |fit - f| / max(|f|, WEIGHT_FLOOR) on the grid: the error is at most this
+    times |f| + WEIGHT_FLOOR everywhere on it."""
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
@@ -65,8 +68,10 @@ def fit_sigmoids(f: Callable[[np.ndarray], np.ndarray], low: float, high: float,
     gram = weighted.T @ weighted
     gram += RIDGE * np.trace(gram) / len(gram) * np.eye(len(gram))
     solution = np.linalg.solve(gram, weighted.T @ (fx * weight))
-    error = float(np.abs(design @ solution - fx).max())
-    return SigmoidFit(slopes, biases, solution[:-1], float(solution[-1]), error)
+    error = np.abs(design @ solution - fx)
+    relative = float((error / np.maximum(np.abs(fx), WEIGHT_FLOOR)).max())
+    return SigmoidFit(slopes, biases, solution[:-1], float(solution[-1]), float(error.max()),
+                      relative)
 
 
 @lru_cache(maxsize=64)

@@ -23,7 +23,7 @@ import numpy as np
 from vm.functions.arithmetic import UNIT_ROUNDOFF
 from vm.functions.base import (GATE_BIG, MOVE_TEMPERATURE, BlockContext, Domain, FunctionBlock,
                                Parameter, Shape, register)
-from vm.functions.sigmoid_fit import SigmoidFit, cached_fit
+from vm.functions.sigmoid_fit import WEIGHT_FLOOR, SigmoidFit, cached_fit
 
 
 class SigmoidSum(FunctionBlock):
@@ -61,11 +61,15 @@ class SigmoidSum(FunctionBlock):
         return self.target(a)
 
     def error_bound(self, dtype: str) -> float:
-        """The fit's error on its grid (with 5% for points between grid points) plus the
-        rounding of summing the terms in the dtype."""
+        """Absolute part: the fit's relative error times the weight floor (5% margin for points
+        between grid points), plus the rounding of summing the terms in the dtype."""
         fit = self.fit
         rounding = 4 * UNIT_ROUNDOFF[dtype] * (np.abs(fit.coefficients).sum() + abs(fit.constant))
-        return 1.05 * fit.max_error + rounding
+        return 1.05 * fit.max_relative_error * WEIGHT_FLOOR + rounding
+
+    def relative_error_bound(self, dtype: str) -> float:
+        """The fit is weighted by 1/|f|, so its error is close to relative."""
+        return 1.05 * self.fit.max_relative_error
 
     def extra_columns(self, d: int) -> int:
         return d * d + 2
