@@ -18,6 +18,7 @@ COMMAND_MODULES: list[str] = [
     "export",
     "bench",
     "attention",
+    "calc",
     "repl",
     "trace",
 ]

@@ -1,0 +1,81 @@
+"""Arithmetic expressions for `ltvm calc`, parsed with expression.lark into a small tree.
+
+Each node keeps the column it starts at, so later checks (an unknown name, an
+operand outside a block's domain) can point at the exact spot with a caret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import lark
+
+from assembler.diagnostics import SourceError
+
+SOURCE_NAME = "<expression>"
+
+
+@dataclass(frozen=True)
+class Node:
+    column: int
+    width: int
+
+
+@dataclass(frozen=True)
+class Number(Node):
+    value: float
+
+
+@dataclass(frozen=True)
+class Name(Node):
+    name: str
+
+
+@dataclass(frozen=True)
+class Operation(Node):
+    """An operator applied to operands: op is one of add sub mul div neg percent sqrt."""
+
+    op: str
+    operands: tuple[Node, ...]
+
+
+@cache
+def _parser() -> lark.Lark:
+    grammar = (Path(__file__).with_name("expression.lark")).read_text()
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+
+
+def parse_expression(text: str) -> Node:
+    """The tree of `text`, or a SourceError with a caret at the first bad character."""
+    if "\n" in text:
+        raise SourceError("an expression is one line", SOURCE_NAME, text,
+                          1, text.index("\n") + 1)
+    if not text.strip():
+        raise SourceError("empty expression", SOURCE_NAME, text, 1, 1)
+    try:
+        tree = _parser().parse(text)
+    except lark.UnexpectedCharacters as error:
+        raise SourceError(f"unexpected character {text[error.column - 1]!r}", SOURCE_NAME,
+                          text, 1, error.column) from None
+    except lark.UnexpectedToken as error:
+        token = error.token
+        if token.type == "$END":
+            raise SourceError("unexpected end of expression", SOURCE_NAME, text,
+                              1, len(text) + 1) from None
+        raise SourceError(f"unexpected '{token}'", SOURCE_NAME, text, 1, token.column,
+                          len(str(token))) from None
+    return _node(tree)
+
+
+def _node(tree: lark.Tree | lark.Token) -> Node:
+    if tree.data == "number":
+        token = tree.children[0]
+        return Number(token.column, len(token), float(token))
+    if tree.data == "name":
+        token = tree.children[0]
+        return Name(token.column, len(token), str(token))
+    operands = tuple(_node(c) for c in tree.children if isinstance(c, lark.Tree))
+    column = tree.meta.column
+    return Operation(column, max(1, tree.meta.end_column - column), str(tree.data), operands)

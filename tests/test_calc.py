@@ -1,0 +1,142 @@
+"""`ltvm calc`: compilation to FLEQ, the error bound, and the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from assembler.diagnostics import SourceError
+from assembler.fleq import assemble_fleq, assemble_fleq_file
+from vm.calc import calculate, compile_expression
+from vm.cli import main
+from vm.fleq_reference import run_fleq_reference
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = "sqrt(1/(((a+b)-c)*d))/100"
+PAPER_INPUTS = {"a": 3.0, "b": 5.0, "c": 1.0, "d": 2.0}
+
+
+def reference_value(expression: str, inputs: dict[str, float]) -> float:
+    compiled = compile_expression(expression, inputs)
+    program = assemble_fleq(compiled.source, "<calc>")
+    result = run_fleq_reference(program, 1000)
+    assert result.halted
+    return program.named_memory(result.cells)[compiled.result]
+
+
+def test_the_paper_expression_compiles_to_algorithm_3():
+    compiled = compile_expression(PAPER, PAPER_INPUTS)
+    program = assemble_fleq(compiled.source, "<calc>")
+    paper = assemble_fleq_file(ROOT / "programs" / "fleq" / "calculator.fleq")
+    assert [i.function for i in program.instructions] == \
+        [i.function for i in paper.instructions]
+
+
+def test_division_by_a_name_is_mul_after_inv():
+    functions = [s.function for s in compile_expression("a / b", {"a": 1.0, "b": 2.0}).steps]
+    assert functions == ["inv", "mul"]
+
+
+leaf = st.one_of(st.sampled_from(["x", "y"]),
+                 st.floats(0.5, 4.0).map(lambda v: f"{v:.3f}"))
+
+
+def expressions(depth: int = 3):
+    if depth == 0:
+        return leaf
+    smaller = expressions(depth - 1)
+    return st.one_of(
+        leaf,
+        st.tuples(smaller, st.sampled_from(["+", "-", "*"]), smaller).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})"),
+        smaller.map(lambda e: f"-{e}"),
+        smaller.map(lambda e: f"{e}%"),
+    )
+
+
+def python_value(expression: str, inputs: dict[str, float]) -> float:
+    return eval(expression.replace("%", "/100"), {"sqrt": math.sqrt}, dict(inputs))
+
+
+@settings(max_examples=60, deadline=None)
+@given(expressions(), st.floats(-3, 3), st.floats(-3, 3))
+def test_compiled_programs_compute_the_expression(expression, x, y):
+    inputs = {name: value for name, value in (("x", x), ("y", y)) if name in expression}
+    expected = python_value(expression, inputs)
+    assert reference_value(expression, inputs) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_paper_expression_on_the_transformer_is_within_its_bound():
+    result = calculate(PAPER, PAPER_INPUTS)
+    exact = math.sqrt(1 / (((3 + 5) - 1) * 2)) / 100
+    assert result.exact == pytest.approx(exact, rel=1e-15)
+    assert result.error <= result.bound
+    assert result.bound < 0.05 * exact, "the bound says something useful"
+    assert result.steps == 7
+
+
+@pytest.mark.parametrize("expression, inputs", [
+    ("(2.5*x - 1)/(x+3) + 7%", {"x": 1.2}),
+    ("sqrt(x*x + y*y)", {"x": 3.0, "y": 4.0}),
+    ("-x/4", {"x": 2.0}),
+])
+def test_other_expressions_are_within_their_bounds(expression, inputs):
+    result = calculate(expression, inputs)
+    assert result.error <= result.bound
+    assert result.exact == pytest.approx(python_value(expression, inputs), rel=1e-12)
+
+
+@pytest.mark.parametrize("expression, inputs, message", [
+    ("1/x", {"x": 0.01}, "inv is accurate only for 0.1 <= |a| <= 100"),
+    ("x*y", {"x": 10.0, "y": 5.0}, "mul is accurate only for |result| <= 20"),
+    ("sqrt(x)", {"x": -1.0}, "sqrt is accurate only for 0 <= a <= 100"),
+    ("a + b", {"a": 1.0}, "no value for 'b' (give --set b=VALUE)"),
+    ("inv + 1", {"inv": 1.0}, "'inv' is a reserved name"),
+    ("t1 + 1", {"t1": 1.0}, "'t1' is a reserved name"),
+])
+def test_inputs_outside_the_blocks_are_refused_with_a_caret(expression, inputs, message):
+    with pytest.raises(SourceError) as caught:
+        calculate(expression, inputs)
+    assert message in caught.value.message
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_prints_one_line_per_quantity(capsys):
+    args = ["calc", PAPER] + [f"--set={k}={v}" for k, v in PAPER_INPUTS.items()]
+    code, out, _ = run_cli(capsys, *args)
+    lines = dict(line.split(": ", 1) for line in out.strip().splitlines())
+    assert code == 0
+    transformer, exact, error = (float(lines[k]) for k in ("transformer", "exact", "error"))
+    assert abs(transformer - exact) == pytest.approx(error, rel=1e-6)
+    assert error <= float(lines["bound"])
+
+
+def test_cli_json_and_show(capsys):
+    code, out, _ = run_cli(capsys, "calc", "x * 2", "--set", "x=1.5", "--show", "--json")
+    assert code == 0
+    program_text, _, payload = out.partition("{")
+    assemble_fleq(program_text, "<shown>")
+    data = json.loads("{" + payload)
+    assert data["exact"] == 3.0 and data["within_bound"] is True
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["calc", "x +"], "<expression>:1:4: error: unexpected end of expression"),
+    (["calc", "x", "--set", "x"], "--set x: expected NAME=NUMBER"),
+    (["calc", "x", "--set", "x=1", "--set", "y=2"], "the expression has no input 'y'"),
+    (["calc", "x", "--set", "x=inf"], "must be finite"),
+    (["calc", "1/x", "--set", "x=0"], "inv is accurate only for"),
+])
+def test_cli_bad_input_exits_2_without_traceback(capsys, argv, message):
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert message in err and "Traceback" not in err
