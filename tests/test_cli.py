@@ -159,3 +159,15 @@ def test_bench_prints_a_table_with_the_reference_beside(capsys):
     rows = [line for line in out.splitlines() if line.startswith("| 16 |")]
     assert code == 0 and len(rows) == 2
     assert all(float(row.split("|")[7].replace(",", "")) > 0 for row in rows)
+
+
+def test_asm_encodes_a_fleq_program_and_lists_it(capsys, tmp_path):
+    calculator = str(ROOT / "programs" / "fleq" / "calculator.fleq")
+    target = tmp_path / "x.npy"
+    code, out, _ = run_cli(capsys, "asm", calculator, "--listing", "-o", str(target))
+    assert code == 0
+    rows, columns = (int(v) for v in out.split("X has ")[1].split(" columns")[0].split(" rows x "))
+    assert np.load(target, allow_pickle=False).shape == (rows, columns)
+    assert "t = percentage(t)" in out and "halt" in out
+    code, _, err = run_cli(capsys, "asm", calculator, "--export-csv", str(tmp_path / "csv"))
+    assert code == 2 and "SUBLEQ programs only" in err
