@@ -1,0 +1,33 @@
+"""The README's example programs assemble and run as the README says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from assembler.fleq import assemble_fleq
+from assembler.fleq_punchcard import fleq_geometry_for
+from assembler.subleq import assemble
+from vm.compare import compare_fleq
+from vm.reference import run_reference
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def example(opening: str) -> str:
+    """The fenced block of the README whose first line starts with `opening`."""
+    blocks = re.findall(r"```\n(.*?)```", README, flags=re.S)
+    return next(b for b in blocks if b.startswith(opening))
+
+
+def test_subleq_example_halts_on_the_reference():
+    program = assemble(example("; factorial-style skeleton"), "README.sq")
+    result = run_reference(program, 1000)
+    assert result.halted
+
+
+def test_fleq_example_runs_on_the_transformer_like_the_reference():
+    program = assemble_fleq(example("; a FLEQ program"), "README.fleq")
+    comparison = compare_fleq(program, fleq_geometry_for(program), 100)
+    assert comparison.ok and comparison.halted
+    assert comparison.steps == 16
