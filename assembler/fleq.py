@@ -294,6 +294,10 @@ class _FleqAssembler:
         destination, function, *arguments = assignment.children
         arguments = [a for a in arguments if a is not None]
         result = self.variable(destination)
+        if branch is not None and flag == result.cell:
+            raise self.error(f"'{result.name}' is written by this instruction and tested by its "
+                             "branch; the machine reads the flag before the write, so test it "
+                             "on the next line", branch.children[1])
         if function not in REGISTRY:
             raise self.error(f"unknown function '{function}' (registered: "
                              f"{', '.join(sorted(REGISTRY))})", function)
