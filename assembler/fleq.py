@@ -344,8 +344,12 @@ class _FleqAssembler:
         d = self.d_override or self.declared_d or largest
         if largest > d:
             widest = max(self.variables.values(), key=lambda v: max(v.shape))
-            raise InputError(f"{self.file}: '{widest.name}' is {widest.shape[0]}x"
-                             f"{widest.shape[1]}, larger than the block size d={d}")
+            message = (f"'{widest.name}' is {widest.shape[0]}x{widest.shape[1]}, larger than "
+                       f"the block size d={d}")
+            if widest.pos is not None and widest.pos.file == self.file:
+                raise SourceError(message, self.file, self.text, widest.pos.line,
+                                  widest.pos.column, len(widest.name))
+            raise InputError(f"{self.file}: {message}")
         used = {i.function for i in instructions if i.function} | set(self.forced_functions)
         functions = []
         for name in sorted(used):
