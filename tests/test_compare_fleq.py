@@ -1,0 +1,167 @@
+"""FLEQ lockstep comparison: per-write error rows, branch divergences, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from assembler.fleq import assemble_fleq, assemble_fleq_file
+from assembler.fleq_punchcard import fleq_geometry_for
+from vm.cli import main
+from vm.compare import compare_fleq
+from vm.errors import PrecisionError
+from vm.executor import EngineConfig, TransformerExecutor
+
+ROOT = Path(__file__).resolve().parents[1]
+CALCULATOR = ROOT / "programs" / "fleq" / "calculator.fleq"
+LOOP = """.data
+n: 2
+one: 1
+x: 0.5
+.code
+loop: x = add(x, x)
+      n = sub(n, one)
+      if n <= 0 goto done
+      goto loop
+done: halt
+"""
+
+
+@pytest.fixture(scope="module")
+def calculator():
+    program = assemble_fleq_file(CALCULATOR)
+    return program, fleq_geometry_for(program)
+
+
+def code_lines(path: Path) -> list[str]:
+    """The statements of a .fleq file, comments stripped."""
+    code = path.read_text().split(".code", 1)[1]
+    return [line.split(";")[0].strip() for line in code.splitlines() if line.split(";")[0].strip()]
+
+
+def test_calculator_passes_with_one_row_per_written_value(calculator):
+    program, geometry = calculator
+    result = compare_fleq(program, geometry, 100)
+    assert result.ok and result.halted and result.steps == 7 and result.branch is None
+    statements = code_lines(CALCULATOR)
+    exact = [8.0, 7.0, 14.0, 1 / 14, math.sqrt(1 / 14), math.sqrt(1 / 14) / 100]
+    assert [(e.step, e.pc, e.cell) for e in result.errors] == [(i, i, "t") for i in range(6)]
+    assert [e.instruction for e in result.errors] == statements[:6]
+    for error, value in zip(result.errors, exact, strict=True):
+        assert error.reference[0, 0] == pytest.approx(value, rel=1e-15)
+        difference = abs(error.transformer[0, 0] - error.reference[0, 0])
+        assert error.absolute == difference
+        assert error.relative == pytest.approx(difference / abs(value), rel=1e-12)
+    assert result.errors[0].absolute == result.errors[1].absolute == 0.0, "add and sub exact"
+    assert result.errors[2].local_absolute == result.errors[2].absolute, "mul of exact operands"
+    assert result.max_absolute == max(e.absolute for e in result.errors)
+    assert result.max_relative == max(e.relative for e in result.errors)
+
+
+def inject_counter(monkeypatch, program, geometry, after_step: int, value: float) -> None:
+    """Overwrite counter n on the transformer after one step (a fault the reference lacks)."""
+    real_step = TransformerExecutor.step
+    column = geometry.cell_column(program.variables["n"].cell)
+
+    def faulty_step(self, X, step=0):
+        X = real_step(self, X, step)
+        if step == after_step:
+            X = X.clone()
+            X[:, self.layout.row("mem", 0), column] = value
+        return X
+
+    monkeypatch.setattr(TransformerExecutor, "step", faulty_step)
+
+
+def test_a_branch_that_differs_is_reported_with_step_instruction_and_both_targets(monkeypatch):
+    program = assemble_fleq(LOOP, "loop.fleq")
+    geometry = fleq_geometry_for(program)
+    inject_counter(monkeypatch, program, geometry, after_step=1, value=0.0)
+    result = compare_fleq(program, geometry, 100)
+    assert not result.ok and not result.halted and result.steps == 3
+    branch = result.branch
+    assert (branch.step, branch.pc, branch.field) == (2, 2, "pc")
+    assert branch.instruction == "if n <= 0 goto done"
+    assert (branch.reference, branch.transformer) == (3, program.labels["done"])
+    counter = result.errors[-1]
+    assert (counter.step, counter.cell, counter.absolute) == (1, "n", 1.0)
+
+
+def test_a_too_low_temperature_is_a_precision_error_or_without_checks_a_divergence():
+    program = assemble_fleq(LOOP, "loop.fleq")
+    geometry = fleq_geometry_for(program)
+    with pytest.raises(PrecisionError, match="precision error at step 0"):
+        compare_fleq(program, geometry, 100, EngineConfig(temperature=1.0))
+    result = compare_fleq(program, geometry, 100, EngineConfig(temperature=1.0, checked=False))
+    assert not result.ok and result.branch.reference != result.branch.transformer
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(.+?)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$")
+
+
+def test_cli_compare_prints_a_row_per_write_and_an_ok_line(capsys, calculator):
+    program, geometry = calculator
+    code, out, err = run_cli(capsys, "compare", str(CALCULATOR))
+    assert code == 0 and "Traceback" not in err
+    header, *rows, last = out.strip().splitlines()
+    assert header.split() == ["step", "pc", "instruction", "cell", "abs", "error", "rel",
+                              "error", "block", "alone"]
+    expected = compare_fleq(program, geometry, 100)
+    assert len(rows) == len(expected.errors) == 6
+    for row, error in zip(rows, expected.errors):
+        step, pc, instruction, cell, absolute, relative, local = ROW.match(row).groups()
+        assert (int(step), int(pc), instruction, cell) == \
+            (error.step, error.pc, error.instruction, error.cell)
+        for shown, value in ((absolute, error.absolute), (relative, error.relative),
+                             (local, error.local_absolute)):
+            assert float(shown) == pytest.approx(value, rel=5e-3, abs=0.0)
+    assert last.startswith("OK: branches agree for 7 steps (halted); max abs error ")
+    numbers = re.findall(r"error ([0-9.e+-]+)", last)
+    assert [float(n) for n in numbers] == pytest.approx(
+        [expected.max_absolute, expected.max_relative], rel=5e-3)
+
+
+def test_cli_compare_json(capsys):
+    code, out, _ = run_cli(capsys, "compare", str(CALCULATOR), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] and data["halted"] and data["steps"] == 7
+    assert [w["instruction"] for w in data["writes"]] == code_lines(CALCULATOR)[:6]
+    assert data["branch_divergence"] is None
+    assert data["max_abs_error"] == max(w["abs_error"] for w in data["writes"])
+
+
+def test_cli_compare_reports_a_branch_divergence_and_exits_1(capsys, monkeypatch, tmp_path):
+    path = tmp_path / "loop.fleq"
+    path.write_text(LOOP)
+    program = assemble_fleq(LOOP, str(path))
+    inject_counter(monkeypatch, program, fleq_geometry_for(program), after_step=1, value=0.0)
+    code, out, _ = run_cli(capsys, "compare", str(path))
+    assert code == 1
+    assert out.strip().splitlines()[-1] == (
+        "branch divergence at step 2 (pc 2: if n <= 0 goto done): pc is 3 on the reference, "
+        "4 on the transformer")
+
+
+def test_cli_inspect_reports_seven_layers_against_the_papers_twelve(capsys):
+    code, out, _ = run_cli(capsys, "inspect", str(CALCULATOR))
+    assert code == 0
+    lines = out.splitlines()
+    assert any(line.startswith("total: 7 layers") for line in lines)
+    assert "paper (Theorem 2: 9 + max(l_i)): 12 layers" in lines
+    code, out, _ = run_cli(capsys, "inspect", str(CALCULATOR), "--json")
+    data = json.loads(out)
+    deepest = max(block["layers"] for block in data["blocks"])
+    assert data["totals"]["layers"] == 4 + deepest == 7
+    assert data["paper"]["layers"] == 9 + deepest == 12
+    assert np.array_equal([row["layer"] for row in data["layers"]], np.arange(7))
