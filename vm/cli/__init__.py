@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 import sys
 
 from vm import __version__
 from vm.errors import LtvmError
 
-COMMAND_MODULES: list[str] = [
+COMMAND_ORDER: list[str] = [
     "demo",
     "asm",
     "run",
@@ -22,6 +23,15 @@ COMMAND_MODULES: list[str] = [
     "repl",
     "trace",
 ]
+"""How `ltvm --help` lists the commands; modules not named here follow, sorted."""
+
+
+def command_modules() -> list[str]:
+    """Every module of this package that defines `register` (a new command is one module)."""
+    names = [info.name for info in pkgutil.iter_modules(__path__)
+             if info.name not in ("__main__", "common")]
+    known = [name for name in COMMAND_ORDER if name in names]
+    return known + sorted(set(names) - set(known))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,8 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ltvm {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"vm.cli.{name}").register(commands)
+    for name in command_modules():
+        module = importlib.import_module(f"vm.cli.{name}")
+        if hasattr(module, "register"):
+            module.register(commands)
     return parser
 
 

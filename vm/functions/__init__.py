@@ -1,14 +1,19 @@
 """The FLEQ function blocks, one registry (`REGISTRY`, filled by `@register`).
 
-Adding a function is one registered class in a module imported below.
+Adding a function is one `@register` class in a module of this package: every
+module here is imported, so its blocks are registered.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from vm.errors import InputError
 from vm.functions.base import REGISTRY, FunctionBlock
 
-from vm.functions import arithmetic, products, sigmoid_sums  # noqa: E402,F401  (registration)
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def make_block(name: str, **parameters: float) -> FunctionBlock:
