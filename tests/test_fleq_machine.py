@@ -11,10 +11,10 @@ import pytest
 from assembler.fleq import assemble_fleq, assemble_fleq_file
 from assembler.fleq_punchcard import fleq_geometry_for
 from vm.compare import compare_fleq
-from vm.errors import PrecisionError
+from vm.errors import InexactMovesError
 from vm.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
 from vm.fleq_reference import run_fleq_reference
-from vm.machines.fleq import fleq_machine
+from vm.machines.fleq import exact_move_temperature, fleq_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 A = np.array([[0.1, -0.7], [1.3, 2.9]])
@@ -196,32 +196,40 @@ def test_calculator_steps_are_within_the_blocks_documented_bounds(calculator, dt
         assert error.local_absolute <= bound, (error.instruction, error.local_absolute, bound)
 
 
-def test_checked_mode_names_the_step_when_the_temperature_is_too_low(loop):
+def test_a_temperature_too_low_for_exact_moves_is_refused_before_running(loop):
     program, geometry = loop
-    with pytest.raises(PrecisionError) as caught:
-        run_transformer(program, geometry, 1000, EngineConfig(checked=True, temperature=1.0))
-    error = caught.value
-    assert (error.step, error.layer, error.column) == (0, 0, 0)
-    assert error.field.startswith("cur_")
-    assert str(error).startswith("precision error at step 0, layer 0, column 0")
-    assert TransformerExecutor(geometry, EngineConfig(temperature=1.0)).checked
+    for checked in (None, True):
+        with pytest.raises(InexactMovesError, match="not exact in float64.*>= 746"):
+            run_transformer(program, geometry, 1000, EngineConfig(checked=checked,
+                                                                  temperature=5.0))
+    with pytest.raises(InexactMovesError, match="not exact in float32.*>= 104"):
+        TransformerExecutor(geometry, EngineConfig(temperature=103.0, dtype="float32"))
     assert not TransformerExecutor(geometry).checked
+
+
+def test_unchecked_runs_below_the_exact_temperature_show_the_leakage_it_guards_against(loop):
+    program, geometry = loop
+    result = run_transformer(program, geometry, 1000, EngineConfig(temperature=5.0,
+                                                                   checked=False))
+    reference = run_fleq_reference(program, 1000).cells
+    assert any(not np.array_equal(got, want) for got, want in zip(result.memory, reference))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_at_the_exact_move_temperature_moves_are_bit_exact(loop, dtype):
+    program, geometry = loop
+    temperature = exact_move_temperature(dtype)
+    executor = TransformerExecutor(geometry, EngineConfig(temperature=temperature, dtype=dtype))
+    assert not executor.checked
+    transformer = run_transformer(program, geometry, 1000, EngineConfig(dtype=dtype))
+    result = run_transformer(program, geometry, 1000, EngineConfig(temperature=temperature,
+                                                                   dtype=dtype))
+    for got, want in zip(result.memory, transformer.memory):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_checked_mode_passes_a_correct_run(loop):
     program, geometry = loop
     result = run_transformer(program, geometry, 1000, EngineConfig(checked=True))
-    for got, want in zip(result.memory, run_fleq_reference(program, 1000).cells):
-        np.testing.assert_array_equal(got, want)
-
-
-@pytest.mark.xfail(strict=True, reason="known gap: at temperatures the pointer check calls safe "
-                   "(e.g. 5) moved reals carry softmax leakage (0.19 here) and nothing checks them")
-def test_a_temperature_too_low_for_exact_moves_is_reported_not_returned(loop):
-    program, geometry = loop
-    try:
-        result = run_transformer(program, geometry, 1000, EngineConfig(temperature=5.0))
-    except PrecisionError:
-        return
     for got, want in zip(result.memory, run_fleq_reference(program, 1000).cells):
         np.testing.assert_array_equal(got, want)

@@ -50,3 +50,21 @@ class PrecisionError(RunFailure):
             f"field '{field}'{where}: value {value:.6g} is not {expected}; "
             "raise the temperature or use float64"
         )
+
+
+class InexactMovesError(PrecisionError):
+    """The temperature is too low for the FLEQ machine to move reals bit-exactly.
+
+    Pointer reads can still be clean ±1 codes at such temperatures, so the checked mode's
+    field checks would pass while every moved real carries softmax leakage.
+    """
+
+    def __init__(self, temperature: float, dtype: str, needed: float) -> None:
+        self.step, self.layer, self.column, self.field = 0, 0, 0, "mem"
+        self.value, self.program = temperature, None
+        RunFailure.__init__(
+            self, f"precision error at step 0: at temperature {temperature:g} the FLEQ "
+            f"machine's data moves are not exact in {dtype} (off-match softmax weights "
+            f"underflow to 0 only for temperature >= {needed:g}), so moved reals would carry "
+            "leakage no check can see; raise the temperature (default 800)")
+

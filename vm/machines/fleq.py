@@ -25,6 +25,7 @@ averaging garbage. Layers: 4 + max(l_i), against the paper's 9 + max(l_i).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -68,10 +69,21 @@ class FleqMachine:
         return (decode_cells(card, self.geometry, self.layout),
                 decode_fleq_pc(card, self.geometry, self.layout))
 
-    def temperature_is_safe(self) -> bool:
-        """Pointer reads provably within the checked band (reals need MOVE_TEMPERATURE to
-        arrive bit-exact; below it they carry softmax leakage)."""
-        return read_error_bound(self.geometry.columns, self.temperature) < WRITE_TOLERANCE
+    def temperature_is_safe(self, dtype: str) -> bool:
+        """Pointer reads provably within the checked band, and reals moved bit-exactly."""
+        return (read_error_bound(self.geometry.columns, self.temperature) < WRITE_TOLERANCE
+                and self.moves_are_exact(dtype))
+
+    def moves_are_exact(self, dtype: str) -> bool:
+        """Every off-match weight of a moving head underflows to exactly 0 (score margin at
+        least 1, so e^(-temperature) must be below the dtype's smallest subnormal)."""
+        return self.temperature >= exact_move_temperature(dtype)
+
+
+def exact_move_temperature(dtype: str) -> float:
+    """Smallest integer temperature at which e^(-temperature) rounds to exactly 0 in `dtype`
+    (below half the smallest subnormal): 746 for float64, 104 for float32."""
+    return float(math.ceil(-math.log(float(np.finfo(dtype).smallest_subnormal)) + math.log(2)))
 
 
 def _head(layout: Layout, queries: dict[str, np.ndarray], keys: dict[str, np.ndarray],

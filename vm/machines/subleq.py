@@ -112,8 +112,12 @@ class SubleqMachine:
     def decode(self, card: np.ndarray) -> tuple[list[int], int]:
         return decode_memory(card, self.layout), decode_pc(card, self.layout)
 
-    def temperature_is_safe(self) -> bool:
+    def temperature_is_safe(self, dtype: str) -> bool:
         return temperature_is_safe(self)
+
+    def moves_are_exact(self, dtype: str) -> bool:
+        """No real-valued data: every move is a ±1 code the checked mode validates."""
+        return True
 
 
 def _fetch_layer(layout: Layout, lam: float) -> LayerWeights:
