@@ -80,6 +80,17 @@ class FleqProgram:
     def eof(self) -> int:
         return len(self.instructions)
 
+    def check_counters(self, dtype: str) -> None:
+        """Raise InputError if an integer counter starts beyond the integers `dtype` holds
+        exactly (2^24 in float32, 2^53 in float64): its arithmetic would round silently."""
+        limit = 2.0 ** (np.finfo(dtype).nmant + 1)
+        for variable in self.variables.values():
+            value = float(self.cells[variable.cell][0, 0])
+            if variable.integer and abs(value) > limit:
+                where = f"{variable.pos}: " if variable.pos else f"{self.source}: "
+                raise InputError(f"{where}counter '{variable.name}' = {value:.0f} is beyond "
+                                 f"{limit:.0f}, the largest integer {dtype} counts exactly")
+
     def validate(self) -> None:
         """Raise InputError unless operands, targets and cells fit the program."""
         cells, names = len(self.cells), [name for name, _ in self.functions]

@@ -11,7 +11,7 @@ import pytest
 from assembler.fleq import assemble_fleq, assemble_fleq_file
 from assembler.fleq_punchcard import fleq_geometry_for
 from vm.compare import compare_fleq
-from vm.errors import InexactMovesError
+from vm.errors import InexactMovesError, InputError
 from vm.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
 from vm.fleq_reference import run_fleq_reference
 from vm.machines.fleq import exact_move_temperature, fleq_machine
@@ -233,3 +233,14 @@ def test_checked_mode_passes_a_correct_run(loop):
     result = run_transformer(program, geometry, 1000, EngineConfig(checked=True))
     for got, want in zip(result.memory, run_fleq_reference(program, 1000).cells):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_counter_beyond_the_dtypes_exact_integers_is_refused_at_load():
+    source = ".data\nn: 16777217\none: 1\n.code\nn = sub(n, one)\nhalt\n"
+    program = assemble_fleq(source, "big.fleq")
+    geometry = fleq_geometry_for(program)
+    with pytest.raises(InputError, match=r"big.fleq:2:1: counter 'n' = 16777217 is beyond "
+                                         r"16777216, the largest integer float32 counts"):
+        run_transformer(program, geometry, 10, EngineConfig(dtype="float32"))
+    result = run_transformer(program, geometry, 10, EngineConfig(dtype="float64"))
+    assert result.memory[program.variables["n"].cell][0, 0] == 16777216

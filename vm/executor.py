@@ -112,6 +112,9 @@ class TransformerExecutor:
 
     def load(self, programs: list[Program]) -> torch.Tensor:
         """Punchcards of programs of this geometry as one (batch, rows, n) tensor."""
+        for program in programs:
+            if isinstance(program, FleqProgram):
+                program.check_counters(self.dtype_name)
         return self.load_punchcards(np.stack([self.machine.encode(p) for p in programs]))
 
     def load_punchcards(self, cards: np.ndarray) -> torch.Tensor:
