@@ -53,6 +53,7 @@ class _FleqAssembler:
         self.forced_functions = functions or []
         self.declared_d: int | None = None
         self.function_parameters: dict[str, dict[str, float]] = {}
+        self.header_lines: dict[str, int] = {}
         self.variables: dict[str, Variable] = {}
         self.values: dict[str, np.ndarray] = {}
         self.labels: dict[str, int] = {}
@@ -91,6 +92,11 @@ class _FleqAssembler:
                     self.code_line(line)
 
     def header(self, node: lark.Tree) -> None:
+        key = ".d" if node.data == "block_size" else f".function {node.children[1]}"
+        if key in self.header_lines:
+            raise self.error(f"{key} given twice (first on line {self.header_lines[key]})",
+                             node.children[0])
+        self.header_lines[key] = node.children[0].line
         if node.data == "block_size":
             value = int(node.children[1])
             if not 1 <= value <= MAX_BLOCK:

@@ -158,6 +158,9 @@ BAD = [
     (".data\nx: 1.0\n.d 2\n.code\nhalt\n", "unexpected '.d'", 3, 1),
     (".data\nx: 1.0\n", "empty program", 1, 1),
     # header
+    (".d 2\n.d 3\n.data\nx: 1.0\n.code\nhalt\n", ".d given twice (first on line 1)", 2, 1),
+    (".function inv terms=8\n.function inv terms=16\n.data\nx: 1.0\n.code\nhalt\n",
+     ".function inv given twice (first on line 1)", 2, 1),
     (f".d {MAX_BLOCK + 1}\n.data\nx: 1.0\n.code\nhalt\n",
      f"block size must be between 1 and {MAX_BLOCK}", 1, 4),
     (".d 0\n.data\nx: 1.0\n.code\nhalt\n", "block size must be between", 1, 4),
