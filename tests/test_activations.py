@@ -1,0 +1,109 @@
+"""Activation blocks: the references agree with torch, the transformer stays within each
+block's documented bound in both dtypes, and the relu derivative's step is exact off its
+ramp."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from assembler.fleq import assemble_fleq
+from assembler.fleq_punchcard import fleq_geometry_for
+from vm.executor import EngineConfig, run_transformer
+from vm.functions import make_block
+from vm.machines.fleq import fleq_machine
+
+torch.set_num_threads(1)
+D = 3
+NAMES = ("sigmoid", "tanh", "sigmoid_prime", "tanh_prime", "relu", "relu_prime")
+RNG = np.random.default_rng(7)
+OPERANDS = {name: RNG.normal(scale=4.0, size=(D, D)) for name in NAMES}
+OPERANDS["sigmoid"][0, 0] = 35.0
+OPERANDS["tanh_prime"][0, 0] = -25.0
+OPERANDS["relu"][0, 0] = 0.0
+STEP = make_block("relu_prime")
+OPERANDS["relu_prime"] = np.array([[0.0, -1e-12, STEP.ramp], [1e-12, -3.0, 2e-9],
+                                   [1e3, -1e3, 1e-10]])
+
+
+def literal(matrix: np.ndarray) -> str:
+    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
+    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
+
+
+def torch_reference(name: str, a: np.ndarray) -> np.ndarray:
+    """The functions and their autograd derivatives, independently of the blocks."""
+    x = torch.tensor(a, dtype=torch.float64, requires_grad=True)
+    function = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu}
+    base = name.removesuffix("_prime")
+    y = function[base](x)
+    if name == base:
+        return y.detach().numpy()
+    (gradient,) = torch.autograd.grad(y.sum(), x)
+    return gradient.numpy()
+
+
+@pytest.fixture(scope="module")
+def program():
+    data = "\n".join(f"A{i}: {literal(OPERANDS[n])}\nC{i}: .zeros {D}x{D}"
+                     for i, n in enumerate(NAMES))
+    code = "\n".join(f"C{i} = {n}(A{i})" for i, n in enumerate(NAMES))
+    return assemble_fleq(f".d {D}\n.data\n{data}\n.code\n{code}\nhalt\n", "act.fleq")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_is_torch(name):
+    a = OPERANDS[name]
+    expected = torch_reference(name, a)
+    if name == "relu_prime":
+        inside = (a > 0) & (a < STEP.ramp)
+        np.testing.assert_array_equal(make_block(name).reference(a, None)[~inside],
+                                      expected[~inside])
+        assert make_block(name).reference(np.zeros(1), None)[0] == expected[0, 0] == 0.0
+        return
+    np.testing.assert_allclose(make_block(name).reference(a, None), expected, rtol=1e-12,
+                               atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_transformer_within_documented_bound(program, dtype):
+    result = run_transformer(program, fleq_geometry_for(program), 20, EngineConfig(dtype=dtype))
+    assert result.halted
+    for i, name in enumerate(NAMES):
+        a = OPERANDS[name]
+        block = make_block(name)
+        got = result.memory[program.variables[f"C{i}"].cell]
+        exact = torch_reference(name, a)
+        if name == "relu_prime":
+            inside = (a > 0) & (a < block.ramp)
+            np.testing.assert_array_equal(got[~inside], exact[~inside])
+            assert ((got[inside] >= 0) & (got[inside] <= 1)).all()
+            assert not block.domain().contains(a[inside])
+            continue
+        bound = block.bound_at(dtype, exact)
+        assert (np.abs(got - exact) <= bound).all(), (name, np.abs(got - exact).max())
+
+
+def test_error_is_small_not_just_bounded(program):
+    """The float64 bounds are tight enough to train with: the function itself to 1e-14,
+    derivatives to 1e-7."""
+    for name, limit in (("sigmoid", 1e-14), ("tanh", 1e-14), ("sigmoid_prime", 1e-8),
+                        ("tanh_prime", 2e-7)):
+        assert make_block(name).error_bound("float64") < limit, name
+
+
+def test_heads_per_block(program):
+    machine = fleq_machine(fleq_geometry_for(program))
+    roles = [h.role for layer in machine.weights.layers for h in layer.heads]
+    terms = {name: sum(role.startswith(f"{name}: sigmoid term") for role in roles)
+             for name in NAMES}
+    assert terms == {"sigmoid": 1, "tanh": 1, "sigmoid_prime": 4, "tanh_prime": 4, "relu": 0,
+                     "relu_prime": 1}
+
+
+def test_parameters_are_checked():
+    with pytest.raises(Exception, match="step"):
+        make_block("sigmoid_prime", step=0.0)
+    with pytest.raises(Exception, match="slope"):
+        make_block("relu_prime", slope=0.5)
