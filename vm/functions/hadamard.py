@@ -1,0 +1,147 @@
+"""hadamard(A, B): the elementwise product, by the linearized softmax (Lemma 7).
+
+Every entry needs its own query, so the block has d^2 "vector" columns
+V_{r,k} (as the sigmoid sums do) and an anchor column:
+
+  layer 1  V_{r,k} gathers B's column k (exact head); its ReLU layer keeps
+           row r only, in query row r: q = B[r,k] e_r
+  layer 2  the two product heads (`LinearizedProduct.product_heads`): the keys
+           are A's columns i, so V_{r,k} gets R_i ~ A[r,i] B[r,k] for every i;
+           the ReLU layer combines them into y = A[r,k] B[r,k]
+  layer 3  C's column k gathers y from V_{r,k} for every r (d exact heads);
+           the ReLU layer writes the result, masked to the instruction's shape
+
+All d keys are active (A's other columns score A[r,i] B[r,k] too), so they
+share the softmax denominator. To first order in eps the raw outputs are
+R_i = e^C (s_i - S / D0) / D0 with S = sum_i s_i and D0 = e^C + d, which the
+ReLU layer inverts exactly: s_k = (D0 / e^C) R_k + (D0 / e^2C) sum_i R_i. The
+error left is the linearization's third order, about eps^2 (|s_k|^3 / 6 +
+|s_k| S^2), and the score rounding at ulp(C), as for mul.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vm.functions.arithmetic import UNIT_ROUNDOFF
+from vm.functions.base import (GATE_BIG, MOVE_TEMPERATURE, BlockContext, Domain, Parameter,
+                               Shape, register)
+from vm.functions.products import ANCHOR, LinearizedProduct, ulp
+
+SPAN = 4.0
+"""Largest |entry| of A and B on which the documented bound holds."""
+
+
+@register
+class Hadamard(LinearizedProduct):
+    name = "hadamard"
+    arity = 2
+    summary = "C = A * B elementwise, by the linearized softmax (d^2 query columns)"
+    lemma = "Lemma 7 (per entry)"
+    parameters = (Parameter("scale", 1e-5, "eps: scores are eps * a * b; truncation ~eps^2, "
+                            "rounding ~ulp(C) / eps"), ANCHOR)
+
+    def output_shape(self, a: Shape, b: Shape | None) -> Shape:
+        if a != b:
+            raise ValueError(f"operands must have the same shape, got {a[0]}x{a[1]} and "
+                             f"{b[0]}x{b[1]}")
+        return a
+
+    def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        return a * b
+
+    def domain(self) -> Domain:
+        return Domain(f"|entries| <= {SPAN:g}", -SPAN, SPAN)
+
+    def error_bound(self, dtype: str) -> float:
+        """Truncation: the third order of the linearization is about eps^2 M^3 / 6 with M
+        the largest |A[r,i] B[r,k]| of the row (mpmath-checked up to d = 16: at most 1.5
+        times that), so 2 eps^2 SPAN^6 / 6 on the domain; rounding: scores resolved to
+        ulp(C) and a few roundings of e^C/eps-sized terms, amplified by 1/eps."""
+        eps, anchor = self.values["scale"], self.values["anchor"]
+        truncation = 2 * eps ** 2 * SPAN ** 6 / 6
+        rounding = 4 * (ulp(anchor, dtype) + 8 * UNIT_ROUNDOFF[dtype]) / eps
+        return truncation + rounding
+
+    def extra_columns(self, d: int) -> int:
+        return d * d + 1
+
+    def depth(self, d: int) -> int:
+        return 3
+
+    def private_fields(self, d: int) -> list[tuple[str, int]]:
+        return [("tb", d), ("qb", d), ("plus", d), ("minus", d), ("y", 1), ("yt", d)]
+
+    def constant_fields(self, d: int) -> dict[str, np.ndarray]:
+        width = 3 * d + d * d + 1
+        anchor_column = width - 1
+        vr, vk = np.zeros((d, width)), np.zeros((d, width))
+        rsel, ksel = np.full((d, width), -GATE_BIG), np.full((d, width), -GATE_BIG)
+        g_v = np.full((1, width), -GATE_BIG)
+        for r in range(d):
+            for k in range(d):
+                column = 3 * d + r * d + k
+                vr[r, column] = vk[k, column] = 1.0
+                rsel[r, column] = ksel[k, column] = g_v[0, column] = 0.0
+        anchor = np.zeros((1, width))
+        anchor[0, anchor_column] = 1.0
+        keys = np.full((1, width), -GATE_BIG)
+        keys[0, :d] = 0.0
+        keys[0, anchor_column] = 0.0
+        return {"anchor": anchor, "pkeys": keys, "vr": vr, "vk": vk, "rsel": rsel,
+                "ksel": ksel, "gV": g_v}
+
+    def build(self, ctx: BlockContext) -> None:
+        self._queries(ctx)
+        self.product_heads(ctx, 1, {ctx.row("qb", r): np.eye(ctx.d)[r] for r in range(ctx.d)})
+        self._combine(ctx)
+        self._scatter(ctx)
+
+    def _queries(self, ctx: BlockContext) -> None:
+        """q = B[r,k] e_r in V_{r,k}: gather B's column k, keep row r."""
+        d = ctx.d
+        queries = {ctx.row("vk", k): np.eye(d + 1)[k] for k in range(d)}
+        queries[ctx.row("one")] = np.eye(d + 1)[d]
+        keys = {ctx.row("kone", k): np.eye(d + 1)[k] for k in range(d)}
+        keys[ctx.row("isB")] = np.eye(d + 1)[d]
+        values = {(ctx.row("tb", r), ctx.row("rd", r)): 1.0 for r in range(d)}
+        ctx.add_head(0, queries, keys, values, MOVE_TEMPERATURE, "V_rk gathers B column k")
+        ffn = ctx.ffn(0)
+        for r in range(d):
+            ffn.copy(ctx.row("tb", r), ctx.row("qb", r), gate=ctx.row("rsel", r))
+
+    def _combine(self, ctx: BlockContext) -> None:
+        """y = (D0 / e^C) R_k + (D0 / e^2C) sum_i R_i, with R_i = (plus_i - minus_i) / 2."""
+        d, anchor = ctx.d, self.values["anchor"]
+        total = math.exp(anchor) + d
+        own, shared = total * math.exp(-anchor) / 2, total * math.exp(-2 * anchor) / 2
+        ffn, y = ctx.ffn(1), ctx.row("y")
+        every = {}
+        for i in range(d):
+            every[ctx.row("plus", i)] = shared
+            every[ctx.row("minus", i)] = -shared
+        self._linear(ffn, every, ctx.row("gV"), y)
+        for k in range(d):
+            self._linear(ffn, {ctx.row("plus", k): own, ctx.row("minus", k): -own},
+                         ctx.row("ksel", k), y)
+
+    @staticmethod
+    def _linear(ffn, form: dict[int, float], gate: int, target: int) -> None:
+        """target += form exactly where the gate offset is 0 (two ReLU units)."""
+        ffn.relu_into({**form, gate: 1.0}, target, 1.0)
+        ffn.relu_into({**{row: -c for row, c in form.items()}, gate: 1.0}, target, -1.0)
+
+    def _scatter(self, ctx: BlockContext) -> None:
+        d = ctx.d
+        for r in range(d):
+            queries = {ctx.row("kone", k): np.eye(2 * d + 1)[d + k] for k in range(d)}
+            queries[ctx.row("one")] = np.eye(2 * d + 1)[r] + np.eye(2 * d + 1)[2 * d]
+            keys = {ctx.row("vr", i): np.eye(2 * d + 1)[i] for i in range(d)}
+            keys.update({ctx.row("vk", k): np.eye(2 * d + 1)[d + k] for k in range(d)})
+            keys[ctx.row("gV")] = np.eye(2 * d + 1)[2 * d]
+            values = {(ctx.row("yt", r), ctx.row("y")): 1.0}
+            ctx.add_head(2, queries, keys, values, MOVE_TEMPERATURE, f"C gathers row {r}")
+            ctx.emit_result(2, r, {ctx.row("yt", r): 1.0})
+
