@@ -1,7 +1,9 @@
 """Weight export (DESIGN.md §3): weights.npz, layout.json and punchcard.npy.
 
 Anyone with numpy and these three files can run the program with a short
-implementation of Eq. (1) and read the result; nothing is pickled.
+implementation of Eq. (1) and read the result; nothing is pickled. SUBLEQ
+memory is ±1 two's-complement words; FLEQ memory is real-valued cells of d
+columns (`fleq_layout_extra` says how to read them).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from assembler.fleq_program import FleqProgram
 from vm.errors import InputError
 from vm.layout import Layout
+from vm.machines.fleq_layout import FleqGeometry
 from vm.weights import MachineWeights
 
 FORMAT = "looped-transformer/1"
@@ -77,3 +81,26 @@ def export(directory: str | Path, weights: MachineWeights, layout: Layout, punch
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return directory
+
+
+FLEQ_MEMORY_ENCODING = ("real: the memory region is a sequence of cells of d consecutive "
+                        "columns; cell i starts at column cell_start + i * d and holds a d x d "
+                        "matrix in the d rows of memory_field (matrix column k in the cell's "
+                        "column k), zero-padded around the variable's shape; a scalar is the "
+                        "top-left entry")
+
+
+def fleq_layout_extra(program: FleqProgram, geometry: FleqGeometry) -> dict:
+    """The FLEQ part of layout.json: real cells, named variables, pc and halt."""
+    names = {}
+    for variable in sorted(program.variables.values(), key=lambda v: v.cell):
+        start = geometry.cell_column(variable.cell)
+        names[variable.name] = {"cell": variable.cell, "columns": [start, start + geometry.d],
+                                "shape": list(variable.shape), "kind": variable.kind}
+    return {"machine": "fleq", "bits": geometry.pos_bits, "encoding": "real",
+            "memory_encoding": FLEQ_MEMORY_ENCODING, "d": geometry.d,
+            "cells": geometry.cells, "cell_start": geometry.memory_start,
+            "memory_names": names, "pc_column": 0,
+            "pc_encoding": "pm1-binary-msb-first (absolute column index of the instruction)",
+            "instruction_start": geometry.instruction_start, "halt_pc": geometry.eof_column,
+            "dtype": "float64"}

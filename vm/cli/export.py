@@ -4,19 +4,38 @@ from __future__ import annotations
 
 import argparse
 
+from assembler.fleq_program import FleqProgram
 from assembler.punchcard import encode
 from vm.cli.common import add_program_arguments, load_program
-from vm.export import export
+from vm.export import export, fleq_layout_extra
 from vm.layers import ATTENTION_MODES
-from vm.machines.subleq import subleq_machine
+from vm.machines import machine_for
+
+DESCRIPTION = """\
+Write DIR/weights.npz (every Q, K, V, lam, mask, W1, b1, W2, b2 and a JSON meta string),
+DIR/layout.json (how to decode memory and the program counter) and DIR/punchcard.npy (X
+before the first pass). Run by repeating X <- TF(X) (Eq. 1, every layer in order) while
+the pc code differs from halt_pc.
+
+layout.json, both machines: fields {name: [first row, stop]}, regions {name: [first
+column, stop]}, memory_field, pc_field, pc_column (the column whose pc_field rows hold the
+pc, as a ±1 code of `bits` bits, MSB first, of the absolute column of the next
+instruction), halt_pc (the EOF instruction's column), memory_names.
+
+SUBLEQ (.sq): memory is one N-bit ±1 two's-complement word per memory column (encoding
+pm1-twos-complement-msb-first, bits = N); memory_names {name: [first, stop]} in words.
+
+FLEQ (.fleq): machine "fleq", encoding "real": memory is `cells` cells of d columns from
+column cell_start; cell i is X[memory_field rows, cell_start + i*d : cell_start + (i+1)*d],
+a d x d matrix (a scalar is its [0, 0] entry); memory_names {name: {cell, columns: [first
+column, stop], shape: [rows, columns], kind}}; bits = the width of the pc code; dtype:
+the weights are float64 and the products need it."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "export", help="export weights, layout and punchcard (npz/json/npy, no pickle)",
-        description="Write DIR/weights.npz (every Q, K, V, lam, mask, W1, b1, W2, b2 and a "
-                    "JSON meta string), DIR/layout.json (how to decode memory and the program "
-                    "counter) and DIR/punchcard.npy (X before the first pass).")
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_program_arguments(parser)
     parser.add_argument("-o", "--output", required=True, metavar="DIR",
                         help="directory to write (new, empty, or a previous export)")
@@ -24,19 +43,25 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="masked (default) exports each head's geometry-only mask; dense "
                              "exports none")
     parser.add_argument("--temperature", type=float, metavar="LAM",
-                        help="softmax temperature (default: the exact-read rule)")
+                        help="softmax temperature (default: the exact-read rule for SUBLEQ, "
+                             "the exact-move temperature 800 for FLEQ)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
-    machine = subleq_machine(geometry, args.temperature)
-    punchcard = encode(program, geometry, machine.layout)
-    extra = {"pc_column": 0, "halt_pc": geometry.eof_column,
-             "pc_encoding": "pm1-binary-msb-first (absolute column index)",
-             "memory_names": {name: [s.address, s.address + s.size]
-                              for name, s in program.symbols.items()}}
-    directory = export(args.output, machine.weights, machine.layout, punchcard, geometry.bits,
+    machine = machine_for(geometry, args.temperature)
+    if isinstance(program, FleqProgram):
+        punchcard = machine.encode(program)
+        bits, extra = geometry.pos_bits, fleq_layout_extra(program, geometry)
+    else:
+        punchcard = encode(program, geometry, machine.layout)
+        bits = geometry.bits
+        extra = {"pc_column": 0, "halt_pc": geometry.eof_column,
+                 "pc_encoding": "pm1-binary-msb-first (absolute column index)",
+                 "memory_names": {name: [s.address, s.address + s.size]
+                                  for name, s in program.symbols.items()}}
+    directory = export(args.output, machine.weights, machine.layout, punchcard, bits,
                        args.attention == "masked", extra)
     print(f"wrote {directory}/{{weights.npz, layout.json, punchcard.npy}}: "
           f"{len(machine.weights.layers)} layers, heads {machine.weights.heads}, "

@@ -1,0 +1,181 @@
+"""`ltvm export` of FLEQ programs, run by an independent numpy Eq. (1).
+
+`run_exported` and `read_cell` import nothing from the project: they are what
+a reader of layout.json and `ltvm export --help` would write. That the run
+reproduces the reference shows no f_m is computed outside the forward pass.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from assembler.fleq import assemble_fleq, assemble_fleq_file
+from vm.calc import calculate
+from vm.cli import main
+from vm.fleq_reference import run_fleq_reference
+from vm.functions import make_block
+
+ROOT = Path(__file__).resolve().parents[1]
+CALCULATOR = ROOT / "programs" / "fleq" / "calculator.fleq"
+EXPRESSION = "sqrt(1/(((a+b)-c)*d))/100"
+
+
+def pc_value(X: np.ndarray, layout: dict) -> int:
+    bits = X[slice(*layout["fields"][layout["pc_field"]]), layout["pc_column"]]
+    return int("".join("1" if b > 0 else "0" for b in bits), 2)
+
+
+def read_cell(X: np.ndarray, layout: dict, cell: int) -> np.ndarray:
+    """Cell `cell` as a d x d matrix (layout.json: cell_start + cell * d, memory_field rows)."""
+    start = layout["cell_start"] + cell * layout["d"]
+    return X[slice(*layout["fields"][layout["memory_field"]]), start:start + layout["d"]]
+
+
+def run_exported(directory: Path, max_steps: int,
+                 on_step: Callable[[np.ndarray, np.ndarray], None] | None = None
+                 ) -> tuple[np.ndarray, int, int]:
+    """X <- TF(X) with plain numpy until pc == halt_pc; returns (X, pc, steps)."""
+    weights = np.load(directory / "weights.npz", allow_pickle=False)
+    layout = json.loads((directory / "layout.json").read_text())
+    X = np.load(directory / "punchcard.npy", allow_pickle=False)
+    meta = json.loads(str(weights["meta"]))
+    steps = 0
+    while pc_value(X, layout) != layout["halt_pc"] and steps < max_steps:
+        before = X
+        for l in range(meta["layers"]):
+            A = X.copy()
+            for h in range(meta["heads"][l]):
+                w = {k: weights[f"l{l}.h{h}.{k}"] for k in ("Q", "K", "V", "lam")}
+                S = w["lam"] * (w["K"] @ X).T @ (w["Q"] @ X)
+                S = S + weights[f"l{l}.h{h}.mask"] if f"l{l}.h{h}.mask" in weights else S
+                P = np.exp(S - S.max(axis=0))
+                A += w["V"] @ X @ (P / P.sum(axis=0))
+            W1, b1, W2, b2 = (weights[f"l{l}.{k}"] for k in ("W1", "b1", "W2", "b2"))
+            X = A + W2 @ np.maximum(W1 @ A + b1[:, None], 0) + b2[:, None]
+        steps += 1
+        if on_step is not None:
+            on_step(before, X)
+    return X, pc_value(X, layout), steps
+
+
+def export(tmp_path: Path, program: Path, *options: str) -> tuple[Path, dict]:
+    out = tmp_path / "export"
+    assert main(["export", str(program), "-o", str(out), *options]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["layout.json", "punchcard.npy",
+                                                     "weights.npz"]
+    return out, json.loads((out / "layout.json").read_text())
+
+
+def named(X: np.ndarray, layout: dict, name: str) -> np.ndarray:
+    variable = layout["memory_names"][name]
+    rows, columns = variable["shape"]
+    return read_cell(X, layout, variable["cell"])[:rows, :columns]
+
+
+def test_the_exported_calculator_computes_algorithm_3_within_the_bound(tmp_path):
+    out, layout = export(tmp_path, CALCULATOR)
+    program = assemble_fleq_file(CALCULATOR)
+    blocks = {name: make_block(name, **dict(values)) for name, values in program.functions}
+    checked = []
+
+    def check_step(before: np.ndarray, after: np.ndarray) -> None:
+        """The written cell equals the block's reference on the operands this run read,
+        within the block's documented bound: f_m happened inside Eq. (1)."""
+        instruction = program.instructions[pc_value(before, layout) - layout["instruction_start"]]
+        if instruction.function is None:
+            return
+        block = blocks[instruction.function]
+        (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
+        a = read_cell(before, layout, instruction.a)[:ha, :wa]
+        b = read_cell(before, layout, instruction.b)[:hb, :wb] if block.arity == 2 else None
+        exact = block.reference(a, b)
+        rows, columns = instruction.shape
+        got = read_cell(after, layout, instruction.c)[:rows, :columns]
+        assert np.all(np.abs(got - exact) <= block.bound_at("float64", exact)), \
+            (instruction.text, got, exact)
+        checked.append(instruction.function)
+
+    X, pc, steps = run_exported(out, 20, check_step)
+    assert pc == layout["halt_pc"]
+    reference = run_fleq_reference(program)
+    assert steps == reference.steps == len(program.instructions)
+    assert checked == ["add", "sub", "mul", "inv", "sqrt", "percentage"]
+    inputs = {name: float(named(X, layout, name)[0, 0]) for name in "abcd"}
+    calculation = calculate(EXPRESSION, inputs)
+    t = float(named(X, layout, "t")[0, 0])
+    exact = float(reference.cells[program.variables["t"].cell][0, 0])
+    assert exact == pytest.approx(np.sqrt(1 / (((3 + 5) - 1) * 2)) / 100, rel=1e-15)
+    assert 0 < abs(t - exact) <= calculation.bound
+    assert t == pytest.approx(calculation.transformer, rel=1e-12)
+
+
+LOOP = """.d 2
+.data
+n: 4
+one: 1
+A: .matrix 2x2 [[0.1, -0.7], [1.3, 2.9]]
+B: .matrix 2x2 [[0.3, 0.2], [-0.001, 7.1]]
+v: .vector [1.5, -2.25]
+S: .zeros 2x2
+.code
+loop: S = add(S, A)
+      S = sub(S, B)
+      v = add(v, v)
+      n = sub(n, one)
+      if n <= 0 goto done
+      goto loop
+done: halt
+"""
+
+
+@pytest.mark.parametrize("attention", ["masked", "dense"])
+def test_an_exported_counter_loop_over_matrices_matches_the_reference_exactly(tmp_path,
+                                                                              attention):
+    source = tmp_path / "loop.fleq"
+    source.write_text(LOOP)
+    out, layout = export(tmp_path, source, "--attention", attention)
+    program = assemble_fleq(LOOP, str(source))
+    reference = run_fleq_reference(program)
+    X, pc, steps = run_exported(out, 100)
+    assert pc == layout["halt_pc"] and steps == reference.steps == 4 * 5 + 3 + 1  # 3 gotos, halt
+    expected = program.named_memory(reference.cells)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(named(X, layout, name), np.atleast_2d(value).reshape(
+            layout["memory_names"][name]["shape"]), err_msg=name)
+    assert expected["n"] == 0
+    assert (weights_mask_present(out)) == (attention == "masked")
+
+
+def weights_mask_present(directory: Path) -> bool:
+    return "l0.h0.mask" in np.load(directory / "weights.npz").files
+
+
+def test_fleq_layout_describes_cells_pc_and_halt(tmp_path):
+    out, layout = export(tmp_path, CALCULATOR)
+    program = assemble_fleq_file(CALCULATOR)
+    meta = json.loads(str(np.load(out / "weights.npz")["meta"]))
+    X = np.load(out / "punchcard.npy")
+    assert layout["machine"] == "fleq" and layout["encoding"] == "real"
+    assert meta["format"] == "looped-transformer/1" and meta["layers"] == 7
+    assert X.shape == (meta["rows"], meta["columns"]) == (layout["rows"], layout["columns"])
+    memory = layout["regions"]["memory"]
+    assert memory == [layout["cell_start"], layout["cell_start"] + layout["cells"] * layout["d"]]
+    assert layout["halt_pc"] == layout["columns"] - 1
+    assert pc_value(X, layout) == layout["instruction_start"] == layout["regions"][
+        "instructions"][0]
+    for name, variable in program.variables.items():
+        assert named(X, layout, name).tolist() == program.cells[variable.cell][
+            :variable.shape[0], :variable.shape[1]].tolist()
+
+
+def test_export_help_documents_the_fleq_layout(capsys):
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    text = capsys.readouterr().out
+    for word in ("cell_start", "memory_names", "halt_pc", "FLEQ", "encoding \"real\""):
+        assert word in text
