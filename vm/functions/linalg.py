@@ -1,0 +1,434 @@
+"""Linear algebra blocks: transpose (Lemma 6), matrix products (Lemma 7), scale, sumsq, trace,
+rsqrt.
+
+Products use the linearized softmax of vm/functions/products.py with two
+refinements that make a d x d product as accurate as a scalar one:
+
+- Coupling correction. With several keys per query column, the softmax
+  denominator e^C + sum_k e^(eps s_k) couples the entries of a result column.
+  To first order the head pair returns v_i = (2 e^C / D)(s_i - S / D), with
+  D = e^C + d and S = sum_k s_k; since sum_i v_i = (2 e^C / D) S e^C / D, the
+  exact inverse is s_i = (D / 2e^C)(v_i + e^-C sum_k v_k): a fixed d x d
+  linear map on the rows of one column, which the ReLU layer applies. The
+  second-order coupling cancels between the +eps and -eps heads.
+- Richardson extrapolation. The corrected pair is an even function of eps,
+  s + c2 eps^2 + c4 eps^4 + ..., coupling terms included; a second pair at
+  2 eps and (4 f(eps) - f(2 eps)) / 3 removes every eps^2 term, leaving
+  about eps^4 s^5 / 30.
+
+The result is then limited by rounding: the softmax resolves scores only to
+ulp(C) / 2, so an entry is off by about (ulp(C) / 2 + 4 u) / eps for unit
+roundoff u. `product_error_bound` documents the bound; tests assert it.
+
+Moves (transposition, gathering operands) are exact hardmax heads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vm.functions.arithmetic import UNIT_ROUNDOFF
+from vm.functions.base import (GATE_BIG, MOVE_TEMPERATURE, BlockContext, Domain, FunctionBlock,
+                               Parameter, Shape, register)
+from vm.functions.moves import gather_operand
+from vm.functions.products import ulp
+from vm.functions.sigmoid_sums import SigmoidSum
+
+SCALE = Parameter("scale", 1e-5, "eps: scores are eps * a . b (the second head pair uses "
+                  "2 eps); 1e-5 suits float64, about 1e-3 float32")
+ANCHOR = Parameter("anchor", 4.0, "C: score of the anchor key; the softmax resolves scores to "
+                   "ulp(C), so a small C is more precise")
+SPAN = Parameter("span", 100.0, "largest |entry| of the result (the score) the bound covers")
+MAX_BLOCK_SIZE = 16
+"""Largest d the bound is stated for (the assembler's limit)."""
+
+
+def product_error_bound(scale: float, anchor: float, dtype: str) -> float:
+    """Absolute part: rounding of the scores at ulp(C)/2 and of the weights (4u), divided by
+    eps, through the Richardson weights (4/3 + 1/6) and the coupling map (1 + d e^-C), with a
+    factor 2 of margin."""
+    u = UNIT_ROUNDOFF[dtype]
+    per_pair = (ulp(anchor, dtype) / 2 + 4 * u) / scale
+    coupling = 1 + MAX_BLOCK_SIZE * math.exp(-anchor)
+    return 2 * 1.5 * 2 * per_pair * coupling
+
+
+def product_relative_bound(scale: float, span: float, dtype: str) -> float:
+    """Relative part: the eps^4 truncation at the edge of the span (twice the leading term,
+    which also covers the eps^4 coupling terms) and the rounding of the linear map."""
+    return 2 * (scale * span) ** 4 / 30 + 16 * UNIT_ROUNDOFF[dtype]
+
+
+def selection_fields(d: int, width: int) -> dict[str, np.ndarray]:
+    """`ksel` (d rows): 0 in rows r of operand columns whose index k equals r, else -GATE_BIG;
+    an offset that lets a ReLU pair keep exactly row k of a column."""
+    ksel = np.full((d, width), -GATE_BIG)
+    for role in range(3):
+        for k in range(d):
+            ksel[k, role * d + k] = 0.0
+    return {"ksel": ksel}
+
+
+def transposition_heads(ctx: BlockContext, layer: int, role: str, prefix: str) -> None:
+    """d heads: every column gets operand `role`'s column j in rows `{prefix}{j}` (d each)."""
+    d = ctx.d
+    for j in range(d):
+        queries = {ctx.row("one"): np.array([1.0, 1.0])}
+        keys = {ctx.row("kone", j): np.array([1.0, 0.0]),
+                ctx.row(f"is{role}"): np.array([0.0, 1.0])}
+        values = {(ctx.row(f"{prefix}{j}", r), ctx.row("rd", r)): 1.0 for r in range(d)}
+        ctx.add_head(layer, queries, keys, values, MOVE_TEMPERATURE, f"gather {role} column {j}")
+
+
+def select_transposed(ctx: BlockContext, layer: int, prefix: str, target: str) -> None:
+    """ReLU layer: column k's `target` row j = row k of the gathered column j, i.e. column k
+    of the operand's transpose (exact: offset-gated pass-through)."""
+    ffn = ctx.ffn(layer)
+    for j in range(ctx.d):
+        for r in range(ctx.d):
+            ffn.copy(ctx.row(f"{prefix}{j}", r), ctx.row(target, j), gate=ctx.row("ksel", r))
+
+
+def transposition_fields(d: int, prefix: str) -> list[tuple[str, int]]:
+    return [(f"{prefix}{j}", d) for j in range(d)]
+
+
+@register
+class Transpose(FunctionBlock):
+    name = "transpose"
+    arity = 1
+    summary = "C = A^T, exact moves"
+    lemma = "Lemma 6"
+    integer_preserving = True
+
+    def output_shape(self, a: Shape, b: Shape | None) -> Shape:
+        return (a[1], a[0])
+
+    def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        return a.T
+
+    def error_bound(self, dtype: str) -> float:
+        return 0.0
+
+    def constant_fields(self, d: int) -> dict[str, np.ndarray]:
+        return selection_fields(d, 3 * d)
+
+    def private_fields(self, d: int) -> list[tuple[str, int]]:
+        return transposition_fields(d, "t")
+
+    def depth(self, d: int) -> int:
+        return 1
+
+    def build(self, ctx: BlockContext) -> None:
+        """Layer 1: every column gathers A's d columns; the ReLU pairs write row k of column j
+        into result row j of C column k, gated by ksel and the result mask together."""
+        transposition_heads(ctx, 0, "A", "t")
+        ffn = ctx.ffn(0)
+        for j in range(ctx.d):
+            mask, target = ctx.row("resmask", j), ctx.row("res", j)
+            for r in range(ctx.d):
+                source, gate = ctx.row(f"t{j}", r), ctx.row("ksel", r)
+                ffn.relu_into({source: 1.0, gate: 1.0, mask: 1.0}, target, 1.0)
+                ffn.relu_into({source: -1.0, gate: 1.0, mask: 1.0}, target, -1.0)
+
+
+class MatrixProduct(FunctionBlock):
+    """Linearized-softmax product: C column j, row i = key_i . query_j, where key_i lives in
+    A column i (rows `key_rows`) and query_j in C column j (rows `query_rows`)."""
+
+    arity = 2
+    parameters = (SCALE, ANCHOR, SPAN)
+
+    def __init__(self, **values: float) -> None:
+        super().__init__(**values)
+        if not 0 < self.values["anchor"] <= 30:
+            raise ValueError(f"{self.name}.anchor must be in (0, 30]")
+        if not 0 < self.values["scale"] <= 0.1:
+            raise ValueError(f"{self.name}.scale must be in (0, 0.1]")
+        if not self.values["span"] > 0:
+            raise ValueError(f"{self.name}.span must be positive")
+
+    # -- metadata -------------------------------------------------------------------
+    def domain(self) -> Domain:
+        span = self.values["span"]
+        return Domain(f"|result| <= {span:g}", -span, span, applies_to="result")
+
+    def error_bound(self, dtype: str) -> float:
+        return product_error_bound(self.values["scale"], self.values["anchor"], dtype)
+
+    def relative_error_bound(self, dtype: str) -> float:
+        return product_relative_bound(self.values["scale"], self.values["span"], dtype)
+
+    def depth(self, d: int) -> int:
+        return 2
+
+    def extra_columns(self, d: int) -> int:
+        return 1
+
+    def constant_fields(self, d: int) -> dict[str, np.ndarray]:
+        width = 3 * d + 1
+        anchor = np.zeros((1, width))
+        anchor[0, 3 * d] = 1.0
+        keys = np.full((1, width), -GATE_BIG)
+        keys[0, :d] = 0.0
+        keys[0, 3 * d] = 0.0
+        return {"anchor": anchor, "pkeys": keys, **selection_fields(d, width)}
+
+    def private_fields(self, d: int) -> list[tuple[str, int]]:
+        return [(name, d) for name in ("p1", "m1", "p2", "m2")] + self.operand_fields(d)
+
+    # -- what subclasses define ----------------------------------------------------
+    def operand_fields(self, d: int) -> list[tuple[str, int]]:
+        """Private rows the first layer fills."""
+        return []
+
+    def prepare(self, ctx: BlockContext) -> tuple[list[int], list[int]]:
+        """Layer 1: put keys and queries in place; return (key rows, query rows), paired."""
+        raise NotImplementedError
+
+    # -- construction ----------------------------------------------------------------
+    def build(self, ctx: BlockContext) -> None:
+        key_rows, query_rows = self.prepare(ctx)
+        for scale, plus, minus in ((1.0, "p1", "m1"), (2.0, "p2", "m2")):
+            for sign, target in ((1.0, plus), (-1.0, minus)):
+                self._product_head(ctx, key_rows, query_rows, sign * scale, target)
+        self._emit(ctx)
+
+    def _product_head(self, ctx: BlockContext, key_rows: list[int], query_rows: list[int],
+                      factor: float, target: str) -> None:
+        """target row i of each column j gets e^(eps' k_i . q_j) e^C / (eps' Z), eps' =
+        factor * eps and Z the softmax denominator over A's columns and the anchor."""
+        eps, anchor, d = self.values["scale"], self.values["anchor"], ctx.d
+        dims = len(key_rows) + 2
+        basis = np.eye(dims)
+        queries = {row: factor * eps * basis[n] for n, row in enumerate(query_rows)}
+        one = ctx.row("one")
+        queries[one] = queries.get(one, np.zeros(dims)) + basis[-2] + basis[-1]
+        keys = {row: basis[n] for n, row in enumerate(key_rows)}
+        keys[ctx.row("anchor")] = anchor * basis[-2]
+        keys[ctx.row("pkeys")] = basis[-1]
+        value = math.exp(anchor) / (abs(factor) * eps)
+        values = {(ctx.row(target, i), ctx.row("kone", i)): value for i in range(d)}
+        ctx.add_head(1, queries, keys, values, 1.0, f"linearized softmax, {factor:+g} eps")
+
+    def _emit(self, ctx: BlockContext) -> None:
+        """result_i = sum over both pairs of Richardson weight * (D / 2e^C) *
+        (diff_i + e^-C sum_k diff_k), diff = plus - minus."""
+        anchor, d = self.values["anchor"], ctx.d
+        big = math.exp(anchor)
+        gain = (big + d) / (2 * big)
+        for i in range(d):
+            form: dict[int, float] = {}
+            for weight, plus, minus in ((4 / 3, "p1", "m1"), (-1 / 3, "p2", "m2")):
+                for k in range(d):
+                    c = weight * gain * ((1.0 if k == i else 0.0) + 1 / big)
+                    form[ctx.row(plus, k)] = form.get(ctx.row(plus, k), 0.0) + c
+                    form[ctx.row(minus, k)] = form.get(ctx.row(minus, k), 0.0) - c
+            ctx.emit_result(1, i, form)
+
+
+def _rows(ctx: BlockContext, name: str) -> list[int]:
+    return [ctx.row(name, r) for r in range(ctx.d)]
+
+
+@register
+class MatmulTN(MatrixProduct):
+    name = "matmul_tn"
+    summary = "C = A^T B (the linearized softmax's natural product)"
+    lemma = "Lemma 7"
+
+    def output_shape(self, a: Shape, b: Shape | None) -> Shape:
+        if a[0] != b[0]:
+            raise ValueError(f"A^T B needs A and B with the same number of rows, got "
+                             f"{a[0]}x{a[1]} and {b[0]}x{b[1]}")
+        return (a[1], b[1])
+
+    def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        return a.T @ b
+
+    def operand_fields(self, d: int) -> list[tuple[str, int]]:
+        return [("qb", d)]
+
+    def prepare(self, ctx: BlockContext) -> tuple[list[int], list[int]]:
+        gather_operand(ctx, 0, "B", "qb")
+        return _rows(ctx, "rd"), _rows(ctx, "qb")
+
+
+@register
+class Matmul(MatrixProduct):
+    name = "matmul"
+    summary = "C = A B (A transposed by exact moves, then A^T^T B)"
+    lemma = "Lemmas 6-7"
+
+    def output_shape(self, a: Shape, b: Shape | None) -> Shape:
+        if a[1] != b[0]:
+            raise ValueError(f"A B needs A's columns to match B's rows, got {a[0]}x{a[1]} "
+                             f"and {b[0]}x{b[1]}")
+        return (a[0], b[1])
+
+    def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        return a @ b
+
+    def operand_fields(self, d: int) -> list[tuple[str, int]]:
+        return [("kt", d), ("qb", d)] + transposition_fields(d, "ta")
+
+    def prepare(self, ctx: BlockContext) -> tuple[list[int], list[int]]:
+        transposition_heads(ctx, 0, "A", "ta")
+        select_transposed(ctx, 0, "ta", "kt")
+        gather_operand(ctx, 0, "B", "qb")
+        return _rows(ctx, "kt"), _rows(ctx, "qb")
+
+
+@register
+class MatmulNT(MatrixProduct):
+    name = "matmul_nt"
+    summary = "C = A B^T (both operands transposed by exact moves); u v^T for vectors"
+    lemma = "Lemmas 6-7"
+
+    def output_shape(self, a: Shape, b: Shape | None) -> Shape:
+        if a[1] != b[1]:
+            raise ValueError(f"A B^T needs A and B with the same number of columns, got "
+                             f"{a[0]}x{a[1]} and {b[0]}x{b[1]}")
+        return (a[0], b[0])
+
+    def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        return a @ b.T
+
+    def operand_fields(self, d: int) -> list[tuple[str, int]]:
+        return ([("kt", d), ("qb", d)] + transposition_fields(d, "ta")
+                + transposition_fields(d, "tb"))
+
+    def prepare(self, ctx: BlockContext) -> tuple[list[int], list[int]]:
+        transposition_heads(ctx, 0, "A", "ta")
+        select_transposed(ctx, 0, "ta", "kt")
+        transposition_heads(ctx, 0, "B", "tb")
+        select_transposed(ctx, 0, "tb", "qb")
+        return _rows(ctx, "kt"), _rows(ctx, "qb")
+
+
+@register
+class Scale(MatrixProduct):
+    name = "scale"
+    summary = "C = s A for a scalar cell s (keys s e_i, queries A's columns)"
+    lemma = "Lemma 7"
+
+    def output_shape(self, a: Shape, b: Shape | None) -> Shape:
+        if b != (1, 1):
+            raise ValueError(f"scale's second operand is a scalar (1x1), got {b[0]}x{b[1]}")
+        return a
+
+    def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        return a * b[0, 0]
+
+    def operand_fields(self, d: int) -> list[tuple[str, int]]:
+        return [("kt", d), ("qb", d), ("sv", 1)]
+
+    def prepare(self, ctx: BlockContext) -> tuple[list[int], list[int]]:
+        """Every column reads s (B column 0, row 0); column k keeps s in key row k only."""
+        queries = {ctx.row("one"): np.array([1.0, 1.0])}
+        keys = {ctx.row("kone", 0): np.array([1.0, 0.0]), ctx.row("isB"): np.array([0.0, 1.0])}
+        ctx.add_head(0, queries, keys, {(ctx.row("sv"), ctx.row("rd", 0)): 1.0},
+                     MOVE_TEMPERATURE, "gather the scalar s")
+        ffn = ctx.ffn(0)
+        for r in range(ctx.d):
+            ffn.copy(ctx.row("sv"), ctx.row("kt", r), gate=ctx.row("ksel", r))
+        gather_operand(ctx, 0, "A", "qb")
+        return _rows(ctx, "kt"), _rows(ctx, "qb")
+
+
+@register
+class SumSquares(MatrixProduct):
+    name = "sumsq"
+    arity = 1
+    summary = "c = sum of squares of A's entries (||A||_F^2): one score vec(A) . vec(A)"
+    lemma = "Lemma 7"
+
+    def output_shape(self, a: Shape, b: Shape | None) -> Shape:
+        return (1, 1)
+
+    def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        return np.array([[float(np.sum(a * a))]])
+
+    def operand_fields(self, d: int) -> list[tuple[str, int]]:
+        return transposition_fields(d, "flat") + [("kflat", d * d)]
+
+    def prepare(self, ctx: BlockContext) -> tuple[list[int], list[int]]:
+        """Every column gathers all of A (d^2 rows): C columns query with vec(A); A columns
+        copy it into key rows gated by gA, so the anchor column's key stays 0 there and every
+        A-column score is ||A||_F^2."""
+        transposition_heads(ctx, 0, "A", "flat")
+        rows = [ctx.row(f"flat{j}", r) for j in range(ctx.d) for r in range(ctx.d)]
+        keys = [ctx.row("kflat", n) for n in range(ctx.d * ctx.d)]
+        ffn = ctx.ffn(0)
+        for source, target in zip(rows, keys):
+            ffn.copy(source, target, gate=ctx.row("gA"))
+        return keys, rows
+
+
+@register
+class Trace(FunctionBlock):
+    name = "trace"
+    arity = 1
+    summary = "c = sum of A's diagonal entries: d exact gathers whose outputs add up"
+    lemma = "Lemma 6 (moves); the sum is the attention layer's own"
+    span = 100.0
+
+    def output_shape(self, a: Shape, b: Shape | None) -> Shape:
+        if a[0] != a[1]:
+            raise ValueError(f"trace needs a square matrix, got {a[0]}x{a[1]}")
+        return (1, 1)
+
+    def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        return np.array([[float(np.trace(a))]])
+
+    def domain(self) -> Domain:
+        return Domain(f"|a_ij| <= {self.span:g}", -self.span, self.span)
+
+    def error_bound(self, dtype: str) -> float:
+        """Summing up to 16 terms of size <= span: (16 - 1) roundings of at most 16 span."""
+        return 15 * UNIT_ROUNDOFF[dtype] * MAX_BLOCK_SIZE * self.span
+
+    def private_fields(self, d: int) -> list[tuple[str, int]]:
+        return [("diag", 1)]
+
+    def depth(self, d: int) -> int:
+        return 1
+
+    def build(self, ctx: BlockContext) -> None:
+        """Head j: every column reads row j of A's column j into the one row `diag`; the heads'
+        outputs add up there. The ReLU layer writes it to result row 0."""
+        for j in range(ctx.d):
+            queries = {ctx.row("one"): np.array([1.0, 1.0])}
+            keys = {ctx.row("kone", j): np.array([1.0, 0.0]),
+                    ctx.row("isA"): np.array([0.0, 1.0])}
+            ctx.add_head(0, queries, keys, {(ctx.row("diag"), ctx.row("rd", j)): 1.0},
+                         MOVE_TEMPERATURE, f"diagonal entry {j}")
+        ctx.emit_result(0, 0, {ctx.row("diag"): 1.0})
+
+
+@register
+class InverseSquareRoot(SigmoidSum):
+    name = "rsqrt"
+    summary = "c = 1 / sqrt(a), elementwise, as a sum of sigmoids"
+    lemma = "Lemma 5"
+    parameters = (SigmoidSum.TERMS, SigmoidSum.SHARPNESS,
+                  Parameter("low", 0.01, "smallest a of the domain"),
+                  Parameter("high", 100.0, "largest a of the domain"))
+
+    def __init__(self, **values: float) -> None:
+        super().__init__(**values)
+        if not 0 < self.values["low"] < self.values["high"]:
+            raise ValueError("rsqrt needs 0 < low < high")
+
+    @staticmethod
+    def target(x: np.ndarray) -> np.ndarray:
+        return 1.0 / np.sqrt(np.maximum(np.asarray(x, dtype=float), 1e-300))
+
+    def fit_range(self) -> tuple[float, float, float | None]:
+        return self.values["low"], self.values["high"], None
+
+    def domain(self) -> Domain:
+        low, high = self.values["low"], self.values["high"]
+        return Domain(f"{low:g} <= a <= {high:g}", low, high)
