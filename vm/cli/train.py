@@ -1,0 +1,96 @@
+"""`ltvm train`: SGD on a small network, run by the looped transformer, beside exact SGD."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+
+from vm.cli.common import add_engine_arguments, engine_config, positive_int
+from vm.functions.activations import ACTIVATIONS
+from vm.progress import Progress
+from vm.training import (TrainingSetup, features, initial_weights, load_dataset,
+                         program_source, train)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "train", help="train a network by SGD on the transformer, beside exact SGD (Section 9)",
+        description="Build a FLEQ program from the data (samples and initial weights in "
+                    "memory, one sgd_step per sample unrolled inside an epoch loop), run it on "
+                    "the looped transformer, run the same SGD exactly in float64 numpy, and "
+                    "print the mean loss of every epoch side by side with the largest weight "
+                    "difference, then the final numbers as 'name: value' lines.",
+        epilog="example: ltvm train --data data.npz --hidden 3 --lr 0.1 --epochs 10")
+    parser.add_argument("--data", required=True, metavar="FILE.npz",
+                        help="arrays x (n x d_in) and y (n x d_out)")
+    parser.add_argument("--hidden", type=_non_negative, default=0, metavar="H",
+                        help="hidden units (default 0: the linear model y = W x)")
+    parser.add_argument("--lr", type=float, default=0.1, metavar="ETA",
+                        help="learning rate (default 0.1)")
+    parser.add_argument("--epochs", type=positive_int, default=5, metavar="E",
+                        help="passes over the data (default 5)")
+    parser.add_argument("--activation", choices=list(ACTIVATIONS), default="tanh",
+                        help="hidden-layer activation (default tanh)")
+    parser.add_argument("--no-bias", action="store_true",
+                        help="do not append the constant input 1 that gives the first layer "
+                             "a bias")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights")
+    parser.add_argument("--show-program", action="store_true",
+                        help="print the generated FLEQ program and exit")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_engine_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    x, y = load_dataset(args.data)
+    config = engine_config(args)
+    setup = TrainingSetup(args.hidden, args.lr, args.epochs, args.activation,
+                          not args.no_bias, args.seed, config.dtype or "float64")
+    config = replace(config, dtype=setup.dtype)
+    inputs = features(x, setup.bias)
+    if args.show_program:
+        weights = initial_weights(inputs.shape[1], setup.hidden, y.shape[1], setup.seed)
+        print(program_source(inputs, y, setup, weights), end="")
+        return 0
+    progress = Progress("steps")
+    try:
+        result = train(x, y, setup, config, progress)
+    finally:
+        progress.done()
+    distances, differences = result.weight_distances, result.loss_differences
+    summary = {"samples": len(x), "d_in": inputs.shape[1], "hidden": setup.hidden,
+               "d_out": y.shape[1], "activation": setup.activation if setup.hidden else "none",
+               "lr": setup.lr, "epochs": setup.epochs, "dtype": setup.dtype,
+               "steps": result.steps, "instructions": result.instructions,
+               "final_loss_transformer": result.transformer.losses[-1],
+               "final_loss_exact": result.exact.losses[-1],
+               "final_weight_difference": distances[-1],
+               "max_weight_difference": max(distances)}
+    if args.json:
+        epochs = [{"epoch": i + 1, "loss_transformer": a, "loss_exact": b,
+                   "loss_difference": c, "weight_difference": w}
+                  for i, (a, b, c, w) in enumerate(zip(result.transformer.losses,
+                                                       result.exact.losses, differences,
+                                                       distances))]
+        print(json.dumps({"epochs": epochs, **summary}, indent=2))
+        return 0
+    print(f"{'epoch':>5}  {'loss (transformer)':>18}  {'loss (exact)':>14}  "
+          f"{'|difference|':>12}  {'max |W - W_exact|':>17}")
+    for i, (a, b, c, w) in enumerate(zip(result.transformer.losses, result.exact.losses,
+                                         differences, distances)):
+        print(f"{i + 1:>5}  {a:>18.10g}  {b:>14.10g}  {c:>12.3g}  {w:>17.3g}")
+    for name, value in summary.items():
+        print(f"{name}: {value:.10g}" if isinstance(value, float) else f"{name}: {value}")
+    return 0
