@@ -1,15 +1,18 @@
 """`ltvm export` of FLEQ programs, run by an independent numpy Eq. (1).
 
-`run_exported` and `read_cell` import nothing from the project: they are what
-a reader of layout.json and `ltvm export --help` would write. That the run
+The runner (`RUNNER`, a separate Python process) and `read_cell` import nothing
+from the project: they are what a reader of layout.json and `ltvm export --help`
+would write. That the run
 reproduces the reference shows no f_m is computed outside the forward pass.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -36,31 +39,49 @@ def read_cell(X: np.ndarray, layout: dict, cell: int) -> np.ndarray:
     return X[slice(*layout["fields"][layout["memory_field"]]), start:start + layout["d"]]
 
 
-def run_exported(directory: Path, max_steps: int,
-                 on_step: Callable[[np.ndarray, np.ndarray], None] | None = None
-                 ) -> tuple[np.ndarray, int, int]:
-    """X <- TF(X) with plain numpy until pc == halt_pc; returns (X, pc, steps)."""
-    weights = np.load(directory / "weights.npz", allow_pickle=False)
-    layout = json.loads((directory / "layout.json").read_text())
-    X = np.load(directory / "punchcard.npy", allow_pickle=False)
-    meta = json.loads(str(weights["meta"]))
-    steps = 0
-    while pc_value(X, layout) != layout["halt_pc"] and steps < max_steps:
-        before = X
-        for l in range(meta["layers"]):
-            A = X.copy()
-            for h in range(meta["heads"][l]):
-                w = {k: weights[f"l{l}.h{h}.{k}"] for k in ("Q", "K", "V", "lam")}
-                S = w["lam"] * (w["K"] @ X).T @ (w["Q"] @ X)
-                S = S + weights[f"l{l}.h{h}.mask"] if f"l{l}.h{h}.mask" in weights else S
-                P = np.exp(S - S.max(axis=0))
-                A += w["V"] @ X @ (P / P.sum(axis=0))
-            W1, b1, W2, b2 = (weights[f"l{l}.{k}"] for k in ("W1", "b1", "W2", "b2"))
-            X = A + W2 @ np.maximum(W1 @ A + b1[:, None], 0) + b2[:, None]
-        steps += 1
-        if on_step is not None:
-            on_step(before, X)
-    return X, pc_value(X, layout), steps
+RUNNER = """
+import json, sys
+from pathlib import Path
+import numpy as np
+
+def pc_value(X, layout):
+    bits = X[slice(*layout["fields"][layout["pc_field"]]), layout["pc_column"]]
+    return int("".join("1" if b > 0 else "0" for b in bits), 2)
+
+directory, max_steps, trace = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+weights = dict(np.load(directory / "weights.npz", allow_pickle=False))
+layout = json.loads((directory / "layout.json").read_text())
+X = np.load(directory / "punchcard.npy", allow_pickle=False)
+meta = json.loads(str(weights["meta"]))
+states = [X]
+while pc_value(X, layout) != layout["halt_pc"] and len(states) <= max_steps:
+    for l in range(meta["layers"]):
+        A = X.copy()
+        for h in range(meta["heads"][l]):
+            w = {k: weights[f"l{l}.h{h}.{k}"] for k in ("Q", "K", "V", "lam")}
+            S = w["lam"] * (w["K"] @ X).T @ (w["Q"] @ X)
+            S = S + weights[f"l{l}.h{h}.mask"] if f"l{l}.h{h}.mask" in weights else S
+            P = np.exp(S - S.max(axis=0))
+            A += w["V"] @ X @ (P / P.sum(axis=0))
+        W1, b1, W2, b2 = (weights[f"l{l}.{k}"] for k in ("W1", "b1", "W2", "b2"))
+        X = A + W2 @ np.maximum(W1 @ A + b1[:, None], 0) + b2[:, None]
+    states.append(X)
+assert not any(name == "vm" or name.startswith(("vm.", "assembler")) for name in sys.modules)
+np.save(trace, np.stack(states))
+"""
+"""X <- TF(X) by Eq. (1) with plain numpy until pc == halt_pc, saving X before the first
+pass and after each. It runs in a fresh Python process that imports only numpy (and
+asserts so), with one BLAS thread: on a loaded machine BLAS threads spin."""
+
+
+def run_exported(directory: Path, max_steps: int, tmp_path: Path) -> list[np.ndarray]:
+    """Every X of the independent run (the punchcard first)."""
+    trace = tmp_path / "states.npy"
+    environment = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                   "MKL_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-c", RUNNER, str(directory), str(max_steps), str(trace)],
+                   check=True, env=environment, cwd=tmp_path)
+    return list(np.load(trace))
 
 
 def export(tmp_path: Path, program: Path, *options: str) -> tuple[Path, dict]:
@@ -81,14 +102,14 @@ def test_the_exported_calculator_computes_algorithm_3_within_the_bound(tmp_path)
     out, layout = export(tmp_path, CALCULATOR)
     program = assemble_fleq_file(CALCULATOR)
     blocks = {name: make_block(name, **dict(values)) for name, values in program.functions}
+    states = run_exported(out, 20, tmp_path)
     checked = []
-
-    def check_step(before: np.ndarray, after: np.ndarray) -> None:
-        """The written cell equals the block's reference on the operands this run read,
-        within the block's documented bound: f_m happened inside Eq. (1)."""
+    for before, after in zip(states, states[1:]):
+        # the written cell is the block's reference on the operands this run read, within
+        # the block's documented bound: f_m happened inside Eq. (1)
         instruction = program.instructions[pc_value(before, layout) - layout["instruction_start"]]
         if instruction.function is None:
-            return
+            continue
         block = blocks[instruction.function]
         (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
         a = read_cell(before, layout, instruction.a)[:ha, :wa]
@@ -99,11 +120,10 @@ def test_the_exported_calculator_computes_algorithm_3_within_the_bound(tmp_path)
         assert np.all(np.abs(got - exact) <= block.bound_at("float64", exact)), \
             (instruction.text, got, exact)
         checked.append(instruction.function)
-
-    X, pc, steps = run_exported(out, 20, check_step)
-    assert pc == layout["halt_pc"]
+    X = states[-1]
+    assert pc_value(X, layout) == layout["halt_pc"]
     reference = run_fleq_reference(program)
-    assert steps == reference.steps == len(program.instructions)
+    assert len(states) - 1 == reference.steps == len(program.instructions)
     assert checked == ["add", "sub", "mul", "inv", "sqrt", "percentage"]
     inputs = {name: float(named(X, layout, name)[0, 0]) for name in "abcd"}
     calculation = calculate(EXPRESSION, inputs)
@@ -141,8 +161,10 @@ def test_an_exported_counter_loop_over_matrices_matches_the_reference_exactly(tm
     out, layout = export(tmp_path, source, "--attention", attention)
     program = assemble_fleq(LOOP, str(source))
     reference = run_fleq_reference(program)
-    X, pc, steps = run_exported(out, 100)
-    assert pc == layout["halt_pc"] and steps == reference.steps == 4 * 5 + 3 + 1  # 3 gotos, halt
+    states = run_exported(out, 100, tmp_path)
+    X, steps = states[-1], len(states) - 1
+    assert pc_value(X, layout) == layout["halt_pc"]
+    assert steps == reference.steps == 4 * 5 + 3 + 1  # 4 passes of 5, 3 gotos, halt
     expected = program.named_memory(reference.cells)
     for name, value in expected.items():
         np.testing.assert_array_equal(named(X, layout, name), np.atleast_2d(value).reshape(
