@@ -125,7 +125,7 @@ def test_rsqrt_is_within_its_bound_on_its_domain(dtype):
     values = np.geomspace(domain.low, domain.high, 16).reshape(4, 4)
     (got, want), = run_cases("rsqrt", [(values, None)], 4, dtype)
     assert np.all(np.abs(got - want) <= block.bound_at(dtype, want))
-    assert np.max(np.abs(got - want) / want) < 0.03, "a usable first guess for Newton steps"
+    assert np.max(np.abs(got - want) / want) < 0.04, "a usable first guess for Newton steps"
 
 
 @pytest.mark.parametrize("line, message", [
@@ -148,7 +148,7 @@ def test_shape_errors_are_readable_and_located(line, message):
     ("transpose", lambda d: d), ("trace", lambda d: d), ("matmul_tn", lambda d: 1 + 4),
     ("matmul", lambda d: d + 1 + 4), ("matmul_nt", lambda d: 2 * d + 4),
     ("scale", lambda d: 2 + 4), ("sumsq", lambda d: d + 4),
-    ("rsqrt", lambda d: 1 + 64 + d),
+    ("rsqrt", lambda d: 1 + 16 + d),
 ])
 @pytest.mark.parametrize("d", [2, 4])
 def test_heads_and_layers_match_the_metadata(name, heads, d):
