@@ -5,20 +5,26 @@ errors; one step on the transformer matches torch autograd's gradient."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import assemble_fleq
+from assembler.fleq import assemble_fleq, assemble_fleq_file
 from assembler.fleq_punchcard import fleq_geometry_for
+from vm.cli import main
+from vm.compare import compare_fleq
 from vm.executor import EngineConfig, run_transformer
+from vm.fleq_reference import FleqReference, run_fleq_reference
 from vm.functions import REGISTRY, make_block
 from vm.library import Operand, RoutineCall
 from vm.routines import ROUTINES
 from vm.routines.sgd import ACTIVATION_CODES, activation_code
-from vm.training import _matrix, _vector
+from vm.training import TrainingSetup, _matrix, _vector, epoch_length, exact_sgd
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "fleq"
 
 torch.set_num_threads(1)
 GRADIENT_BOUND = 2e-7
@@ -140,3 +146,67 @@ def test_one_step_on_the_transformer_is_torch_autograds_gradient(activation):
         assert np.abs(gradient - tensor.grad.numpy()).max() < GRADIENT_BOUND, name
     derivative = make_block(f"{activation}_prime")
     assert derivative.error_bound("float64") <= GRADIENT_BOUND / 2
+
+
+def program_weights(program, cells, names):
+    memory = program.named_memory(cells)
+    return tuple(np.array(memory[name]) for name in names)
+
+
+def samples(program):
+    """The (x, y) pairs of a program file, in the order of its data."""
+    memory = program.named_memory(program.cells)
+    count = sum(1 for name in program.variables if re.fullmatch(r"x\d+", name))
+    x = np.array([np.array(memory[f"x{i}"]).reshape(-1) for i in range(count)])
+    y = np.array([np.array(memory[f"y{i}"], ndmin=1).reshape(-1) for i in range(count)])
+    return x, y
+
+
+@pytest.mark.parametrize("file, names, hidden", [
+    ("sgd_linear_regression.fleq", ("W",), 0), ("sgd_two_layer.fleq", ("W1", "W2"), 3)])
+def test_program_files_run_exact_sgd_on_the_reference(file, names, hidden):
+    program = assemble_fleq_file(PROGRAMS / file)
+    x, y = samples(program)
+    memory = program.named_memory(program.cells)
+    setup = TrainingSetup(hidden, 0.3 if hidden == 0 else 0.2, int(memory["epochs"]), "tanh")
+    exact = exact_sgd(x, y, setup, program_weights(program, program.cells, names))
+    result = run_fleq_reference(program, 10_000)
+    assert result.halted
+    for got, expected in zip(program_weights(program, result.cells, names), exact.weights[-1]):
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13)
+    final = program.named_memory(result.cells)["mean"]
+    assert final == pytest.approx(exact.losses[-1], rel=1e-12)
+    assert final < exact.losses[0] / 3
+
+
+def test_linear_regression_file_on_the_transformer_stays_on_the_reference():
+    program = assemble_fleq_file(PROGRAMS / "sgd_linear_regression.fleq")
+    comparison = compare_fleq(program, fleq_geometry_for(program), 10_000)
+    assert comparison.ok and comparison.halted
+    assert comparison.max_absolute < 1e-8
+    assert program.named_memory(program.cells)["epochs"] > 1
+
+
+def test_two_layer_file_first_epoch_on_the_transformer():
+    """One epoch (62 passes) on the transformer, against the reference at the same step."""
+    program = assemble_fleq_file(PROGRAMS / "sgd_two_layer.fleq")
+    length = epoch_length(program)
+    reference = FleqReference(program)
+    for _ in range(length):
+        reference.step()
+    result = run_transformer(program, fleq_geometry_for(program), length)
+    assert result.pc == reference.pc == program.labels["epoch"]
+    for got, expected in zip(program_weights(program, result.memory, ("W1", "W2")),
+                             program_weights(program, reference.cells, ("W1", "W2"))):
+        assert np.abs(got - expected).max() < 1e-8
+
+
+def test_inspect_puts_the_sgd_program_beside_the_paper(capsys):
+    assert main(["inspect", str(PROGRAMS / "sgd_two_layer.fleq")]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "Section 9" in line)
+    assert "13 layers, 1 head" in line and "sgd_step" in line
+    layers = int(re.search(r"total: (\d+) layers", out).group(1))
+    assert f"here {layers} layers" in line
+    assert main(["inspect", str(PROGRAMS / "calculator.fleq")]) == 0
+    assert "Section 9" not in capsys.readouterr().out

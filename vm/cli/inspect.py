@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 from vm.cli.common import add_program_arguments, load_program, positive_int
 from vm.errors import InputError
@@ -12,6 +13,9 @@ from vm.machines import machine_for
 from vm.machines.fleq_layout import FleqGeometry
 
 PAPER = {"subleq": (9, 2, "Lemma 4")}
+PAPER_ROUTINES = {"sgd_step": (13, 1, "Section 9, SGD with backpropagation"),
+                  "sgd_step_linear": (13, 1, "Section 9, SGD")}
+"""Routines the paper builds a transformer for: (layers, heads, where)."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -31,14 +35,25 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _geometry(args: argparse.Namespace) -> Geometry:
+def _geometry(args: argparse.Namespace) -> tuple[object | None, Geometry]:
+    """(the program, or None without PROG; the geometry)."""
     if args.program or args.csv:
         if args.memory or args.instructions:
             raise InputError("give PROG or --memory/--instructions, not both")
-        return load_program(args)[1]
+        return load_program(args)
     if not (args.memory and args.instructions):
         raise InputError("give PROG, --csv CMDS MEM, or --memory M --instructions K")
-    return Geometry(args.scratch or 1, args.memory, args.instructions, args.bits or 8)
+    return None, Geometry(args.scratch or 1, args.memory, args.instructions, args.bits or 8)
+
+
+def paper_routines(program: object | None) -> list[dict]:
+    """The paper's numbers for routines the program expanded (their generated names start
+    with _ROUTINE<k>_)."""
+    names = getattr(program, "variables", {})
+    used = {match.group(1) for name in names
+            if (match := re.match(r"^_([a-z_]+?)\d+_", name))}
+    return [{"routine": name, "layers": layers, "heads": heads, "statement": where}
+            for name, (layers, heads, where) in PAPER_ROUTINES.items() if name in used]
 
 
 def summarize_roles(roles: list[str]) -> list[str]:
@@ -72,7 +87,7 @@ def _bound(block: dict, dtype: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    geometry = _geometry(args)
+    program, geometry = _geometry(args)
     machine = machine_for(geometry, args.temperature)
     layers = machine.weights.layers
     rows = [{"layer": i, "role": layer.role, "heads": len(layer.heads),
@@ -95,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"geometry": geometry.as_dict(), "layers": rows, "totals": totals,
                           "blocks": blocks,
                           "paper": {"layers": paper_layers, "heads": paper_heads,
-                                    "statement": lemma}}, indent=2))
+                                    "statement": lemma},
+                          "paper_routines": paper_routines(program)}, indent=2))
         return 0
     print(f"geometry: {geometry.describe()}")
     print(f"residual stream: {machine.layout.rows} rows; temperature lam = "
@@ -116,6 +132,11 @@ def run(args: argparse.Namespace) -> int:
                   f"(float32), {_bound(block, 'float64')} (float64)"
                   + (f"; {shown}" if shown else ""))
         print(f"paper ({lemma}): {paper_layers} layers")
+        for routine in paper_routines(program):
+            print(f"paper ({routine['statement']}, {routine['routine']}): "
+                  f"{routine['layers']} layers, {routine['heads']} head"
+                  f"{'s' if routine['heads'] != 1 else ''}; here {totals['layers']} layers, "
+                  f"{totals['max_heads']} heads per layer at most")
     else:
         print(f"paper (Table 1, {lemma}): {paper_layers} layers, {paper_heads} heads")
     return 0
