@@ -371,8 +371,8 @@ class SumSquares(MatrixProduct):
 class Trace(FunctionBlock):
     name = "trace"
     arity = 1
-    summary = "c = sum of A's diagonal entries: d exact gathers whose outputs add up"
-    lemma = "Lemma 6 (moves); the sum is the attention layer's own"
+    summary = "c = sum of A's diagonal entries: an exact row selection, then one averaging head"
+    lemma = "Lemma 6 (moves); the sum is the softmax's own average"
     span = 100.0
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
@@ -387,25 +387,30 @@ class Trace(FunctionBlock):
         return Domain(f"|a_ij| <= {self.span:g}", -self.span, self.span)
 
     def error_bound(self, dtype: str) -> float:
-        """Summing up to 16 terms of size <= span: (16 - 1) roundings of at most 16 span."""
-        return 15 * UNIT_ROUNDOFF[dtype] * MAX_BLOCK_SIZE * self.span
+        """Weights 1/d and values d * a_kk rounded once each, a sum of up to 16 terms of size
+        <= span: 20 roundings of 16 span."""
+        return 20 * UNIT_ROUNDOFF[dtype] * MAX_BLOCK_SIZE * self.span
+
+    def constant_fields(self, d: int) -> dict[str, np.ndarray]:
+        return selection_fields(d, 3 * d)
 
     def private_fields(self, d: int) -> list[tuple[str, int]]:
-        return [("diag", 1)]
+        return [("dg", 1), ("diag", 1)]
 
     def depth(self, d: int) -> int:
-        return 1
+        return 2
 
     def build(self, ctx: BlockContext) -> None:
-        """Head j: every column reads row j of A's column j into the one row `diag`; the heads'
-        outputs add up there. The ReLU layer writes it to result row 0."""
-        for j in range(ctx.d):
-            queries = {ctx.row("one"): np.array([1.0, 1.0])}
-            keys = {ctx.row("kone", j): np.array([1.0, 0.0]),
-                    ctx.row("isA"): np.array([0.0, 1.0])}
-            ctx.add_head(0, queries, keys, {(ctx.row("diag"), ctx.row("rd", j)): 1.0},
-                         MOVE_TEMPERATURE, f"diagonal entry {j}")
-        ctx.emit_result(0, 0, {ctx.row("diag"): 1.0})
+        """Layer 1 (ReLU only): A's column k keeps its row k in `dg`. Layer 2: one head whose
+        queries weigh the d A columns equally (1/d each, others exactly 0) with value d * dg;
+        its ReLU layer writes the sum to result row 0."""
+        ffn = ctx.ffn(0)
+        for r in range(ctx.d):
+            ffn.copy(ctx.row("rd", r), ctx.row("dg"), gate=ctx.row("ksel", r))
+        ctx.add_head(1, {ctx.row("one"): np.array([1.0])}, {ctx.row("isA"): np.array([1.0])},
+                     {(ctx.row("diag"), ctx.row("dg")): float(ctx.d)}, MOVE_TEMPERATURE,
+                     "average of the diagonal entries")
+        ctx.emit_result(1, 0, {ctx.row("diag"): 1.0})
 
 
 @register

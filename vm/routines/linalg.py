@@ -1,11 +1,16 @@
 """Linear algebra routines: matrix inverse (Newton-Schulz), power iteration, Rayleigh quotient.
 
-Each expands into FLEQ that calls only registered blocks (vm/functions/linalg.py, add, sub);
+Each expands into FLEQ that calls only registered blocks (vm/functions/linalg.py, add, sub),
+and of the products only A^T B (matmul_tn), the one the linearized softmax computes without
+moving data first: A v is T(A^T, v) with A^T = T(A, I) computed once. That keeps the machine
+to six blocks with few heads (a d = 8 pass is about 4x cheaper than with matmul's
+transpositions).
 the routine sees the operands' shapes, never their values, so every number that depends on
 A (the Newton-Schulz start, the norms) is computed by the machine.
 
 - `X = inverse(A, iters=T)`: X_0 = A^T / ||A||_F^2 (||A||_F^2 = trace(A^T A) >= sigma_max^2,
-  so the start satisfies eps < 2 / sigma_max^2), then T times X <- X (2I - A X).
+  so the start satisfies eps < 2 / sigma_max^2), then T times X <- X (2I - A X), with X^T
+  carried along (the pair corrects a first-order mismatch between the two in two steps).
 - `v = power_iteration(A, iters=T, newton=3)`: from the fixed start (1, ..., 1) / sqrt(n),
   T times v <- A v * rsqrt(||A v||^2); rsqrt's fit is only good to about 1 %, which changes
   the length of v but not its direction, so a final normalization refines 1 / ||v|| with
@@ -15,6 +20,9 @@ A (the Newton-Schulz start, the norms) is computed by the machine.
 
 from __future__ import annotations
 
+import math
+
+from vm.functions.base import FunctionBlock
 from vm.library import Expansion, Operand, Routine, RoutineCall, register_routine
 
 NEWTON_STEPS = 3
@@ -70,30 +78,40 @@ def newton_rsqrt(call: RoutineCall, x: str, y: str, steps: int,
     return data, code
 
 
+def _identity(n: int) -> str:
+    return _matrix([[1.0 if i == j else 0.0 for j in range(n)] for i in range(n)])
+
+
 def expand_inverse(call: RoutineCall) -> Expansion:
+    """Newton-Schulz with the natural product T(L, R) = L^T R only (matmul_tn): with
+    At = T(A, I), P = A X = T(At, X), and keeping Xt = X^T beside X,
+    X (2I - P) = T(Xt, 2I - P) and its transpose (2I - P)^T X^T = T(2I - P, Xt)."""
     (a,) = call.arguments
     n = _square(call, a)
     _expect(call.destination, (n, n), "the shape of A")
     iterations = _iterations(call)
     x = call.destination.name
-    gram, norm2, r, eps, product, two, loop = (call.name(s) for s in
-                                               ("gram", "norm2", "r", "eps", "p", "two", "loop"))
+    names = ("eye", "two", "at", "xt", "gram", "norm2", "r", "eps", "p", "loop")
+    eye, two, at, xt, gram, norm2, r, eps, product, loop = (call.name(s) for s in names)
     counter, reset, step = _counter(call, iterations)
-    data = counter + [f"{gram}: .zeros {n}x{n}", f"{norm2}: 0.0", f"{r}: 0.0", f"{eps}: 0.0",
-                      f"{product}: .zeros {n}x{n}",
+    data = counter + [f"{eye}: {_identity(n)}",
                       f"{two}: " + _matrix([[2.0 if i == j else 0.0 for j in range(n)]
-                                            for i in range(n)])]
+                                            for i in range(n)]),
+                      *(f"{name}: .zeros {n}x{n}" for name in (at, xt, gram, product)),
+                      f"{norm2}: 0.0", f"{r}: 0.0", f"{eps}: 0.0"]
     code = [reset,
+            f"{at} = matmul_tn({a.name}, {eye})",
             f"{gram} = matmul_tn({a.name}, {a.name})",
             f"{norm2} = trace({gram})",
             f"{r} = rsqrt({norm2})",
             f"{eps} = scale({r}, {r})",
-            f"{x} = transpose({a.name})",
-            f"{x} = scale({x}, {eps})",
+            f"{x} = scale({at}, {eps})",
+            f"{xt} = scale({a.name}, {eps})",
             f"{loop}: {step}",
-            f"{product} = matmul({a.name}, {x})",
+            f"{product} = matmul_tn({at}, {x})",
             f"{product} = sub({two}, {product})",
-            f"{x} = matmul({x}, {product}) if {call.name('k')} <= 0 goto {loop}"]
+            f"{x} = matmul_tn({xt}, {product})",
+            f"{xt} = matmul_tn({product}, {xt}) if {call.name('k')} <= 0 goto {loop}"]
     return Expansion(data, code)
 
 
@@ -103,18 +121,21 @@ def expand_power_iteration(call: RoutineCall) -> Expansion:
     _expect(call.destination, (n, 1), "a vector as long as A")
     iterations, steps = _iterations(call), _iterations(call, "newton")
     v = call.destination.name
-    start, zero, w, norm2, r, loop = (call.name(s) for s in
-                                      ("v0", "vzero", "w", "norm2", "r", "loop"))
+    eye, at, start, zero, w, norm2, r, loop = (call.name(s) for s in
+                                               ("eye", "at", "v0", "vzero", "w", "norm2", "r",
+                                                "loop"))
     counter, reset, step = _counter(call, iterations)
-    unit = repr(1.0 / n ** 0.5)
-    data = counter + [f"{start}: " + _matrix([[float(unit)]] * n),
+    unit = 1.0 / n ** 0.5
+    data = counter + [f"{eye}: {_identity(n)}", f"{at}: .zeros {n}x{n}",
+                      f"{start}: " + _matrix([[unit]] * n),
                       f"{zero}: .zeros {n}x1", f"{w}: .zeros {n}x1", f"{norm2}: 0.0",
                       f"{r}: 0.0"]
     newton_data, newton_code = newton_rsqrt(call, norm2, r, steps, from_rsqrt=False)
     code = [reset,
+            f"{at} = matmul_tn({a.name}, {eye})",
             f"{v} = add({start}, {zero})",
             f"{loop}: {step}",
-            f"{w} = matmul({a.name}, {v})",
+            f"{w} = matmul_tn({at}, {v})",
             f"{norm2} = matmul_tn({w}, {w})",
             f"{r} = rsqrt({norm2})",
             f"{v} = scale({w}, {r}) if {call.name('k')} <= 0 goto {loop}",
@@ -131,16 +152,56 @@ def expand_rayleigh(call: RoutineCall) -> Expansion:
     _expect(call.destination, (1, 1), "a scalar")
     steps = _iterations(call, "newton")
     lam = call.destination.name
-    norm2, r, inverse_norm2, w = (call.name(s) for s in ("norm2", "r", "q", "w"))
-    data = [f"{norm2}: 0.0", f"{r}: 0.0", f"{inverse_norm2}: 0.0", f"{w}: .zeros {n}x1"]
+    eye, at, norm2, r, inverse_norm2, w = (call.name(s) for s in
+                                           ("eye", "at", "norm2", "r", "q", "w"))
+    data = [f"{eye}: {_identity(n)}", f"{at}: .zeros {n}x{n}", f"{norm2}: 0.0", f"{r}: 0.0",
+            f"{inverse_norm2}: 0.0", f"{w}: .zeros {n}x1"]
     newton_data, newton_code = newton_rsqrt(call, norm2, r, steps, from_rsqrt=True)
     code = [f"{norm2} = matmul_tn({v.name}, {v.name})",
             *newton_code,
             f"{inverse_norm2} = scale({r}, {r})",
-            f"{w} = matmul({a.name}, {v.name})",
+            f"{at} = matmul_tn({a.name}, {eye})",
+            f"{w} = matmul_tn({at}, {v.name})",
             f"{lam} = matmul_tn({v.name}, {w})",
             f"{lam} = scale({lam}, {inverse_norm2})"]
     return Expansion(data + newton_data, code)
+
+
+def inverse_error_bound(n: int, a_max: float, x_max: float, dtype: str,
+                        product: FunctionBlock) -> float:
+    """Entrywise bound on |X_transformer - X_exact| once Newton-Schulz has converged (first
+    order; b = the product block's bound): the iteration squares earlier errors away, so what
+    remains is the last step's (P = A X off by b(1), carried through n entries of X, and the
+    product's own b(x_max)) and the error of A^T = T(A, I), which makes it invert a matrix off
+    by b(a_max) per entry (n^2 x_max^2 b(a_max)). Factor 2 of margin."""
+    b = product.bound_at
+    last_step = n * x_max * b(dtype, 1.0) + b(dtype, x_max)
+    transposed = n * n * x_max * x_max * b(dtype, a_max)
+    return float(2 * (last_step + transposed))
+
+
+def eigenvector_error_bound(n: int, a_max: float, lam1: float, lam2: float, dtype: str,
+                            product: FunctionBlock) -> float:
+    """Entrywise bound on |v_transformer - v_exact| for a symmetric A with |lam1| > |lam2|
+    (first order): A^T off by b(a_max) per entry moves the eigenvector by at most
+    n b(a_max) / (|lam1| - |lam2|); each iteration's A v is off by b(|lam1|) per entry, a
+    direction error sqrt(n) b / |lam1| that later iterations shrink by |lam2 / lam1|; the
+    normalization's products near 1 change the length by about 10 b(1). Factor 2 of margin."""
+    b = product.bound_at
+    ratio = abs(lam2 / lam1)
+    perturbation = n * b(dtype, a_max) / (abs(lam1) - abs(lam2))
+    iteration = math.sqrt(n) * b(dtype, abs(lam1)) / abs(lam1) / (1 - ratio)
+    return float(2 * (perturbation + iteration + 10 * b(dtype, 1.0)))
+
+
+def rayleigh_error_bound(n: int, a_max: float, lam: float, dtype: str,
+                         product: FunctionBlock) -> float:
+    """Bound on |lam_transformer - v^T A v / v^T v| (first order): 1 / v^T v from products
+    near 1 (10 b(1) relative), A^T and A v (n b(a_max) + b(|lam|)), the dot product and the
+    final scale (2 b(|lam|)). Factor 2 of margin."""
+    b = product.bound_at
+    return float(2 * (abs(lam) * 10 * b(dtype, 1.0) + n * b(dtype, a_max) + 3 * b(dtype,
+                                                                                   abs(lam))))
 
 
 register_routine(Routine("inverse", "X = A^-1 by Newton-Schulz from X_0 = A^T / ||A||_F^2", 1,

@@ -1,0 +1,139 @@
+"""inverse, power_iteration and rayleigh on the FLEQ transformer: against numpy.linalg and the
+same algorithm run exactly (the reference interpreter), within the documented bounds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from assembler.diagnostics import SourceError
+from assembler.fleq import assemble_fleq
+from assembler.fleq_punchcard import fleq_geometry_for
+from vm.executor import EngineConfig, run_transformer
+from vm.fleq_reference import run_fleq_reference
+from vm.functions import REGISTRY, make_block
+from vm.routines import ROUTINES
+from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
+                                rayleigh_error_bound)
+
+torch.set_num_threads(1)
+
+FLOAT32 = {name: {"scale": 1e-3} for name in ("matmul_tn", "scale")}
+"""Product parameters for float32 (docs/linalg.md)."""
+
+
+def literal(matrix: np.ndarray) -> str:
+    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
+    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
+
+
+def well_conditioned(n: int, seed: int, low: float = 1.0, high: float = 2.0) -> np.ndarray:
+    """U diag(singular values in [low, high]) V^T with random orthogonal U, V."""
+    rng = np.random.default_rng(seed)
+    u, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    v, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    return u @ np.diag(np.linspace(high, low, n)) @ v.T
+
+
+def symmetric(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Q diag(lam) Q^T with lam = 3, 1.2, ... (a dominant eigenvalue, ratio 0.4)."""
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    lam = np.concatenate([[3.0], np.linspace(1.2, -1.0, n - 1)])
+    return q @ np.diag(lam) @ q.T, lam
+
+
+def run_both(source: str, dtype: str, parameters: dict | None = None):
+    program = assemble_fleq(source, "linalg.fleq", parameters=parameters)
+    transformer = run_transformer(program, fleq_geometry_for(program), 10_000,
+                                  EngineConfig(dtype=dtype))
+    exact = run_fleq_reference(program, 10_000)
+    assert transformer.halted and exact.halted and transformer.steps == exact.steps
+    return program.named_memory(transformer.memory), program.named_memory(exact.cells)
+
+
+def inverse_source(a: np.ndarray, iters: int) -> str:
+    n = len(a)
+    return (f".d {n}\n.data\nA: {literal(a)}\nX: .zeros {n}x{n}\n.code\n"
+            f"X = inverse(A, iters={iters})\nhalt\n")
+
+
+def eig_source(a: np.ndarray, iters: int) -> str:
+    n = len(a)
+    return (f".d {n}\n.data\nA: {literal(a)}\nv: .zeros {n}x1\nlam: 0.0\n.code\n"
+            f"v = power_iteration(A, iters={iters})\nlam = rayleigh(A, v)\nhalt\n")
+
+
+def test_expansions_call_only_registered_blocks():
+    a, _ = symmetric(3, 0)
+    source = (f".d 3\n.data\nA: {literal(a)}\nX: .zeros 3x3\nv: .zeros 3x1\nlam: 0.0\n.code\n"
+              "X = inverse(A, iters=2)\nv = power_iteration(A, iters=2)\nlam = rayleigh(A, v)\n"
+              "halt\n")
+    program = assemble_fleq(source)
+    called = {i.function for i in program.instructions if i.function is not None}
+    assert called <= set(REGISTRY) and not called & set(ROUTINES)
+    assert called == {"matmul_tn", "trace", "rsqrt", "scale", "sub", "add"}
+    conditional = [i for i in program.instructions if i.target <= program.instructions.index(i)
+                   and i.function is not None]
+    assert len(conditional) == 2, "each loop ends in a write with a conditional jump back"
+
+
+@pytest.mark.parametrize("n, iters", [(2, 8), (4, 10), (8, 10)])
+def test_inverse_agrees_with_numpy_in_float64(n, iters):
+    a = well_conditioned(n, seed=n)
+    got, exact = run_both(inverse_source(a, iters), "float64")
+    inverse = np.linalg.inv(a)
+    algorithm_error = np.abs(np.asarray(exact["X"]) - inverse).max()
+    assert algorithm_error < 1e-12, "the exact algorithm has converged"
+    bound = inverse_error_bound(n, np.abs(a).max(), np.abs(inverse).max(), "float64",
+                                make_block("matmul_tn"))
+    assert bound < 1e-7
+    transformer_error = np.abs(np.asarray(got["X"]) - np.asarray(exact["X"])).max()
+    assert transformer_error <= bound
+    assert np.abs(np.asarray(got["X"]) - inverse).max() <= bound + algorithm_error
+
+
+def test_inverse_in_float32_is_within_the_float32_bound():
+    a = well_conditioned(2, seed=5)
+    got, exact = run_both(inverse_source(a, 8), "float32", FLOAT32)
+    inverse = np.linalg.inv(a)
+    bound = inverse_error_bound(2, np.abs(a).max(), np.abs(inverse).max(), "float32",
+                                make_block("matmul_tn", **FLOAT32["matmul_tn"]))
+    assert np.abs(np.asarray(got["X"]) - np.asarray(exact["X"])).max() <= bound < 0.1
+
+
+@pytest.mark.parametrize("n, iters", [(2, 20), (4, 25)])
+def test_power_iteration_and_rayleigh_agree_with_numpy(n, iters):
+    a, lam = symmetric(n, seed=10 + n)
+    got, exact = run_both(eig_source(a, iters), "float64")
+    values, vectors = np.linalg.eigh(a)
+    top = vectors[:, np.argmax(np.abs(values))]
+    v, v_exact = (np.asarray(m["v"], dtype=float).reshape(-1) for m in (got, exact))
+    v, v_exact = v * np.sign(v @ top), v_exact * np.sign(v_exact @ top)
+    product = make_block("matmul_tn")
+    bound = eigenvector_error_bound(n, np.abs(a).max(), lam[0], lam[1], "float64", product)
+    algorithm_error = np.abs(v_exact - top).max()
+    assert algorithm_error < 1e-6 and bound < 1e-7
+    assert np.abs(v - v_exact).max() <= bound
+    assert np.abs(v - top).max() <= bound + algorithm_error
+    assert abs(np.linalg.norm(v) - 1) <= bound
+    lam_bound = rayleigh_error_bound(n, np.abs(a).max(), lam[0], "float64", product)
+    assert abs(got["lam"] - exact["lam"]) <= lam_bound
+    assert abs(got["lam"] - lam[0]) <= lam_bound + abs(exact["lam"] - lam[0])
+
+
+@pytest.mark.parametrize("line, message", [
+    ("X = inverse(R, iters=3)", "'R' must be a square matrix, got 2x3"),
+    ("v = inverse(A, iters=3)", "'v' must be the shape of A (2x2), got 2x1"),
+    ("X = inverse(A, iters=0)", "iters must be a positive integer, got 0"),
+    ("X = power_iteration(A)", "'X' must be a vector as long as A (2x1), got 2x2"),
+    ("s = rayleigh(A, X)", "'X' must be a vector as long as A (2x1), got 2x2"),
+])
+def test_bad_routine_calls_are_located(line, message):
+    source = (".data\nA: .matrix 2x2 [[1.0, 0.0], [0.0, 2.0]]\n"
+              "R: .matrix 2x3 [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]\nX: .zeros 2x2\n"
+              f"v: .zeros 2x1\ns: 0.0\n.code\n{line}\nhalt\n")
+    with pytest.raises(SourceError) as caught:
+        assemble_fleq(source, "bad.fleq")
+    assert message in str(caught.value) and "bad.fleq:8:" in str(caught.value)
