@@ -145,7 +145,7 @@ def test_cli_reports_epochs_and_final_numbers(tmp_path, capsys):
     assert len([line for line in out.splitlines() if line.split()[:1] in (["1"], ["2"])]) == 2
 
 
-@pytest.mark.parametrize("content, message", [(b"not a zip", "cannot read"),
+@pytest.mark.parametrize("content, message", [(b"not a zip", "is not an .npz file"),
                                               (None, "cannot read")])
 def test_cli_bad_file_exits_2(tmp_path, capsys, content, message):
     path = tmp_path / "bad.npz"

@@ -14,6 +14,7 @@ A bias is a weight on a constant input 1 appended to every x (`bias=True`).
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -70,6 +71,8 @@ class Trajectory:
 # -- data -------------------------------------------------------------------------------
 def load_dataset(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """x (n x d_in) and y (n x d_out) from an .npz file, checked."""
+    if Path(path).is_file() and not zipfile.is_zipfile(path):
+        raise InputError(f"{path} is not an .npz file (a zip archive of arrays x and y)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             missing = {"x", "y"} - set(archive.files)

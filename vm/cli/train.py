@@ -70,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.done()
     distances, differences = result.weight_distances, result.loss_differences
-    summary = {"samples": len(x), "d_in": inputs.shape[1], "hidden": setup.hidden,
-               "d_out": y.shape[1], "activation": setup.activation if setup.hidden else "none",
+    summary = {"samples": len(x), "d_in": x.shape[1], "bias": setup.bias,
+               "hidden": setup.hidden, "d_out": y.shape[1],
+               "activation": setup.activation if setup.hidden else "none",
                "lr": setup.lr, "epochs": setup.epochs, "dtype": setup.dtype,
                "steps": result.steps, "instructions": result.instructions,
                "final_loss_transformer": result.transformer.losses[-1],
