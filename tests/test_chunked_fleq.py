@@ -3,17 +3,29 @@ chunked_attention routine, against attention computed directly."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+from assembler.fleq import assemble_fleq, assemble_fleq_file
+from assembler.diagnostics import SourceError
+from assembler.fleq_punchcard import fleq_geometry_for
 from vm.block_errors import measure
+from vm.chunked.model import HeadWeights, Mask
+from vm.chunked.reference import head_attention, relative_error
+from vm.compare import compare_fleq
 from vm.errors import InputError
-from vm.functions import make_block
+from vm.executor import EngineConfig
+from vm.fleq_reference import run_fleq_reference
+from vm.functions import REGISTRY, make_block
 from vm.functions.attention_oracle import SPAN
+from vm.routines import ROUTINES
 
 torch.set_num_threads(1)
 
+ROOT = Path(__file__).resolve().parents[1]
 H, M, D = 4, 4, 8
 
 
@@ -81,3 +93,115 @@ def test_oracle_metadata_and_shape_errors():
         block.constant_fields(4)
     with pytest.raises(InputError, match="dim must be an integer"):
         make_block("attention_oracle", dim=0)
+
+
+# -- the routine ------------------------------------------------------------------------------
+PROGRAM = ROOT / "programs" / "fleq" / "chunked_attention.fleq"
+RELATIVE_BOUND = {"float64": 1e-7}
+"""Documented bound on max_i ||y_i - t_i|| / ||t_i|| for the program (docs/chunked_attention.md:
+projections and Newton steps by matmul_tn at ~1e-9 each, the oracle at ~1e-14)."""
+
+
+def instance_source(n: int, m: int, width: int, h: int, seed: int, score: float = 2.0,
+                    scale: float = 0.5) -> tuple[str, np.ndarray, list[np.ndarray]]:
+    """A program calling chunked_attention on a random instance: (source, X, [Wq, Wk, Wv])."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (n, width))
+    weights = [rng.uniform(-scale, scale, (width, h)) for _ in range(3)]
+    lines = [f".d {max(2 * h, h + m, width)}",
+             f".function attention_oracle dim={h} length={m}", ".data"]
+    lines += [f"X{t}: {matrix_literal(x[t * m:(t + 1) * m].T)}" for t in range(n // m)]
+    lines += [f"{name}: {matrix_literal(w)}" for name, w in zip(("Wq", "Wk", "Wv"), weights)]
+    lines += [f"Y{t}: .zeros {h}x{m}" for t in range(n // m)]
+    lines += [".code", f"Y0 = chunked_attention(X0, Wq, Wk, Wv, n={n}, m={m}, score={score})",
+              "halt"]
+    return "\n".join(lines) + "\n", x, weights
+
+
+def matrix_literal(matrix: np.ndarray) -> str:
+    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
+    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
+
+
+def chunks(memory: dict, stem: str) -> np.ndarray:
+    """Token-row matrix from the chunk cells stem0, stem1, ... (one column per token)."""
+    count = sum(1 for name in memory if name[:-1] == stem and name[-1].isdigit())
+    return np.hstack([np.asarray(memory[f"{stem}{t}"]) for t in range(count)]).T
+
+
+def direct_attention(x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray) -> np.ndarray:
+    """softmax(X Wq (X Wk)^T) X Wv by the simulation library's yardstick (vm/chunked)."""
+    head = HeadWeights(torch.as_tensor(wq), torch.as_tensor(wk), torch.as_tensor(wv))
+    out, _ = head_attention(torch.as_tensor(x), head, Mask("none"))
+    return out.numpy()
+
+
+def oracle_calls(program) -> int:
+    return sum(1 for i in program.instructions if i.function == "attention_oracle")
+
+
+@pytest.mark.parametrize("n, m, width, h, seed", [(16, 4, 4, 4, 0), (6, 2, 3, 2, 1),
+                                                   (12, 3, 2, 3, 2), (8, 8, 4, 4, 3)])
+def test_expansion_calls_only_blocks_and_the_oracle_exactly_squared_chunks_times(n, m, width,
+                                                                                 h, seed):
+    source, x, weights = instance_source(n, m, width, h, seed)
+    program = assemble_fleq(source, "instance.fleq")
+    assert all(i.function is None or i.function in REGISTRY for i in program.instructions)
+    assert not {i.function for i in program.instructions} & set(ROUTINES)
+    assert oracle_calls(program) == (n // m) ** 2
+    result = run_fleq_reference(program, 10_000, trace=True)
+    assert result.halted
+    executed = [program.instructions[step.pc].function for step in result.trace
+                if step.pc != program.eof]
+    assert executed.count("attention_oracle") == (n // m) ** 2
+    got = chunks(program.named_memory(result.cells), "Y")
+    want = direct_attention(x, *weights)
+    assert relative_error(torch.as_tensor(got), torch.as_tensor(want)) < 1e-12
+
+
+@pytest.fixture(scope="module")
+def program_run():
+    """The shipped instance on the looped transformer, in lockstep with the FLEQ reference."""
+    program = assemble_fleq_file(PROGRAM)
+    comparison = compare_fleq(program, fleq_geometry_for(program), 1000,
+                              EngineConfig(dtype="float64"))
+    return program, comparison
+
+
+def test_program_on_the_transformer_matches_full_attention_within_the_bound(program_run):
+    program, comparison = program_run
+    assert comparison.ok and comparison.halted
+    memory = program.named_memory(program.cells)
+    want = direct_attention(chunks(memory, "X"), *(np.asarray(memory[w])
+                                                   for w in ("Wq", "Wk", "Wv")))
+    last = {error.cell: error for error in comparison.errors}
+    got = np.hstack([last[f"Y{t}"].transformer for t in range(4)]).T
+    reference = np.hstack([last[f"Y{t}"].reference for t in range(4)]).T
+    error = relative_error(torch.as_tensor(got), torch.as_tensor(want))
+    assert 0 < error <= RELATIVE_BOUND["float64"]
+    assert relative_error(torch.as_tensor(reference), torch.as_tensor(want)) < 1e-12
+
+
+def test_program_runs_the_oracle_sixteen_times_each_within_its_bound(program_run):
+    program, comparison = program_run
+    oracle = make_block("attention_oracle", dim=H, length=M)
+    calls = [e for e in comparison.errors
+             if program.instructions[e.pc].function == "attention_oracle"]
+    assert len(calls) == (16 // M) ** 2 == oracle_calls(program)
+    for call in calls:
+        assert 0 < call.local_absolute <= np.min(oracle.bound_at("float64", call.transformer))
+
+
+@pytest.mark.parametrize("line, message", [
+    ("Y0 = chunked_attention(X1, Wq, Wk, Wv)", "must name chunk 0"),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, n=10)", "multiple of m=4"),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, m=2)", "has 4 tokens"),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wq2)", "must be 4x4"),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, score=0)", "score must be positive"),
+])
+def test_bad_calls_are_located_errors(line, message):
+    source = PROGRAM.read_text().replace(
+        "    Y0 = chunked_attention(X0, Wq, Wk, Wv, n=16, m=4, score=2)", line)
+    source = source.replace(".data\n", ".data\nWq2: .zeros 4x3\n", 1)
+    with pytest.raises(SourceError, match=message):
+        assemble_fleq(source, "bad.fleq")

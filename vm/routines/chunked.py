@@ -1,0 +1,154 @@
+"""chunked_attention: attention over N tokens from (N/M)^2 calls of the attention_oracle block.
+
+Call syntax (Lemma 3.1 of "Simulating Large Transformers with Small Ones"):
+
+    Y0 = chunked_attention(X0, Wq, Wk, Wv, n=16, m=4, score=2)
+
+A cell holds at most d x d, so the N x d_model input is stored as T = N/M chunk
+cells, one column per token (the machine's own orientation: its columns are
+tokens): X0 .. X{T-1}, each d_model x M, where X_t holds tokens tM .. tM+M-1.
+The call names chunk 0 (a name ending in 0); the routine finds the others by
+that stem, and writes Y0 .. Y{T-1} (h x M each, column i = output of token i)
+the same way. Wq, Wk, Wv are d_model x h data cells: q = Wq^T x, so the result
+is softmax(X Wq (X Wk)^T) X Wv for token-row X, without 1/sqrt(h) (fold it into
+Wq). The block takes `.function attention_oracle dim=h length=M`.
+
+The expansion calls only registered blocks:
+
+  projections (once)  Wkv = [Wk Wv] by matmul_tn with identity/lifting constants;
+                      per chunk Q_t = Wq^T X_t and KV_t = Wkv^T X_t = [K_t; V_t]
+  per query chunk c   S = sum over key chunks t of attention_oracle(Q_c, KV_t)
+                      (M^2 ... the (N/M)^2 oracle calls: numerators on top,
+                      normalizers on a diagonal, so adding them is the paper's
+                      combination sum_t B_t / sum_t A_t)
+                      Nt = S^T [I/N; 0] (numerators^T / N)
+                      D  = [0; I/N]^T S (diag of the mean e^(q.k) of each query)
+                      X  = D^-1 by Newton's iteration X <- X (2I - D X) from
+                      X_0 = I / cosh(score), all by matmul_tn and sub
+                      Y_c = Nt^T X
+
+Newton converges for every query whose mean e^(q.k) lies in (0, 2 cosh(score));
+when every |q.k| <= score the error after `newton_iterations(score)` steps is
+below float64's unit roundoff, so the result is limited by the blocks' own
+errors (docs/chunked_attention.md measures it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vm.library import Expansion, Operand, Routine, RoutineCall
+from vm.routines import register_routine
+
+TOLERANCE = 2.0 ** -53
+"""Newton steps are counted until the worst-case error would be below this."""
+
+
+def newton_iterations(score: float) -> int:
+    """Steps of X <- X (2I - D X) from X_0 = I / cosh(score) that take every diagonal entry
+    of D in [e^-score, e^score] within TOLERANCE: the error tanh(score)^(2^k)."""
+    contraction = math.tanh(score)
+    return max(1, math.ceil(math.log2(math.log(TOLERANCE) / math.log(contraction))))
+
+
+def _matrix(values: np.ndarray) -> str:
+    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in values)
+    return f".matrix {values.shape[0]}x{values.shape[1]} [{rows}]"
+
+
+def _stem(operand: Operand, role: str) -> str:
+    if not operand.name.endswith("0"):
+        raise ValueError(f"the {role} '{operand.name}' must name chunk 0 (a name ending in 0; "
+                         f"the other chunks are the same name ending in 1, 2, ...)")
+    return operand.name[:-1]
+
+
+def _check_shape(operand: Operand, shape: tuple[int, int], what: str) -> None:
+    if operand.shape != shape:
+        raise ValueError(f"{what} '{operand.name}' must be {shape[0]}x{shape[1]}, is "
+                         f"{operand.shape[0]}x{operand.shape[1]}")
+
+
+def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
+    """(tokens N, chunk length M, model width, head width h), checked."""
+    x0, wq, wk, wv = call.arguments
+    n, m = call.keywords["n"], call.keywords["m"]
+    if n != int(n) or m != int(m) or not 1 <= m <= n or int(n) % int(m):
+        raise ValueError(f"n={n:g} must be a positive multiple of m={m:g}")
+    width, length = x0.shape
+    if length != m:
+        raise ValueError(f"the chunk '{x0.name}' has {length} tokens (columns), m is {m:g}")
+    heads = wq.shape[1]
+    for weight in (wq, wk, wv):
+        _check_shape(weight, (width, heads), "the weight")
+    _check_shape(call.destination, (heads, length), "the output chunk")
+    if not call.keywords["score"] > 0:
+        raise ValueError("score must be positive")
+    return int(n), int(m), width, heads
+
+
+def expand_chunked_attention(call: RoutineCall) -> Expansion:
+    n, m, width, h = _sizes(call)
+    chunks = n // m
+    x_stem = _stem(call.arguments[0], "input")
+    y_stem = _stem(call.destination, "destination")
+    wq, wk, wv = (a.name for a in call.arguments[1:])
+    score = call.keywords["score"]
+    name = call.name
+    identity = np.eye(width)
+    lift_k, lift_v = np.eye(h, 2 * h), np.eye(h, 2 * h, h)
+    numerators = np.vstack([np.eye(h), np.zeros((m, h))]) / (2 * n)
+    normalizers = np.vstack([np.zeros((h, m)), np.eye(m)]) / n
+    data = [f"{name('id')}: {_matrix(identity)}", f"{name('liftk')}: {_matrix(lift_k)}",
+            f"{name('liftv')}: {_matrix(lift_v)}", f"{name('num')}: {_matrix(numerators)}",
+            f"{name('den')}: {_matrix(normalizers)}",
+            f"{name('guess')}: {_matrix(np.eye(m) / math.cosh(score))}",
+            f"{name('two')}: {_matrix(2 * np.eye(m))}",
+            f"{name('wkt')}: .zeros {h}x{width}", f"{name('wvt')}: .zeros {h}x{width}",
+            f"{name('wkl')}: .zeros {width}x{2 * h}", f"{name('wvl')}: .zeros {width}x{2 * h}",
+            f"{name('wkv')}: .zeros {width}x{2 * h}",
+            f"{name('s')}: .zeros {h + m}x{m}", f"{name('t')}: .zeros {h + m}x{m}",
+            f"{name('nt')}: .zeros {m}x{h}"]
+    data += [f"{name(v)}: .zeros {m}x{m}" for v in ("d", "x", "p", "r")]
+    for t in range(chunks):
+        data += [f"{name(f'q{t}')}: .zeros {h}x{m}", f"{name(f'kv{t}')}: .zeros {2 * h}x{m}"]
+    code = [f"{name('wkt')} = matmul_tn({wk}, {name('id')})",
+            f"{name('wvt')} = matmul_tn({wv}, {name('id')})",
+            f"{name('wkl')} = matmul_tn({name('wkt')}, {name('liftk')})",
+            f"{name('wvl')} = matmul_tn({name('wvt')}, {name('liftv')})",
+            f"{name('wkv')} = add({name('wkl')}, {name('wvl')})"]
+    for t in range(chunks):
+        code += [f"{name(f'q{t}')} = matmul_tn({wq}, {x_stem}{t})",
+                 f"{name(f'kv{t}')} = matmul_tn({name('wkv')}, {x_stem}{t})"]
+    for c in range(chunks):
+        code += _query_chunk(name, c, chunks, newton_iterations(score), f"{y_stem}{c}")
+    return Expansion(data, code)
+
+
+def _query_chunk(name, c: int, chunks: int, iterations: int, output: str) -> list[str]:
+    """The oracle calls of query chunk c, their sum, and the division by the normalizers."""
+    s, t, x, d, p, r = (name(v) for v in ("s", "t", "x", "d", "p", "r"))
+    query = name(f"q{c}")
+    code = [f"{s} = attention_oracle({query}, {name('kv0')})"]
+    for key in range(1, chunks):
+        code += [f"{t} = attention_oracle({query}, {name(f'kv{key}')})", f"{s} = add({s}, {t})"]
+    code += [f"{name('nt')} = matmul_tn({s}, {name('num')})",
+             f"{d} = matmul_tn({name('den')}, {s})"]
+    current, two = name("guess"), name("two")
+    for _ in range(iterations - 1):
+        code += [f"{p} = matmul_tn({d}, {current})", f"{r} = sub({two}, {p})",
+                 f"{x} = matmul_tn({current}, {r})"]
+        current = x
+    code += [f"{p} = matmul_tn({d}, {current})", f"{r} = sub({two}, {p})",
+             f"{p} = matmul_tn({current}, {r})", f"{r} = matmul_tn({r}, {current})",
+             f"{x} = add({p}, {r})"]
+    code.append(f"{output} = matmul_tn({name('nt')}, {x})")
+    return code
+
+
+register_routine(Routine(
+    "chunked_attention",
+    "attention of N tokens (chunk cells X0..) from (N/M)^2 attention_oracle calls",
+    4, {"n": 16.0, "m": 4.0, "score": 2.0}, expand_chunked_attention))
