@@ -3,12 +3,14 @@ same algorithm run exactly (the reference interpreter), within the documented bo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import assemble_fleq
+from assembler.fleq import assemble_fleq, assemble_fleq_file
 from assembler.fleq_punchcard import fleq_geometry_for
 from vm.executor import EngineConfig, run_transformer
 from vm.fleq_reference import run_fleq_reference
@@ -18,6 +20,8 @@ from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
                                 rayleigh_error_bound)
 
 torch.set_num_threads(1)
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "fleq"
 
 FLOAT32 = {name: {"scale": 1e-3} for name in ("matmul_tn", "scale")}
 """Product parameters for float32 (docs/linalg.md)."""
@@ -44,8 +48,9 @@ def symmetric(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return q @ np.diag(lam) @ q.T, lam
 
 
-def run_both(source: str, dtype: str, parameters: dict | None = None):
-    program = assemble_fleq(source, "linalg.fleq", parameters=parameters)
+def run_both(source: str | Path, dtype: str, parameters: dict | None = None):
+    program = (assemble_fleq_file(source) if isinstance(source, Path) else
+               assemble_fleq(source, "linalg.fleq", parameters=parameters))
     transformer = run_transformer(program, fleq_geometry_for(program), 10_000,
                                   EngineConfig(dtype=dtype))
     exact = run_fleq_reference(program, 10_000)
@@ -137,3 +142,31 @@ def test_bad_routine_calls_are_located(line, message):
     with pytest.raises(SourceError) as caught:
         assemble_fleq(source, "bad.fleq")
     assert message in str(caught.value) and "bad.fleq:8:" in str(caught.value)
+
+
+def test_hand_written_matrix_inverse_program_agrees_with_numpy():
+    got, exact = run_both(PROGRAMS / "matrix_inverse.fleq", "float64")
+    a = np.asarray(exact["A"])
+    inverse = np.linalg.inv(a)
+    algorithm_error = np.abs(np.asarray(exact["X"]) - inverse).max()
+    assert algorithm_error < 1e-12
+    bound = inverse_error_bound(3, np.abs(a).max(), np.abs(inverse).max(), "float64",
+                                make_block("matmul_tn"))
+    assert np.abs(np.asarray(got["X"]) - inverse).max() <= bound + algorithm_error
+
+
+def test_hand_written_power_iteration_program_agrees_with_numpy():
+    got, exact = run_both(PROGRAMS / "power_iteration.fleq", "float64")
+    a = np.asarray(exact["A"])
+    values, vectors = np.linalg.eigh(a)
+    top = vectors[:, -1]
+    v = np.asarray(got["v"], dtype=float).reshape(-1)
+    product = make_block("matmul_tn")
+    bound = eigenvector_error_bound(3, np.abs(a).max(), values[-1], values[-2], "float64",
+                                    product)
+    v_exact = np.asarray(exact["v"], dtype=float).reshape(-1)
+    algorithm_error = np.abs(v_exact * np.sign(v_exact @ top) - top).max()
+    assert algorithm_error < 1e-9
+    assert np.abs(v * np.sign(v @ top) - top).max() <= bound + algorithm_error
+    assert abs(got["lam"] - values[-1]) <= rayleigh_error_bound(3, np.abs(a).max(), values[-1],
+                                                                "float64", product)

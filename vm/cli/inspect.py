@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from pathlib import Path
 
 from vm.cli.common import add_program_arguments, load_program, positive_int
 from vm.errors import InputError
@@ -14,8 +15,12 @@ from vm.machines.fleq_layout import FleqGeometry
 
 PAPER = {"subleq": (9, 2, "Lemma 4")}
 PAPER_ROUTINES = {"sgd_step": (13, 1, "Section 9, SGD with backpropagation"),
-                  "sgd_step_linear": (13, 1, "Section 9, SGD")}
+                  "sgd_step_linear": (13, 1, "Section 9, SGD"),
+                  "inverse": (13, 1, "Table 1, matrix inversion"),
+                  "power_iteration": (13, 1, "Table 1, power iteration")}
 """Routines the paper builds a transformer for: (layers, heads, where)."""
+PAPER_PROGRAMS = {"matrix_inverse.fleq": "inverse", "power_iteration.fleq": "power_iteration"}
+"""Programs that write a routine's expansion out by hand (programs/fleq), by file name."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -52,6 +57,9 @@ def paper_routines(program: object | None) -> list[dict]:
     names = getattr(program, "variables", {})
     used = {match.group(1) for name in names
             if (match := re.match(r"^_([a-z_]+?)\d+_", name))}
+    source = Path(str(getattr(program, "source", ""))).name
+    if source in PAPER_PROGRAMS:
+        used.add(PAPER_PROGRAMS[source])
     return [{"routine": name, "layers": layers, "heads": heads, "statement": where}
             for name, (layers, heads, where) in PAPER_ROUTINES.items() if name in used]
 

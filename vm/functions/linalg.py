@@ -372,7 +372,7 @@ class Trace(FunctionBlock):
     name = "trace"
     arity = 1
     summary = "c = sum of A's diagonal entries: an exact row selection, then one averaging head"
-    lemma = "Lemma 6 (moves); the sum is the softmax's own average"
+    lemma = "Lemma 6 (moves)"
     span = 100.0
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
