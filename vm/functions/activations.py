@@ -106,7 +106,7 @@ class CentralDifference(ExplicitSigmoidSum):
     """f' for f = scale * sigmoid(slope * x) + constant, by the fourth-order central
     difference of its one term: four sigmoid terms."""
 
-    parameters = (Parameter("step", 0.02, "h of the central difference: truncation "
+    parameters = (Parameter("step", 0.01, "h of the central difference: truncation "
                             "~h^4, rounding ~1/h"),)
     slope = 1.0
     scale = 1.0
