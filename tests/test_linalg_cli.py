@@ -1,0 +1,117 @@
+"""`ltvm linalg inverse|eig`: results beside numpy.linalg with error lines, bad input as exit 2,
+and `ltvm inspect` of the hand-written programs beside the paper's Table 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from vm.cli import main
+
+torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "programs" / "fleq"
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def lines(out: str) -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+
+
+@pytest.fixture
+def saved(tmp_path):
+    def save(name: str, value) -> str:
+        path = tmp_path / name
+        np.save(path, value)
+        return str(path)
+    return save
+
+
+def test_inverse_prints_the_result_beside_numpy_with_error_lines(capsys, saved):
+    a = np.array([[2.0, 0.5], [-0.3, 1.5]])
+    code, out, _ = run_cli(capsys, "linalg", "inverse", "--matrix", saved("a.npy", a),
+                           "--iters", "8")
+    shown = lines(out)
+    assert code == 0
+    got = np.array(json.loads(shown["inverse"]))
+    np.testing.assert_allclose(np.array(json.loads(shown["numpy_inverse"])), np.linalg.inv(a),
+                               rtol=1e-11)
+    error = np.abs(got - np.linalg.inv(a)).max() / np.abs(np.linalg.inv(a)).max()
+    assert float(shown["error"]) == pytest.approx(error, rel=1e-3, abs=1e-15)
+    assert float(shown["exact_algorithm_error"]) < 1e-14
+    assert 0 < float(shown["transformer_error"]) <= float(shown["bound"]) < 1e-7
+    assert shown["dtype"] == "float64" and shown["iters"] == "8"
+
+
+def test_eig_json_gives_the_dominant_eigenpair(capsys, saved):
+    a = np.array([[3.0, 1.0], [1.0, 1.0]])
+    code, out, _ = run_cli(capsys, "linalg", "eig", "--matrix", saved("s.npy", a), "--iters",
+                           "20", "--json")
+    payload = json.loads(out)
+    values, vectors = np.linalg.eigh(a)
+    top = vectors[:, -1] * np.sign(vectors[0, -1])
+    vector = np.array(payload["transformer_eigenvector"])
+    assert code == 0
+    assert abs(payload["transformer_eigenvalue"] - values[-1]) < 1e-8
+    assert np.abs(vector * np.sign(vector[0]) - top).max() < 1e-6
+    assert payload["transformer_error"] <= payload["bound"]
+
+
+def test_float32_uses_float32_product_parameters_and_stays_within_its_bound(capsys, saved):
+    a = np.array([[2.0, 0.5], [-0.3, 1.5]])
+    code, out, _ = run_cli(capsys, "linalg", "inverse", "--matrix", saved("a.npy", a),
+                           "--iters", "8", "--dtype", "float32")
+    shown = lines(out)
+    assert code == 0 and shown["dtype"] == "float32"
+    assert 1e-7 < float(shown["transformer_error"]) <= float(shown["bound"]) < 0.1
+
+
+@pytest.mark.parametrize("value, message", [
+    (np.ones((2, 3)), "expected a square matrix, got shape (2, 3)"),
+    (np.ones((17, 17)), "larger than the largest block size d = 16"),
+    (np.array([[1.0, np.nan], [0.0, 1.0]]), "not finite"),
+    (np.array([["a", "b"], ["c", "d"]]), "expected a real numeric array"),
+    (np.array([[1.0, 2.0], [2.0, 4.0]]), "singular"),
+    (np.eye(2) * 20.0, "outside rsqrt's domain"),
+    (np.array([[0.0, -1.0], [1.0, 0.0]]), "one real eigenvalue of largest modulus"),
+])
+def test_bad_matrices_are_refused_with_exit_2(capsys, saved, value, message):
+    kind = "eig" if "eigenvalue" in message else "inverse"
+    code, _, err = run_cli(capsys, "linalg", kind, "--matrix", saved("m.npy", value))
+    assert code == 2 and message in err
+
+
+def test_a_pickled_file_is_refused_without_loading_it(capsys, tmp_path):
+    path = tmp_path / "p.npy"
+    np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    code, _, err = run_cli(capsys, "linalg", "inverse", "--matrix", str(path))
+    assert code == 2 and "is not a numeric .npy array" in err
+
+
+def test_console_script_bad_file_exit_2_without_traceback(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "vm.cli", "linalg", "eig", "--matrix",
+                           str(tmp_path / "missing.npy")], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 2
+    assert "cannot read" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("program, name", [("matrix_inverse.fleq", "matrix inversion"),
+                                           ("power_iteration.fleq", "power iteration")])
+def test_inspect_puts_the_programs_beside_table_1(capsys, program, name):
+    code, out, _ = run_cli(capsys, "inspect", str(PROGRAMS / program))
+    assert code == 0
+    line = next(line for line in out.splitlines() if f"Table 1, {name}" in line)
+    assert "13 layers, 1 head;" in line and "here 7 layers" in line

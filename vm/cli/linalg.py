@@ -1,0 +1,251 @@
+"""`ltvm linalg inverse|eig`: a matrix from a .npy file through the linear algebra routines on
+the looped transformer, beside numpy.linalg and the same algorithm run exactly.
+
+The program is built from the matrix's shape and values (`X = inverse(A, iters=T)`, or
+`v = power_iteration(A, iters=T)` and `lam = rayleigh(A, v)`), run on the transformer and on
+the reference interpreter (the same FLEQ program with exact numpy blocks: the exact
+algorithm), so the transformer's own error is told apart from the algorithm's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from assembler.fleq import MAX_BLOCK, assemble_fleq
+from assembler.fleq_punchcard import fleq_geometry_for
+from vm.cli.common import add_engine_arguments, block_parameters, engine_config
+from vm.errors import InputError, StepLimitExceeded
+from vm.executor import EngineConfig, run_transformer
+from vm.fleq_reference import run_fleq_reference
+from vm.functions import make_block
+from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
+                                rayleigh_error_bound)
+
+PRODUCTS = ("matmul_tn", "scale")
+FLOAT32_SCALE = 1e-3
+"""eps of the product blocks in float32 runs (float64 keeps the default 1e-5)."""
+MAX_STEPS = 1_000_000
+
+
+def load_matrix(path: str) -> np.ndarray:
+    """A square real matrix of size <= 16 from a .npy file (no pickles), or InputError."""
+    try:
+        matrix = np.load(path, allow_pickle=False)
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise InputError(f"{path} is not a numeric .npy array ({error})") from None
+    if not isinstance(matrix, np.ndarray) or matrix.dtype.kind not in "iuf":
+        raise InputError(f"{path}: expected a real numeric array, got dtype {matrix.dtype}")
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise InputError(f"{path}: expected a square matrix, got shape {matrix.shape}")
+    if not 1 <= matrix.shape[0] <= MAX_BLOCK:
+        raise InputError(f"{path}: {matrix.shape[0]}x{matrix.shape[0]} is larger than the "
+                         f"largest block size d = {MAX_BLOCK}")
+    if not np.isfinite(matrix).all():
+        raise InputError(f"{path}: the matrix has entries that are not finite")
+    return matrix.astype(float)
+
+
+def _literal(matrix: np.ndarray) -> str:
+    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
+    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
+
+
+def linalg_source(kind: str, matrix: np.ndarray, iters: int) -> str:
+    """The FLEQ program: A from the matrix, one routine call (two for eig)."""
+    n = len(matrix)
+    if kind == "inverse":
+        return (f"; X = A^-1 by Newton-Schulz\n.d {n}\n.data\nA: {_literal(matrix)}\n"
+                f"X: .zeros {n}x{n}\n.code\nX = inverse(A, iters={iters})\nhalt\n")
+    return (f"; dominant eigenpair by power iteration\n.d {n}\n.data\nA: {_literal(matrix)}\n"
+            f"v: .zeros {n}x1\nlam: 0.0\n.code\nv = power_iteration(A, iters={iters})\n"
+            f"lam = rayleigh(A, v)\nhalt\n")
+
+
+def product_parameters(dtype: str, given: dict[str, dict[str, float]]) -> dict:
+    """--param settings, with eps = 1e-3 for the products in float32 unless given."""
+    parameters = {name: dict(values) for name, values in given.items()}
+    if dtype == "float32":
+        for name in PRODUCTS:
+            parameters.setdefault(name, {}).setdefault("scale", FLOAT32_SCALE)
+    return parameters
+
+
+def check_domain(kind: str, matrix: np.ndarray) -> None:
+    """Refuse matrices whose norms leave rsqrt's domain or whose result leaves the products'
+    span: the machine would return numbers nobody can vouch for."""
+    rsqrt, product = make_block("rsqrt").domain(), make_block("matmul_tn").domain()
+    if kind == "inverse":
+        frobenius2 = float(np.sum(matrix ** 2))
+        if not rsqrt.contains(np.array([frobenius2])):
+            raise InputError(f"||A||_F^2 = {frobenius2:.4g} is outside rsqrt's domain "
+                             f"{rsqrt.description}; scale A by a power of 2 first")
+        if np.linalg.cond(matrix) > 1e8:
+            raise InputError("A is singular or nearly so (condition number > 1e8)")
+        if not product.contains(np.linalg.inv(matrix)):
+            raise InputError(f"A^-1 has entries outside the products' domain "
+                             f"{product.description}")
+        return
+    values = np.linalg.eigvals(matrix)
+    order = np.argsort(-np.abs(values))
+    top = values[order[0]]
+    if abs(top.imag) > 0 or (len(values) > 1 and
+                             abs(values[order[1]]) > (1 - 1e-6) * abs(top)):
+        raise InputError("power iteration needs one real eigenvalue of largest modulus; "
+                         f"this matrix has {', '.join(f'{v:.4g}' for v in values[order[:2]])}")
+    largest = float(np.linalg.norm(matrix, 2)) ** 2
+    if not rsqrt.contains_interval(float(abs(top)) ** 2, largest):
+        raise InputError(f"||A v||^2 ranges over [{abs(top) ** 2:.4g}, {largest:.4g}], not "
+                         f"inside rsqrt's domain {rsqrt.description}; scale A by a power of "
+                         "2 first")
+
+
+@dataclass
+class LinalgResult:
+    """What a run gives: the transformer's, the exact algorithm's and numpy's answers."""
+
+    kind: str
+    transformer: dict[str, np.ndarray]
+    exact: dict[str, np.ndarray]
+    numpy: dict[str, np.ndarray]
+    errors: dict[str, float]
+    bound: float
+    steps: int
+    dtype: str
+    source: str
+
+    @property
+    def within_bound(self) -> bool:
+        return self.errors["transformer_error"] <= self.bound
+
+
+def _relative(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+def _aligned(vector: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """The unit eigenvector with the sign that matches `reference`."""
+    return vector * (1.0 if vector @ reference >= 0 else -1.0)
+
+
+def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
+          given: dict[str, dict[str, float]] | None = None) -> LinalgResult:
+    """Run `kind` ("inverse" or "eig") on the transformer and exactly; compare with numpy."""
+    check_domain(kind, matrix)
+    dtype = config.dtype or "float64"
+    parameters = product_parameters(dtype, given or {})
+    source = linalg_source(kind, matrix, iters)
+    program = assemble_fleq(source, f"<linalg {kind}>", parameters=parameters)
+    result = run_transformer(program, fleq_geometry_for(program), MAX_STEPS, config)
+    if not result.halted:
+        raise StepLimitExceeded(f"the program did not halt within {MAX_STEPS} steps")
+    reference = run_fleq_reference(program, MAX_STEPS)
+    got = program.named_memory(result.memory)
+    exact = program.named_memory(reference.cells)
+    product = make_block("matmul_tn", **parameters.get("matmul_tn", {}))
+    n, a_max = len(matrix), float(np.abs(matrix).max())
+    if kind == "inverse":
+        inverse = np.linalg.inv(matrix)
+        x, x_exact = np.asarray(got["X"]), np.asarray(exact["X"])
+        errors = {"error": _relative(x, inverse),
+                  "exact_algorithm_error": _relative(x_exact, inverse),
+                  "transformer_error": _relative(x, x_exact)}
+        scale = float(np.abs(x_exact).max())
+        bound = inverse_error_bound(n, a_max, scale, dtype, product) / scale
+        return LinalgResult(kind, {"inverse": x}, {"inverse": x_exact}, {"inverse": inverse},
+                            errors, bound, result.steps, dtype, source)
+    values, vectors = np.linalg.eig(matrix)
+    order = np.argsort(-np.abs(values))
+    lam1, lam2 = float(values[order[0]].real), float(values[order[1]].real) if n > 1 else 0.0
+    top = vectors[:, order[0]].real
+    top /= np.linalg.norm(top)
+    v = _aligned(np.asarray(got["v"], dtype=float).reshape(-1), top)
+    v_exact = _aligned(np.asarray(exact["v"], dtype=float).reshape(-1), top)
+    lam, lam_exact = float(got["lam"]), float(exact["lam"])
+    errors = {"error": max(_relative(v, top), abs(lam - lam1) / abs(lam1)),
+              "exact_algorithm_error": max(_relative(v_exact, top),
+                                           abs(lam_exact - lam1) / abs(lam1)),
+              "transformer_error": max(_relative(v, v_exact), abs(lam - lam_exact) / abs(lam1))}
+    bound = max(eigenvector_error_bound(n, a_max, lam1, lam2, dtype, product)
+                / float(np.abs(v_exact).max()),
+                rayleigh_error_bound(n, a_max, lam1, dtype, product) / abs(lam1))
+    return LinalgResult(kind, {"eigenvalue": np.array(lam), "eigenvector": v},
+                        {"eigenvalue": np.array(lam_exact), "eigenvector": v_exact},
+                        {"eigenvalue": np.array(lam1), "eigenvector": top},
+                        errors, bound, result.steps, dtype, source)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "linalg", help="matrix inverse or dominant eigenpair on the transformer",
+        description="Load a square matrix A from FILE.npy, build the FLEQ program (inverse: "
+                    "X = inverse(A, iters=T), Newton-Schulz; eig: v = power_iteration(A, "
+                    "iters=T) and lam = rayleigh(A, v)), run it on the looped transformer and "
+                    "on the exact reference, and print the result beside numpy.linalg. "
+                    "error: relative error against numpy; exact_algorithm_error: the same "
+                    "algorithm run exactly; transformer_error: transformer against the exact "
+                    "algorithm, with its documented bound. Exit code 0 when transformer_error "
+                    "is within the bound, 1 when not, 2 for bad input.",
+        epilog="example: python -c \"import numpy; numpy.save('a.npy', [[2.0, 0.5], "
+               "[0.3, 1.5]])\" && ltvm linalg inverse --matrix a.npy --iters 8")
+    parser.add_argument("kind", choices=["inverse", "eig"],
+                        help="inverse: A^-1; eig: the eigenvalue of largest modulus and its "
+                             "unit eigenvector")
+    parser.add_argument("--matrix", required=True, metavar="FILE.npy",
+                        help="a square real matrix saved with numpy.save, at most 16 x 16")
+    parser.add_argument("--iters", type=int, metavar="T",
+                        help="loop iterations (default 20 for inverse, 30 for eig)")
+    parser.add_argument("--param", action="append", default=[], metavar="FUNC.KEY=VALUE",
+                        help="a block parameter, e.g. matmul_tn.scale=1e-4 (repeatable; float32 "
+                             "runs default to matmul_tn.scale=scale.scale=1e-3)")
+    parser.add_argument("--show", action="store_true", help="print the FLEQ program first")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_engine_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def _format(value: np.ndarray) -> str:
+    """Every digit (the error lines are computed from these values)."""
+    return json.dumps(np.asarray(value).tolist())
+
+
+def run(args: argparse.Namespace) -> int:
+    matrix = load_matrix(args.matrix)
+    iters = args.iters if args.iters is not None else (20 if args.kind == "inverse" else 30)
+    if iters < 1:
+        raise InputError(f"--iters must be at least 1, got {iters}")
+    config = engine_config(args)
+    if config.dtype is None:
+        config = replace(config, dtype="float64")
+    result = solve(args.kind, matrix, iters, config, block_parameters(args.param))
+    if args.show and not args.json:
+        print(result.source)
+    if args.json:
+        print(json.dumps({"kind": result.kind, "dtype": result.dtype, "steps": result.steps,
+                          "iters": iters, "bound": result.bound, **result.errors,
+                          **{f"transformer_{k}": np.asarray(v).tolist()
+                             for k, v in result.transformer.items()},
+                          **{f"exact_{k}": np.asarray(v).tolist()
+                             for k, v in result.exact.items()},
+                          **{f"numpy_{k}": np.asarray(v).tolist()
+                             for k, v in result.numpy.items()}}, indent=2))
+    else:
+        for name in result.transformer:
+            print(f"{name}: {_format(result.transformer[name])}")
+            print(f"numpy_{name}: {_format(result.numpy[name])}")
+        for key in ("error", "exact_algorithm_error", "transformer_error"):
+            print(f"{key}: {result.errors[key]:.6g}")
+        print(f"bound: {result.bound:.6g}")
+        print(f"iters: {iters}")
+        print(f"steps: {result.steps}")
+        print(f"dtype: {result.dtype}")
+    if not result.within_bound:
+        print("ltvm: the transformer's error exceeds the documented bound", flush=True)
+        return 1
+    return 0
+
