@@ -17,7 +17,7 @@ The normalizer comes from the paper's synthetic token of known score (Lemma
 query and whose value is 0. The softmax over the M keys and that token gives
 key j the weight e^(s_ij) / (e^C + A_i); the value matrix carries e^C, so the
 head returns U_i f_i and A_i f_i with f_i = 1 / (1 + A_i e^-C), no division
-needed. f_i differs from 1 by at most A_i e^-C (1.5e-10 for |q.k| <= 16,
+needed. f_i differs from 1 by at most A_i e^-C (1.4e-13 for |q.k| <= 9,
 M = 4, C = 40); the diagonal layout lets the routine divide by A with matrix
 products only (vm/routines/chunked.py).
 
@@ -43,7 +43,7 @@ from vm.functions.base import (GATE_BIG, BlockContext, Domain, FunctionBlock, Pa
 from vm.functions.moves import gather_operand
 from vm.functions.products import ulp
 
-SPAN = 2.0
+SPAN = 1.5
 """Largest |entry| of the operands on which the documented bound holds."""
 MAX_ANCHOR = 60.0
 """e^C is a value coefficient; e^60 keeps it far from float32's overflow."""
@@ -101,9 +101,10 @@ class AttentionOracle(FunctionBlock):
 
     def rounding(self, dtype: str) -> float:
         """Relative rounding of a weight: the score s - C to ulp(C + |s|) / 2, the dot product
-        (h terms), exp, the normalization and the sum over M keys; a factor 2 of margin."""
+        (h terms of size up to |s|), exp, the normalization, the value coefficient and the sum
+        over M keys; a factor 2 of margin."""
         u, smax = UNIT_ROUNDOFF[dtype], self.dim * SPAN ** 2
-        return 2 * (ulp(self.values["anchor"] + smax, dtype) / 2 * (1 + smax) +
+        return 2 * (ulp(self.values["anchor"] + smax, dtype) / 2 +
                     (self.dim * smax + self.length + 8) * u)
 
     def column_bound(self, dtype: str, normalizer: np.ndarray | float) -> np.ndarray | float:

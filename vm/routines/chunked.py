@@ -13,24 +13,31 @@ the same way. Wq, Wk, Wv are d_model x h data cells: q = Wq^T x, so the result
 is softmax(X Wq (X Wk)^T) X Wv for token-row X, without 1/sqrt(h) (fold it into
 Wq). The block takes `.function attention_oracle dim=h length=M`.
 
-The expansion calls only registered blocks:
+The expansion calls only registered blocks (attention_oracle, matmul_tn, add,
+sub), unrolled, no branches:
 
-  projections (once)  Wkv = [Wk Wv] by matmul_tn with identity/lifting constants;
-                      per chunk Q_t = Wq^T X_t and KV_t = Wkv^T X_t = [K_t; V_t]
-  per query chunk c   S = sum over key chunks t of attention_oracle(Q_c, KV_t)
-                      (M^2 ... the (N/M)^2 oracle calls: numerators on top,
-                      normalizers on a diagonal, so adding them is the paper's
-                      combination sum_t B_t / sum_t A_t)
-                      Nt = S^T [I/N; 0] (numerators^T / N)
-                      D  = [0; I/N]^T S (diag of the mean e^(q.k) of each query)
-                      X  = D^-1 by Newton's iteration X <- X (2I - D X) from
-                      X_0 = I / cosh(score), all by matmul_tn and sub
+  projections (once)  Wkv = [Wk Wv] = (Wk^T)^T [I 0] + (Wv^T)^T [0 I], with
+                      Wk^T = Wk^T I; per chunk Q_t = Wq^T X_t and
+                      KV_t = Wkv^T X_t = [K_t; V_t]                     (5 + 2T)
+  per query chunk c   S = sum over key chunks t of attention_oracle(Q_c, KV_t):
+                      numerators on top, normalizers on a diagonal, so the sum
+                      is the paper's sum_t B_t and sum_t A_t        (T calls, T-1 adds)
+                      Nt = S^T [I/2N; 0]      (numerators^T / 2N)
+                      D  = [0; I/N]^T S       (diag of the mean e^(q.k) of each query)
+                      X  ~ D^-1 by Newton, X <- X^T (2I - D X) from X_0 = I / cosh(score)
+                      (3 instructions a step); the last step is symmetrized,
+                      X <- X^T R + R^T X with R = 2I - D X (5 instructions)
                       Y_c = Nt^T X
 
+Why the symmetrized step: matmul_tn gives X^T products, and X^T (2I - D X)
+maps an error E of X to E^T - E, so the antisymmetric part of the products'
+rounding doubles each step; X^T R + R^T X cancels every first-order error.
+
 Newton converges for every query whose mean e^(q.k) lies in (0, 2 cosh(score));
-when every |q.k| <= score the error after `newton_iterations(score)` steps is
-below float64's unit roundoff, so the result is limited by the blocks' own
-errors (docs/chunked_attention.md measures it).
+when every |q.k| <= score, `newton_iterations(score)` steps take it below
+float64's unit roundoff, so the result is limited by the blocks' own errors
+(docs/chunked_attention.md measures it). Instructions: 5 + 2T + T (2T + 3k + 4)
+for k Newton steps: 181 for N = 16, M = 4, score = 2 (k = 10), and a halt.
 """
 
 from __future__ import annotations
