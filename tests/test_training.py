@@ -5,10 +5,13 @@ documented distance of exact SGD at every epoch, the loss falls below a threshol
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
+from assembler.fleq import assemble_fleq
 from vm.cli import main
 from vm.errors import InputError, RunFailure
 from vm.executor import EngineConfig
@@ -161,3 +164,27 @@ def test_cli_pickled_arrays_are_refused(tmp_path, capsys):
     np.savez(path, x=np.array([[1.0]], dtype=object), y=np.zeros((1, 1)))
     assert main(["train", "--data", str(path)]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_cli_show_program_prints_assemblable_source(tmp_path, capsys):
+    x, y = synthetic_regression(2, 1, 1, seed=2)
+    path = tmp_path / "data.npz"
+    np.savez(path, x=x, y=y)
+    assert main(["train", "--data", str(path), "--hidden", "2", "--activation", "relu",
+                 "--show-program"]) == 0
+    source = capsys.readouterr().out
+    assert source.count("sgd_step(W1, W2,") == 2 and "activation=2" in source
+    program = assemble_fleq(source, "shown.fleq")
+    assert {"relu", "relu_prime", "hadamard"} <= {name for name, _ in program.functions}
+
+
+def test_cli_json_has_every_epoch(tmp_path, capsys):
+    x, y = synthetic_regression(2, 1, 1, seed=2)
+    path = tmp_path / "data.npz"
+    np.savez(path, x=x, y=y)
+    assert main(["train", "--data", str(path), "--epochs", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["epochs"] == 2
+    assert [e["epoch"] for e in report["per_epoch"]] == [1, 2]
+    assert report["max_weight_difference"] < FLOAT64_WEIGHT_DISTANCE
+    assert report["bias"] is True and report["d_in"] == 1

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                   for i, (a, b, c, w) in enumerate(zip(result.transformer.losses,
                                                        result.exact.losses, differences,
                                                        distances))]
-        print(json.dumps({"epochs": epochs, **summary}, indent=2))
+        print(json.dumps({**summary, "per_epoch": epochs}, indent=2))
         return 0
     print(f"{'epoch':>5}  {'loss (transformer)':>18}  {'loss (exact)':>14}  "
           f"{'|difference|':>12}  {'max |W - W_exact|':>17}")
