@@ -3,6 +3,7 @@ chunked_attention routine, against attention computed directly."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from vm.fleq_reference import run_fleq_reference
 from vm.functions import REGISTRY, make_block
 from vm.functions.attention_oracle import SPAN
 from vm.routines import ROUTINES
+from vm.routines.chunked import newton_iterations
 
 torch.set_num_threads(1)
 
@@ -205,3 +207,25 @@ def test_bad_calls_are_located_errors(line, message):
     source = source.replace(".data\n", ".data\nWq2: .zeros 4x3\n", 1)
     with pytest.raises(SourceError, match=message):
         assemble_fleq(source, "bad.fleq")
+
+
+@pytest.mark.parametrize("score", [0.5, 1.0, 2.0, 3.0])
+def test_newton_steps_reach_the_unit_roundoff_for_the_worst_diagonal(score):
+    """From X_0 = I / cosh(score), d in [e^-score, e^score] has error tanh(score)^(2^k):
+    the count is the smallest that takes it below 2^-53 (iterated in exact scalars)."""
+    steps = newton_iterations(score)
+    for d in (math.exp(-score), math.exp(score)):
+        x = 1 / math.cosh(score)
+        for _ in range(steps):
+            x = x * (2 - d * x)
+        assert abs(1 - d * x) <= 2.0 ** -52
+    assert math.tanh(score) ** (2 ** (steps - 1)) > 2.0 ** -53
+
+
+def test_weights_do_not_depend_on_the_data_of_the_instance():
+    """Two instances of one size (other X, Wq, Wk, Wv) share the geometry, so the looped
+    transformer's weights are the same: the large transformer's weights are data."""
+    first = assemble_fleq(instance_source(16, 4, 4, 4, 0)[0])
+    second = assemble_fleq(instance_source(16, 4, 4, 4, 5)[0])
+    assert any((a != b).any() for a, b in zip(first.cells, second.cells))
+    assert fleq_geometry_for(first) == fleq_geometry_for(second)
