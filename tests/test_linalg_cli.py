@@ -115,3 +115,12 @@ def test_inspect_puts_the_programs_beside_table_1(capsys, program, name):
     assert code == 0
     line = next(line for line in out.splitlines() if f"Table 1, {name}" in line)
     assert "13 layers, 1 head;" in line and "here 7 layers" in line
+
+
+def test_too_few_iterations_say_not_converged_and_exit_0(capsys, saved):
+    a = np.array([[2.0, 0.5], [-0.3, 1.5]])
+    code, out, err = run_cli(capsys, "linalg", "inverse", "--matrix", saved("a.npy", a),
+                             "--iters", "1")
+    shown = lines(out)
+    assert code == 0 and shown["converged"] == "no" and "has not converged" in err
+    assert float(shown["exact_algorithm_error"]) > 1e-3
