@@ -205,8 +205,10 @@ def test_bad_calls_are_located_errors(line, message):
     source = PROGRAM.read_text().replace(
         "    Y0 = chunked_attention(X0, Wq, Wk, Wv, n=16, m=4, score=2)", line)
     source = source.replace(".data\n", ".data\nWq2: .zeros 4x3\n", 1)
-    with pytest.raises(SourceError, match=message):
+    with pytest.raises(SourceError, match=message) as caught:
         assemble_fleq(source, "bad.fleq")
+    line_number = source.splitlines().index(line) + 1
+    assert f"bad.fleq:{line_number}:" in str(caught.value)
 
 
 @pytest.mark.parametrize("score", [0.5, 1.0, 2.0, 3.0])
