@@ -18,7 +18,7 @@ from vm.chunked.model import HeadWeights, Mask
 from vm.chunked.reference import head_attention, relative_error
 from vm.compare import compare_fleq
 from vm.errors import InputError
-from vm.executor import EngineConfig
+from vm.executor import EngineConfig, run_transformer
 from vm.fleq_reference import run_fleq_reference
 from vm.functions import REGISTRY, make_block
 from vm.functions.attention_oracle import SPAN
@@ -231,3 +231,15 @@ def test_weights_do_not_depend_on_the_data_of_the_instance():
     second = assemble_fleq(instance_source(16, 4, 4, 4, 5)[0])
     assert any((a != b).any() for a, b in zip(first.cells, second.cells))
     assert fleq_geometry_for(first) == fleq_geometry_for(second)
+
+
+def test_a_second_geometry_on_the_transformer_matches_full_attention():
+    """N = 6, M = 2, d_model = 3, h = 2 at d = 4: another packing of the same block."""
+    source, x, weights = instance_source(6, 2, 3, 2, 1)
+    program = assemble_fleq(source, "small.fleq")
+    result = run_transformer(program, fleq_geometry_for(program), 1000,
+                             EngineConfig(dtype="float64"))
+    assert result.halted
+    got = chunks(program.named_memory(result.memory), "Y")
+    error = relative_error(torch.as_tensor(got), torch.as_tensor(direct_attention(x, *weights)))
+    assert 0 < error <= RELATIVE_BOUND["float64"]
