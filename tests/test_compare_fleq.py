@@ -165,3 +165,19 @@ def test_cli_inspect_reports_seven_layers_against_the_papers_twelve(capsys):
     assert data["totals"]["layers"] == 4 + deepest == 7
     assert data["paper"]["layers"] == 9 + deepest == 12
     assert np.array_equal([row["layer"] for row in data["layers"]], np.arange(7))
+
+
+def test_relative_errors_are_normwise_so_exact_zeros_of_a_matrix_stay_finite():
+    source = """.d 2
+.data
+A: .matrix 2x2 [[1.5, 0.0], [0.0, 2.5]]
+P: .zeros 2x2
+.code
+P = matmul_tn(A, A)
+halt
+"""
+    program = assemble_fleq(source, "diag.fleq")
+    result = compare_fleq(program, fleq_geometry_for(program), 10)
+    (error,) = result.errors
+    assert 0 < error.absolute < 1e-3
+    assert error.relative == pytest.approx(error.absolute / 6.25, rel=1e-12)
