@@ -188,3 +188,21 @@ def test_cli_json_has_every_epoch(tmp_path, capsys):
     assert [e["epoch"] for e in report["per_epoch"]] == [1, 2]
     assert report["max_weight_difference"] < FLOAT64_WEIGHT_DISTANCE
     assert report["bias"] is True and report["d_in"] == 1
+
+
+def test_leaving_a_block_domain_is_reported_with_exit_1(tmp_path, capsys):
+    """Targets of 30 make e^T e = 900, beyond the products' |result| <= 100: the numbers are
+    printed, and the domain line names the step and block, with exit code 1."""
+    x = np.array([[0.5], [-0.5]])
+    y = np.array([[30.0], [-30.0]])
+    path = tmp_path / "far.npz"
+    np.savez(path, x=x, y=y)
+    assert main(["train", "--data", str(path), "--epochs", "1"]) == 1
+    values = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines()
+                  if ": " in line)
+    assert values["domain"].startswith("step ") and "matmul_tn" in values["domain"]
+    assert "|result| <= 100" in values["domain"]
+
+
+def test_in_domain_runs_say_ok(linear_run):
+    assert linear_run.violation is None

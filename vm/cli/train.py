@@ -20,7 +20,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "memory, one sgd_step per sample unrolled inside an epoch loop), run it on "
                     "the looped transformer, run the same SGD exactly in float64 numpy, and "
                     "print the mean loss of every epoch side by side with the largest weight "
-                    "difference, then the final numbers as 'name: value' lines.",
+                    "difference, then the final numbers as 'name: value' lines. Exit code 1 "
+                    "when a block call of the exact run leaves its block's documented domain "
+                    "(the 'domain' line names it), 2 for bad input.",
         epilog="example: ltvm train --data data.npz --hidden 3 --lr 0.1 --epochs 10")
     parser.add_argument("--data", required=True, metavar="FILE.npz",
                         help="arrays x (n x d_in) and y (n x d_out)")
@@ -78,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
                "final_loss_transformer": result.transformer.losses[-1],
                "final_loss_exact": result.exact.losses[-1],
                "final_weight_difference": distances[-1],
-               "max_weight_difference": max(distances)}
+               "max_weight_difference": max(distances),
+               "domain": result.violation.describe() if result.violation else "ok"}
     if args.json:
         epochs = [{"epoch": i + 1, "loss_transformer": a, "loss_exact": b,
                    "loss_difference": c, "weight_difference": w}
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                                                        result.exact.losses, differences,
                                                        distances))]
         print(json.dumps({**summary, "per_epoch": epochs}, indent=2))
-        return 0
+        return 1 if result.violation else 0
     print(f"{'epoch':>5}  {'loss (transformer)':>18}  {'loss (exact)':>14}  "
           f"{'|difference|':>12}  {'max |W - W_exact|':>17}")
     for i, (a, b, c, w) in enumerate(zip(result.transformer.losses, result.exact.losses,
@@ -94,4 +97,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"{i + 1:>5}  {a:>18.10g}  {b:>14.10g}  {c:>12.3g}  {w:>17.3g}")
     for name, value in summary.items():
         print(f"{name}: {value:.10g}" if isinstance(value, float) else f"{name}: {value}")
-    return 0
+    return 1 if result.violation else 0
