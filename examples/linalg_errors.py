@@ -31,6 +31,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import matplotlib  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -123,11 +124,12 @@ def plot_iterations(curves: dict, path: Path) -> None:
               "eig": f"power iteration, {N}x{N}, |lam2/lam1| = 0.7 (direction of v)"}
     for axis, kind in zip(axes, ("inverse", "eig")):
         for dtype, color in zip(DTYPES, ("tab:blue", "tab:red")):
-            got, exact = curves[kind, dtype]
+            got, _ = curves[kind, dtype]
             axis.semilogy(range(len(got)), np.maximum(got, 1e-17), "o-", color=color, ms=3,
                           label=f"transformer {dtype}")
-            axis.semilogy(range(len(exact)), np.maximum(exact, 1e-17), "--", color=color,
-                          alpha=0.6, label=f"exact algorithm ({dtype} run's program)")
+        exact = curves[kind, "float64"][1]
+        axis.semilogy(range(len(exact)), np.maximum(exact, 1e-17), "--", color="black",
+                      alpha=0.7, label="exact algorithm (reference, float64 numpy)")
         axis.set_title(titles[kind], fontsize=10)
         axis.set_xlabel("iteration")
         axis.set_ylabel("relative error against numpy.linalg")
@@ -147,13 +149,17 @@ def plot_sweeps(inverse_rows: list[dict], eig_rows: list[dict], path: Path) -> N
             x = [r["point"] for r in mine]
             axis.plot(x, [max(r["error"], 1e-17) for r in mine], "o-", color=color,
                       label=f"transformer vs numpy, {dtype}")
-            axis.plot(x, [max(r["exact_algorithm_error"], 1e-17) for r in mine], "--",
-                      color=color, alpha=0.6, label=f"exact algorithm vs numpy ({dtype})")
             axis.plot(x, [r["bound"] for r in mine], ":", color=color,
                       label=f"bound on transformer vs exact, {dtype}")
+        exact = [r for r in rows if r["dtype"] == "float64"]
+        axis.plot([r["point"] for r in exact], [max(r["exact_algorithm_error"], 1e-17)
+                                                for r in exact],
+                  "--", color="black", alpha=0.7, label="exact algorithm vs numpy")
         axis.set_yscale("log")
         if log:
             axis.set_xscale("log")
+            axis.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            axis.set_xticks([r["point"] for r in exact], [f"{r['point']:g}" for r in exact])
         axis.set_xlabel(label)
         axis.set_ylabel("relative error")
         axis.grid(True, which="both", alpha=0.3)
