@@ -1,6 +1,7 @@
 """Error of the linear algebra routines on the transformer, beside the same algorithm run exactly.
 
-For `X = inverse(A, iters=T)` (Newton-Schulz) and `v = power_iteration(A, iters=T)` with
+First the product blocks alone (max error on random operands against their documented
+bound). Then, for `X = inverse(A, iters=T)` (Newton-Schulz) and `v = power_iteration(A, iters=T)` with
 `lam = rayleigh(A, v)`, in float64 (products at eps = 1e-5) and float32 (eps = 1e-3):
 
 - error against the iteration count: one traced run per routine and dtype gives every
@@ -41,8 +42,9 @@ import torch  # noqa: E402
 from assembler.fleq import assemble_fleq  # noqa: E402
 from assembler.fleq_punchcard import fleq_geometry_for  # noqa: E402
 from vm.cli.linalg import linalg_source, product_parameters, solve  # noqa: E402
-from vm.executor import EngineConfig, run_traced  # noqa: E402
+from vm.executor import EngineConfig, run_traced, run_transformer  # noqa: E402
 from vm.fleq_reference import run_fleq_reference  # noqa: E402
+from vm.functions import make_block  # noqa: E402
 
 DTYPES = ("float64", "float32")
 N = 4
@@ -104,6 +106,51 @@ def iteration_curves(iters: int) -> dict:
         curves["eig", dtype] = ([relative(direction(v[:N, :1], top), top) for v in got[:-1]],
                                 [relative(direction(v[:N, :1], top), top) for v in exact[:-1]])
     return curves
+
+
+def literal(matrix: np.ndarray) -> str:
+    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
+    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
+
+
+def product_errors(sizes: list[int], cases: int) -> list[dict]:
+    """Max |transformer - numpy| of each product block on random d x d operands (entries in
+    [-2, 2]; scale by s in [-3, 3]), and its largest ratio to the documented bound."""
+    rows = []
+    for name in ("matmul", "matmul_tn", "matmul_nt", "scale", "sumsq"):
+        for dtype in DTYPES:
+            parameters = product_parameters(dtype, {}).get("matmul_tn", {})
+            block = make_block(name, **parameters)
+            worst = ratio = 0.0
+            for d in sizes:
+                rng = np.random.default_rng(d)
+                operands = [(rng.uniform(-2, 2, (d, d)),
+                             rng.uniform(-3, 3, (1, 1)) if name == "scale" else
+                             None if name == "sumsq" else rng.uniform(-2, 2, (d, d)))
+                            for _ in range(cases)]
+                data, code = [], []
+                for i, (a, b) in enumerate(operands):
+                    want = block.reference(a, b)
+                    data += [f"a{i}: {literal(a)}", f"c{i}: .zeros {want.shape[0]}x"
+                             f"{want.shape[1]}"] + ([f"b{i}: {literal(b)}"] if b is not None
+                                                    else [])
+                    code.append(f"c{i} = {name}(a{i}{f', b{i}' if b is not None else ''})")
+                source = f".d {d}\n.data\n" + "\n".join(data) + "\n.code\n" + \
+                    "\n".join(code) + "\nhalt\n"
+                program = assemble_fleq(source, parameters={name: parameters})
+                result = run_transformer(program, fleq_geometry_for(program), 100,
+                                         EngineConfig(dtype=dtype))
+                memory = program.named_memory(result.memory)
+                for i, (a, b) in enumerate(operands):
+                    want = block.reference(a, b)
+                    got = np.asarray(memory[f"c{i}"], dtype=float).reshape(want.shape)
+                    error = np.abs(got - want)
+                    worst = max(worst, float(error.max()))
+                    ratio = max(ratio, float((error / block.bound_at(dtype, want)).max()))
+            rows.append({"block": name, "dtype": dtype, "scale": block.values["scale"],
+                         "error": worst, "ratio": ratio,
+                         "bound1": float(block.bound_at(dtype, 1.0))})
+    return rows
 
 
 def sweep(kind: str, points: list[float], iters: int) -> list[dict]:
@@ -171,13 +218,18 @@ def plot_sweeps(inverse_rows: list[dict], eig_rows: list[dict], path: Path) -> N
     plt.close(figure)
 
 
-def markdown(curves: dict, inverse_rows: list[dict], eig_rows: list[dict], iters: int,
-             sweep_iters: int, seconds: float) -> str:
+def markdown(blocks: list[dict], sizes: list[int], curves: dict, inverse_rows: list[dict],
+             eig_rows: list[dict], iters: int, sweep_iters: int, seconds: float) -> str:
     out = [f"# Linear algebra on the FLEQ transformer: measured errors ({N}x{N})", "",
            "Relative max-abs errors against numpy.linalg. *exact*: the same FLEQ program "
            "on the reference interpreter (numpy blocks), i.e. the algorithm's own error. "
            "float64 products use eps = 1e-5, float32 eps = 1e-3.", "",
-           "## Error against the iteration count", "",
+           f"## Product blocks (d = {', '.join(map(str, sizes))}, random operands)", "",
+           "| block | dtype | eps | max abs error | max error / bound | bound at abs(f) = 1 |",
+           "|---|---|---|---|---|---|"]
+    out += [f"| {r['block']} | {r['dtype']} | {r['scale']:g} | {r['error']:.2e} | "
+            f"{r['ratio']:.3f} | {r['bound1']:.2e} |" for r in blocks]
+    out += ["", "## Error against the iteration count", "",
            "| iteration | inverse f64 | exact | inverse f32 | exact | eig f64 | exact | "
            "eig f32 | exact |", "|---|---|---|---|---|---|---|---|---|"]
     for k in range(iters + 1):
@@ -215,6 +267,8 @@ def main() -> int:
     iters, sweep_iters = (6, 12) if args.quick else (25, 30)
     kappas = [2.0, 20.0] if args.quick else [1.5, 3.0, 10.0, 30.0, 80.0]
     ratios = [0.5] if args.quick else [0.3, 0.5, 0.7, 0.9]
+    sizes = [4] if args.quick else [4, 8]
+    blocks = product_errors(sizes, 2 if args.quick else 3)
     curves = iteration_curves(iters)
     inverse_rows = sweep("inverse", kappas, sweep_iters)
     eig_rows = sweep("eig", ratios, sweep_iters)
@@ -222,8 +276,9 @@ def main() -> int:
     plot_sweeps(inverse_rows, eig_rows, out / "condition.png")
     exceeded = [r for r in inverse_rows + eig_rows
                 if r["converged"] and r["transformer_error"] > r["bound"]]
-    (out / "linalg.md").write_text(markdown(curves, inverse_rows, eig_rows, iters, sweep_iters,
-                                            time.time() - start))
+    exceeded += [r for r in blocks if r["ratio"] > 1]
+    (out / "linalg.md").write_text(markdown(blocks, sizes, curves, inverse_rows, eig_rows,
+                                            iters, sweep_iters, time.time() - start))
     print(f"wrote {out / 'linalg.md'}, {out / 'iterations.png'}, {out / 'condition.png'} "
           f"in {time.time() - start:.0f} s")
     if exceeded:
