@@ -5,18 +5,22 @@ V_{r,k} (as the sigmoid sums do) and an anchor column:
 
   layer 1  V_{r,k} gathers B's column k (exact head); its ReLU layer keeps
            row r only, in query row r: q = B[r,k] e_r
-  layer 2  the two product heads (`LinearizedProduct.product_heads`): the keys
-           are A's columns i, so V_{r,k} gets R_i ~ A[r,i] B[r,k] for every i;
-           the ReLU layer combines them into y = A[r,k] B[r,k]
+  layer 2  two head pairs at +-eps and +-2 eps: the keys are A's columns i,
+           so V_{r,k} gets R_i ~ A[r,i] B[r,k] for every i from each pair; the
+           ReLU layer combines them into y = A[r,k] B[r,k]
   layer 3  C's column k gathers y from V_{r,k} for every r (d exact heads);
            the ReLU layer writes the result, masked to the instruction's shape
 
 All d keys are active (A's other columns score A[r,i] B[r,k] too), so they
 share the softmax denominator. To first order in eps the raw outputs are
 R_i = e^C (s_i - S / D0) / D0 with S = sum_i s_i and D0 = e^C + d, which the
-ReLU layer inverts exactly: s_k = (D0 / e^C) R_k + (D0 / e^2C) sum_i R_i. The
-error left is the linearization's third order, about eps^2 (|s_k|^3 / 6 +
-|s_k| S^2), and the score rounding at ulp(C), as for mul.
+ReLU layer inverts exactly: s_k = (D0 / e^C) R_k + (D0 / e^2C) sum_i R_i.
+The corrected estimate is even in eps, s + c2 eps^2 + ..., so Richardson
+extrapolation (4 f(eps) - f(2 eps)) / 3 removes every eps^2 term (coupling
+included), leaving about eps^4 |s|^5 / 30; what limits it is rounding: the
+softmax resolves scores only to ulp(C), so an entry is off by about
+(ulp(C) / 2 + 4 u) / eps. (vm/functions/linalg.py builds its matrix
+products the same way.)
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ import numpy as np
 from vm.functions.arithmetic import UNIT_ROUNDOFF
 from vm.functions.base import (GATE_BIG, MOVE_TEMPERATURE, BlockContext, Domain, Parameter,
                                Shape, register)
-from vm.functions.products import ANCHOR, LinearizedProduct, ulp
+from vm.functions.products import LinearizedProduct, ulp
 
-SPAN = 4.0
+SPAN = 10.0
 """Largest |entry| of A and B on which the documented bound holds."""
+MAX_BLOCK_SIZE = 16
+RICHARDSON = ((1.0, 4 / 3, "p1", "m1"), (2.0, -1 / 3, "p2", "m2"))
+"""(eps multiple, extrapolation weight, plus rows, minus rows) of the two head pairs."""
 
 
 @register
@@ -40,8 +47,10 @@ class Hadamard(LinearizedProduct):
     arity = 2
     summary = "C = A * B elementwise, by the linearized softmax (d^2 query columns)"
     lemma = "Lemma 7 (per entry)"
-    parameters = (Parameter("scale", 1e-5, "eps: scores are eps * a * b; truncation ~eps^2, "
-                            "rounding ~ulp(C) / eps"), ANCHOR)
+    parameters = (Parameter("scale", 1e-5, "eps: scores are eps * a * b (the second pair uses "
+                            "2 eps); 1e-5 suits float64, about 1e-3 float32"),
+                  Parameter("anchor", 4.0, "C: score of the anchor key; the softmax resolves "
+                            "scores to ulp(C), so a small C is more precise"))
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != b:
@@ -56,14 +65,14 @@ class Hadamard(LinearizedProduct):
         return Domain(f"|entries| <= {SPAN:g}", -SPAN, SPAN)
 
     def error_bound(self, dtype: str) -> float:
-        """Truncation: the third order of the linearization is about eps^2 M^3 / 6 with M
-        the largest |A[r,i] B[r,k]| of the row (mpmath-checked up to d = 16: at most 1.5
-        times that), so 2 eps^2 SPAN^6 / 6 on the domain; rounding: scores resolved to
-        ulp(C) and a few roundings of e^C/eps-sized terms, amplified by 1/eps."""
+        """Rounding: scores resolved to ulp(C)/2 and weights to 4u, divided by eps, through
+        the Richardson weights (4/3 + 1/6) and the decoupling (1 + d e^-C), with a factor 2
+        of margin; truncation: twice eps^4 M^5 / 30 for M = SPAN^2, the largest score."""
         eps, anchor = self.values["scale"], self.values["anchor"]
-        truncation = 2 * eps ** 2 * SPAN ** 6 / 6
-        rounding = 4 * (ulp(anchor, dtype) + 8 * UNIT_ROUNDOFF[dtype]) / eps
-        return truncation + rounding
+        per_pair = (ulp(anchor, dtype) / 2 + 4 * UNIT_ROUNDOFF[dtype]) / eps
+        rounding = 2 * 1.5 * 2 * per_pair * (1 + MAX_BLOCK_SIZE * math.exp(-anchor))
+        largest = SPAN ** 2
+        return rounding + 2 * eps ** 4 * largest ** 5 / 30
 
     def extra_columns(self, d: int) -> int:
         return d * d + 1
@@ -72,8 +81,8 @@ class Hadamard(LinearizedProduct):
         return 3
 
     def private_fields(self, d: int) -> list[tuple[str, int]]:
-        return [("tb", d), ("qb", d), ("plus", d), ("minus", d), ("y", 1), ("yt", d)]
-
+        return [("tb", d), ("qb", d), ("p1", d), ("m1", d), ("p2", d), ("m2", d), ("y", 1),
+                ("yt", d)]
     def constant_fields(self, d: int) -> dict[str, np.ndarray]:
         width = 3 * d + d * d + 1
         anchor_column = width - 1
@@ -95,7 +104,8 @@ class Hadamard(LinearizedProduct):
 
     def build(self, ctx: BlockContext) -> None:
         self._queries(ctx)
-        self.product_heads(ctx, 1, {ctx.row("qb", r): np.eye(ctx.d)[r] for r in range(ctx.d)})
+        for factor, _, plus, minus in RICHARDSON:
+            self._pair(ctx, factor, plus, minus)
         self._combine(ctx)
         self._scatter(ctx)
 
@@ -112,20 +122,41 @@ class Hadamard(LinearizedProduct):
         for r in range(d):
             ffn.copy(ctx.row("tb", r), ctx.row("qb", r), gate=ctx.row("rsel", r))
 
+    def _pair(self, ctx: BlockContext, factor: float, plus: str, minus: str) -> None:
+        """Rows plus_i / minus_i of V_{r,k} get e^(+-f eps s_i) e^C / (f eps Z), s_i =
+        A[r,i] B[r,k], Z the softmax denominator over A's columns and the anchor."""
+        d, eps, anchor = ctx.d, self.values["scale"], self.values["anchor"]
+        basis = np.eye(d + 2)
+        for sign, target in ((1.0, plus), (-1.0, minus)):
+            queries = {ctx.row("qb", r): sign * factor * eps * basis[r] for r in range(d)}
+            queries[ctx.row("one")] = basis[d] + basis[d + 1]
+            keys = {ctx.row("rd", r): basis[r] for r in range(d)}
+            keys[ctx.row("anchor")] = anchor * basis[d]
+            keys[ctx.row("pkeys")] = basis[d + 1]
+            value = math.exp(anchor) / (factor * eps)
+            values = {(ctx.row(target, i), ctx.row("kone", i)): value for i in range(d)}
+            ctx.add_head(1, queries, keys, values, 1.0,
+                         f"linearized softmax, {sign * factor:+g} eps")
+
     def _combine(self, ctx: BlockContext) -> None:
-        """y = (D0 / e^C) R_k + (D0 / e^2C) sum_i R_i, with R_i = (plus_i - minus_i) / 2."""
+        """y = sum over the pairs of weight * [(D0 / e^C) R_k + (D0 / e^2C) sum_i R_i], with
+        R_i = (plus_i - minus_i) / 2."""
         d, anchor = ctx.d, self.values["anchor"]
         total = math.exp(anchor) + d
         own, shared = total * math.exp(-anchor) / 2, total * math.exp(-2 * anchor) / 2
         ffn, y = ctx.ffn(1), ctx.row("y")
-        every = {}
-        for i in range(d):
-            every[ctx.row("plus", i)] = shared
-            every[ctx.row("minus", i)] = -shared
+        every: dict[int, float] = {}
+        for _, weight, plus, minus in RICHARDSON:
+            for i in range(d):
+                every[ctx.row(plus, i)] = weight * shared
+                every[ctx.row(minus, i)] = -weight * shared
         self._linear(ffn, every, ctx.row("gV"), y)
         for k in range(d):
-            self._linear(ffn, {ctx.row("plus", k): own, ctx.row("minus", k): -own},
-                         ctx.row("ksel", k), y)
+            form: dict[int, float] = {}
+            for _, weight, plus, minus in RICHARDSON:
+                form[ctx.row(plus, k)] = weight * own
+                form[ctx.row(minus, k)] = -weight * own
+            self._linear(ffn, form, ctx.row("ksel", k), y)
 
     @staticmethod
     def _linear(ffn, form: dict[int, float], gate: int, target: int) -> None:
