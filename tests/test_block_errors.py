@@ -7,6 +7,11 @@ are covered by registering them: the tests are parametrized over the REGISTRY.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -127,3 +132,17 @@ def test_unknown_block_and_parameter_are_input_errors():
         measure("nosuch")
     with pytest.raises(InputError):
         measure("mul", bogus=1.0)
+
+
+def test_the_example_writes_tables_and_plots(tmp_path):
+    """examples/block_errors.py --quick on two blocks: a table per parameter, a PNG each."""
+    root = Path(__file__).resolve().parents[1]
+    environment = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, str(root / "examples" / "block_errors.py"), "--quick",
+                           "--blocks", "mul,transpose", "--out", str(tmp_path)],
+                          capture_output=True, text=True, env=environment, cwd=root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["mul-anchor.png", "mul-scale.png"]
+    table = (tmp_path / "blocks.md").read_text()
+    assert "## mul: scale (d = 2)" in table and "| transpose | 4 |" not in table
+    assert "| mul | 1 |" in table and "| transpose | 2 |" in table
