@@ -161,7 +161,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     n, a_max = len(matrix), float(np.abs(matrix).max())
     if kind == "inverse":
         inverse = np.linalg.inv(matrix)
-        x, x_exact = np.asarray(got["X"]), np.asarray(exact["X"])
+        x, x_exact = (np.asarray(m["X"], dtype=float).reshape(n, n) for m in (got, exact))
         errors = {"error": _relative(x, inverse),
                   "exact_algorithm_error": _relative(x_exact, inverse),
                   "transformer_error": _relative(x, x_exact)}
