@@ -1,8 +1,9 @@
 """Error of the linear algebra routines on the transformer, beside the same algorithm run exactly.
 
 First the product blocks alone (max error on random operands against their documented
-bound). Then, for `X = inverse(A, iters=T)` (Newton-Schulz) and `v = power_iteration(A, iters=T)` with
-`lam = rayleigh(A, v)`, in float64 (products at eps = 1e-5) and float32 (eps = 1e-3):
+bound). Then, for `X = inverse(A, iters=T)` (Newton-Schulz) and
+`v = power_iteration(A, iters=T)` with `lam = rayleigh(A, v)`, in float64 (products at
+eps = 1e-5) and float32 (eps = 1e-3):
 
 - error against the iteration count: one traced run per routine and dtype gives every
   iterate; each is compared with numpy.linalg (relative max-abs error), for the transformer
