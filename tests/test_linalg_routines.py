@@ -170,3 +170,19 @@ def test_hand_written_power_iteration_program_agrees_with_numpy():
     assert np.abs(v * np.sign(v @ top) - top).max() <= bound + algorithm_error
     assert abs(got["lam"] - values[-1]) <= rayleigh_error_bound(3, np.abs(a).max(), values[-1],
                                                                 "float64", product)
+
+
+def test_power_iteration_at_d8_tracks_the_exact_algorithm():
+    """Few iterations (a d = 8 pass is slow): the bound holds at every T, converged or not."""
+    a, lam = symmetric(8, seed=18)
+    got, exact = run_both(eig_source(a, 4), "float64")
+    values, vectors = np.linalg.eigh(a)
+    top = vectors[:, np.argmax(np.abs(values))]
+    v, v_exact = (np.asarray(m["v"], dtype=float).reshape(-1) for m in (got, exact))
+    v, v_exact = v * np.sign(v @ top), v_exact * np.sign(v_exact @ top)
+    product = make_block("matmul_tn")
+    bound = eigenvector_error_bound(8, np.abs(a).max(), lam[0], lam[1], "float64", product)
+    assert np.abs(v - v_exact).max() <= bound
+    assert np.abs(v - top).max() <= bound + np.abs(v_exact - top).max()
+    assert abs(got["lam"] - exact["lam"]) <= rayleigh_error_bound(8, np.abs(a).max(), lam[0],
+                                                                  "float64", product)
