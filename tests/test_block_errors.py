@@ -93,28 +93,37 @@ def test_a_point_outside_the_domain_is_detected():
     assert not products.within_bound and products.worst_ratio > 10
 
 
-class HalfBoundMul(Mul):
-    """mul with a documented bound half the real one: the harness must catch it."""
+class FixedBoundMul(Mul):
+    """mul documenting a fixed absolute bound, to check the harness against it."""
+
+    fixed = 0.0
 
     def error_bound(self, dtype: str) -> float:
-        return super().error_bound(dtype) / 2
+        return self.fixed
+
+    def relative_error_bound(self, dtype: str) -> float:
+        return 0.0
 
 
 def test_a_too_small_bound_is_detected():
+    """The same measured points against a bound half the largest measured error: caught;
+    against a bound just above it: within."""
     honest = measure(Mul(), count=POINTS)
-    tight = measure(HalfBoundMul(), operands=[(s.a, s.b) for s in honest.samples])
     assert honest.within_bound and honest.max_error > 0
-    assert not tight.within_bound
-    assert tight.max_error == honest.max_error
+    operands = [(s.a, s.b) for s in honest.samples]
+    tight, loose = FixedBoundMul(), FixedBoundMul()
+    tight.fixed, loose.fixed = honest.max_error / 2, honest.max_error * 1.001
+    assert not measure(tight, operands=operands).within_bound
+    assert measure(loose, operands=operands).within_bound
 
 
 def test_a_wrong_reference_is_detected():
-    """Measured against a reference that is off by 1e-3 relative, mul fails: the check
-    compares real numbers, not the reference with itself."""
+    """Measured against a reference that is off by 0.5, mul fails: the check compares the
+    transformer's numbers, not the reference with itself."""
 
     class SkewedMul(Mul):
         def reference(self, a, b):
-            return a * b * (1 + 1e-3)
+            return a * b + 0.5
 
     assert not measure(SkewedMul(), count=POINTS).within_bound
 
@@ -142,7 +151,8 @@ def test_the_example_writes_tables_and_plots(tmp_path):
                            "--blocks", "mul,transpose", "--out", str(tmp_path)],
                           capture_output=True, text=True, env=environment, cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["mul-anchor.png", "mul-scale.png"]
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(
+        f"mul-{parameter.name}.png" for parameter in make_block("mul").parameters)
     table = (tmp_path / "blocks.md").read_text()
     assert "## mul: scale (d = 2)" in table and "| transpose | 4 |" not in table
     assert "| mul | 1 |" in table and "| transpose | 2 |" in table
