@@ -1,31 +1,14 @@
 """Linear algebra blocks: transpose (Lemma 6), matrix products (Lemma 7), scale, sumsq, trace,
 rsqrt.
 
-Products use the linearized softmax of vm/functions/products.py with two
-refinements that make a d x d product as accurate as a scalar one:
-
-- Coupling correction. With several keys per query column, the softmax
-  denominator e^C + sum_k e^(eps s_k) couples the entries of a result column.
-  To first order the head pair returns v_i = (2 e^C / D)(s_i - S / D), with
-  D = e^C + d and S = sum_k s_k; since sum_i v_i = (2 e^C / D) S e^C / D, the
-  exact inverse is s_i = (D / 2e^C)(v_i + e^-C sum_k v_k): a fixed d x d
-  linear map on the rows of one column, which the ReLU layer applies. The
-  second-order coupling cancels between the +eps and -eps heads.
-- Richardson extrapolation. The corrected pair is an even function of eps,
-  s + c2 eps^2 + c4 eps^4 + ..., coupling terms included; a second pair at
-  2 eps and (4 f(eps) - f(2 eps)) / 3 removes every eps^2 term, leaving
-  about eps^4 s^5 / 30.
-
-The result is then limited by rounding: the softmax resolves scores only to
-ulp(C) / 2, so an entry is off by about (ulp(C) / 2 + 4 u) / eps for unit
-roundoff u. `product_error_bound` documents the bound; tests assert it.
+Products are `LinearizedProduct`s (vm/functions/products.py): two ±eps head pairs
+with the coupling correction and Richardson extrapolation, accurate to about 1e-10 in
+float64 (`product_error_bound`, `product_relative_bound`; tests assert them).
 
 Moves (transposition, gathering operands) are exact hardmax heads.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -33,32 +16,13 @@ from vm.functions.arithmetic import UNIT_ROUNDOFF
 from vm.functions.base import (GATE_BIG, MOVE_TEMPERATURE, BlockContext, Domain, FunctionBlock,
                                Parameter, Shape, register)
 from vm.functions.moves import gather_operand
-from vm.functions.products import ulp
+from vm.functions.products import ANCHOR, MAX_BLOCK_SIZE, SpannedProduct
 from vm.functions.sigmoid_sums import SigmoidSum
 
 SCALE = Parameter("scale", 1e-5, "eps: scores are eps * a . b (the second head pair uses "
                   "2 eps); 1e-5 suits float64, about 1e-3 float32")
-ANCHOR = Parameter("anchor", 4.0, "C: score of the anchor key; the softmax resolves scores to "
-                   "ulp(C), so a small C is more precise")
-SPAN = Parameter("span", 100.0, "largest |entry| of the result (the score) the bound covers")
-MAX_BLOCK_SIZE = 16
-"""Largest d the bound is stated for (the assembler's limit)."""
-
-
-def product_error_bound(scale: float, anchor: float, dtype: str) -> float:
-    """Absolute part: rounding of the scores at ulp(C)/2 and of the weights (4u), divided by
-    eps, through the Richardson weights (4/3 + 1/6) and the coupling map (1 + d e^-C), with a
-    factor 2 of margin."""
-    u = UNIT_ROUNDOFF[dtype]
-    per_pair = (ulp(anchor, dtype) / 2 + 4 * u) / scale
-    coupling = 1 + MAX_BLOCK_SIZE * math.exp(-anchor)
-    return 2 * 1.5 * 2 * per_pair * coupling
-
-
-def product_relative_bound(scale: float, span: float, dtype: str) -> float:
-    """Relative part: the eps^4 truncation at the edge of the span (twice the leading term,
-    which also covers the eps^4 coupling terms) and the rounding of the linear map."""
-    return 2 * (scale * span) ** 4 / 30 + 16 * UNIT_ROUNDOFF[dtype]
+SPAN = Parameter("span", 100.0, "largest |entry| of the result (the score) the bound "
+                 "covers")
 
 
 def selection_fields(d: int, width: int) -> dict[str, np.ndarray]:
@@ -134,7 +98,7 @@ class Transpose(FunctionBlock):
                 ffn.relu_into({source: -1.0, gate: 1.0, mask: 1.0}, target, -1.0)
 
 
-class MatrixProduct(FunctionBlock):
+class MatrixProduct(SpannedProduct):
     """Linearized-softmax product: C column j, row i = key_i . query_j, where key_i lives in
     A column i (rows `key_rows`) and query_j in C column j (rows `query_rows`)."""
 
@@ -147,37 +111,12 @@ class MatrixProduct(FunctionBlock):
             raise ValueError(f"{self.name}.anchor must be in (0, 30]")
         if not 0 < self.values["scale"] <= 0.1:
             raise ValueError(f"{self.name}.scale must be in (0, 0.1]")
-        if not self.values["span"] > 0:
-            raise ValueError(f"{self.name}.span must be positive")
-
-    # -- metadata -------------------------------------------------------------------
-    def domain(self) -> Domain:
-        span = self.values["span"]
-        return Domain(f"|result| <= {span:g}", -span, span, applies_to="result")
-
-    def error_bound(self, dtype: str) -> float:
-        return product_error_bound(self.values["scale"], self.values["anchor"], dtype)
-
-    def relative_error_bound(self, dtype: str) -> float:
-        return product_relative_bound(self.values["scale"], self.values["span"], dtype)
-
-    def depth(self, d: int) -> int:
-        return 2
-
-    def extra_columns(self, d: int) -> int:
-        return 1
 
     def constant_fields(self, d: int) -> dict[str, np.ndarray]:
-        width = 3 * d + 1
-        anchor = np.zeros((1, width))
-        anchor[0, 3 * d] = 1.0
-        keys = np.full((1, width), -GATE_BIG)
-        keys[0, :d] = 0.0
-        keys[0, 3 * d] = 0.0
-        return {"anchor": anchor, "pkeys": keys, **selection_fields(d, width)}
+        return {**super().constant_fields(d), **selection_fields(d, 3 * d + 1)}
 
     def private_fields(self, d: int) -> list[tuple[str, int]]:
-        return [(name, d) for name in ("p1", "m1", "p2", "m2")] + self.operand_fields(d)
+        return super().private_fields(d) + self.operand_fields(d)
 
     # -- what subclasses define ----------------------------------------------------
     def operand_fields(self, d: int) -> list[tuple[str, int]]:
@@ -191,42 +130,9 @@ class MatrixProduct(FunctionBlock):
     # -- construction ----------------------------------------------------------------
     def build(self, ctx: BlockContext) -> None:
         key_rows, query_rows = self.prepare(ctx)
-        for scale, plus, minus in ((1.0, "p1", "m1"), (2.0, "p2", "m2")):
-            for sign, target in ((1.0, plus), (-1.0, minus)):
-                self._product_head(ctx, key_rows, query_rows, sign * scale, target)
-        self._emit(ctx)
-
-    def _product_head(self, ctx: BlockContext, key_rows: list[int], query_rows: list[int],
-                      factor: float, target: str) -> None:
-        """target row i of each column j gets e^(eps' k_i . q_j) e^C / (eps' Z), eps' =
-        factor * eps and Z the softmax denominator over A's columns and the anchor."""
-        eps, anchor, d = self.values["scale"], self.values["anchor"], ctx.d
-        dims = len(key_rows) + 2
-        basis = np.eye(dims)
-        queries = {row: factor * eps * basis[n] for n, row in enumerate(query_rows)}
-        one = ctx.row("one")
-        queries[one] = queries.get(one, np.zeros(dims)) + basis[-2] + basis[-1]
-        keys = {row: basis[n] for n, row in enumerate(key_rows)}
-        keys[ctx.row("anchor")] = anchor * basis[-2]
-        keys[ctx.row("pkeys")] = basis[-1]
-        value = math.exp(anchor) / (abs(factor) * eps)
-        values = {(ctx.row(target, i), ctx.row("kone", i)): value for i in range(d)}
-        ctx.add_head(1, queries, keys, values, 1.0, f"linearized softmax, {factor:+g} eps")
-
-    def _emit(self, ctx: BlockContext) -> None:
-        """result_i = sum over both pairs of Richardson weight * (D / 2e^C) *
-        (diff_i + e^-C sum_k diff_k), diff = plus - minus."""
-        anchor, d = self.values["anchor"], ctx.d
-        big = math.exp(anchor)
-        gain = (big + d) / (2 * big)
-        for i in range(d):
-            form: dict[int, float] = {}
-            for weight, plus, minus in ((4 / 3, "p1", "m1"), (-1 / 3, "p2", "m2")):
-                for k in range(d):
-                    c = weight * gain * ((1.0 if k == i else 0.0) + 1 / big)
-                    form[ctx.row(plus, k)] = form.get(ctx.row(plus, k), 0.0) + c
-                    form[ctx.row(minus, k)] = form.get(ctx.row(minus, k), 0.0) - c
-            ctx.emit_result(1, i, form)
+        basis = np.eye(len(key_rows))
+        self.product_heads(ctx, 1, key_rows, {row: basis[n] for n, row in enumerate(query_rows)})
+        self.emit_product(ctx, 1)
 
 
 def _rows(ctx: BlockContext, name: str) -> list[int]:

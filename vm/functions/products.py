@@ -1,21 +1,26 @@
-"""Products by linearizing the softmax (Lemma 7): mul (Corollary 2), percentage (Corollary 3).
+"""Products by linearizing the softmax (Lemma 7): mul (Corollary 2), percentage (Corollary 3),
+and the head-pair construction every product block shares (vm/functions/linalg.py).
 
-A head whose query column j holds eps * b_j and whose keys are A's columns
-a_i scores eps * a_i . b_j; one more key, the anchor, scores C. For C large
-the softmax weight of key i is e^(eps s) / (e^C + sum_k e^(eps s_k)), about
-e^(eps s - C): with value e^C / eps the head returns e^(eps s) / eps. A
-second head with -eps returns e^(-eps s) / eps, and half their difference is
-sinh(eps s) / eps = s + eps^2 s^3 / 6 + ...: the product, with a truncation
-error eps^2 |s|^3 / 6.
+A head whose query column j holds eps * q_j and whose keys are the A columns' k_i scores
+eps * k_i . q_j; one more key, the anchor, scores C. For C large the softmax weight of key
+i is e^(eps s_i) / Z, Z = e^C + sum_k e^(eps s_k): with value e^C / eps the head returns
+e^(eps s_i) e^C / (eps Z). A second head with -eps returns the mirror image, and half their
+difference is about s_i + eps^2 s_i^3 / 6: the product. Two refinements make it accurate:
 
-The anchor's share of the denominator scales the result by a known factor
-when only one key carries a product (scalars; the other A columns hold zeros
-and score exactly 0): the ReLU layer divides it out exactly to first order,
-so C can stay small. That matters for precision: the softmax subtracts its
-max, C, from every score, so eps s is resolved only to ulp(C), and the result
-only to about (ulp(C) / 2 + 3 u) / eps for unit roundoff u. In float32 this
-makes the linearized softmax a product with a narrow usable range of |s|
-(docs/fleq_machine.md measures it); float64 has ample room.
+- Coupling correction. The keys share the denominator Z. To first order the pair returns
+  v_i = (2 e^C / D)(s_i - S / D), D = e^C + d, S = sum_k s_k (a scalar product has one
+  active key and d - 1 keys scoring exactly 0); since sum_i v_i = (2 e^C / D) S e^C / D,
+  s_i = (D / 2e^C)(v_i + e^-C sum_k v_k) exactly to first order: a fixed linear map on the
+  d rows of one column, applied by the ReLU layer that writes the result.
+- Richardson extrapolation. The corrected pair is an even function of eps,
+  s + c2 eps^2 + c4 eps^4 + ..., coupling terms included; a second pair at 2 eps and
+  (4 f(eps) - f(2 eps)) / 3 remove every eps^2 term, leaving about eps^4 s^5 / 30.
+
+What remains is rounding: the softmax subtracts its max, C, from every score, so eps s is
+resolved only to ulp(C) / 2 and the result to about (ulp(C) / 2 + 4 u) / eps for unit
+roundoff u. A small C (4) is therefore more precise, and eps trades truncation against
+rounding: mul (|s| <= 20) balances them at eps = 1e-4 in float64; float32 (ulp(4) = 4.8e-7)
+needs eps near 5e-3 (`--param mul.scale=5e-3`).
 """
 
 from __future__ import annotations
@@ -24,17 +29,21 @@ import math
 
 import numpy as np
 
+from vm.functions.arithmetic import UNIT_ROUNDOFF
 from vm.functions.base import (GATE_BIG, BlockContext, Domain, FunctionBlock, Parameter, Shape,
                                register)
-from vm.functions.arithmetic import UNIT_ROUNDOFF
 from vm.functions.moves import gather_operand
 
-SCALE = Parameter("scale", 1e-3, "eps: scores are eps * a * b; smaller is more accurate until "
-                  "the rounding of 1/eps dominates (use 1e-5 with float64)")
-ANCHOR = Parameter("anchor", 10.0, "C: score of the anchor key; larger decouples keys "
-                   "(matrices) but resolves scores only to ulp(C)")
+SCALE = Parameter("scale", 1e-4, "eps: scores are eps * a * b (the second head pair uses "
+                  "2 eps); 1e-4 suits float64 at |a * b| <= 20, 5e-3 float32")
+ANCHOR = Parameter("anchor", 4.0, "C: score of the anchor key; the softmax resolves scores to "
+                   "ulp(C), so a small C is more precise")
 MAX_ANCHOR = 60.0
 """e^C is a value coefficient; beyond e^60 it would overflow float32 with 1/eps."""
+MAX_BLOCK_SIZE = 16
+"""Largest d the bounds are stated for (the assembler's limit)."""
+RICHARDSON = ((1.0, 4 / 3, "p1", "m1"), (2.0, -1 / 3, "p2", "m2"))
+"""(eps multiple, extrapolation weight, plus rows, minus rows) of the two head pairs."""
 
 
 def ulp(value: float, dtype: str) -> float:
@@ -42,27 +51,27 @@ def ulp(value: float, dtype: str) -> float:
     return 2 * UNIT_ROUNDOFF[dtype] * 2.0 ** math.floor(math.log2(max(abs(value), 1e-300)))
 
 
-def correction(anchor: float, d: int) -> float:
-    """1 / (d/ds of the anchored head pair at s = 0) with one active key and d - 1 zero keys."""
-    big = math.exp(anchor)
-    return (big + d) ** 2 / (big * (big + d - 1))
+def product_error_bound(scale: float, anchor: float, dtype: str) -> float:
+    """Absolute part: rounding of the scores at ulp(C)/2 and of the weights (4u), divided by
+    eps, through the Richardson weights (4/3 + 1/6) and the coupling map (1 + d e^-C), with a
+    factor 2 of margin."""
+    u = UNIT_ROUNDOFF[dtype]
+    per_pair = (ulp(anchor, dtype) / 2 + 4 * u) / scale
+    coupling = 1 + MAX_BLOCK_SIZE * math.exp(-anchor)
+    return 2 * 1.5 * 2 * per_pair * coupling
 
 
-def product_bound(scale: float, anchor: float, span: float, dtype: str) -> float:
-    """Absolute error bound for |s| <= span (module docstring): truncation, the second-order
-    anchor coupling, and score rounding at ulp(C)."""
-    truncation = math.sinh(scale * span) / scale - span
-    coupling = 4 * math.exp(-2 * anchor + 2 * scale * span) * span
-    rounding = (ulp(anchor, dtype) + 8 * UNIT_ROUNDOFF[dtype]) / scale * math.cosh(scale * span)
-    return 1.1 * truncation + coupling + 2 * rounding
+def product_relative_bound(scale: float, span: float, dtype: str) -> float:
+    """Relative part: the eps^4 truncation at the edge of the span (twice the leading term,
+    which also covers the eps^4 coupling terms) and the rounding of the linear map."""
+    return 2 * (scale * span) ** 4 / 30 + 16 * UNIT_ROUNDOFF[dtype]
 
 
 class LinearizedProduct(FunctionBlock):
-    """Shared construction: anchor column and the two ±eps product heads."""
+    """Shared construction: the anchor column, two ±eps head pairs (at eps and 2 eps) and the
+    ReLU layer that decouples and extrapolates them into the result."""
 
     parameters = (SCALE, ANCHOR)
-    span = 10.0
-    """|product| up to which the documented bound holds."""
 
     def __init__(self, **values: float) -> None:
         super().__init__(**values)
@@ -84,48 +93,80 @@ class LinearizedProduct(FunctionBlock):
         return {"anchor": anchor, "pkeys": keys}
 
     def private_fields(self, d: int) -> list[tuple[str, int]]:
-        return [("qb", d), ("plus", d), ("minus", d)]
+        return [(name, d) for _, _, plus, minus in RICHARDSON for name in (plus, minus)]
 
-    def domain(self) -> Domain:
-        return Domain(f"|result| <= {self.span:g}", -self.span, self.span,
-                      applies_to="result")
-
-    def error_bound(self, dtype: str) -> float:
-        return product_bound(self.values["scale"], self.values["anchor"], self.span, dtype)
-
-    def product_heads(self, ctx: BlockContext, layer: int,
+    def product_heads(self, ctx: BlockContext, layer: int, key_rows: list[int],
                       query: dict[int, np.ndarray]) -> None:
-        """plus/minus rows (d) of each C column j get e^(±eps a_i . q_j)/eps for every i,
-        where q_j is given as {source row: vector over d dims} (unscaled)."""
-        d, eps, anchor = ctx.d, self.values["scale"], self.values["anchor"]
-        dims = d + 2  # d product dims, the anchor dim, the key-restriction dim
-        for sign, target in ((1.0, "plus"), (-1.0, "minus")):
-            queries = {row: np.concatenate([sign * eps * vector, [0.0, 0.0]])
-                       for row, vector in query.items()}
-            queries[ctx.row("one")] = queries.get(ctx.row("one"), np.zeros(dims)) + \
-                np.eye(dims)[d] + np.eye(dims)[d + 1]
-            keys = {ctx.row("rd", r): np.eye(dims)[r] for r in range(d)}
-            keys[ctx.row("anchor")] = anchor * np.eye(dims)[d]
-            keys[ctx.row("pkeys")] = np.eye(dims)[d + 1]
-            values = {(ctx.row(target, i), ctx.row("kone", i)): math.exp(anchor) / eps
-                      for i in range(d)}
-            ctx.add_head(layer, queries, keys, values, 1.0,
-                         f"linearized softmax, {'+' if sign > 0 else '-'}eps")
+        """Four heads: rows p1/m1 (p2/m2) i of each C column j get e^(±eps' k_i . q_j) e^C /
+        (eps' Z), eps' = eps (2 eps), where key k_i is A column i's `key_rows` and query q_j
+        is given as {source row: vector over the key dims} (unscaled)."""
+        eps, anchor = self.values["scale"], self.values["anchor"]
+        dims = len(key_rows) + 2  # the key dims, the anchor dim, the key-restriction dim
+        basis = np.eye(dims)
+        one = ctx.row("one")
+        for factor, _, plus, minus in RICHARDSON:
+            for sign, target in ((1.0, plus), (-1.0, minus)):
+                queries = {row: np.concatenate([sign * factor * eps * vector, [0.0, 0.0]])
+                           for row, vector in query.items()}
+                queries[one] = queries.get(one, np.zeros(dims)) + basis[-2] + basis[-1]
+                keys = {row: basis[n] for n, row in enumerate(key_rows)}
+                keys[ctx.row("anchor")] = anchor * basis[-2]
+                keys[ctx.row("pkeys")] = basis[-1]
+                value = math.exp(anchor) / (factor * eps)
+                values = {(ctx.row(target, i), ctx.row("kone", i)): value
+                          for i in range(ctx.d)}
+                ctx.add_head(layer, queries, keys, values, 1.0,
+                             f"linearized softmax, {sign * factor:+g} eps")
 
     def emit_product(self, ctx: BlockContext, layer: int) -> None:
-        factor = 0.5 * correction(self.values["anchor"], ctx.d)
-        for r in range(ctx.d):
-            ctx.emit_result(layer, r, {ctx.row("plus", r): factor,
-                                       ctx.row("minus", r): -factor})
+        """result_i = sum over both pairs of Richardson weight * (D / 2e^C) *
+        (diff_i + e^-C sum_k diff_k), diff = plus - minus."""
+        big, d = math.exp(self.values["anchor"]), ctx.d
+        gain = (big + d) / (2 * big)
+        for i in range(d):
+            form: dict[int, float] = {}
+            for _, weight, plus, minus in RICHARDSON:
+                for k in range(d):
+                    c = weight * gain * ((1.0 if k == i else 0.0) + 1 / big)
+                    form[ctx.row(plus, k)] = form.get(ctx.row(plus, k), 0.0) + c
+                    form[ctx.row(minus, k)] = form.get(ctx.row(minus, k), 0.0) - c
+            ctx.emit_result(layer, i, form)
+
+    def error_bound(self, dtype: str) -> float:
+        return product_error_bound(self.values["scale"], self.values["anchor"], dtype)
+
+
+SPAN = Parameter("span", 20.0, "largest |result| (the score) the bound covers")
+
+
+class SpannedProduct(LinearizedProduct):
+    """A product whose bound holds for |result| <= span: error_bound (rounding) plus
+    relative_error_bound (truncation at the span's edge) times |result|; two layers."""
+
+    parameters = (SCALE, ANCHOR, SPAN)
+
+    def __init__(self, **values: float) -> None:
+        super().__init__(**values)
+        if not self.values["span"] > 0:
+            raise ValueError(f"{self.name}.span must be positive")
+
+    def domain(self) -> Domain:
+        span = self.values["span"]
+        return Domain(f"|result| <= {span:g}", -span, span, applies_to="result")
+
+    def relative_error_bound(self, dtype: str) -> float:
+        return product_relative_bound(self.values["scale"], self.values["span"], dtype)
+
+    def depth(self, d: int) -> int:
+        return 2
 
 
 @register
-class Mul(LinearizedProduct):
+class Mul(SpannedProduct):
     name = "mul"
     arity = 2
     summary = "c = a * b for scalars, by the linearized softmax"
     lemma = "Lemma 7, Corollary 2"
-    span = 20.0
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != (1, 1) or b != (1, 1):
@@ -135,13 +176,16 @@ class Mul(LinearizedProduct):
     def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
         return a * b
 
-    def depth(self, d: int) -> int:
-        return 2
-
     def build(self, ctx: BlockContext) -> None:
+        """Layer 1 gathers b into C's query rows; layer 2: a is A column 0's key, the other
+        A columns' keys are 0."""
         gather_operand(ctx, 0, "B", "qb")
-        self.product_heads(ctx, 1, {ctx.row("qb", r): np.eye(ctx.d)[r] for r in range(ctx.d)})
+        self.product_heads(ctx, 1, [ctx.row("rd", r) for r in range(ctx.d)],
+                           {ctx.row("qb", r): np.eye(ctx.d)[r] for r in range(ctx.d)})
         self.emit_product(ctx, 1)
+
+    def private_fields(self, d: int) -> list[tuple[str, int]]:
+        return super().private_fields(d) + [("qb", d)]
 
 
 @register
@@ -151,7 +195,15 @@ class Percentage(LinearizedProduct):
     summary = "c = a / 100 for scalars, a product with the constant 0.01 (Corollary 3)"
     lemma = "Lemma 7, Corollary 3"
     factor = 0.01
-    span = 100.0
+    parameters = (Parameter("scale", 1e-3, "eps: scores are eps * 0.01 * a (the second head "
+                            "pair uses 2 eps); 1e-3 suits float64, 1e-1 float32"),
+                  ANCHOR,
+                  Parameter("span", 100.0, "largest |a| the bound covers"))
+
+    def __init__(self, **values: float) -> None:
+        super().__init__(**values)
+        if not self.values["span"] > 0:
+            raise ValueError("percentage.span must be positive")
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != (1, 1):
@@ -161,18 +213,21 @@ class Percentage(LinearizedProduct):
     def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
         return a * self.factor
 
-    def error_bound(self, dtype: str) -> float:
-        return product_bound(self.values["scale"], self.values["anchor"], self.span * self.factor,
-                             dtype)
-
     def domain(self) -> Domain:
-        return Domain(f"|a| <= {self.span:g}", -self.span, self.span)
+        span = self.values["span"]
+        return Domain(f"|a| <= {span:g}", -span, span)
+
+    def relative_error_bound(self, dtype: str) -> float:
+        return product_relative_bound(self.values["scale"], self.values["span"] * self.factor,
+                                      dtype)
 
     def depth(self, d: int) -> int:
         return 1
 
     def build(self, ctx: BlockContext) -> None:
+        """One layer: a is A column 0's key, the query is the constant 0.01 e_0 (row `one`)."""
         constant = np.zeros(ctx.d)
         constant[0] = self.factor
-        self.product_heads(ctx, 0, {ctx.row("one"): constant})
+        self.product_heads(ctx, 0, [ctx.row("rd", r) for r in range(ctx.d)],
+                           {ctx.row("one"): constant})
         self.emit_product(ctx, 0)
