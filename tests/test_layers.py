@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from vm import layers
 from vm.layers import MASK_AS_BIAS_MAX, LoopedTransformer, cpu_threads, mask_matrix, trace_pass
 from vm.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
 
@@ -86,8 +87,112 @@ def test_trace_pass_records_each_layer_and_matches_a_pass():
         model = LoopedTransformer(machine, torch.float64, attention=attention, scratch=2)
         records = trace_pass(model, X)
         assert len(records) == 2 and records[0].attention.shape == (2, 6, 6)
-        assert torch.allclose(records[0].attention.sum(dim=2), torch.ones(2, 6, dtype=torch.float64))
+        ones = torch.ones(2, 6, dtype=torch.float64)
+        assert torch.allclose(records[0].attention.sum(dim=2), ones)
         assert torch.allclose(records[-1].after, model(X[None])[0])
         assert records[1].attention.shape[0] == 0
     masked = records[0].attention
     assert float(masked[:, 3, 4].abs().max()) == 0.0  # column 3 may not see column 4
+
+
+def attention_only_machine(heads: list[HeadWeights], rows: int, columns: int) -> MachineWeights:
+    """One layer with these heads and an empty ReLU layer, so a pass is X + attention."""
+    ffn = FeedForwardWeights(np.zeros((0, rows)), np.zeros(0), np.zeros((rows, 0)),
+                             np.zeros(rows))
+    return MachineWeights((LayerWeights(tuple(heads), ffn, "attention"),), rows, columns,
+                          mask_matrix(columns, 2))
+
+
+def heads_with_varied_writes(rng, rows: int) -> list[HeadWeights]:
+    """Heads of several query widths writing disjoint, shared, identical and empty row sets,
+    contiguous or not, each reading a few random rows."""
+    written = [[0], [0], [3, 5], [3, 5], [1, 2, 3], [7], [], [4, 6, 8, 9], [0, 9]]
+    heads = []
+    for index, rows_written in enumerate(written):
+        r = 1 + index % 3
+        Q, K, V = rng.normal(size=(r, rows)), rng.normal(size=(r, rows)), np.zeros((rows, rows))
+        Q[:, rng.choice(rows, size=rows // 2, replace=False)] = 0.0
+        V[rows_written] = rng.normal(size=(len(rows_written), rows))
+        heads.append(HeadWeights(Q, K, V, float(rng.uniform(0.5, 2.0)), f"h{index}"))
+    return heads
+
+
+def per_head_eq1(heads: list[HeadWeights], X: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """X + sum_h V_h X softmax(lam_h (K_h X)^T (Q_h X)), one head at a time."""
+    out = X.copy()
+    for head in heads:
+        scores = head.lam * (head.K @ X).T @ (head.Q @ X)
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        weights = np.exp(scores - scores.max(axis=0))
+        out += head.V @ X @ (weights / weights.sum(axis=0))
+    return out
+
+
+@pytest.mark.parametrize("chunk_bytes", [None, 1])
+@pytest.mark.parametrize("columns", [9, MASK_AS_BIAS_MAX + 40])
+@pytest.mark.parametrize("attention", ["dense", "masked"])
+def test_attention_equals_eq1_head_by_head(attention, columns, chunk_bytes, monkeypatch):
+    """Grouped heads, own-row values and (with chunk_bytes=1) one head at a time all add up to
+    the per-head sum of Eq. (1a) in float64."""
+    if chunk_bytes is not None:
+        monkeypatch.setattr(layers, "CACHED_SCORES_BYTES", chunk_bytes)
+    rng = np.random.default_rng(columns + len(attention))
+    rows = 10
+    heads = heads_with_varied_writes(rng, rows)
+    machine = attention_only_machine(heads, rows, columns)
+    X = rng.normal(size=(2, rows, columns))
+    model = LoopedTransformer(machine, torch.float64, attention=attention, scratch=2)
+    got = model(torch.as_tensor(X)).numpy()
+    mask = machine.mask if attention == "masked" else None
+    for b in range(2):
+        expected = per_head_eq1(heads, X[b], mask)
+        assert np.abs(got[b] - expected).max() <= 1e-12 * max(1.0, np.abs(expected).max())
+
+
+def test_each_head_projects_only_the_rows_it_writes():
+    rng = np.random.default_rng(5)
+    heads = heads_with_varied_writes(rng, 10)
+    attention = layers.Attention(tuple(heads), torch.float64)
+    expected = sum(2 * h.Q.shape[0] + len(h.written_rows) for h in heads)
+    assert attention.QKV.shape[0] == expected
+    assert sorted(h for group in attention.groups for h in group.heads) == list(range(len(heads)))
+
+
+@pytest.mark.parametrize("attention", ["dense", "masked"])
+def test_one_hot_moves_into_shared_rows_stay_bit_exact(attention):
+    """Hardmax heads (a margin of e^-120, so weights round to exactly 0/1) copying integers:
+    the sum over heads sharing rows is the exact integer result, not merely close."""
+    columns, rows, bits = 8, 12, 3
+    codes = np.array([[1.0 if (j >> b) & 1 else -1.0 for j in range(columns)]
+                      for b in range(bits)])
+    X = np.zeros((rows, columns))
+    X[:bits] = codes
+    X[bits:bits + 3] = np.arange(3 * columns).reshape(3, columns) * 3.0 - 17.0
+    heads = []
+    for index, (source, target) in enumerate([(3, 8), (4, 8), (5, 9), (3, 9), (4, 10)]):
+        Q = np.zeros((bits, rows))
+        Q[:bits, :bits] = np.eye(bits)
+        V = np.zeros((rows, rows))
+        V[target, source] = 1.0
+        heads.append(HeadWeights(Q, Q.copy(), V, 60.0, f"move {index}"))
+    machine = attention_only_machine(heads, rows, columns)
+    model = LoopedTransformer(machine, torch.float64, attention=attention, scratch=2)
+    got = model(torch.as_tensor(X[None])).numpy()[0]
+    expected = X + sum(head.V for head in heads) @ X  # every column reads itself
+    assert np.array_equal(got, expected)
+
+
+def test_weights_lists_every_head_in_layer_order():
+    rng = np.random.default_rng(11)
+    rows, columns = 10, 7
+    heads = heads_with_varied_writes(rng, rows)
+    model = LoopedTransformer(attention_only_machine(heads, rows, columns), torch.float64,
+                              attention="dense")
+    X = rng.normal(size=(rows, columns))
+    maps = trace_pass(model, torch.as_tensor(X))[0].attention.numpy()
+    for index, head in enumerate(heads):
+        scores = head.lam * (head.Q @ X).T @ (head.K @ X)
+        expected = np.exp(scores - scores.max(axis=1, keepdims=True))
+        expected /= expected.sum(axis=1, keepdims=True)
+        assert np.allclose(maps[index], expected, rtol=1e-12, atol=1e-14)

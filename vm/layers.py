@@ -6,8 +6,12 @@ the max, so it is stable); then the ReLU layer adds W2 relu(W1 A + b1) + b2 with
 biases shared by all columns. Nothing else happens between layers.
 
 For speed the arithmetic is rearranged, never changed: a layer's heads run as
-one batched product (Q, K, V stacked; lam folded into Q), a ReLU layer reads
-only the rows its W1 uses and writes only the rows its W2/b2 change.
+a few batched products (heads of equal shape grouped, Q, K, V stacked, lam
+folded into Q), each head's value product covers only the rows it writes,
+projections read only the rows some head uses, and on a CPU the heads run in
+chunks whose scores stay in cache; a ReLU layer reads only the rows its W1
+uses and writes only the rows its W2/b2 change. Results differ from a
+head-by-head evaluation only in summation order.
 
 Attention is `dense` (every query sees every key, cost n^2) or `masked`: the
 geometry-only mask of the paper's Section 5.2 remark, where the first
@@ -21,7 +25,7 @@ allowed keys, so a pass costs O(n * scratch).
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import numpy as np
@@ -100,51 +104,153 @@ def _add_rows(X: torch.Tensor, rows: slice | torch.Tensor, update: torch.Tensor)
         X.index_add_(0, rows, update)
 
 
+@dataclass(frozen=True)
+class _HeadGroup:
+    """Heads of one layer with the same query width r and written-row count k.
+
+    Their stacked [lam Q; K; V restricted to the head's own written rows]
+    (`width` = 2r + k rows each) sit in rows `start:stop` of the layer's
+    projection; `heads` are their indices in the layer.
+    """
+
+    heads: tuple[int, ...]
+    r: int
+    k: int
+    start: int
+    count: int = field(init=False)
+    width: int = field(init=False)
+    stop: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "count", len(self.heads))
+        object.__setattr__(self, "width", 2 * self.r + self.k)
+        object.__setattr__(self, "stop", self.start + self.count * self.width)
+
+
+CACHED_SCORES_BYTES = 1 << 20
+"""On a CPU, heads are run in chunks whose score matrices take about this much memory, so
+scores, softmax and value product stay in a core's L2 cache (measured 3-7x faster on a
+FLEQ layer of 80 heads at n = 471 than one batch of all heads). CUDA runs each group at once."""
+
+
+def _chunk_size(scores_per_head: int, X: torch.Tensor) -> int:
+    """How many heads to run at once: about CACHED_SCORES_BYTES of scores on a CPU."""
+    if X.device.type != "cpu":
+        return 1 << 62
+    return max(1, CACHED_SCORES_BYTES // (scores_per_head * X.element_size()))
+
+
 class Attention(nn.Module):
-    """All heads of one layer; every head reads the same X."""
+    """All heads of one layer; every head reads the same X.
+
+    A head's value product covers only the rows that head writes, so a layer
+    of many heads that each write a row or two costs what they write, not
+    heads x all rows written. Heads are batched in groups of equal (r, k);
+    the projection reads only the rows of X some head uses. Each head's output
+    rows are then summed into the layer's written rows (a 0/1 matrix product
+    when heads share rows, so results differ from a per-head sum at most by
+    summation order: exact 0/1 moves stay bit-exact).
+    """
 
     def __init__(self, heads: tuple[HeadWeights, ...], dtype: torch.dtype) -> None:
         super().__init__()
         self.count = len(heads)
-        written = np.unique(np.concatenate([h.written_rows for h in heads]))
-        self.rows = _rows(written)
-        self.r = max(h.Q.shape[0] for h in heads)
-        self.width = 2 * self.r + len(written)
-        stacked = []
-        for head in heads:
-            padding = np.zeros((self.r - head.Q.shape[0], head.Q.shape[1]))
-            stacked.append(np.concatenate([head.lam * head.Q, padding, head.K, padding,
-                                           head.V[written]]))
+        own_rows = [head.written_rows for head in heads]
+        used = [np.flatnonzero(np.abs(head.Q).sum(axis=0) + np.abs(head.K).sum(axis=0)
+                               + np.abs(head.V[rows]).sum(axis=0))
+                for head, rows in zip(heads, own_rows)]
+        read = np.unique(np.concatenate(used))
+        if not len(read):
+            read = np.zeros(1, dtype=int)
+        self.read = _rows(read)
+        shapes: dict[tuple[int, int], list[int]] = {}
+        for index, (head, rows) in enumerate(zip(heads, own_rows)):
+            shapes.setdefault((head.Q.shape[0], len(rows)), []).append(index)
+        stacked, targets, self.groups, start = [], [], [], 0
+        for (r, k), members in shapes.items():
+            for index in members:
+                head = heads[index]
+                stacked.append(np.concatenate([head.lam * head.Q, head.K,
+                                               head.V[own_rows[index]]])[:, read])
+                targets.append(own_rows[index])
+            self.groups.append(_HeadGroup(tuple(members), r, k, start))
+            start = self.groups[-1].stop
         self.register_buffer("QKV", torch.as_tensor(np.concatenate(stacked), dtype=dtype))
+        target = np.concatenate(targets).astype(int)
+        written = np.unique(target)
+        self.rows = _rows(written)
+        reduce = None
+        if len(written) < len(target) or np.any(target != written):
+            reduce = torch.as_tensor(target[None, :] == written[:, None], dtype=dtype)
+        self.register_buffer("reduce", reduce)
+
+    def _project(self, X: torch.Tensor) -> torch.Tensor:
+        """[lam Q; K; V_own] X for every head, stacked: (sum of widths, batch * n)."""
+        flat = X.view(X.shape[0], -1)
+        inputs = flat[self.read] if isinstance(self.read, slice) else flat.index_select(
+            0, self.read)
+        return self.QKV @ inputs
+
+    @staticmethod
+    def _split(projected: torch.Tensor, group: _HeadGroup, batch: int, n: int
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A group's queries, keys and values, each (batch * heads, width, n)."""
+        part = projected[group.start:group.stop].view(group.count, group.width, batch, n)
+        part = part.permute(2, 0, 1, 3).reshape(batch * group.count, group.width, n)
+        r = group.r
+        return part[:, :r], part[:, r:2 * r], part[:, 2 * r:]
 
     def forward(self, X: torch.Tensor, mode: str, scratch: int,
                 bias: torch.Tensor | None) -> torch.Tensor:
         """Sum of the heads' outputs on the written rows, shape (R, batch, n)."""
-        rows, batch, n = X.shape
-        projected = (self.QKV @ X.view(rows, batch * n)).view(self.count, self.width, batch, n)
-        projected = projected.permute(2, 0, 1, 3).reshape(batch * self.count, self.width, n)
-        queries, keys = projected[:, :self.r], projected[:, self.r:2 * self.r]
-        values = projected[:, 2 * self.r:]
+        _, batch, n = X.shape
+        projected = self._project(X)
+        outputs = []
+        for group in self.groups:
+            if group.k == 0:
+                continue
+            queries, keys, values = self._split(projected, group, batch, n)
+            score_columns = n if mode == "dense" or bias is not None else 2 * scratch + 1
+            heads, size = queries.shape[0], _chunk_size(n * score_columns, X)
+            if size >= heads:
+                out = self._heads(queries, keys, values, mode, scratch, bias)
+            else:
+                out = torch.cat([self._heads(queries[start:start + size], keys[start:start + size],
+                                             values[start:start + size], mode, scratch, bias)
+                                 for start in range(0, heads, size)])
+            outputs.append(out.view(batch, group.count * group.k, n).transpose(0, 1))
+        if not outputs:
+            return X.new_zeros((0, batch, n))
+        out = torch.cat(outputs) if len(outputs) > 1 else outputs[0]
+        if self.reduce is None:
+            return out
+        flat = out.reshape(out.shape[0], batch * n)
+        return (self.reduce @ flat).view(self.reduce.shape[0], batch, n)
+
+    def weights(self, X: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        """Every head's attention matrix for X (rows, 1, n): (heads, queries, keys)."""
+        n = X.shape[2]
+        projected = self._project(X)
+        maps = torch.empty((self.count, n, n), dtype=X.dtype, device=X.device)
+        for group in self.groups:
+            queries, keys, _ = self._split(projected, group, 1, n)
+            scores = queries.transpose(1, 2) @ keys
+            if allowed is not None:
+                scores = scores.masked_fill(~allowed.T, float("-inf"))
+            heads = torch.as_tensor(group.heads, device=X.device)
+            maps.index_copy_(0, heads, torch.softmax(scores, dim=2))
+        return maps
+
+    @classmethod
+    def _heads(cls, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mode: str,
+               scratch: int, bias: torch.Tensor | None) -> torch.Tensor:
+        """Eq. (1a)'s V X softmax(...) for a batch of heads: (heads, k, n)."""
         if mode == "dense" or bias is not None:
             scores = queries.transpose(1, 2) @ keys
             if bias is not None:
                 scores += bias
-            out = values @ torch.softmax(scores, dim=2).transpose(1, 2)
-        else:
-            out = self._masked(queries, keys, values, scratch)
-        out = out.view(batch, self.count, -1, n)
-        out = out.sum(dim=1) if self.count > 1 else out[:, 0]
-        return out.transpose(0, 1)
-
-    def weights(self, X: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-        """Every head's attention matrix for X (rows, 1, n): (heads, queries, keys)."""
-        rows, _, n = X.shape
-        projected = (self.QKV @ X.view(rows, n)).view(self.count, self.width, n)
-        queries, keys = projected[:, :self.r], projected[:, self.r:2 * self.r]
-        scores = queries.transpose(1, 2) @ keys
-        if allowed is not None:
-            scores = scores.masked_fill(~allowed.T, float("-inf"))
-        return torch.softmax(scores, dim=2)
+            return values @ torch.softmax(scores, dim=2).transpose(1, 2)
+        return cls._masked(queries, keys, values, scratch)
 
     @staticmethod
     def _masked(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
