@@ -13,6 +13,7 @@ from assembler.diagnostics import SourceError
 from assembler.fleq import assemble_fleq, assemble_fleq_file
 from vm.calc import calculate, compile_expression
 from vm.cli import main
+from vm.executor import EngineConfig
 from vm.fleq_reference import run_fleq_reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,6 +78,26 @@ def test_paper_expression_on_the_transformer_is_within_its_bound():
     assert result.error <= result.bound
     assert result.bound < 0.05 * exact, "the bound says something useful"
     assert result.steps == 7
+
+
+def test_the_products_are_not_what_limits_the_paper_expression():
+    """mul and percentage are good to ~1e-11 in float64: the bound is inv's and sqrt's, and
+    it stays the same whether the products' own bounds are counted or not."""
+    result = calculate(PAPER, PAPER_INPUTS)
+    exact_products = calculate(PAPER, PAPER_INPUTS, {"mul": {"scale": 1e-5},
+                                                     "percentage": {"scale": 1e-4}})
+    assert result.bound == pytest.approx(exact_products.bound, rel=1e-5)
+    assert abs(result.transformer - exact_products.transformer) < 1e-9
+
+
+def test_paper_expression_in_float32_with_the_documented_product_eps():
+    """float32 needs larger eps for the products (docs/fleq_machine.md, Precision)."""
+    parameters = {"mul": {"scale": 5e-3}, "percentage": {"scale": 0.1}}
+    tuned = calculate(PAPER, PAPER_INPUTS, parameters, EngineConfig(dtype="float32"))
+    default = calculate(PAPER, PAPER_INPUTS, config=EngineConfig(dtype="float32"))
+    assert tuned.dtype == "float32" and tuned.error <= tuned.bound < 0.1 * tuned.exact
+    assert default.error <= default.bound
+    assert tuned.bound < default.bound / 10
 
 
 @pytest.mark.parametrize("expression, inputs", [
