@@ -63,7 +63,9 @@ def product_error_bound(scale: float, anchor: float, dtype: str) -> float:
 
 def product_relative_bound(scale: float, span: float, dtype: str) -> float:
     """Relative part: the eps^4 truncation at the edge of the span (twice the leading term,
-    which also covers the eps^4 coupling terms) and the rounding of the linear map."""
+    which also covers the eps^4 coupling terms: for a scalar at C = 4 the exact coefficient is
+    0.50-0.60 of it for d = 1..16, and within ±1 of it for C in [0.1, 30]) and the rounding of
+    the linear map."""
     return 2 * (scale * span) ** 4 / 30 + 16 * UNIT_ROUNDOFF[dtype]
 
 
