@@ -1,24 +1,35 @@
-"""Steps per second of the transformer beside the reference interpreter.
+"""Steps per second of the transformer beside the reference interpreter, and the time of
+one FLEQ pass.
 
-Benchmark programs never halt (every jump stays inside the program and the
-last instruction jumps back), so every pass of the transformer and every
+SUBLEQ benchmark programs never halt (every jump stays inside the program and
+the last instruction jumps back), so every pass of the transformer and every
 step of the interpreter does real work; both run for a fixed time budget.
-Weights are built before timing starts, as in any real run.
+Weights are built before timing starts, as in any real run. FLEQ passes are
+timed one by one on built-in workloads or given programs (`bench_fleq`).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 
+from assembler.fleq import assemble_fleq, assemble_fleq_file
+from assembler.fleq_program import FleqProgram
+from assembler.fleq_punchcard import fleq_geometry_for
 from assembler.program import Program
 from assembler.punchcard import geometry_for
+from vm.errors import InputError
 from vm.executor import EngineConfig, TransformerExecutor
+from vm.layers import cpu_threads, flush_denormals, to_internal
 from vm.reference import ReferenceMachine
 from vm.workloads import looping_programs, workload_geometry
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "fleq"
 
 
 @dataclass(frozen=True)
@@ -90,4 +101,98 @@ def format_table(rows: list[BenchRow]) -> str:
         lines.append(f"| {row.columns} | {row.batch} | {row.device} | {row.dtype} | "
                      f"{row.attention} | {row.transformer_steps_per_second:,.0f} | "
                      f"{row.reference_steps_per_second:,.0f} | {row.ratio:.3f} |")
+    return "\n".join(lines)
+
+
+FLEQ_WORKLOADS = ("calculator", "inverse-d8")
+"""Built-in FLEQ benchmark programs: the paper's calculator (d = 1) and a d = 8 program
+with many heads per layer (Newton-Schulz matrix inverse, then inv)."""
+
+
+def inverse_workload(d: int = 8, seed: int = 0) -> str:
+    """FLEQ source: `X = inverse(A, iters=3)` on a well-conditioned d x d matrix, then
+    `y = inv(x)`: the inverse routine's blocks plus inv's sigmoid-sum heads."""
+    rng = np.random.default_rng(seed)
+    u, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    v, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    matrix = u @ np.diag(np.linspace(2.0, 1.0, d)) @ v.T
+    rows = ", ".join("[" + ", ".join(repr(float(x)) for x in row) + "]" for row in matrix)
+    return (f".d {d}\n.data\nA: .matrix {d}x{d} [{rows}]\nX: .zeros {d}x{d}\nx: 2.0\n"
+            f"y: 0.0\n.code\nX = inverse(A, iters=3)\ny = inv(x)\nhalt\n")
+
+
+def fleq_workload(name: str) -> FleqProgram:
+    """A built-in workload by name, or a .fleq file by path."""
+    if name == "calculator":
+        return assemble_fleq_file(PROGRAMS / "calculator.fleq")
+    if name == "inverse-d8":
+        return assemble_fleq(inverse_workload(), "inverse-d8.fleq")
+    path = Path(name)
+    if not path.is_file():
+        raise InputError(f"no FLEQ workload or file named '{name}' (built-in: "
+                         f"{', '.join(FLEQ_WORKLOADS)})")
+    return assemble_fleq_file(path)
+
+
+@dataclass(frozen=True)
+class FleqBenchRow:
+    program: str
+    d: int
+    rows: int
+    columns: int
+    layers: int
+    heads: int
+    batch: int
+    device: str
+    dtype: str
+    attention: str
+    seconds_per_pass: float
+
+
+def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
+                      budget: float) -> tuple[TransformerExecutor, float]:
+    """Seconds per pass of the FLEQ transformer on `batch` copies of the program.
+
+    Passes are timed directly (model.step_, unchecked), not through the run loop: a pass
+    costs the same before and after the program halts, and the loop would stop at halt.
+    """
+    executor = TransformerExecutor(fleq_geometry_for(program), config)
+    X = executor.load([program] * batch)
+    with torch.inference_mode(), flush_denormals(), cpu_threads(
+            batch * X.shape[2], config.threads):
+        internal = to_internal(X)
+
+        def work(passes: int) -> None:
+            for _ in range(passes):
+                executor.model.step_(internal)
+            if config.device.startswith("cuda"):
+                torch.cuda.synchronize()
+        return executor, 1.0 / _timed(work, 1, budget)
+
+
+def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budget: float,
+               progress: Callable[[str], None] = lambda _: None) -> list[FleqBenchRow]:
+    rows = []
+    for name in names:
+        program = fleq_workload(name)
+        for batch in batches:
+            progress(f"{name} batch={batch} on {config.device} ...")
+            executor, seconds = fleq_pass_seconds(program, batch, config, budget)
+            weights = executor.machine.weights
+            rows.append(FleqBenchRow(name, program.d, weights.rows, weights.columns,
+                                     len(weights.layers), sum(weights.heads), batch,
+                                     config.device, executor.dtype_name, config.attention,
+                                     seconds))
+    return rows
+
+
+def format_fleq_table(rows: list[FleqBenchRow]) -> str:
+    lines = ["| program | d | rows | n | layers | heads | batch | device | dtype | attention | "
+             "ms per pass | program steps/s |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row.program} | {row.d} | {row.rows} | {row.columns} | {row.layers} | "
+                     f"{row.heads} | {row.batch} | {row.device} | {row.dtype} | "
+                     f"{row.attention} | {row.seconds_per_pass * 1e3:,.3f} | "
+                     f"{row.batch / row.seconds_per_pass:,.1f} |")
     return "\n".join(lines)

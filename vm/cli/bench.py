@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from vm.bench import bench, format_table
+from vm.bench import FLEQ_WORKLOADS, bench, bench_fleq, format_fleq_table, format_table
 from vm.executor import DTYPES, EngineConfig
 from vm.layers import ATTENTION_MODES
 
@@ -32,7 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Time the SUBLEQ looped transformer at several column counts n (N = 8-bit "
                     "words) and batch sizes, beside the reference interpreter measured in the "
                     "same run." + (" Other targets: " + ", ".join(BENCH_TARGETS) + "."
-                                   if BENCH_TARGETS else ""))
+                                   if BENCH_TARGETS else "") + " FLEQ: `ltvm bench fleq`.")
     parser.add_argument("--columns", type=_int_list, default=[64, 256, 1024], metavar="N,...",
                         help="column counts n (default 64,256,1024)")
     parser.add_argument("--batch", type=_int_list, default=[1, 256], metavar="B,...",
@@ -47,6 +47,40 @@ def register(commands: argparse._SubParsersAction) -> None:
     targets = parser.add_subparsers(dest="target", metavar="TARGET")
     for name in BENCH_TARGETS:
         importlib.import_module(f"vm.cli.{name}").register_bench(targets)
+    _register_fleq(targets)
+
+
+def _register_fleq(targets: argparse._SubParsersAction) -> None:
+    parser = targets.add_parser(
+        "fleq", help="time one pass of the FLEQ looped transformer",
+        description="Time passes of the FLEQ looped transformer (unchecked; weights built "
+                    "before timing) on built-in workloads or .fleq files. Built-in: "
+                    "calculator (programs/fleq/calculator.fleq, d = 1) and inverse-d8 "
+                    "(X = inverse(A, iters=3) on an 8 x 8 matrix, then y = inv(x)).")
+    parser.add_argument("programs", nargs="*", default=list(FLEQ_WORKLOADS), metavar="PROGRAM",
+                        help="built-in workload names or .fleq files (default: "
+                             + " ".join(FLEQ_WORKLOADS) + ")")
+    parser.add_argument("--batch", type=_int_list, default=[1], metavar="B,...",
+                        help="batch sizes (default 1)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--dtype", choices=list(DTYPES),
+                        help="default: the machine's (float64 for FLEQ)")
+    parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="time budget per measurement (default 2)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: by workload)")
+    parser.set_defaults(func=run_fleq)
+
+
+def run_fleq(args: argparse.Namespace) -> int:
+    config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
+                          threads=args.threads)
+    rows = bench_fleq(args.programs, args.batch, config, args.seconds,
+                      lambda message: print(message, file=sys.stderr, flush=True))
+    device = torch.cuda.get_device_name() if config.device.startswith("cuda") else "cpu"
+    print(f"FLEQ looped transformer, {device}, torch {torch.__version__}")
+    print(format_fleq_table(rows))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,37 @@
+"""`ltvm bench fleq`: the FLEQ pass timing and its built-in workloads."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from assembler.fleq_punchcard import fleq_geometry_for
+from vm.bench import fleq_workload
+from vm.cli import main
+from vm.fleq_reference import run_fleq_reference
+from vm.machines import machine_for
+
+torch.set_num_threads(1)
+
+
+def test_bench_fleq_prints_one_row_per_program_and_batch(capsys):
+    code = main(["bench", "fleq", "calculator", "--batch", "1,2", "--seconds", "0.05"])
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| calculator |")]
+    assert code == 0 and len(rows) == 2
+    assert [int(row.split("|")[7]) for row in rows] == [1, 2]
+    assert all(float(row.split("|")[11].replace(",", "")) > 0 for row in rows)
+
+
+def test_bench_fleq_refuses_an_unknown_workload(capsys):
+    code = main(["bench", "fleq", "no-such-workload", "--seconds", "0.05"])
+    assert code == 2 and "no FLEQ workload or file named" in capsys.readouterr().err
+
+
+def test_inverse_d8_is_a_d8_machine_with_a_many_head_layer_and_runs_exactly():
+    program = fleq_workload("inverse-d8")
+    weights = machine_for(fleq_geometry_for(program), None).weights
+    assert program.d == 8 and max(weights.heads) >= 64
+    exact = run_fleq_reference(program, 1000)
+    memory = program.named_memory(exact.cells)
+    assert exact.halted and np.isclose(float(np.ravel(memory["y"])[0]), 0.5)
