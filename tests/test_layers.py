@@ -196,3 +196,17 @@ def test_weights_lists_every_head_in_layer_order():
         expected = np.exp(scores - scores.max(axis=1, keepdims=True))
         expected /= expected.sum(axis=1, keepdims=True)
         assert np.allclose(maps[index], expected, rtol=1e-12, atol=1e-14)
+
+
+def test_row_indices_are_buffers_so_they_follow_the_model_to_its_device():
+    """A tensor kept as a plain attribute would stay on the CPU under .to("cuda")."""
+    Q, V = np.zeros((1, 8)), np.zeros((8, 8))
+    Q[0, [0, 2]] = 1.0
+    V[[4, 7], 5] = 1.0  # reads rows 0, 2, 5 and writes rows 4, 7: neither is a slice
+    model = LoopedTransformer(attention_only_machine([HeadWeights(Q, Q, V, 1.0, "h")], 8, 6),
+                              torch.float64)
+    attention = model.layers[0].attention
+    assert {"read", "rows"} <= {name for name, _ in attention.named_buffers()}
+    for module in model.modules():
+        loose = [name for name, value in vars(module).items() if isinstance(value, torch.Tensor)]
+        assert loose == [], f"{type(module).__name__} keeps {loose} outside its buffers"

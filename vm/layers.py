@@ -96,6 +96,16 @@ def _rows(rows: np.ndarray) -> slice | torch.Tensor:
     return torch.as_tensor(rows, dtype=torch.long)
 
 
+def _set_rows(module: nn.Module, name: str, rows: np.ndarray) -> None:
+    """module.<name> = _rows(rows); an index tensor becomes a buffer, so it follows the
+    module to its device (index_select and index_add_ need the index there)."""
+    selected = _rows(rows)
+    if isinstance(selected, slice):
+        setattr(module, name, selected)
+    else:
+        module.register_buffer(name, selected, persistent=False)
+
+
 def _add_rows(X: torch.Tensor, rows: slice | torch.Tensor, update: torch.Tensor) -> None:
     """X[rows] += update, in place (X in the internal (rows, batch, n) layout)."""
     if isinstance(rows, slice):
@@ -162,7 +172,7 @@ class Attention(nn.Module):
         read = np.unique(np.concatenate(used))
         if not len(read):
             read = np.zeros(1, dtype=int)
-        self.read = _rows(read)
+        _set_rows(self, "read", read)
         shapes: dict[tuple[int, int], list[int]] = {}
         for index, (head, rows) in enumerate(zip(heads, own_rows)):
             shapes.setdefault((head.Q.shape[0], len(rows)), []).append(index)
@@ -178,7 +188,7 @@ class Attention(nn.Module):
         self.register_buffer("QKV", torch.as_tensor(np.concatenate(stacked), dtype=dtype))
         target = np.concatenate(targets).astype(int)
         written = np.unique(target)
-        self.rows = _rows(written)
+        _set_rows(self, "rows", written)
         reduce = None
         if len(written) < len(target) or np.any(target != written):
             reduce = torch.as_tensor(target[None, :] == written[:, None], dtype=dtype)
@@ -279,7 +289,8 @@ class FeedForward(nn.Module):
         read = np.flatnonzero(np.abs(weights.W1).sum(axis=0))
         written = weights.written_rows
         self.empty = weights.width == 0 or len(written) == 0
-        self.read, self.rows = _rows(read), _rows(written)
+        _set_rows(self, "read", read)
+        _set_rows(self, "rows", written)
         self.register_buffer("W1", torch.as_tensor(weights.W1[:, read], dtype=dtype))
         self.register_buffer("b1", torch.as_tensor(weights.b1[:, None], dtype=dtype))
         self.register_buffer("W2", torch.as_tensor(weights.W2[written], dtype=dtype))
