@@ -185,6 +185,7 @@ class Attention(nn.Module):
                 targets.append(own_rows[index])
             self.groups.append(_HeadGroup(tuple(members), r, k, start))
             start = self.groups[-1].stop
+        self.writing_groups = [group for group in self.groups if group.k]
         self.register_buffer("QKV", torch.as_tensor(np.concatenate(stacked), dtype=dtype))
         target = np.concatenate(targets).astype(int)
         written = np.unique(target)
@@ -215,13 +216,12 @@ class Attention(nn.Module):
         """Sum of the heads' outputs on the written rows, shape (R, batch, n)."""
         _, batch, n = X.shape
         projected = self._project(X)
+        score_columns = n if mode == "dense" or bias is not None else 2 * scratch + 1
+        size = _chunk_size(n * score_columns, X)
         outputs = []
-        for group in self.groups:
-            if group.k == 0:
-                continue
+        for group in self.writing_groups:
             queries, keys, values = self._split(projected, group, batch, n)
-            score_columns = n if mode == "dense" or bias is not None else 2 * scratch + 1
-            heads, size = queries.shape[0], _chunk_size(n * score_columns, X)
+            heads = queries.shape[0]
             if size >= heads:
                 out = self._heads(queries, keys, values, mode, scratch, bias)
             else:
