@@ -210,3 +210,23 @@ def test_row_indices_are_buffers_so_they_follow_the_model_to_its_device():
     for module in model.modules():
         loose = [name for name, value in vars(module).items() if isinstance(value, torch.Tensor)]
         assert loose == [], f"{type(module).__name__} keeps {loose} outside its buffers"
+
+
+def test_a_big_almost_empty_relu_layer_runs_sparse_and_equals_eq1b():
+    rng = np.random.default_rng(4)
+    rows, width, columns = 120, 400, 9  # 0.8 % of W1 and of W2 non-zero
+    W1, W2 = np.zeros((width, rows)), np.zeros((rows, width))
+    for unit in range(width):  # one input and one output per hidden unit, as gates are built
+        W1[unit, rng.integers(rows)] = rng.normal()
+        W2[rng.integers(rows), unit] = rng.normal()
+    ffn = FeedForwardWeights(W1, rng.normal(size=width), W2, np.zeros(rows))
+    machine = MachineWeights((LayerWeights((), ffn, "sparse"),), rows, columns)
+    model = LoopedTransformer(machine, torch.float64)
+    assert layers.SPARSE_SIZE_MIN <= W1.size
+    assert model.layers[0].ffn.W1.layout == torch.sparse_csr
+    assert model.layers[0].ffn.W2.layout == torch.sparse_csr
+    X = rng.normal(size=(2, rows, columns))
+    got = model(torch.as_tensor(X)).numpy()
+    for b in range(2):
+        expected = numpy_pass(machine, X[b], None)
+        assert np.abs(got[b] - expected).max() <= 1e-12 * np.abs(expected).max()
