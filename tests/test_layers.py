@@ -198,18 +198,20 @@ def test_weights_lists_every_head_in_layer_order():
         assert np.allclose(maps[index], expected, rtol=1e-12, atol=1e-14)
 
 
-def test_row_indices_are_buffers_so_they_follow_the_model_to_its_device():
-    """A tensor kept as a plain attribute would stay on the CPU under .to("cuda")."""
+def test_row_indices_follow_the_model_to_another_device():
+    """index_select / index_add_ need their index on X's device (checked here with torch's
+    'meta' device, which every build has)."""
     Q, V = np.zeros((1, 8)), np.zeros((8, 8))
     Q[0, [0, 2]] = 1.0
     V[[4, 7], 5] = 1.0  # reads rows 0, 2, 5 and writes rows 4, 7: neither is a slice
-    model = LoopedTransformer(attention_only_machine([HeadWeights(Q, Q, V, 1.0, "h")], 8, 6),
-                              torch.float64)
-    attention = model.layers[0].attention
-    assert {"read", "rows"} <= {name for name, _ in attention.named_buffers()}
-    for module in model.modules():
-        loose = [name for name, value in vars(module).items() if isinstance(value, torch.Tensor)]
-        assert loose == [], f"{type(module).__name__} keeps {loose} outside its buffers"
+    W1 = np.zeros((2, 8))
+    W1[:, [1, 6]] = 1.0
+    ffn = FeedForwardWeights(W1, np.zeros(2), np.eye(8, 2) + np.eye(8, 2, k=-3), np.zeros(8))
+    machine = MachineWeights((LayerWeights((HeadWeights(Q, Q, V, 1.0, "h"),), ffn, "l"),), 8, 6)
+    layer = LoopedTransformer(machine, torch.float64).to("meta").layers[0]
+    indices = [layer.attention.read, layer.attention.rows, layer.ffn.read, layer.ffn.rows]
+    assert all(isinstance(index, torch.Tensor) for index in indices)
+    assert {index.device.type for index in indices} == {"meta"}
 
 
 def test_a_big_almost_empty_relu_layer_runs_sparse_and_equals_eq1b():

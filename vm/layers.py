@@ -97,14 +97,21 @@ def _rows(rows: np.ndarray) -> slice | torch.Tensor:
     return torch.as_tensor(rows, dtype=torch.long)
 
 
-def _set_rows(module: nn.Module, name: str, rows: np.ndarray) -> None:
-    """module.<name> = _rows(rows); an index tensor becomes a buffer, so it follows the
-    module to its device (index_select and index_add_ need the index there)."""
-    selected = _rows(rows)
-    if isinstance(selected, slice):
-        setattr(module, name, selected)
-    else:
-        module.register_buffer(name, selected, persistent=False)
+class _RowIndexed(nn.Module):
+    """A module holding row selections (`_rows`) as plain attributes, read in every pass
+    without nn.Module's slower buffer lookup, that still follow .to(device) like buffers
+    (index_select and index_add_ need the index on X's device)."""
+
+    def _set_rows(self, name: str, rows: np.ndarray) -> None:
+        setattr(self, name, _rows(rows))
+        self._row_names = getattr(self, "_row_names", ()) + (name,)
+
+    def _apply(self, fn, recurse: bool = True):
+        super()._apply(fn, recurse)
+        for name in getattr(self, "_row_names", ()):
+            if isinstance(getattr(self, name), torch.Tensor):
+                setattr(self, name, fn(getattr(self, name)))
+        return self
 
 
 def _add_rows(X: torch.Tensor, rows: slice | torch.Tensor, update: torch.Tensor) -> None:
@@ -151,7 +158,7 @@ def _chunk_size(scores_per_head: int, X: torch.Tensor) -> int:
     return max(1, CACHED_SCORES_BYTES // (scores_per_head * X.element_size()))
 
 
-class Attention(nn.Module):
+class Attention(_RowIndexed):
     """All heads of one layer; every head reads the same X.
 
     A head's value product covers only the rows that head writes, so a layer
@@ -173,7 +180,7 @@ class Attention(nn.Module):
         read = np.unique(np.concatenate(used))
         if not len(read):
             read = np.zeros(1, dtype=int)
-        _set_rows(self, "read", read)
+        self._set_rows("read", read)
         shapes: dict[tuple[int, int], list[int]] = {}
         for index, (head, rows) in enumerate(zip(heads, own_rows)):
             shapes.setdefault((head.Q.shape[0], len(rows)), []).append(index)
@@ -190,7 +197,7 @@ class Attention(nn.Module):
         self.register_buffer("QKV", torch.as_tensor(np.concatenate(stacked), dtype=dtype))
         target = np.concatenate(targets).astype(int)
         written = np.unique(target)
-        _set_rows(self, "rows", written)
+        self._set_rows("rows", written)
         reduce = None
         if len(written) < len(target) or np.any(target != written):
             reduce = torch.as_tensor(target[None, :] == written[:, None], dtype=dtype)
@@ -300,7 +307,7 @@ def _matrix(W: np.ndarray, dtype: torch.dtype, sparse: bool) -> torch.Tensor:
         return dense.to_sparse_csr()
 
 
-class FeedForward(nn.Module):
+class FeedForward(_RowIndexed):
     """The ReLU layer of Eq. (1b), computed on the rows it reads and writes.
 
     `sparse`: big, almost empty matrices may be kept in CSR form (for CPU runs); the
@@ -313,8 +320,8 @@ class FeedForward(nn.Module):
         read = np.flatnonzero(np.abs(weights.W1).sum(axis=0))
         written = weights.written_rows
         self.empty = weights.width == 0 or len(written) == 0
-        _set_rows(self, "read", read)
-        _set_rows(self, "rows", written)
+        self._set_rows("read", read)
+        self._set_rows("rows", written)
         self.register_buffer("W1", _matrix(weights.W1[:, read], dtype, sparse))
         self.register_buffer("b1", torch.as_tensor(weights.b1[:, None], dtype=dtype))
         self.register_buffer("W2", _matrix(weights.W2[written], dtype, sparse))
