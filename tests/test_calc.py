@@ -114,7 +114,8 @@ def test_other_expressions_are_within_their_bounds(expression, inputs):
 @pytest.mark.parametrize("expression, inputs, message", [
     ("1/x", {"x": 0.01}, "inv is accurate only for 0.1 <= |a| <= 100"),
     ("x*y", {"x": 10.0, "y": 5.0}, "mul is accurate only for |result| <= 20"),
-    ("sqrt(x)", {"x": -1.0}, "sqrt is accurate only for 0 <= a <= 100"),
+    ("sqrt(x)", {"x": -1.0}, "sqrt is accurate only for a = 0 or 0.01 <= a <= 100"),
+    ("sqrt(x)", {"x": 0.001}, "sqrt is accurate only for a = 0 or 0.01 <= a <= 100"),
     ("a + b", {"a": 1.0}, "no value for 'b' (give --set b=VALUE)"),
     ("inv + 1", {"inv": 1.0}, "'inv' is a reserved name"),
     ("t1 + 1", {"t1": 1.0}, "'t1' is a reserved name"),

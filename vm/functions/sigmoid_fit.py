@@ -43,12 +43,14 @@ def _sigmoids(x: np.ndarray, slopes: np.ndarray, biases: np.ndarray) -> np.ndarr
 
 
 def fitting_grid(low: float, high: float, gap: float | None) -> np.ndarray:
-    """Dense points on [low, high], without (-gap, gap), denser near the gap's edges."""
+    """Dense points on [low, high], without (-gap, gap), denser near the gap's edges; an end
+    of [low, high] inside the gap (0 for sqrt) stays a point."""
     points = np.linspace(low, high, GRID)
     if gap is not None:
         edge = np.geomspace(gap, max(abs(low), abs(high)), GRID // 2)
         points = np.concatenate([points, edge, -edge])
-        points = points[(np.abs(points) >= gap) & (points >= low) & (points <= high)]
+        inside = (points >= low) & (points <= high)
+        points = points[inside & ((np.abs(points) >= gap) | (points == low) | (points == high))]
     return np.unique(points)
 
 

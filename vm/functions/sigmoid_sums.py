@@ -168,14 +168,17 @@ class Sqrt(SigmoidSum):
     summary = "c = sqrt(a), elementwise, as a sum of sigmoids"
     lemma = "Lemma 5, Lemma 11, Corollary 5"
     parameters = (SigmoidSum.TERMS, SigmoidSum.SHARPNESS,
-                  Parameter("high", 100.0, "largest a of the domain [0, high]"))
+                  Parameter("low", 0.01, "smallest positive a of the domain: sqrt's slope is "
+                            "unbounded at 0, so (0, low) is left out (a = 0 is in)"),
+                  Parameter("high", 100.0, "largest a of the domain"))
 
     @staticmethod
     def target(x: np.ndarray) -> np.ndarray:
         return np.sqrt(np.maximum(np.asarray(x, dtype=float), 0.0))
 
     def fit_range(self) -> tuple[float, float, float | None]:
-        return 0.0, self.values["high"], None
+        return 0.0, self.values["high"], self.values["low"]
 
     def domain(self) -> Domain:
-        return Domain(f"0 <= a <= {self.values['high']:g}", 0.0, self.values["high"])
+        low, high = self.values["low"], self.values["high"]
+        return Domain(f"a = 0 or {low:g} <= a <= {high:g}", 0.0, high, 0.0, low)
