@@ -30,8 +30,8 @@ import math
 import numpy as np
 
 from vm.functions.arithmetic import UNIT_ROUNDOFF
-from vm.functions.base import (GATE_BIG, MOVE_TEMPERATURE, BlockContext, Domain, Parameter,
-                               Shape, register)
+from vm.functions.base import GATE_BIG, BlockContext, Domain, Parameter, Shape, register
+from vm.functions.moves import emit_entries, gather_entries
 from vm.functions.products import LinearizedProduct, ulp
 
 SPAN = 10.0
@@ -103,24 +103,11 @@ class Hadamard(LinearizedProduct):
                 "ksel": ksel, "gV": g_v}
 
     def build(self, ctx: BlockContext) -> None:
-        self._queries(ctx)
+        gather_entries(ctx, 0, "B", "tb", "rsel", [ctx.row("qb", r) for r in range(ctx.d)])
         for factor, _, plus, minus in RICHARDSON:
             self._pair(ctx, factor, plus, minus)
         self._combine(ctx)
-        self._scatter(ctx)
-
-    def _queries(self, ctx: BlockContext) -> None:
-        """q = B[r,k] e_r in V_{r,k}: gather B's column k, keep row r."""
-        d = ctx.d
-        queries = {ctx.row("vk", k): np.eye(d + 1)[k] for k in range(d)}
-        queries[ctx.row("one")] = np.eye(d + 1)[d]
-        keys = {ctx.row("kone", k): np.eye(d + 1)[k] for k in range(d)}
-        keys[ctx.row("isB")] = np.eye(d + 1)[d]
-        values = {(ctx.row("tb", r), ctx.row("rd", r)): 1.0 for r in range(d)}
-        ctx.add_head(0, queries, keys, values, MOVE_TEMPERATURE, "V_rk gathers B column k")
-        ffn = ctx.ffn(0)
-        for r in range(d):
-            ffn.copy(ctx.row("tb", r), ctx.row("qb", r), gate=ctx.row("rsel", r))
+        emit_entries(ctx, 2, "y", "yt")
 
     def _pair(self, ctx: BlockContext, factor: float, plus: str, minus: str) -> None:
         """Rows plus_i / minus_i of V_{r,k} get e^(+-f eps s_i) e^C / (f eps Z), s_i =
@@ -163,16 +150,3 @@ class Hadamard(LinearizedProduct):
         """target += form exactly where the gate offset is 0 (two ReLU units)."""
         ffn.relu_into({**form, gate: 1.0}, target, 1.0)
         ffn.relu_into({**{row: -c for row, c in form.items()}, gate: 1.0}, target, -1.0)
-
-    def _scatter(self, ctx: BlockContext) -> None:
-        d = ctx.d
-        for r in range(d):
-            queries = {ctx.row("kone", k): np.eye(2 * d + 1)[d + k] for k in range(d)}
-            queries[ctx.row("one")] = np.eye(2 * d + 1)[r] + np.eye(2 * d + 1)[2 * d]
-            keys = {ctx.row("vr", i): np.eye(2 * d + 1)[i] for i in range(d)}
-            keys.update({ctx.row("vk", k): np.eye(2 * d + 1)[d + k] for k in range(d)})
-            keys[ctx.row("gV")] = np.eye(2 * d + 1)[2 * d]
-            values = {(ctx.row("yt", r), ctx.row("y")): 1.0}
-            ctx.add_head(2, queries, keys, values, MOVE_TEMPERATURE, f"C gathers row {r}")
-            ctx.emit_result(2, r, {ctx.row("yt", r): 1.0})
-

@@ -22,3 +22,41 @@ def gather_operand(ctx: BlockContext, layer: int, role: str, target: str) -> Non
     keys[ctx.row(f"is{role}")] = np.eye(d + 1)[d]
     values = {(ctx.row(target, r), ctx.row("rd", r)): 1.0 for r in range(d)}
     ctx.add_head(layer, queries, keys, values, MOVE_TEMPERATURE, f"C gathers {role}")
+
+
+def gather_entries(ctx: BlockContext, layer: int, role: str, staging: str, select: str,
+                   targets: list[int]) -> None:
+    """Every entry column V_{r,k} (private fields `vk`, one-hot of k, and `select`, 0 in
+    row r's columns and -GATE_BIG elsewhere) gets entry (r, k) of operand `role` into row
+    targets[r]: a head gathers the operand's column k into `staging` (d rows), and the ReLU
+    layer keeps row r by the `select` offset (exact)."""
+    d = ctx.d
+    queries = {ctx.row("vk", k): np.eye(d + 1)[k] for k in range(d)}
+    queries[ctx.row("one")] = np.eye(d + 1)[d]
+    keys = {ctx.row("kone", k): np.eye(d + 1)[k] for k in range(d)}
+    keys[ctx.row(f"is{role}")] = np.eye(d + 1)[d]
+    values = {(ctx.row(staging, r), ctx.row("rd", r)): 1.0 for r in range(d)}
+    ctx.add_head(layer, queries, keys, values, MOVE_TEMPERATURE,
+                 f"V_rk gathers {role} column k")
+    ffn = ctx.ffn(layer)
+    for r in range(d):
+        ffn.copy(ctx.row(staging, r), targets[r], gate=ctx.row(select, r))
+
+
+def emit_entries(ctx: BlockContext, layer: int, source: str, staging: str) -> None:
+    """The inverse of `gather_entries`: C's column k collects row `source` of every entry
+    column V_{r,k} (private fields `vr`, `vk`, gate `gV`) into `staging` row r, one exact head
+    per r, and emits it as result row r."""
+    d = ctx.d
+    basis = np.eye(2 * d + 1)
+    for r in range(d):
+        queries = {ctx.row("kone", k): basis[d + k] for k in range(d)}
+        queries[ctx.row("one")] = basis[r] + basis[2 * d]
+        keys = {ctx.row("vr", i): basis[i] for i in range(d)}
+        keys.update({ctx.row("vk", k): basis[d + k] for k in range(d)})
+        keys[ctx.row("gV")] = basis[2 * d]
+        values = {(ctx.row(staging, r), ctx.row(source)): 1.0}
+        ctx.add_head(layer, queries, keys, values, MOVE_TEMPERATURE, f"C gathers row {r}")
+    for r in range(d):
+        ctx.emit_result(layer, r, {ctx.row(staging, r): 1.0})
+

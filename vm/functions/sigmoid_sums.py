@@ -21,8 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from vm.functions.arithmetic import UNIT_ROUNDOFF
-from vm.functions.base import (GATE_BIG, MOVE_TEMPERATURE, BlockContext, Domain, FunctionBlock,
-                               Parameter, Shape, register)
+from vm.functions.base import (GATE_BIG, BlockContext, Domain, FunctionBlock, Parameter, Shape,
+                               register)
+from vm.functions.moves import emit_entries, gather_entries
 from vm.functions.sigmoid_fit import WEIGHT_FLOOR, SigmoidFit, cached_fit
 
 
@@ -98,22 +99,9 @@ class SigmoidSum(FunctionBlock):
                 "skeys": skeys}
 
     def build(self, ctx: BlockContext) -> None:
-        d = ctx.d
-        self._vectorize(ctx)
+        gather_entries(ctx, 0, "A", "tmp", "vsel", [ctx.row("x")] * ctx.d)
         self._terms(ctx)
-        self._scatter(ctx)
-
-    def _vectorize(self, ctx: BlockContext) -> None:
-        d = ctx.d
-        queries = {ctx.row("vk", k): np.eye(d + 1)[k] for k in range(d)}
-        queries[ctx.row("one")] = np.eye(d + 1)[d]
-        keys = {ctx.row("kone", k): np.eye(d + 1)[k] for k in range(d)}
-        keys[ctx.row("isA")] = np.eye(d + 1)[d]
-        values = {(ctx.row("tmp", r), ctx.row("rd", r)): 1.0 for r in range(d)}
-        ctx.add_head(0, queries, keys, values, MOVE_TEMPERATURE, "V_rk gathers A column k")
-        ffn = ctx.ffn(0)
-        for r in range(d):
-            ffn.copy(ctx.row("tmp", r), ctx.row("x"), gate=ctx.row("vsel", r))
+        emit_entries(ctx, 2, "y", "yt")
 
     def _terms(self, ctx: BlockContext) -> None:
         fit = self.fit
@@ -127,18 +115,6 @@ class SigmoidSum(FunctionBlock):
             ctx.add_head(1, queries, keys, values, 1.0, f"sigmoid term {term}")
         ctx.ffn(1).relu_into({ctx.row("isV"): 1.0}, ctx.row("y"), fit.constant)
 
-    def _scatter(self, ctx: BlockContext) -> None:
-        d = ctx.d
-        for r in range(d):
-            queries = {ctx.row("kone", k): np.eye(2 * d + 1)[d + k] for k in range(d)}
-            queries[ctx.row("one")] = np.eye(2 * d + 1)[r] + np.eye(2 * d + 1)[2 * d]
-            keys = {ctx.row("vr", i): np.eye(2 * d + 1)[i] for i in range(d)}
-            keys.update({ctx.row("vk", k): np.eye(2 * d + 1)[d + k] for k in range(d)})
-            keys[ctx.row("gV")] = np.eye(2 * d + 1)[2 * d]
-            values = {(ctx.row("yt", r), ctx.row("y")): 1.0}
-            ctx.add_head(2, queries, keys, values, MOVE_TEMPERATURE, f"C gathers row {r}")
-        for r in range(d):
-            ctx.emit_result(2, r, {ctx.row("yt", r): 1.0})
 
 
 @register
