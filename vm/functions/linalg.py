@@ -325,7 +325,7 @@ class InverseSquareRoot(SigmoidSum):
     summary = "c = 1 / sqrt(a), elementwise, as a sum of sigmoids"
     lemma = "Lemma 5"
     parameters = (Parameter("terms", 16, "number of sigmoid terms (attention heads); 16 give "
-                            "about 3 % relative error, a first guess that Newton steps refine"),
+                            "about 3.5 % relative error, a first guess that Newton steps refine"),
                   SigmoidSum.SHARPNESS,
                   Parameter("low", 0.01, "smallest a of the domain"),
                   Parameter("high", 100.0, "largest a of the domain"))
@@ -340,7 +340,8 @@ class InverseSquareRoot(SigmoidSum):
         return 1.0 / np.sqrt(np.maximum(np.asarray(x, dtype=float), 1e-300))
 
     def fit_range(self) -> tuple[float, float, float | None]:
-        return self.values["low"], self.values["high"], None
+        """The gap makes the fitting grid geometric from low, where 1/sqrt(a) is steepest."""
+        return self.values["low"], self.values["high"], self.values["low"]
 
     def domain(self) -> Domain:
         low, high = self.values["low"], self.values["high"]
