@@ -28,8 +28,8 @@ from assembler.fleq_punchcard import fleq_geometry_for
 from vm.errors import InputError
 from vm.executor import EngineConfig, run_transformer
 from vm.fleq_reference import run_fleq_reference
-from vm.functions import REGISTRY, FunctionBlock, make_block
-from vm.machines import machine_for
+from vm.functions import REGISTRY, FunctionBlock, dtype_parameters, make_block
+from vm.machines.fleq import FleqMachine
 from vm.routines import ROUTINES
 
 KEYWORDS = {"if", "goto", "halt", "eof"}
@@ -231,9 +231,11 @@ def calculate(expression: str, inputs: dict[str, float],
               config: EngineConfig = EngineConfig()) -> Calculation:
     """Compile, run on the transformer and on the reference, and bound the difference."""
     compiled = compile_expression(expression, inputs)
-    program = assemble_fleq(compiled.source, "<calc>", parameters=parameters or {})
+    dtype = config.dtype or FleqMachine.default_dtype
+    parameters = dtype_parameters(dtype, {step.function for step in compiled.steps},
+                                  parameters or {})
+    program = assemble_fleq(compiled.source, "<calc>", parameters=parameters)
     geometry = fleq_geometry_for(program)
-    dtype = config.dtype or machine_for(geometry).default_dtype
     blocks = {name: make_block(name, **dict(values)) for name, values in program.functions}
     limit = len(program.instructions) + 1
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -30,14 +30,11 @@ from assembler.fleq_punchcard import fleq_geometry_for
 from vm.errors import InputError, RunFailure
 from vm.executor import EngineConfig, TransformerExecutor
 from vm.fleq_reference import FleqReference
-from vm.functions import REGISTRY, make_block
+from vm.functions import dtype_parameters
 from vm.functions.activations import ACTIVATIONS, sigmoid
 from vm.routines.sgd import activation_code
 
 MAX_BLOCK = 16
-FLOAT32_PRODUCT_SCALE = 1e-3
-"""eps of the linearized-softmax products in float32 runs: scores resolve only to
-ulp(C) ~ 1e-6 there, so a smaller eps would amplify rounding (docs/fleq_machine.md)."""
 
 
 @dataclass(frozen=True)
@@ -199,15 +196,6 @@ def block_size(x: np.ndarray, y: np.ndarray, hidden: int) -> int:
     return d
 
 
-def product_parameters(dtype: str, functions: list[str]) -> dict[str, dict[str, float]]:
-    """Block parameters for a dtype: float32 runs give every block with a linearized-softmax
-    `scale` the larger eps that float32 can resolve."""
-    if dtype != "float32":
-        return {}
-    return {name: {"scale": FLOAT32_PRODUCT_SCALE} for name in functions
-            if name in REGISTRY and "scale" in make_block(name).values}
-
-
 def program_source(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
                    weights: tuple[np.ndarray, ...]) -> str:
     """The FLEQ program that runs `setup.epochs` epochs of SGD over the samples in order."""
@@ -242,7 +230,7 @@ def assemble_training(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
     functions = sorted({"add", "sub", "scale", "matmul", "matmul_tn", "matmul_nt",
                         "hadamard", *ACTIVATIONS[setup.activation]})
     return assemble_fleq(source, "<ltvm train>",
-                         parameters=product_parameters(setup.dtype, functions))
+                         parameters=dtype_parameters(setup.dtype, functions, {}))
 
 
 # -- running it -----------------------------------------------------------------------------

@@ -22,13 +22,11 @@ from vm.cli.common import add_engine_arguments, block_parameters, engine_config
 from vm.errors import InputError, StepLimitExceeded
 from vm.executor import EngineConfig, run_transformer
 from vm.fleq_reference import run_fleq_reference
-from vm.functions import make_block
+from vm.functions import dtype_parameters, make_block
 from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
                                 rayleigh_error_bound)
 
 PRODUCTS = ("matmul_tn", "scale")
-FLOAT32_SCALE = 1e-3
-"""eps of the product blocks in float32 runs (float64 keeps the default 1e-5)."""
 MAX_STEPS = 1_000_000
 CONVERGED = 1e-8
 """Relative error of the exact Newton-Schulz iterate below which it counts as converged."""
@@ -68,15 +66,6 @@ def linalg_source(kind: str, matrix: np.ndarray, iters: int) -> str:
     return (f"; dominant eigenpair by power iteration\n.d {n}\n.data\nA: {_literal(matrix)}\n"
             f"v: .zeros {n}x1\nlam: 0.0\n.code\nv = power_iteration(A, iters={iters})\n"
             f"lam = rayleigh(A, v)\nhalt\n")
-
-
-def product_parameters(dtype: str, given: dict[str, dict[str, float]]) -> dict:
-    """--param settings, with eps = 1e-3 for the products in float32 unless given."""
-    parameters = {name: dict(values) for name, values in given.items()}
-    if dtype == "float32":
-        for name in PRODUCTS:
-            parameters.setdefault(name, {}).setdefault("scale", FLOAT32_SCALE)
-    return parameters
 
 
 def check_domain(kind: str, matrix: np.ndarray) -> None:
@@ -148,7 +137,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     """Run `kind` ("inverse" or "eig") on the transformer and exactly; compare with numpy."""
     check_domain(kind, matrix)
     dtype = config.dtype or "float64"
-    parameters = product_parameters(dtype, given or {})
+    parameters = dtype_parameters(dtype, PRODUCTS, given or {})
     source = linalg_source(kind, matrix, iters)
     program = assemble_fleq(source, f"<linalg {kind}>", parameters=parameters)
     result = run_transformer(program, fleq_geometry_for(program), MAX_STEPS, config)

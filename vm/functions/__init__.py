@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import Iterable
 
 from vm.errors import InputError
 from vm.functions.base import REGISTRY, FunctionBlock
@@ -26,4 +27,17 @@ def make_block(name: str, **parameters: float) -> FunctionBlock:
         raise InputError(str(error)) from None
 
 
-__all__ = ["REGISTRY", "FunctionBlock", "make_block"]
+def dtype_parameters(dtype: str, functions: Iterable[str],
+                     given: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """`given`, plus in float32 the larger eps (`float32_scale`) of every linearized-softmax
+    product among `functions` whose scale `given` leaves at its default."""
+    parameters = {name: dict(values) for name, values in given.items()}
+    if dtype == "float32":
+        for name in functions:
+            scale = getattr(REGISTRY.get(name), "float32_scale", None)
+            if scale is not None:
+                parameters.setdefault(name, {}).setdefault("scale", scale)
+    return parameters
+
+
+__all__ = ["REGISTRY", "FunctionBlock", "dtype_parameters", "make_block"]

@@ -74,6 +74,9 @@ class LinearizedProduct(FunctionBlock):
     ReLU layer that decouples and extrapolates them into the result."""
 
     parameters = (SCALE, ANCHOR)
+    float32_scale = 1e-3
+    """eps for float32 runs: scores resolve only to ulp(C) there, so a small eps amplifies
+    rounding (`vm.functions.dtype_parameters` applies it)."""
 
     def __init__(self, **values: float) -> None:
         super().__init__(**values)
@@ -169,6 +172,7 @@ class Mul(SpannedProduct):
     arity = 2
     summary = "c = a * b for scalars, by the linearized softmax"
     lemma = "Lemma 7, Corollary 2"
+    float32_scale = 5e-3
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != (1, 1) or b != (1, 1):
@@ -197,6 +201,7 @@ class Percentage(LinearizedProduct):
     summary = "c = a / 100 for scalars, a product with the constant 0.01 (Corollary 3)"
     lemma = "Lemma 7, Corollary 3"
     factor = 0.01
+    float32_scale = 0.1
     parameters = (Parameter("scale", 1e-3, "eps: scores are eps * 0.01 * a (the second head "
                             "pair uses 2 eps); 1e-3 suits float64, 1e-1 float32"),
                   ANCHOR,
