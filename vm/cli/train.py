@@ -6,7 +6,7 @@ import argparse
 import json
 from dataclasses import replace
 
-from vm.cli.common import add_engine_arguments, engine_config, positive_int
+from vm.cli.common import add_engine_arguments, engine_config, non_negative_int, positive_int
 from vm.functions.activations import ACTIVATIONS
 from vm.progress import Progress
 from vm.training import (TrainingSetup, features, initial_weights, load_dataset,
@@ -26,7 +26,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         epilog="example: ltvm train --data data.npz --hidden 3 --lr 0.1 --epochs 10")
     parser.add_argument("--data", required=True, metavar="FILE.npz",
                         help="arrays x (n x d_in) and y (n x d_out)")
-    parser.add_argument("--hidden", type=_non_negative, default=0, metavar="H",
+    parser.add_argument("--hidden", type=non_negative_int, default=0, metavar="H",
                         help="hidden units (default 0: the linear model y = W x)")
     parser.add_argument("--lr", type=float, default=0.1, metavar="ETA",
                         help="learning rate (default 0.1)")
@@ -43,16 +43,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
