@@ -47,9 +47,11 @@ class _Statement:
 
 class _FleqAssembler:
     def __init__(self, text: str, file: str, d: int | None,
-                 parameters: dict[str, dict[str, float]], functions: list[str] | None) -> None:
+                 parameters: dict[str, dict[str, float]], functions: list[str] | None,
+                 defaults: dict[str, dict[str, float]]) -> None:
         self.text, self.file = text, file
         self.d_override, self.cli_parameters = d, parameters
+        self.default_parameters = defaults
         self.forced_functions = functions or []
         self.declared_d: int | None = None
         self.function_parameters: dict[str, dict[str, float]] = {}
@@ -359,7 +361,8 @@ class _FleqAssembler:
         used = {i.function for i in instructions if i.function} | set(self.forced_functions)
         functions = []
         for name in sorted(used):
-            values = {**self.function_parameters.get(name, {}),
+            values = {**self.default_parameters.get(name, {}),
+                      **self.function_parameters.get(name, {}),
                       **self.cli_parameters.get(name, {})}
             block = make_block(name, **values)
             functions.append((name, tuple(sorted(block.values.items()))))
@@ -390,14 +393,16 @@ def parse_fleq(text: str, file: str) -> lark.Tree:
 
 def assemble_fleq(text: str, file: str = "<source>", d: int | None = None,
                   parameters: dict[str, dict[str, float]] | None = None,
-                  functions: list[str] | None = None) -> FleqProgram:
+                  functions: list[str] | None = None,
+                  defaults: dict[str, dict[str, float]] | None = None) -> FleqProgram:
     """Assemble FLEQ source. `parameters` overrides block parameters ({name: {key: v}});
+    `defaults` sets them below the file's own `.function` headers (e.g. a dtype's eps);
     `functions` adds blocks the program does not call (to share weights with others)."""
     for name in functions or []:
         if name not in REGISTRY:
             raise InputError(f"unknown function '{name}' (registered: "
                              f"{', '.join(sorted(REGISTRY))})")
-    return _FleqAssembler(text, file, d, parameters or {}, functions).run()
+    return _FleqAssembler(text, file, d, parameters or {}, functions, defaults or {}).run()
 
 
 def assemble_fleq_file(path: str | Path, **options) -> FleqProgram:

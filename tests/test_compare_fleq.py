@@ -181,3 +181,29 @@ halt
     (error,) = result.errors
     assert 0 < error.absolute < 1e-3
     assert error.relative == pytest.approx(error.absolute / 6.25, rel=1e-12)
+
+
+def test_float32_runs_get_the_products_float32_eps_below_the_files_own_headers(capsys):
+    code, out, _ = run_cli(capsys, "compare", str(ROOT / "programs/fleq/calculator.fleq"),
+                           "--dtype", "float32", "--json")
+    automatic = json.loads(out)
+    code_forced, out, _ = run_cli(capsys, "compare", str(ROOT / "programs/fleq/calculator.fleq"),
+                                  "--dtype", "float32", "--json", "--param", "mul.scale=1e-4",
+                                  "--param", "percentage.scale=1e-3")
+    forced = json.loads(out)
+    assert code == code_forced == 0
+    assert automatic["max_rel_error"] < forced["max_rel_error"] / 10
+    header = ".function mul scale=2e-4\n" + LOOP_WITH_MUL
+    program = assemble_fleq(header, "h.fleq", defaults={"mul": {"scale": 5e-3}})
+    assert dict(dict(program.functions)["mul"])["scale"] == 2e-4
+    program = assemble_fleq(LOOP_WITH_MUL, "h.fleq", defaults={"mul": {"scale": 5e-3}})
+    assert dict(dict(program.functions)["mul"])["scale"] == 5e-3
+
+
+LOOP_WITH_MUL = """.data
+x: 1.5
+y: 2.0
+.code
+y = mul(x, y)
+halt
+"""

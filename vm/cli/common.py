@@ -21,8 +21,10 @@ from assembler.punchcard import DEFAULT_SCRATCH, geometry_for
 from assembler.subleq import assemble_file
 from vm.errors import InputError
 from vm.executor import DTYPES, EngineConfig
+from vm.functions import REGISTRY, dtype_parameters
 from vm.geometry import Geometry
 from vm.layers import ATTENTION_MODES
+from vm.machines.fleq import FleqMachine
 from vm.reference import RunResult, TraceStep
 
 
@@ -130,9 +132,11 @@ def load_program(args: argparse.Namespace) -> tuple[Program, Geometry]:
     if path.suffix == ".fleq":
         if args.bits or args.scratch:
             raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
+        dtype = getattr(args, "dtype", None) or FleqMachine.default_dtype
         program = assemble_fleq_file(path, d=args.block_size,
                                      parameters=block_parameters(args.param),
-                                     functions=args.functions)
+                                     functions=args.functions,
+                                     defaults=dtype_parameters(dtype, REGISTRY, {}))
         return program, fleq_geometry_for(program)
     if path.suffix not in (".sq", ""):
         raise InputError(f"{path}: unknown program type '{path.suffix}' (expected .sq or .fleq)")
