@@ -10,9 +10,9 @@ at a time and reads that cell and the weights after every epoch;
 weights, same sample order, loss 1/2 |y^ - y|^2 measured before each step.
 
 A bias is a weight on a constant input 1 appended to every x (`bias=True`).
-`first_domain_violation` replays the program exactly and names the first block
-call whose operands leave the block's documented domain: there the
-transformer's number carries no bound, and `ltvm train` says so (exit 1).
+`vm.domains.first_domain_violation` names the first block call whose operands
+leave the block's documented domain: there the transformer's number carries no
+bound, and `ltvm train` says so (exit 1).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from assembler.fleq_program import FleqProgram
 from assembler.fleq_punchcard import fleq_geometry_for
 from vm.errors import InputError, RunFailure
 from vm.executor import EngineConfig, TransformerExecutor
-from vm.fleq_reference import FleqReference
+from vm.domains import DomainViolation, first_domain_violation
 from vm.functions import dtype_parameters
 from vm.functions.activations import ACTIVATIONS, sigmoid
 from vm.routines.sgd import activation_code
@@ -263,46 +263,6 @@ def run_on_transformer(program: FleqProgram, setup: TrainingSetup,
         trajectory.weights.append(tuple(np.asarray(memory[name], dtype=float).copy()
                                         for name in names))
     return trajectory
-
-
-@dataclass(frozen=True)
-class DomainViolation:
-    """The first block call whose exact operands (or result) leave the block's domain."""
-
-    step: int
-    instruction: str
-    function: str
-    domain: str
-
-    def describe(self) -> str:
-        return (f"step {self.step}: {self.instruction} leaves {self.function}'s domain "
-                f"({self.domain}), where its error bound does not hold")
-
-
-def first_domain_violation(program: FleqProgram, max_steps: int) -> DomainViolation | None:
-    """Run the program exactly (the reference interpreter) and check every block call's
-    operands, or its result for blocks whose domain bounds the result."""
-    reference = FleqReference(program)
-    while not reference.halted and reference.steps < max_steps:
-        step, pc = reference.steps, reference.pc
-        instruction = program.instructions[pc]
-        if instruction.function is None:
-            reference.step()
-            continue
-        block = reference.blocks[instruction.function]
-        (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
-        values = [reference.cells[instruction.a][:ha, :wa]]
-        if block.arity == 2:
-            values.append(reference.cells[instruction.b][:hb, :wb])
-        record = reference.step()
-        domain = block.domain()
-        if domain.applies_to == "result":
-            rows, columns = instruction.shape
-            values = [record.new[:rows, :columns]]
-        if not all(domain.contains(v) for v in values):
-            return DomainViolation(step, program.instruction_text(pc), instruction.function,
-                                   domain.description)
-    return None
 
 
 @dataclass

@@ -9,6 +9,7 @@ from vm.cli.common import (add_engine_arguments, add_program_arguments, engine_c
 from vm.executor import run_traced, run_transformer
 from vm.progress import Progress
 from assembler.fleq_program import FleqProgram
+from vm.domains import first_domain_violation
 from vm.fleq_reference import run_fleq_reference
 from vm.machines import machine_for
 from vm.reference import RunResult, run_reference
@@ -21,8 +22,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         "run", help="run a program and print its final memory by name",
         description="Run PROG (or --csv CMDS MEM) until it reaches its EOF instruction or the "
                     "step limit, on the looped transformer (default) or the reference "
-                    "interpreter. Exit code 0 when it halted, 1 when it did not or when the "
-                    "checked mode reported a precision error.")
+                    "interpreter. Exit code 0 when it halted, 1 when it did not, when the "
+                    "checked mode reported a precision error, or (FLEQ) when a block was "
+                    "called outside the domain its error bound covers (the `domain:` line "
+                    "names the first such step).")
     add_program_arguments(parser)
     parser.add_argument("--engine", choices=["transformer", "reference"], default="transformer",
                         help="transformer: the looped transformer (default); reference: the "
@@ -55,5 +58,9 @@ def run(args: argparse.Namespace) -> int:
         progress.done()
     extra = {"dtype": config.dtype or machine_for(geometry).default_dtype,
              "attention": config.attention}
+    violation = None
+    if isinstance(program, FleqProgram):
+        violation = first_domain_violation(program, result.steps)
+        extra["domain"] = "ok" if violation is None else violation.describe()
     print_result(program, result, "transformer", args.json, extra)
-    return 0 if result.halted else 1
+    return 0 if result.halted and violation is None else 1

@@ -1,0 +1,57 @@
+"""Where a FLEQ run leaves the domains on which its blocks' error bounds hold.
+
+A block's documented bound (`FunctionBlock.bound_at`) holds only on its
+`domain()`. The transformer cannot test that itself without Python logic
+between layers, so the check replays the program exactly on the reference
+interpreter and names the first block call whose operands (or, for blocks
+whose domain bounds the result, its result) leave the domain: from there on the
+transformer's numbers carry no bound, and the commands say so instead of
+returning them as if they did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from assembler.fleq_program import FleqProgram
+from vm.fleq_reference import FleqReference
+
+
+@dataclass(frozen=True)
+class DomainViolation:
+    """The first block call whose exact operands (or result) leave the block's domain."""
+
+    step: int
+    instruction: str
+    function: str
+    domain: str
+
+    def describe(self) -> str:
+        return (f"step {self.step}: {self.instruction} leaves {self.function}'s domain "
+                f"({self.domain}), where its error bound does not hold")
+
+
+def first_domain_violation(program: FleqProgram, max_steps: int) -> DomainViolation | None:
+    """Run the program exactly (the reference interpreter) and check every block call's
+    operands, or its result for blocks whose domain bounds the result."""
+    reference = FleqReference(program)
+    while not reference.halted and reference.steps < max_steps:
+        step, pc = reference.steps, reference.pc
+        instruction = program.instructions[pc]
+        if instruction.function is None:
+            reference.step()
+            continue
+        block = reference.blocks[instruction.function]
+        (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
+        values = [reference.cells[instruction.a][:ha, :wa]]
+        if block.arity == 2:
+            values.append(reference.cells[instruction.b][:hb, :wb])
+        record = reference.step()
+        domain = block.domain()
+        if domain.applies_to == "result":
+            rows, columns = instruction.shape
+            values = [record.new[:rows, :columns]]
+        if not all(domain.contains(v) for v in values):
+            return DomainViolation(step, program.instruction_text(pc), instruction.function,
+                                   domain.description)
+    return None
