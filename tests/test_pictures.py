@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from assembler.fleq import assemble_fleq
+from assembler.fleq_punchcard import fleq_geometry_for
 from assembler.punchcard import geometry_for
 from assembler.subleq import assemble, assemble_file
 from vm.cli import main
@@ -105,12 +107,75 @@ def test_trace_command_rejects_bad_requests(capsys, tmp_path):
     assert main(["trace", source, "--step", "-1", "--png", str(tmp_path)]) == 2
     (tmp_path / "file").write_text("")
     assert main(["trace", source, "--png", str(tmp_path / "file")]) == 2
-    fleq = str(ROOT / "programs" / "fleq" / "calculator.fleq")
-    assert main(["trace", fleq, "--png", str(tmp_path / "fleq")]) == 2
     errors = capsys.readouterr().err.splitlines()
     assert errors == ["ltvm: error: nothing to draw: give --png DIR and/or --gif FILE",
                       f"ltvm: error: {tmp_path / 'x.png'}: the animation file must end in .gif",
                       "ltvm: error: --step must be at least 0, got -1",
-                      f"ltvm: error: cannot create directory {tmp_path / 'file'}: File exists",
-                      "ltvm: error: trace draws SUBLEQ programs (.sq or --csv); .fleq is not "
-                      "supported"]
+                      f"ltvm: error: cannot create directory {tmp_path / 'file'}: File exists"]
+
+
+DOUBLE_INVERT = """\
+.d 2
+.data
+v:      .vector [1.0, 2.0]
+w:      .zeros 2x1
+x:      4.0
+y:      0.0
+.code
+top:    w = add(v, v)
+        y = inv(x)
+        halt
+"""
+
+
+@pytest.fixture(scope="module")
+def double_invert():
+    program = assemble_fleq(DOUBLE_INVERT, "double_invert.fleq", parameters={"inv": {"terms": 12}})
+    geometry = fleq_geometry_for(program)
+    executor = TransformerExecutor(geometry)
+    return program, geometry, executor, axis_labels(program, geometry, executor.layout)
+
+
+def test_fleq_columns_are_named_by_block_variable_and_label(double_invert):
+    program, geometry, executor, labels = double_invert
+    assert len(labels.columns) == geometry.columns
+    assert labels.columns[:7] == ["control", "add.A0", "add.A1", "add.B0", "add.B1", "add.C0",
+                                  "add.C1"]
+    inv = geometry.block_columns([b.name for b in geometry.blocks].index("inv"))
+    assert labels.columns[inv.start] == "inv.A0"
+    assert ("inv", inv.start, inv.stop) in labels.regions
+    memory = labels.columns[geometry.memory_start:geometry.instruction_start]
+    for name, variable in program.variables.items():
+        assert memory[2 * variable.cell:2 * variable.cell + 2] == [f"{name}.0", f"{name}.1"]
+    assert labels.columns[geometry.instruction_start:] == ["top", "i1", "i2", "EOF"]
+    assert [name for name, _, _ in labels.regions] == ["control", "add", "inv", "memory",
+                                                       "instructions"]
+
+
+def test_a_layer_with_many_heads_draws_them_in_a_grid(double_invert):
+    program, _, executor, labels = double_invert
+    traces = trace_pass(executor.model, executor.load([program])[0])
+    layer = max(range(len(traces)), key=lambda index: traces[index].attention.shape[0])
+    heads = traces[layer].attention.shape[0]
+    assert heads > 8, "inv with 12 terms: one head per sigmoid"
+    figure = layer_figure(traces[layer], layer, labels, "double_invert")
+    panels = [axes for axes in figure.axes if axes.images and axes.get_title().startswith("head")]
+    assert len(panels) == heads
+    assert (panels[0].images[0].get_array() == traces[layer].attention[0].numpy()).all()
+    assert tick_names(figure.axes[0].xaxis) == labels.columns
+
+
+def test_trace_command_draws_a_fleq_program(capsys, tmp_path):
+    source = tmp_path / "double_invert.fleq"
+    source.write_text(DOUBLE_INVERT)
+    assert main(["trace", str(source), "--step", "1", "--param", "inv.terms=12",
+                 "--png", str(tmp_path / "png"), "--gif", str(tmp_path / "x.gif")]) == 0
+    program = assemble_fleq(DOUBLE_INVERT, parameters={"inv": {"terms": 12}})
+    layers = len(TransformerExecutor(fleq_geometry_for(program)).model.layers)
+    names = sorted(path.name for path in (tmp_path / "png").iterdir())
+    assert names == [f"step0001_layer{layer}.png" for layer in range(layers)]
+    for name in names:
+        with Image.open(tmp_path / "png" / name) as png:
+            assert png.format == "PNG"
+    with Image.open(tmp_path / "x.gif") as gif:
+        assert gif.n_frames == 3, "steps 1, 2 and 3, where the program reaches EOF"

@@ -19,13 +19,19 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from assembler.fleq_program import FleqProgram
 from assembler.program import Program
 from vm.geometry import Geometry
 from vm.layers import LayerTrace, LoopedTransformer, trace_pass
 from vm.layout import Layout
+from vm.machines.fleq_layout import FleqGeometry
 
 MAX_LABELLED_COLUMNS = 80
 """Beyond this many columns, per-column names would overlap; only regions are named."""
+MAX_HEADS_IN_ROW = 8
+"""Up to this many heads, each gets a labelled panel beside X; more (a FLEQ layer of
+sigmoid-sum terms has over a hundred) go to a grid of small unlabelled panels below X."""
+HEAD_GRID_COLUMNS = 12
 DPI = 100
 X_COLORS = "RdBu_r"
 ATTENTION_COLORS = "viridis"
@@ -40,12 +46,17 @@ class AxisLabels:
     fields: list[tuple[str, int, int]]
 
 
-def axis_labels(program: Program, geometry: Geometry, layout: Layout) -> AxisLabels:
+def axis_labels(program: Program | FleqProgram, geometry: Geometry | FleqGeometry,
+                layout: Layout) -> AxisLabels:
     """Column names from the program (cpu, cells, labels) and the layout's row fields."""
-    columns = ["cpu"] + [f"scratch{j}" for j in range(1, geometry.scratch)]
-    columns += [program.address_name(address) for address in range(geometry.memory)]
-    columns += [program.label_at(index) or f"i{index}" for index in range(geometry.instructions)]
-    regions = [(name, span.start, span.stop) for name, span in layout.regions.items()]
+    if isinstance(program, FleqProgram):
+        columns, regions = _fleq_columns(program, geometry)
+    else:
+        columns = ["cpu"] + [f"scratch{j}" for j in range(1, geometry.scratch)]
+        columns += [program.address_name(address) for address in range(geometry.memory)]
+        columns += [program.label_at(index) or f"i{index}"
+                    for index in range(geometry.instructions)]
+        regions = [(name, span.start, span.stop) for name, span in layout.regions.items()]
     fields: list[tuple[str, int, int]] = []
     for row in range(layout.rows):
         name, _ = layout.field_of_row(row)
@@ -54,6 +65,28 @@ def axis_labels(program: Program, geometry: Geometry, layout: Layout) -> AxisLab
         else:
             fields.append((name, row, row + 1))
     return AxisLabels(columns, regions, fields)
+
+
+def _fleq_columns(program: FleqProgram, geometry: FleqGeometry
+                  ) -> tuple[list[str], list[tuple[str, int, int]]]:
+    """FLEQ columns: control, each block's A/B/C/extra columns under its function name,
+    memory cells by variable name (`name.k` for column k of a d-wide cell), instructions
+    by label. Each block is its own region, so its columns are bordered and named on top."""
+    d = geometry.d
+    columns, regions = ["control"], [("control", 0, 1)]
+    for index, block in enumerate(geometry.blocks):
+        span = geometry.block_columns(index)
+        names = [f"{block.name}.{part}{k}" for part in "ABC" for k in range(d)]
+        names += [f"{block.name}.x{k}" for k in range(len(span) - 3 * d)]
+        columns += names
+        regions.append((block.name, span.start, span.stop))
+    for cell in range(geometry.cells):
+        name = program.cell_name(cell)
+        columns += [name] if d == 1 else [f"{name}.{k}" for k in range(d)]
+    regions.append(("memory", geometry.memory_start, geometry.instruction_start))
+    columns += [program.label_at(index) or f"i{index}" for index in range(geometry.instructions)]
+    regions.append(("instructions", geometry.instruction_start, geometry.columns))
+    return columns, regions
 
 
 def _label_columns(axes: Axes, labels: AxisLabels, axis: str) -> None:
@@ -133,6 +166,8 @@ def x_figure(X: torch.Tensor | np.ndarray, labels: AxisLabels, title: str) -> Fi
 def layer_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title: str) -> Figure:
     """X before the layer, each head's attention (queries x keys), X after the layer."""
     heads, columns = trace.attention.shape[0], len(labels.columns)
+    if heads > MAX_HEADS_IN_ROW:
+        return _many_heads_figure(trace, layer, labels, title)
     x_width, attention_width = _x_width(columns), 2.5 + 0.1 * min(columns, MAX_LABELLED_COLUMNS)
     figure = _figure(2 * x_width + heads * attention_width, 9)
     grid = figure.add_gridspec(1, heads + 2,
@@ -148,6 +183,31 @@ def layer_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title: str) 
                     f"X after layer {layer}")
     figure.colorbar(image, extend="both", shrink=0.5)
     figure.suptitle(f"{title}: layer {layer} ({trace.role})", fontsize=11)
+    return figure
+
+
+def _many_heads_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title: str
+                       ) -> Figure:
+    """X before and after on top, then every head's attention as a small panel in a grid
+    (titled by head number and role, no column names: they would not fit)."""
+    heads = trace.attention.shape[0]
+    rows = -(-heads // HEAD_GRID_COLUMNS)
+    x_width = _x_width(len(labels.columns))
+    figure = _figure(max(2 * x_width + 2, 1.6 * HEAD_GRID_COLUMNS), 9 + 1.6 * rows)
+    top, bottom = figure.subfigures(2, 1, height_ratios=[9, 1.6 * rows])
+    pair = top.subplots(1, 2)
+    _draw_X(pair[0], _numpy(trace.before), labels, f"X before layer {layer}")
+    image = _draw_X(pair[1], _numpy(trace.after), labels, f"X after layer {layer}")
+    top.colorbar(image, ax=list(pair), extend="both", shrink=0.5)
+    attention = _numpy(trace.attention)
+    grid = bottom.subplots(rows, HEAD_GRID_COLUMNS, squeeze=False)
+    for head, axes in enumerate(grid.flat):
+        axes.set_axis_off()
+        if head < heads:
+            axes.imshow(attention[head], cmap=ATTENTION_COLORS, vmin=0, vmax=1,
+                        aspect="equal", interpolation="nearest")
+            axes.set_title(f"head {head}: {trace.head_roles[head]}", fontsize=5)
+    figure.suptitle(f"{title}: layer {layer} ({trace.role}), {heads} heads", fontsize=11)
     return figure
 
 

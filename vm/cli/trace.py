@@ -9,7 +9,6 @@ from vm.cli.common import (add_engine_arguments, add_program_arguments, atomic_p
                            engine_config, load_program, positive_int)
 from vm.errors import InputError
 from vm.executor import TransformerExecutor
-from vm.geometry import Geometry
 from vm.progress import Progress
 
 DEFAULT_GIF_STEPS = 32
@@ -21,7 +20,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Run PROG K passes on the transformer. With --png DIR, write one PNG per "
                     "layer of the next pass: each head's attention matrix (queries x keys) "
                     "and X before and after the layer, columns labelled by region and by the "
-                    "program's names, rows by field. With --gif FILE, write an animated GIF "
+                    "program's names (FLEQ: block columns by function name, cells by variable, "
+                    "instructions by label), rows by field. With --gif FILE, write an animated GIF "
                     "of X from step K over the next S steps (it ends early at EOF).")
     add_program_arguments(parser)
     parser.add_argument("--step", type=int, default=0, metavar="K",
@@ -45,8 +45,6 @@ def run(args: argparse.Namespace) -> int:
     from vm.pictures import axis_labels, save_pass_pictures, save_x_animation
 
     program, geometry = load_program(args)
-    if not isinstance(geometry, Geometry):
-        raise InputError("trace draws SUBLEQ programs (.sq or --csv); .fleq is not supported")
     executor = TransformerExecutor(geometry, engine_config(args))
     labels = axis_labels(program, geometry, executor.layout)
     name = Path(args.program).name if args.program else "csv program"
