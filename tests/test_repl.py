@@ -66,8 +66,11 @@ def test_load_reports_the_program_and_errors_in_one_line(tmp_path):
     assert error == f"{bad}:4:11: error: undefined name 'y'"
     assert session.execute(f"load {tmp_path / 'missing.sq'}").startswith("error: cannot read")
     assert session.execute("load") == "error: usage: load FILE"
-    assert session.execute("load calculator.fleq") == \
-        "error: calculator.fleq: the REPL runs SUBLEQ sources (.sq), not '.fleq'"
+    assert session.execute("load notes.txt") == \
+        "error: notes.txt: the REPL runs SUBLEQ (.sq) and FLEQ (.fleq) sources, not '.txt'"
+    bad_fleq = tmp_path / "bad.fleq"
+    bad_fleq.write_text(".data\nx: 1.0\n.code\nx = add(x, y)\n")
+    assert session.execute(f"load {bad_fleq}").startswith(f"{bad_fleq}:4:")
     assert session.execute("pc").startswith("step 0  pc 0"), "a failed load keeps the program"
 
 

@@ -17,20 +17,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
+from assembler.fleq import assemble_fleq
+from assembler.fleq_program import FleqProgram
+from assembler.fleq_punchcard import fleq_geometry_for
 from assembler.program import Program
 from assembler.punchcard import geometry_for
 from assembler.subleq import assemble
 from vm.errors import InputError, LtvmError
 from vm.executor import EngineConfig
+from vm.functions import REGISTRY, dtype_parameters
+from vm.machines.fleq import FleqMachine
 from vm.layers import trace_pass
 from vm.progress import Progress
 from vm.repl_assemble import MNEMONICS, assemble_instruction, is_instruction
+from vm.repl_fleq import (FleqLockstep, assemble_fleq_instruction, fleq_changes, format_real,
+                          parse_real_value, resolve_fleq_location, same_value)
 from vm.repl_names import (Location, changes, format_value, instruction_place, listing,
                            location_line, parse_int, resolve_instruction, resolve_location)
 from vm.repl_state import ENGINES, LockstepMachine
 
 DEFAULT_PICTURE_DIR = Path("out/repl")
 HELP_WIDTH = 78
+FLEQ_INSTRUCTION = re.compile(r"^\s*[A-Za-z_]\w*\s*=\s*[A-Za-z_]\w*\s*\(")
+"""`c = f(a, b)`: a typed FLEQ instruction (checked before command names: `c` is an alias)."""
+MAX_ROLES_LISTED = 8
+"""`info` names the heads of a layer with at most this many; beyond, it counts them."""
 DEFAULT_MAX_STEPS = 1_000_000
 """Steps one `run` or `continue` may take before it stops by itself (Ctrl-C stops it sooner)."""
 
@@ -43,7 +54,7 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
-    "load": Command("load FILE", "assemble FILE (.sq) and stand at its first instruction",
+    "load": Command("load FILE", "assemble FILE (.sq or .fleq), stand at its first instruction",
                     "Breakpoints and watches are cleared; the engine choice is kept."),
     "step": Command("step [K]", "execute K instructions (default 1) on both engines",
                     "Stops early at EOF, at a breakpoint (not the one it starts on), when a "
@@ -58,13 +69,16 @@ COMMANDS: dict[str, Command] = {
                      "instruction index as `list` shows it; EOF is a label too."),
     "delete": Command("delete [N]", "remove breakpoint or watch N (all of them without N)"),
     "watch": Command("watch NAME", "stop when the value of NAME changes",
-                     "NAME is a cell, an array, NAME+K, NAME[K] or a memory address. "
-                     "Without an argument, list the breakpoints and watches."),
+                     "NAME is a cell, an array, NAME+K, NAME[K] or a memory address (FLEQ: a "
+                     "variable or cellK). Without an argument, list the breakpoints and "
+                     "watches."),
     "print": Command("print [NAME|ADDR]", "the value of a cell, array (as a list) or address",
-                     "Without an argument, every named cell. Values are the active engine's."),
+                     "Without an argument, every named cell. Values are the active engine's. "
+                     "FLEQ vectors and matrices print as matrices."),
     "set": Command("set NAME VALUE", "store VALUE in one memory word of both engines",
                    "VALUE must fit the program's word size; the two reserved cells cannot be "
-                   "set. The transformer's X is edited between passes."),
+                   "set. The transformer's X is edited between passes. FLEQ: a real, or a "
+                   "literal such as [[1, 2], [3, 4]] of the variable's shape."),
     "pc": Command("pc", "the program counter, its labels and the instruction there"),
     "list": Command("list", "the instructions around the program counter",
                     "`=>` marks the program counter, `b` a breakpoint."),
@@ -74,7 +88,9 @@ COMMANDS: dict[str, Command] = {
                       "follows step by step. Switching resynchronizes: the engine switched "
                       "to takes over the memory and program counter of the one left, so the "
                       "two agree again. Without an argument, name the active engine."),
-    "diff": Command("diff", "where the transformer and the reference disagree at this step"),
+    "diff": Command("diff", "where the transformer and the reference disagree at this step",
+                    "FLEQ: every variable's transformer and reference values and their max "
+                    "abs error (the blocks' documented errors), and the program counters."),
     "reset": Command("reset", "both engines back to the initial state, step 0",
                      "Breakpoints and watches are kept."),
     "info": Command("info", "program, geometry, layers, heads, temperature, dtype, device"),
@@ -88,13 +104,14 @@ COMMANDS: dict[str, Command] = {
 }
 ALIASES = {"s": "step", "c": "continue", "b": "break", "p": "print", "q": "quit",
            "exit": "quit"}
-TYPED = Command("subleq A, B[, C] | goto L | halt",
+TYPED = Command("subleq A, B[, C] | goto L | halt | c = f(a, b)",
                 "execute one instruction on the current state; the pc stays",
                 "Names are the loaded program's. The transformer runs it as one ordinary pass "
                 "over X with the instruction column at pc replaced by the typed pointers and "
                 "keeps only the memory words of that pass, so the program counter and the "
                 "program's instructions are unchanged; the reference does the same. A jump "
-                "target is checked but has no effect.")
+                "target is checked but has no effect. FLEQ programs take `c = f(a, b)` with f "
+                "one of the machine's blocks and shapes that fit, run the same way.")
 
 
 @dataclass(frozen=True)
@@ -115,8 +132,12 @@ class Loaded:
 
     path: str
     source: str
-    program: Program
-    machine: LockstepMachine
+    program: Program | FleqProgram
+    machine: LockstepMachine | FleqLockstep
+
+    @property
+    def fleq(self) -> bool:
+        return isinstance(self.program, FleqProgram)
 
 
 class Repl:
@@ -146,6 +167,8 @@ class Repl:
         name = ALIASES.get(words[0], words[0])
         argument = words[1].strip() if len(words) > 1 else ""
         try:
+            if self.loaded is not None and self.loaded.fleq and FLEQ_INSTRUCTION.match(line):
+                return self._typed(line.strip())
             if name in COMMANDS:
                 return self._handler(name)(argument)
             if is_instruction(line):
@@ -161,7 +184,7 @@ class Repl:
         return getattr(self, f"_{name}")
 
     @property
-    def machine(self) -> LockstepMachine:
+    def machine(self) -> LockstepMachine | FleqLockstep:
         return self._loaded().machine
 
     def _loaded(self) -> Loaded:
@@ -172,23 +195,40 @@ class Repl:
     # -- programs -------------------------------------------------------------
     def load(self, path: str) -> str:
         """Assemble and load `path`; raises InputError (with location) when it cannot."""
-        if Path(path).suffix not in (".sq", ""):
-            raise InputError(f"{path}: the REPL runs SUBLEQ sources (.sq), not "
-                             f"'{Path(path).suffix}'")
+        if Path(path).suffix not in (".sq", ".fleq", ""):
+            raise InputError(f"{path}: the REPL runs SUBLEQ (.sq) and FLEQ (.fleq) sources, "
+                             f"not '{Path(path).suffix}'")
         try:
             source = Path(path).read_text()
         except OSError as error:
             raise InputError(f"cannot read {path}: {error.strerror}") from None
         except UnicodeDecodeError:
             raise InputError(f"{path} is not a text file") from None
-        program = assemble(source, path, self.bits)
         engine = self.loaded.machine.active if self.loaded else self.engine
+        if Path(path).suffix == ".fleq":
+            return self._load_fleq(path, source, engine)
+        program = assemble(source, path, self.bits)
         machine = LockstepMachine(program, geometry_for(program, self.scratch), self.config,
                                   engine)
         self.loaded = Loaded(path, source, program, machine)
         self.stops.clear()
         return (f"loaded {path}: {len(program.instructions)} instructions, "
                 f"{len(program.memory)} memory cells, {program.bits}-bit words\n"
+                f"{self._where()}")
+
+    def _load_fleq(self, path: str, source: str, engine: str) -> str:
+        """FLEQ: the products get the dtype's eps as `ltvm run` gives them."""
+        if self.bits or self.scratch:
+            raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
+        dtype = self.config.dtype or FleqMachine.default_dtype
+        program = assemble_fleq(source, path, defaults=dtype_parameters(dtype, REGISTRY, {}))
+        geometry = fleq_geometry_for(program)
+        machine = FleqLockstep(program, geometry, self.config, engine)
+        self.loaded = Loaded(path, source, program, machine)
+        self.stops.clear()
+        blocks = ", ".join(name for name, _ in program.functions) or "none"
+        return (f"loaded {path}: {len(program.instructions)} instructions, "
+                f"{len(program.cells)} cells of {program.d}x{program.d}, blocks {blocks}\n"
                 f"{self._where()}")
 
     def _load(self, argument: str) -> str:
@@ -252,7 +292,7 @@ class Repl:
             reasons.append(f"interrupted after {executed} steps")
         finally:
             progress.done()
-        changed = changes(program, start, machine.state().memory)
+        changed = self._changes(start, machine.state().memory)
         return "\n".join([*reasons, self._where(), *(f"  {line}" for line in changed)])
 
     def _watch_changes(self, watches: list[Watch], watched: dict[int, int | list[int]]
@@ -261,18 +301,20 @@ class Repl:
         found = []
         for watch in watches:
             value = watch.location.read(memory)
-            if value != watched[watch.number]:
+            if not same_value(value, watched[watch.number]):
                 found.append(f"watch {watch.number}: {watch.location.name} = "
-                             f"{format_value(value)} (was {format_value(watched[watch.number])})")
+                             f"{self._inline(value)} (was "
+                             f"{self._inline(watched[watch.number])})")
                 watched[watch.number] = value
         return found
 
     def _typed(self, line: str) -> str:
         loaded = self._loaded()
-        instruction = assemble_instruction(loaded.program, loaded.source, line)
+        assembler = assemble_fleq_instruction if loaded.fleq else assemble_instruction
+        instruction = assembler(loaded.program, loaded.source, line)
         before = loaded.machine.state().memory
         loaded.machine.execute(instruction)
-        changed = changes(loaded.program, before, loaded.machine.state().memory)
+        changed = self._changes(before, loaded.machine.state().memory)
         pc = loaded.machine.state().pc
         return "\n".join([f"executed {line} (pc stays at {instruction_place(loaded.program, pc)})",
                           *(f"  {entry}" for entry in changed or ["no memory changed"])])
@@ -299,11 +341,11 @@ class Repl:
     def _watch(self, argument: str) -> str:
         if not argument:
             return self._stop_list()
-        location = resolve_location(self.machine.program, argument)
+        location = self._resolve(argument)
         stop = Watch(self._new_stop_number(), location)
         self.stops[stop.number] = stop
         value = location.read(self.machine.state().memory)
-        return f"watch {stop.number}: {location.name} = {format_value(value)}"
+        return f"watch {stop.number}: {location.name} = {self._inline(value)}"
 
     def _new_stop_number(self) -> int:
         number, self.next_stop = self.next_stop, self.next_stop + 1
@@ -332,13 +374,44 @@ class Repl:
     # -- state ----------------------------------------------------------------
     def _print(self, argument: str) -> str:
         program, memory = self.machine.program, self.machine.state().memory
+        if self._loaded().fleq:
+            return self._print_fleq(argument, memory)
         if argument:
             location = resolve_location(program, argument)
             return f"{location.name} = {format_value(location.read(memory))}"
         named = program.named_memory(memory) if program.symbols else {"mem": memory}
         return "\n".join(f"{name} = {format_value(value)}" for name, value in named.items())
 
+    def _print_fleq(self, argument: str, cells: list) -> str:
+        program = self.machine.program
+        names = [argument] if argument else sorted(program.variables,
+                                                   key=lambda n: program.variables[n].cell)
+        lines = []
+        for name in names:
+            location = resolve_fleq_location(program, name)
+            value = location.read(cells)
+            if isinstance(value, float):
+                lines.append(f"{location.name} = {format_real(value)}")
+            else:
+                rows, columns = location.shape
+                lines.append(f"{location.name} ({rows}x{columns}) =")
+                lines += [f"  {row}" for row in format_real(value).splitlines()]
+        return "\n".join(lines) or "no variables"
+
+    def _set_fleq(self, argument: str) -> str:
+        words = argument.split(maxsplit=1)
+        if len(words) != 2:
+            raise InputError("usage: set NAME VALUE")
+        location = resolve_fleq_location(self.machine.program, words[0])
+        value = parse_real_value(words[1], location.shape)
+        old = location.read(self.machine.state().memory)
+        self.machine.set_cell(location, value)
+        new = location.read(self.machine.state().memory)
+        return f"{location.name} = {self._inline(new)} (was {self._inline(old)})"
+
     def _set(self, argument: str) -> str:
+        if self._loaded().fleq:
+            return self._set_fleq(argument)
         words = argument.split()
         if len(words) != 2:
             raise InputError("usage: set NAME VALUE")
@@ -383,12 +456,32 @@ class Repl:
     def _diff(self, argument: str) -> str:
         _no_argument("diff", argument)
         machine = self.machine
+        if self._loaded().fleq:
+            return self._diff_fleq()
         found = machine.differences()
         if not found:
             return f"the engines agree at step {machine.steps} (memory and pc)"
         rows = [f"{'':<14} {'transformer':>12} {'reference':>12}"]
         rows += [f"{name:<14} {ours:>12} {theirs:>12}" for name, ours, theirs in found]
         return "\n".join([f"the engines disagree at step {machine.steps}:", *rows])
+
+    def _diff_fleq(self) -> str:
+        """Per variable: both engines' values and the max abs error between them."""
+        machine = self.machine
+        transformer, reference = machine.state("transformer").pc, machine.state("reference").pc
+        pcs = ("the program counters agree" if transformer == reference else
+               f"the program counters DIFFER: transformer {transformer}, reference {reference}")
+        rows = [f"step {machine.steps}: {pcs}",
+                f"{'':<12} {'transformer':>16} {'reference':>16} {'max abs error':>14}"]
+        for location, ours, theirs, error in machine.errors():
+            if isinstance(ours, float):
+                rows.append(f"{location.name:<12} {ours:>16.10g} {theirs:>16.10g} "
+                            f"{error:>14.3g}")
+            else:
+                shape = "x".join(map(str, location.shape))
+                rows.append(f"{location.name:<12} {shape + ' matrix':>16} "
+                            f"{shape + ' matrix':>16} {error:>14.3g}")
+        return "\n".join(rows)
 
     def _info(self, argument: str) -> str:
         _no_argument("info", argument)
@@ -401,19 +494,38 @@ class Repl:
         engine_line = (f"dtype: {machine.executor.dtype_name}  device: {config.device}  "
                        f"attention: {config.attention}")
         transformer = machine.executor.machine
+        cells = len(program.cells) if self.loaded.fleq else len(program.memory)
         lines = [(f"program: {self.loaded.path} ({len(program.instructions)} instructions, "
-                  f"{len(program.memory)} memory cells)"),
+                  f"{cells} memory cells)"),
                  f"geometry: {machine.geometry.describe()}",
                  f"punchcard X: {machine.layout.rows} rows x {machine.layout.columns} columns",
                  (f"transformer: {len(transformer.weights.layers)} layers, heads per layer "
                   f"{transformer.weights.heads}")]
         for index, layer in enumerate(transformer.weights.layers):
-            heads = "; ".join(head.role for head in layer.heads) or "no attention"
+            heads = ("; ".join(head.role for head in layer.heads) or "no attention"
+                     if len(layer.heads) <= MAX_ROLES_LISTED else f"{len(layer.heads)} heads")
             lines.append(f"  layer {index}: {layer.role} [{heads}]")
         lines += [f"temperature: {transformer.temperature:.4g}", engine_line,
                   f"checked: {'yes' if machine.executor.checked else 'no'}",
                   f"engine: {machine.active}  step: {machine.steps}"]
         return "\n".join(lines)
+
+    # -- names and values of either machine ------------------------------------
+    def _resolve(self, text: str):
+        program = self.machine.program
+        if self._loaded().fleq:
+            return resolve_fleq_location(program, text)
+        return resolve_location(program, text)
+
+    def _inline(self, value) -> str:
+        if self._loaded().fleq:
+            return " ".join(format_real(value).split())
+        return format_value(value)
+
+    def _changes(self, before: list, after: list) -> list[str]:
+        if self._loaded().fleq:
+            return fleq_changes(self.machine.program, before, after)
+        return changes(self.machine.program, before, after)
 
     # -- pictures -------------------------------------------------------------
     def _show(self, argument: str) -> str:
@@ -486,7 +598,8 @@ class Repl:
         if self.loaded is None:
             return []
         program = self.loaded.program
-        symbols, labels = list(program.symbols), [*program.labels, "EOF"]
+        symbols = list(program.variables if self.loaded.fleq else program.symbols)
+        labels = [*program.labels, "EOF"]
         if command in ("print", "watch") or (command == "set" and position == 1):
             return symbols
         if command == "break":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from assembler.fleq_program import FleqProgram
 from assembler.program import Program
 from vm.errors import InputError
 
@@ -62,7 +63,7 @@ def resolve_location(program: Program, text: str) -> Location:
     return Location(program.address_name(symbol.address + offset), symbol.address + offset, 1)
 
 
-def resolve_instruction(program: Program, text: str) -> int:
+def resolve_instruction(program: Program | FleqProgram, text: str) -> int:
     """LABEL, EOF or an instruction index -> the instruction index."""
     text = text.strip()
     if text in program.labels:
@@ -81,13 +82,16 @@ def format_value(value: int | list[int]) -> str:
     return f"[{', '.join(map(str, value))}]" if isinstance(value, list) else str(value)
 
 
-def labels_at(program: Program, index: int) -> list[str]:
+def labels_at(program: Program | FleqProgram, index: int) -> list[str]:
     names = [name for name, at in program.labels.items() if at == index]
     return names + ["EOF"] if index == program.eof else names
 
 
-def instruction_text(program: Program, index: int) -> str:
+def instruction_text(program: Program | FleqProgram, index: int) -> str:
     """The instruction as written in the source (or rebuilt from its operands)."""
+    if isinstance(program, FleqProgram):
+        inside = 0 <= index <= program.eof
+        return program.instruction_text(index) if inside else "(outside the program)"
     if index == program.eof:
         a, b = program.eof_operands
         return f"subleq {program.address_name(a)}, {program.address_name(b)}, EOF"
@@ -101,18 +105,18 @@ def instruction_text(program: Program, index: int) -> str:
             f"{program.address_name(instruction.b)}, {target}")
 
 
-def instruction_place(program: Program, index: int) -> str:
+def instruction_place(program: Program | FleqProgram, index: int) -> str:
     """`7` or `7 (loop)`: an instruction index with its labels."""
     names = labels_at(program, index)
     return f"{index} ({', '.join(names)})" if names else str(index)
 
 
-def location_line(program: Program, step: int, pc: int) -> str:
+def location_line(program: Program | FleqProgram, step: int, pc: int) -> str:
     """Where execution stands: step count, pc with labels, the instruction there."""
     return f"step {step}  pc {instruction_place(program, pc)}  {instruction_text(program, pc)}"
 
 
-def listing(program: Program, pc: int, breakpoints: set[int],
+def listing(program: Program | FleqProgram, pc: int, breakpoints: set[int],
             context: int = LISTING_CONTEXT) -> list[str]:
     """The instructions around `pc`, labelled; `=>` marks pc and `b` a breakpoint."""
     centre = min(max(pc, 0), program.eof)

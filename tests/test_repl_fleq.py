@@ -1,0 +1,201 @@
+"""The REPL on FLEQ programs, driven through `Repl.execute` and checked against the
+reference interpreter (FleqReference) and numpy, never against the REPL's own output."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from assembler.fleq import assemble_fleq
+from vm.cli import main
+from vm.fleq_reference import FleqReference
+from vm.repl import Repl
+
+torch.set_num_threads(1)
+
+LOOP = """\
+.d 2
+.function inv terms=16
+.data
+v:      .vector [1.0, 2.0]
+w:      .zeros 2x1
+M:      .matrix 2x2 [[1.0, 2.0], [3.0, 4.0]]
+x:      4.0
+y:      0.0
+k:      -2
+one:    1
+.code
+top:    w = add(w, v)
+        k = add(k, one)
+        y = inv(x) if k <= 0 goto top
+        halt
+"""
+NUMBER = r"-?\d+(?:\.\d*)?(?:e[-+]\d+)?"
+
+
+@pytest.fixture
+def source(tmp_path):
+    path = tmp_path / "loop.fleq"
+    path.write_text(LOOP)
+    return path
+
+
+@pytest.fixture
+def session(source, tmp_path) -> Repl:
+    repl = Repl(picture_dir=tmp_path / "pictures")
+    assert repl.execute(f"load {source}").startswith(f"loaded {source}: 4 instructions")
+    return repl
+
+
+def reference_after(steps: int) -> FleqReference:
+    reference = FleqReference(assemble_fleq(LOOP, "loop.fleq"))
+    for _ in range(steps):
+        reference.step()
+    return reference
+
+
+def cell(reference: FleqReference, name: str) -> np.ndarray:
+    """The reference's value of variable `name`, trimmed to its shape."""
+    variable = reference.program.variables[name]
+    rows, columns = variable.shape
+    return reference.cells[variable.cell][:rows, :columns]
+
+
+def printed(repl: Repl, name: str) -> np.ndarray:
+    """The numbers `print NAME` shows, as an array."""
+    out = repl.execute(f"print {name}")
+    assert not out.startswith("error"), out
+    return np.array([float(number) for number in re.findall(NUMBER, out.split("=", 1)[1])])
+
+
+def test_step_and_print_follow_the_reference(session):
+    out = session.execute("step 4")
+    assert out.startswith("step 4  pc 1  k = add(k, one)")
+    reference = reference_after(4)
+    assert np.allclose(printed(session, "w"), cell(reference, "w").ravel(), atol=1e-9)
+    assert printed(session, "k") == [-1]
+    assert printed(session, "y") == pytest.approx([0.25], abs=0.02), "inv's sigmoid sum"
+    matrix = session.execute("print M").splitlines()
+    assert matrix[0] == "M (2x2) =" and len(matrix) == 3, "one line per matrix row"
+    assert np.array_equal(printed(session, "M"), [1, 2, 3, 4])
+    everything = session.execute("print")
+    assert [line.split()[0] for line in everything.splitlines() if "=" in line] == \
+        ["v", "w", "M", "x", "y", "k", "one"]
+
+
+def test_break_on_a_label_watch_run_continue_delete(session):
+    assert session.execute("break top") == "breakpoint 1 at 0 (top)"
+    first = session.execute("continue")
+    assert first.startswith("breakpoint 1 at 0 (top)") and "step 3  pc 0 (top)" in first
+    assert session.execute("watch w").startswith("watch 2: w = [[1.] [2.]]")
+    session.execute("delete 1")
+    out = session.execute("continue")
+    assert out.startswith("watch 2: w = [[2.] [4.]] (was [[1.] [2.]])")
+    assert "step 4  pc 1" in out
+    assert session.execute("watch y").startswith("watch 3: y = ")
+    assert session.execute("delete 2") == "deleted watch 2"
+    out = session.execute("continue")
+    assert out.startswith("the program has halted"), "inv(x) gives y the same value again"
+    out = session.execute("run")
+    assert out.startswith("watch 3: y = ") and "(was 0)" in out and "step 3  pc 0" in out
+    session.execute("delete")
+    out = session.execute("continue")
+    assert out.startswith("the program has halted (pc at EOF)")
+    reference = FleqReference(assemble_fleq(LOOP, "loop.fleq"))
+    result = reference.run(100)
+    assert f"step {result.steps}  pc 4 (EOF)" in out
+    assert np.allclose(printed(session, "w"), result.cells[3][:2, 0], atol=1e-9)
+    assert np.allclose(result.cells[3][:2, 0], [3, 6])
+
+
+def test_pc_and_list_show_fleq_instructions_with_labels(session):
+    session.execute("break 2")
+    session.execute("step")
+    assert session.execute("pc") == "step 1  pc 1  k = add(k, one)"
+    listing = session.execute("list").splitlines()
+    assert listing[0].split() == ["0", "top:", "w", "=", "add(w,", "v)"]
+    assert listing[1].startswith(" =>") and listing[2].startswith("b ")
+    assert listing[-1].split()[-1] == "EOF"
+
+
+def test_set_scalars_and_matrices_then_the_blocks_use_them(session):
+    assert session.execute("set x 0.5").startswith("x = 0.5 (was 4)")
+    assert session.execute("set v [[3], [-1]]").startswith("v = [[ 3.] [-1.]]")
+    assert session.execute("set M [[0, 1], [1, 0]]").startswith("M = ")
+    session.execute("step 3")
+    assert np.allclose(printed(session, "w"), [3, -1], atol=1e-9)
+    assert printed(session, "y") == pytest.approx([2.0], rel=0.05), "16 sigmoid terms"
+    for engine in ("transformer", "reference"):
+        session.execute(f"engine {engine}")
+        assert np.array_equal(printed(session, "M"), [0, 1, 1, 0])
+    for bad in ("set x", "set M [[1, 2]]", "set v [1, 2", "set nope 1", "set x nan",
+                "set @one 2"):
+        assert session.execute(bad).startswith("error: "), bad
+
+
+def test_typed_instructions_run_once_through_the_machine_and_keep_the_pc(session):
+    session.execute("step")
+    out = session.execute("w = add(v, v)")
+    assert out.splitlines()[0] == "executed w = add(v, v) (pc stays at 1)"
+    assert np.allclose(printed(session, "w"), [2, 4], atol=1e-9)
+    assert session.execute("y = inv(x)").startswith("executed")
+    assert printed(session, "y") == pytest.approx([0.25], abs=0.02)
+    assert session.execute("pc").startswith("step 1  pc 1")
+    errors = {"w = matmul(M, v)": "the machine has only the blocks add, inv",
+              "y = add(x)": "'add' takes 2 operands, got 1",
+              "y = add(v, v)": "2x1 but 'y' is 1x1",
+              "y = add(x, zz)": "zz"}
+    for line, message in errors.items():
+        out = session.execute(line)
+        assert out.startswith("error: ") and message in out and "\n" not in out, out
+    reference = reference_after(1)
+    session.execute("engine reference")
+    assert printed(session, "k") == cell(reference, "k").ravel()
+
+
+def test_diff_shows_each_variable_with_its_error_against_the_reference(session):
+    session.execute("step 3")
+    lines = session.execute("diff").splitlines()
+    assert lines[0] == "step 3: the program counters agree"
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert list(rows) == ["v", "w", "M", "x", "y", "k", "one"]
+    transformer_y, reference_y, error = map(float, rows["y"][1:])
+    assert reference_y == 1 / 4, "the reference computes inv exactly"
+    assert error == pytest.approx(abs(transformer_y - reference_y), rel=1e-2, abs=1e-12)
+    assert 0 < error < 0.02
+    assert rows["M"][1:3] == ["2x2", "matrix"] and float(rows["M"][-1]) == 0
+
+
+def test_engine_switch_and_info(session):
+    session.execute("step 3")
+    assert session.execute("engine reference").startswith("engine: reference")
+    session.execute("step")
+    assert session.execute("engine transformer").startswith("engine: transformer")
+    assert printed(session, "w") == pytest.approx([2, 4], abs=1e-9)
+    info = session.execute("info").splitlines()
+    model = session.machine.executor.model
+    assert f"transformer: {len(model.layers)} layers" in "\n".join(info)
+    assert "dtype: float64  device: cpu  attention: masked" in info
+    assert any(line.startswith("temperature: ") for line in info)
+    assert any("blocks: add(), inv(" in line for line in info)
+
+
+def test_show_draws_fleq_pictures(session, tmp_path):
+    assert session.execute("show X") == f"wrote {tmp_path / 'pictures' / 'step0000_X.png'}"
+    assert session.execute("show attn 0") == \
+        f"wrote {tmp_path / 'pictures' / 'step0000_layer0.png'}"
+    assert (tmp_path / "pictures" / "step0000_layer0.png").stat().st_size > 0
+
+
+def test_the_repl_command_loads_a_fleq_program(source, monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr("sys.stdin", io.StringIO("step 9\nprint w\nquit\n"))
+    assert main(["repl", str(source), "--history", str(tmp_path / "history")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"loaded {source}")
+    assert out[-3] == "w (2x1) ="
+    shown = [float(number) for line in out[-2:] for number in re.findall(NUMBER, line)]
+    assert np.allclose(shown, cell(reference_after(9), "w").ravel(), atol=1e-9)

@@ -1,0 +1,278 @@
+"""The REPL on FLEQ programs: both engines in lockstep, named cells, typed instructions.
+
+A FLEQ cell is a d x d block of reals; a variable is its top-left shape. The
+transformer's reals differ from the reference's by the function blocks'
+documented errors, so the engines "disagree" only when their program
+counters do (control flow went apart); `errors` measures the rest per cell.
+Edits between steps write reals into the punchcard's `mem` rows (and pc codes
+into every scratch column's `pc` rows), exactly the entries a pass leaves.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from assembler.diagnostics import SourceError
+from assembler.fleq import assemble_fleq
+from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqProgram,
+                                    padded)
+from vm.encoding import pm1_code
+from vm.errors import InputError
+from vm.executor import EngineConfig, TransformerExecutor
+from vm.fleq_reference import FleqReference
+from vm.machines.fleq_layout import FleqGeometry
+from vm.repl_state import ENGINES, EngineState
+
+MATRIX_PRECISION = 6
+
+
+@dataclass(frozen=True)
+class FleqLocation:
+    """A named FLEQ cell: its variable name, cell index and shape."""
+
+    name: str
+    cell: int
+    shape: tuple[int, int]
+
+    def read(self, cells: list[np.ndarray]) -> float | np.ndarray:
+        rows, columns = self.shape
+        value = np.asarray(cells[self.cell])[:rows, :columns]
+        return float(value[0, 0]) if self.shape == (1, 1) else value.copy()
+
+
+def resolve_fleq_location(program: FleqProgram, text: str) -> FleqLocation:
+    """A variable name, or cellK for any cell -> the cell it names."""
+    text = text.strip()
+    variable = program.variables.get(text)
+    if variable is not None:
+        return FleqLocation(text, variable.cell, variable.shape)
+    if text.startswith("cell") and text[4:].isdigit() and int(text[4:]) < len(program.cells):
+        return FleqLocation(text, int(text[4:]), (program.d, program.d))
+    raise InputError(f"no variable named '{text}'")
+
+
+def format_real(value: float | np.ndarray) -> str:
+    """A scalar as a number; a vector or matrix as rows of a matrix."""
+    if isinstance(value, np.ndarray):
+        return np.array2string(value, precision=MATRIX_PRECISION, suppress_small=False)
+    return f"{value:.10g}"
+
+
+def same_value(first: object, second: object) -> bool:
+    """Equal scalars, lists or arrays (arrays compare element by element, exactly)."""
+    if isinstance(first, np.ndarray) or isinstance(second, np.ndarray):
+        return np.array_equal(np.asarray(first), np.asarray(second))
+    return first == second
+
+
+def fleq_changes(program: FleqProgram, before: list[np.ndarray], after: list[np.ndarray],
+                 limit: int = 8) -> list[str]:
+    """`name = new` (one line per matrix row) for every variable whose cell changed."""
+    changed = []
+    for variable in sorted(program.variables.values(), key=lambda v: v.cell):
+        if np.array_equal(before[variable.cell], after[variable.cell]):
+            continue
+        location = FleqLocation(variable.name, variable.cell, variable.shape)
+        changed.append(f"{variable.name} = {_inline(location.read(after))} "
+                       f"(was {_inline(location.read(before))})")
+    if len(changed) > limit:
+        changed = changed[:limit] + [f"... and {len(changed) - limit} more"]
+    return changed
+
+
+def _inline(value: float | np.ndarray) -> str:
+    return " ".join(format_real(value).split())
+
+
+def parse_real_value(text: str, shape: tuple[int, int]) -> np.ndarray:
+    """A number, or a literal list such as [[1, 2], [3, 4]], as a matrix of `shape`."""
+    try:
+        value = np.asarray(ast.literal_eval(text.strip()), dtype=float)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise InputError(f"'{text}' is not a number or a list of numbers") from None
+    if value.ndim == 1 and shape[1] == 1:
+        value = value[:, None]
+    if value.ndim == 0 and shape == (1, 1):
+        value = value.reshape(1, 1)
+    if value.shape != shape:
+        raise InputError(f"the value has shape {'x'.join(map(str, value.shape)) or 'scalar'}, "
+                         f"the variable is {shape[0]}x{shape[1]}")
+    if not np.isfinite(value).all():
+        raise InputError("values must be finite")
+    return value
+
+
+def assemble_fleq_instruction(program: FleqProgram, source: str, line: str) -> FleqInstruction:
+    """The one instruction `line` names, assembled after `program`'s own source with the
+    same blocks; refused when it would need another block, new cells or several
+    instructions (a routine), since the machine's weights are fixed."""
+    if "\n" in line or "\r" in line:
+        raise InputError("type one instruction on one line")
+    text = f"{source.rstrip()}\n.code\n{line}\n"
+    typed_line = text.count("\n")
+    parameters = {name: dict(values) for name, values in program.functions}
+    try:
+        extended = assemble_fleq(text, program.source, d=program.d, parameters=parameters,
+                                 functions=[name for name, _ in program.functions])
+    except SourceError as error:
+        where = f" (column {error.column})" if error.line == typed_line else ""
+        raise InputError(f"{error.message}{where}") from None
+    if extended.functions != program.functions:
+        known = ", ".join(name for name, _ in program.functions)
+        raise InputError(f"the machine has only the blocks {known}")
+    added = len(extended.instructions) - len(program.instructions)
+    if added != 1 or len(extended.cells) != len(program.cells) or \
+            extended.labels != program.labels:
+        raise InputError("type exactly one instruction (no label, no routine, no new cells)")
+    instruction = extended.instructions[-1]
+    if instruction.function is None:
+        raise InputError("a typed instruction must call a block: c = f(a, b)")
+    return instruction
+
+
+class FleqLockstep:
+    """One FLEQ program on the transformer and on the reference, always at the same step
+    (the FLEQ counterpart of `LockstepMachine`, with the same interface)."""
+
+    def __init__(self, program: FleqProgram, geometry: FleqGeometry,
+                 config: EngineConfig = EngineConfig(), active: str = "transformer") -> None:
+        if active not in ENGINES:
+            raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {active!r}")
+        self.program, self.geometry, self.active = program, geometry, active
+        self.executor = TransformerExecutor(geometry, config)
+        self.layout = self.executor.layout
+        self.reset()
+
+    def reset(self) -> None:
+        self.X = self.executor.load([self.program])
+        self.reference = FleqReference(self.program)
+        self.steps = 0
+        self._decoded: tuple[torch.Tensor, EngineState] | None = None
+
+    def state(self, engine: str | None = None) -> EngineState:
+        """Cells (d x d arrays) and program counter of `engine` (default: the active one)."""
+        if (engine or self.active) == "reference":
+            return EngineState([cell.copy() for cell in self.reference.cells],
+                               self.reference.pc)
+        if self._decoded is None or self._decoded[0] is not self.X:
+            cells, pc = self.executor.decode(self.X)[0]
+            self._decoded = (self.X, EngineState(cells, pc))
+        return self._decoded[1]
+
+    @property
+    def halted(self) -> bool:
+        return self.state().pc == self.program.eof
+
+    def differences(self) -> list[tuple[str, int, int]]:
+        """The program counters when they differ: reals always differ by block errors."""
+        ours, theirs = self.state("transformer").pc, self.state("reference").pc
+        return [("pc", ours, theirs)] if ours != theirs else []
+
+    def errors(self) -> list[tuple[FleqLocation, object, object, float]]:
+        """(variable, transformer value, reference value, max abs error) per variable."""
+        ours, theirs = self.state("transformer").memory, self.state("reference").memory
+        found = []
+        for variable in sorted(self.program.variables.values(), key=lambda v: v.cell):
+            location = FleqLocation(variable.name, variable.cell, variable.shape)
+            mine, other = location.read(ours), location.read(theirs)
+            error = float(np.max(np.abs(np.asarray(mine) - np.asarray(other))))
+            found.append((location, mine, other, error))
+        return found
+
+    def step(self) -> None:
+        """One instruction on both engines, committed together."""
+        new_X = self.executor.step(self.X, self.steps)
+        reference = self._reference_copy()
+        reference.step()
+        self.X, self.reference, self.steps = new_X, reference, self.steps + 1
+
+    def execute(self, instruction: FleqInstruction) -> None:
+        """Run one typed instruction on the current state; only its cell write is kept.
+
+        The transformer runs one ordinary pass over X with the instruction
+        column at pc replaced by the typed one (encoded by the machine's own
+        encoder) and keeps the memory rows of the result; the reference runs
+        the same instruction at pc and keeps its cells. pc and steps stay.
+        """
+        if not self.program.instructions:
+            raise InputError("the program has no instruction column to run it in")
+        pc = min(max(self.state("transformer").pc, 0), len(self.program.instructions) - 1)
+        typed = replace(instruction, flag=ONE_CELL, target=pc + 1)  # no jump: pc stays
+        patched_program = replace(self.program, instructions=[
+            typed if index == pc else old
+            for index, old in enumerate(self.program.instructions)])
+        card = self.executor.machine.encode(patched_program)
+        column, instr = self.geometry.instruction_column(pc), self.layout["instr"]
+        patched = self.X.clone()
+        self._write_pc(patched, pc)
+        patched[0, instr, column] = torch.as_tensor(card[instr, column], dtype=patched.dtype,
+                                                    device=patched.device)
+        typed_pass = TransformerExecutor(self.geometry, self.executor.config)
+        after = typed_pass.step(typed_pass.load_punchcards(patched.double().cpu().numpy()),
+                                self.steps)
+        memory, rows = self.layout.regions["memory"], self.layout["mem"]
+        new_X = self.X.clone()
+        new_X[0, rows, memory.start:memory.stop] = after[0, rows, memory.start:memory.stop]
+        alone = FleqReference(patched_program)
+        alone.cells = [cell.copy() for cell in self.reference.cells]
+        alone.pc = pc
+        alone.step()
+        reference = self._reference_copy()
+        reference.cells = alone.cells
+        self.X, self.reference = new_X, reference
+
+    def set_cell(self, location: FleqLocation, value: np.ndarray) -> None:
+        """Store `value` (of the variable's shape) in its cell on both engines."""
+        if location.cell in RESERVED:
+            raise InputError(f"cell {RESERVED[location.cell]} is reserved")
+        cell = padded(value, self.program.d)
+        new_X = self.X.clone()
+        self._write_cell(new_X, location.cell, cell)
+        reference = self._reference_copy()
+        reference.cells[location.cell] = cell
+        self.X, self.reference = new_X, reference
+
+    def switch(self, engine: str) -> bool:
+        """Make `engine` active, taking over the cells and pc of the one left; True if the
+        two held different states."""
+        if engine not in ENGINES:
+            raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        if engine == self.active:
+            return False
+        source, target = self.state(), self.state(engine)
+        differed = source.pc != target.pc or not all(
+            np.array_equal(mine, other) for mine, other in zip(source.memory, target.memory))
+        if differed and engine == "transformer":
+            new_X = self.X.clone()
+            for cell, value in enumerate(source.memory):
+                self._write_cell(new_X, cell, value)
+            self._write_pc(new_X, source.pc)
+            self.X = new_X
+        elif differed:
+            reference = self._reference_copy()
+            reference.cells, reference.pc = [cell.copy() for cell in source.memory], source.pc
+            self.reference = reference
+        self.active = engine
+        return differed
+
+    def _write_cell(self, X: torch.Tensor, cell: int, value: np.ndarray) -> None:
+        start = self.geometry.cell_column(cell)
+        X[0, self.layout["mem"], start:start + self.program.d] = torch.as_tensor(
+            value, dtype=X.dtype, device=X.device)
+
+    def _write_pc(self, X: torch.Tensor, pc: int) -> None:
+        """Every scratch column carries the program counter's code."""
+        scratch = self.layout.regions["scratch"]
+        code = pm1_code(self.geometry.instruction_column(pc), self.geometry.pos_bits)
+        X[0, self.layout["pc"], scratch.start:scratch.stop] = torch.as_tensor(
+            code, dtype=X.dtype, device=X.device)[:, None]
+
+    def _reference_copy(self) -> FleqReference:
+        reference = copy.copy(self.reference)
+        reference.cells = [cell.copy() for cell in self.reference.cells]
+        return reference
