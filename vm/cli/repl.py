@@ -22,7 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "execute it in lockstep; step, run to breakpoints, watch and edit memory, "
                     "type instructions, compare the engines and draw X and attention. Type "
                     "`help` inside for the commands; Ctrl-D quits.")
-    parser.add_argument("program", nargs="?", metavar="PROG", help="assembly source (.sq)")
+    parser.add_argument("program", nargs="?", metavar="PROG", help="assembly source (.sq or .fleq)")
     parser.add_argument("--bits", type=positive_int, metavar="N",
                         help="memory word size N for every program loaded")
     parser.add_argument("--scratch", type=positive_int, metavar="S",
