@@ -184,6 +184,14 @@ def test_engine_switch_and_info(session):
     assert any("blocks: add(), inv(" in line for line in info)
 
 
+def test_completion_offers_variables_and_the_machines_blocks(session):
+    assert session.completions("o") == ["one"]
+    assert session.completions("y = i") == ["inv"]
+    assert session.completions("y = inv(") == sorted(["v", "w", "M", "x", "y", "k", "one"])
+    assert session.completions("y = add(x, o") == ["one"]
+    assert session.completions("print M") == ["M"]
+
+
 def test_show_draws_fleq_pictures(session, tmp_path):
     assert session.execute("show X") == f"wrote {tmp_path / 'pictures' / 'step0000_X.png'}"
     assert session.execute("show attn 0") == \

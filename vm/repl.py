@@ -580,15 +580,26 @@ class Repl:
     # -- completion -----------------------------------------------------------
     def completions(self, line: str) -> list[str]:
         """Candidates for the word being typed at the end of `line` (for tab completion)."""
+        if self.loaded is not None and self.loaded.fleq and "=" in line:
+            return self._fleq_instruction_completions(line)
         word = re.split(r"[\s,]", line)[-1]
         before = line[:len(line) - len(word)].split()
         if not before:
-            candidates = [*COMMANDS, *MNEMONICS]
+            fleq = self.loaded is not None and self.loaded.fleq
+            candidates = [*COMMANDS, *MNEMONICS, *(self.loaded.program.variables if fleq else [])]
         else:
             name = ALIASES.get(before[0], before[0]).lower()
             if name == "load":
                 return _paths(word)
             candidates = self._argument_candidates(name, len(before))
+        return sorted(candidate for candidate in set(candidates) if candidate.startswith(word))
+
+    def _fleq_instruction_completions(self, line: str) -> list[str]:
+        """In `c = f(a, b)`: the machine's blocks after `=`, variables inside the call."""
+        program = self.loaded.program
+        word = re.split(r"[\s,(=]", line)[-1]
+        inside = "(" in line.split("=", 1)[1]
+        candidates = program.variables if inside else [name for name, _ in program.functions]
         return sorted(candidate for candidate in set(candidates) if candidate.startswith(word))
 
     def _argument_candidates(self, command: str, position: int) -> list[str]:
