@@ -132,8 +132,10 @@ def test_set_scalars_and_matrices_then_the_blocks_use_them(session):
     for engine in ("transformer", "reference"):
         session.execute(f"engine {engine}")
         assert np.array_equal(printed(session, "M"), [0, 1, 1, 0])
+    assert printed(session, "@one") == [1]
+    assert np.array_equal(printed(session, "cell1"), [1, 0, 0, 0]), "a whole d x d cell"
     for bad in ("set x", "set M [[1, 2]]", "set v [1, 2", "set nope 1", "set x nan",
-                "set @one 2"):
+                "set @one 2", "set cell0 1", "print cell99"):
         assert session.execute(bad).startswith("error: "), bad
 
 

@@ -46,11 +46,14 @@ class FleqLocation:
 
 
 def resolve_fleq_location(program: FleqProgram, text: str) -> FleqLocation:
-    """A variable name, or cellK for any cell -> the cell it names."""
+    """A variable name, @zero, @one, or cellK for any cell -> the cell it names."""
     text = text.strip()
     variable = program.variables.get(text)
     if variable is not None:
         return FleqLocation(text, variable.cell, variable.shape)
+    reserved = {name: cell for cell, name in RESERVED.items()}
+    if text in reserved:
+        return FleqLocation(text, reserved[text], (1, 1))
     if text.startswith("cell") and text[4:].isdigit() and int(text[4:]) < len(program.cells):
         return FleqLocation(text, int(text[4:]), (program.d, program.d))
     raise InputError(f"no variable named '{text}'")
