@@ -23,10 +23,9 @@ from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqPro
                                     padded)
 from vm.encoding import pm1_code
 from vm.errors import InputError
-from vm.executor import EngineConfig, TransformerExecutor
+from vm.executor import TransformerExecutor
 from vm.fleq_reference import FleqReference
-from vm.machines.fleq_layout import FleqGeometry
-from vm.repl_state import ENGINES, EngineState
+from vm.repl_state import ENGINES, Lockstep
 
 MATRIX_PRECISION = 6
 
@@ -138,38 +137,15 @@ def assemble_fleq_instruction(program: FleqProgram, source: str, line: str) -> F
     return instruction
 
 
-class FleqLockstep:
-    """One FLEQ program on the transformer and on the reference, always at the same step
-    (the FLEQ counterpart of `LockstepMachine`, with the same interface)."""
+class FleqLockstep(Lockstep):
+    """A FLEQ program on the transformer and on `FleqReference` (the FLEQ counterpart of
+    `LockstepMachine`, with the same interface)."""
 
-    def __init__(self, program: FleqProgram, geometry: FleqGeometry,
-                 config: EngineConfig = EngineConfig(), active: str = "transformer") -> None:
-        if active not in ENGINES:
-            raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {active!r}")
-        self.program, self.geometry, self.active = program, geometry, active
-        self.executor = TransformerExecutor(geometry, config)
-        self.layout = self.executor.layout
-        self.reset()
+    def _new_reference(self) -> FleqReference:
+        return FleqReference(self.program)
 
-    def reset(self) -> None:
-        self.X = self.executor.load([self.program])
-        self.reference = FleqReference(self.program)
-        self.steps = 0
-        self._decoded: tuple[torch.Tensor, EngineState] | None = None
-
-    def state(self, engine: str | None = None) -> EngineState:
-        """Cells (d x d arrays) and program counter of `engine` (default: the active one)."""
-        if (engine or self.active) == "reference":
-            return EngineState([cell.copy() for cell in self.reference.cells],
-                               self.reference.pc)
-        if self._decoded is None or self._decoded[0] is not self.X:
-            cells, pc = self.executor.decode(self.X)[0]
-            self._decoded = (self.X, EngineState(cells, pc))
-        return self._decoded[1]
-
-    @property
-    def halted(self) -> bool:
-        return self.state().pc == self.program.eof
+    def _reference_memory(self) -> list:
+        return [cell.copy() for cell in self.reference.cells]
 
     def differences(self) -> list[tuple[str, int, int]]:
         """The program counters when they differ: reals always differ by block errors."""
@@ -186,13 +162,6 @@ class FleqLockstep:
             error = float(np.max(np.abs(np.asarray(mine) - np.asarray(other))))
             found.append((location, mine, other, error))
         return found
-
-    def step(self) -> None:
-        """One instruction on both engines, committed together."""
-        new_X = self.executor.step(self.X, self.steps)
-        reference = self._reference_copy()
-        reference.step()
-        self.X, self.reference, self.steps = new_X, reference, self.steps + 1
 
     def execute(self, instruction: FleqInstruction) -> None:
         """Run one typed instruction on the current state; only its cell write is kept.

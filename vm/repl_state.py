@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from assembler.fleq_program import FleqProgram
 from assembler.program import Instruction, Program, word_range
 from assembler.punchcard import encode
 from vm.encoding import pm1_code
@@ -22,6 +23,7 @@ from vm.errors import InputError
 from vm.executor import EngineConfig, TransformerExecutor
 from vm.geometry import Geometry
 from vm.layout import Layout
+from vm.machines.fleq_layout import FleqGeometry
 from vm.reference import ReferenceMachine
 
 ENGINES = ("transformer", "reference")
@@ -57,17 +59,15 @@ def write_word_codes(X: np.ndarray | torch.Tensor, layout: Layout, geometry: Geo
             X[layout["mem"], column] = code
 
 
-class LockstepMachine:
-    """One program on both engines, always at the same step.
+class Lockstep:
+    """One program on the transformer and on a reference interpreter, always at the same step.
 
     `active` names the engine that drives execution (its program counter
-    decides breakpoints and EOF) and whose state is shown. Switching engines
-    resynchronizes: the engine switched to takes over the memory and program
-    counter of the one left, so execution goes on from the state on screen
-    and the two agree again.
+    decides breakpoints and EOF) and whose state is shown. Subclasses say how
+    the reference machine is made, read and copied (SUBLEQ words, FLEQ cells).
     """
 
-    def __init__(self, program: Program, geometry: Geometry,
+    def __init__(self, program: Program | FleqProgram, geometry: Geometry | FleqGeometry,
                  config: EngineConfig = EngineConfig(), active: str = "transformer") -> None:
         if active not in ENGINES:
             raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {active!r}")
@@ -76,18 +76,27 @@ class LockstepMachine:
         self.layout = self.executor.layout
         self.reset()
 
+    def _new_reference(self):
+        raise NotImplementedError
+
+    def _reference_memory(self) -> list:
+        raise NotImplementedError
+
+    def _reference_copy(self):
+        """A reference machine to change and commit, leaving the current one intact."""
+        raise NotImplementedError
+
     def reset(self) -> None:
         """Both engines back to the program's initial state, step 0."""
         self.X = self.executor.load([self.program])
-        self.reference = ReferenceMachine(self.program)
+        self.reference = self._new_reference()
         self.steps = 0
         self._decoded: tuple[torch.Tensor, EngineState] | None = None
 
-    # -- state ----------------------------------------------------------------
     def state(self, engine: str | None = None) -> EngineState:
         """Memory and program counter of `engine` (default: the active one)."""
         if (engine or self.active) == "reference":
-            return EngineState(list(self.reference.memory), self.reference.pc)
+            return EngineState(self._reference_memory(), self.reference.pc)
         if self._decoded is None or self._decoded[0] is not self.X:
             memory, pc = self.executor.decode(self.X)[0]
             self._decoded = (self.X, EngineState(memory, pc))
@@ -98,6 +107,33 @@ class LockstepMachine:
         """Has the active engine reached the EOF instruction?"""
         return self.state().pc == self.program.eof
 
+    def step(self) -> None:
+        """One instruction on both engines.
+
+        Both new states are computed first and committed in one statement, so
+        a Ctrl-C lands before or after a whole step, never between the engines.
+        """
+        new_X = self.executor.step(self.X, self.steps)
+        reference = self._reference_copy()
+        reference.step()
+        self.X, self.reference, self.steps = new_X, reference, self.steps + 1
+
+
+class LockstepMachine(Lockstep):
+    """A SUBLEQ program on both engines.
+
+    Switching engines resynchronizes: the engine switched to takes over the
+    memory and program counter of the one left, so execution goes on from the
+    state on screen and the two agree again.
+    """
+
+    def _new_reference(self) -> ReferenceMachine:
+        return ReferenceMachine(self.program)
+
+    def _reference_memory(self) -> list:
+        return list(self.reference.memory)
+
+    # -- state ----------------------------------------------------------------
     def differences(self) -> list[tuple[str, int, int]]:
         """(what, transformer value, reference value) for every memory cell and the pc
         on which the two engines disagree."""
@@ -110,17 +146,6 @@ class LockstepMachine:
         return found
 
     # -- execution -------------------------------------------------------------
-    def step(self) -> None:
-        """One instruction on both engines.
-
-        Both new states are computed first and committed in one statement, so
-        a Ctrl-C lands before or after a whole step, never between the engines.
-        """
-        new_X = self.executor.step(self.X, self.steps)
-        reference = self._reference_copy()
-        reference.step()
-        self.X, self.reference, self.steps = new_X, reference, self.steps + 1
-
     def execute(self, instruction: Instruction) -> None:
         """Run one instruction that is not in the program against the current state:
         memory changes, the program counter and the step count stay.
@@ -160,7 +185,6 @@ class LockstepMachine:
         self.X, self.reference = new_X, reference
 
     def _reference_copy(self) -> ReferenceMachine:
-        """A reference machine to change and commit, leaving the current one intact."""
         reference = copy.copy(self.reference)
         reference.memory = list(self.reference.memory)
         return reference
