@@ -67,4 +67,3 @@ class InexactMovesError(PrecisionError):
             f"machine's data moves are not exact in {dtype} (off-match softmax weights "
             f"underflow to 0 only for temperature >= {needed:g}), so moved reals would carry "
             "leakage no check can see; raise the temperature (default 800)")
-
