@@ -188,6 +188,8 @@ def test_fleq_layout_describes_cells_pc_and_halt(tmp_path):
     memory = layout["regions"]["memory"]
     assert memory == [layout["cell_start"], layout["cell_start"] + layout["cells"] * layout["d"]]
     assert layout["halt_pc"] == layout["columns"] - 1
+    pc_rows = layout["fields"][layout["pc_field"]]
+    assert layout["bits"] == pc_rows[1] - pc_rows[0] and 2 ** layout["bits"] > layout["columns"]
     assert pc_value(X, layout) == layout["instruction_start"] == layout["regions"][
         "instructions"][0]
     for name, variable in program.variables.items():

@@ -97,7 +97,7 @@ def fleq_layout_extra(program: FleqProgram, geometry: FleqGeometry) -> dict:
         start = geometry.cell_column(variable.cell)
         names[variable.name] = {"cell": variable.cell, "columns": [start, start + geometry.d],
                                 "shape": list(variable.shape), "kind": variable.kind}
-    return {"machine": "fleq", "bits": geometry.pos_bits, "encoding": "real",
+    return {"machine": "fleq", "encoding": "real",
             "memory_encoding": FLEQ_MEMORY_ENCODING, "d": geometry.d,
             "cells": geometry.cells, "cell_start": geometry.memory_start,
             "memory_names": names, "pc_column": 0,
