@@ -19,8 +19,8 @@ The corrected estimate is even in eps, s + c2 eps^2 + ..., so Richardson
 extrapolation (4 f(eps) - f(2 eps)) / 3 removes every eps^2 term (coupling
 included), leaving about eps^4 |s|^5 / 30; what limits it is rounding: the
 softmax resolves scores only to ulp(C), so an entry is off by about
-(ulp(C) / 2 + 4 u) / eps. (vm/functions/linalg.py builds its matrix
-products the same way.)
+(ulp(C) / 2 + 4 u) / eps. The head pairs and the rounding bound are the
+ones every linearized product shares (vm/functions/products.py).
 """
 
 from __future__ import annotations
@@ -29,16 +29,12 @@ import math
 
 import numpy as np
 
-from vm.functions.arithmetic import UNIT_ROUNDOFF
 from vm.functions.base import GATE_BIG, BlockContext, Domain, Parameter, Shape, register
 from vm.functions.moves import emit_entries, gather_entries
-from vm.functions.products import LinearizedProduct, ulp
+from vm.functions.products import ANCHOR, RICHARDSON, LinearizedProduct, product_error_bound
 
 SPAN = 10.0
 """Largest |entry| of A and B on which the documented bound holds."""
-MAX_BLOCK_SIZE = 16
-RICHARDSON = ((1.0, 4 / 3, "p1", "m1"), (2.0, -1 / 3, "p2", "m2"))
-"""(eps multiple, extrapolation weight, plus rows, minus rows) of the two head pairs."""
 
 
 @register
@@ -49,8 +45,7 @@ class Hadamard(LinearizedProduct):
     lemma = "Lemma 7 (per entry)"
     parameters = (Parameter("scale", 1e-5, "eps: scores are eps * a * b (the second pair uses "
                             "2 eps); 1e-5 suits float64, about 1e-3 float32"),
-                  Parameter("anchor", 4.0, "C: score of the anchor key; the softmax resolves "
-                            "scores to ulp(C), so a small C is more precise"))
+                  ANCHOR)
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != b:
@@ -65,14 +60,12 @@ class Hadamard(LinearizedProduct):
         return Domain(f"|entries| <= {SPAN:g}", -SPAN, SPAN)
 
     def error_bound(self, dtype: str) -> float:
-        """Rounding: scores resolved to ulp(C)/2 and weights to 4u, divided by eps, through
-        the Richardson weights (4/3 + 1/6) and the decoupling (1 + d e^-C), with a factor 2
-        of margin; truncation: twice eps^4 M^5 / 30 for M = SPAN^2, the largest score."""
-        eps, anchor = self.values["scale"], self.values["anchor"]
-        per_pair = (ulp(anchor, dtype) / 2 + 4 * UNIT_ROUNDOFF[dtype]) / eps
-        rounding = 2 * 1.5 * 2 * per_pair * (1 + MAX_BLOCK_SIZE * math.exp(-anchor))
+        """Rounding as for every linearized product (`product_error_bound`); truncation:
+        twice eps^4 M^5 / 30 for M = SPAN^2, the largest score."""
+        eps = self.values["scale"]
         largest = SPAN ** 2
-        return rounding + 2 * eps ** 4 * largest ** 5 / 30
+        return (product_error_bound(eps, self.values["anchor"], dtype)
+                + 2 * eps ** 4 * largest ** 5 / 30)
 
     def extra_columns(self, d: int) -> int:
         return d * d + 1
@@ -81,8 +74,8 @@ class Hadamard(LinearizedProduct):
         return 3
 
     def private_fields(self, d: int) -> list[tuple[str, int]]:
-        return [("tb", d), ("qb", d), ("p1", d), ("m1", d), ("p2", d), ("m2", d), ("y", 1),
-                ("yt", d)]
+        return super().private_fields(d) + [("tb", d), ("qb", d), ("y", 1), ("yt", d)]
+
     def constant_fields(self, d: int) -> dict[str, np.ndarray]:
         width = 3 * d + d * d + 1
         anchor_column = width - 1
@@ -103,27 +96,15 @@ class Hadamard(LinearizedProduct):
                 "ksel": ksel, "gV": g_v}
 
     def build(self, ctx: BlockContext) -> None:
-        gather_entries(ctx, 0, "B", "tb", "rsel", [ctx.row("qb", r) for r in range(ctx.d)])
-        for factor, _, plus, minus in RICHARDSON:
-            self._pair(ctx, factor, plus, minus)
+        """Layer 1 puts B[r, k] e_r in V_{r,k}'s query rows; layer 2 scores it against A's
+        columns with the shared head pairs (`product_heads`): V_{r,k} row plus_i / minus_i
+        gets the pair's output for s_i = A[r,i] B[r,k]."""
+        rows = range(ctx.d)
+        gather_entries(ctx, 0, "B", "tb", "rsel", [ctx.row("qb", r) for r in rows])
+        self.product_heads(ctx, 1, [ctx.row("rd", r) for r in rows],
+                           {ctx.row("qb", r): np.eye(ctx.d)[r] for r in rows})
         self._combine(ctx)
         emit_entries(ctx, 2, "y", "yt")
-
-    def _pair(self, ctx: BlockContext, factor: float, plus: str, minus: str) -> None:
-        """Rows plus_i / minus_i of V_{r,k} get e^(+-f eps s_i) e^C / (f eps Z), s_i =
-        A[r,i] B[r,k], Z the softmax denominator over A's columns and the anchor."""
-        d, eps, anchor = ctx.d, self.values["scale"], self.values["anchor"]
-        basis = np.eye(d + 2)
-        for sign, target in ((1.0, plus), (-1.0, minus)):
-            queries = {ctx.row("qb", r): sign * factor * eps * basis[r] for r in range(d)}
-            queries[ctx.row("one")] = basis[d] + basis[d + 1]
-            keys = {ctx.row("rd", r): basis[r] for r in range(d)}
-            keys[ctx.row("anchor")] = anchor * basis[d]
-            keys[ctx.row("pkeys")] = basis[d + 1]
-            value = math.exp(anchor) / (factor * eps)
-            values = {(ctx.row(target, i), ctx.row("kone", i)): value for i in range(d)}
-            ctx.add_head(1, queries, keys, values, 1.0,
-                         f"linearized softmax, {sign * factor:+g} eps")
 
     def _combine(self, ctx: BlockContext) -> None:
         """y = sum over the pairs of weight * [(D0 / e^C) R_k + (D0 / e^2C) sum_i R_i], with
