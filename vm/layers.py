@@ -116,6 +116,11 @@ class _RowIndexed(nn.Module):
         return self
 
 
+def _take_rows(X: torch.Tensor, rows: slice | torch.Tensor) -> torch.Tensor:
+    """X[rows] (a view for a slice, a gathered copy for an index tensor)."""
+    return X[rows] if isinstance(rows, slice) else X.index_select(0, rows)
+
+
 def _add_rows(X: torch.Tensor, rows: slice | torch.Tensor, update: torch.Tensor) -> None:
     """X[rows] += update, in place (X in the internal (rows, batch, n) layout)."""
     if isinstance(rows, slice):
@@ -208,10 +213,7 @@ class Attention(_RowIndexed):
 
     def _project(self, X: torch.Tensor) -> torch.Tensor:
         """[lam Q; K; V_own] X for every head, stacked: (sum of widths, batch * n)."""
-        flat = X.view(X.shape[0], -1)
-        inputs = flat[self.read] if isinstance(self.read, slice) else flat.index_select(
-            0, self.read)
-        return self.QKV @ inputs
+        return self.QKV @ _take_rows(X.view(X.shape[0], -1), self.read)
 
     @staticmethod
     def _split(projected: torch.Tensor, group: _HeadGroup, batch: int, n: int
@@ -336,9 +338,7 @@ class FeedForward(_RowIndexed):
         if self.empty:
             return
         flat = A.view(A.shape[0], -1)
-        inputs = flat[self.read] if isinstance(self.read, slice) else flat.index_select(0,
-                                                                                     self.read)
-        hidden = torch.addmm(self.b1, self.W1, inputs).relu_()
+        hidden = torch.addmm(self.b1, self.W1, _take_rows(flat, self.read)).relu_()
         if isinstance(self.rows, slice) and not self.has_b2:
             flat[self.rows].addmm_(self.W2, hidden)
             return
