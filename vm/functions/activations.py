@@ -20,6 +20,8 @@ from 0 to 1, so the step is exact outside (0, 1600 / slope) and takes the value
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from vm.functions.arithmetic import UNIT_ROUNDOFF
@@ -55,8 +57,10 @@ class ExplicitSigmoidSum(SigmoidSum):
         """(slopes, biases, coefficients, constant)."""
         raise NotImplementedError
 
-    @property
+    @cached_property
     def fit(self) -> SigmoidFit:
+        """The terms with their truncation measured on CHECK_GRID, once per block: bounds are
+        asked for on every step of an error propagation (vm/calc.py)."""
         slopes, biases, coefficients, constant = self.terms()
         fit = SigmoidFit(slopes, biases, coefficients, constant, 0.0, 0.0)
         error = float(np.abs(fit(CHECK_GRID) - self.target(CHECK_GRID)).max())
@@ -174,7 +178,7 @@ class ReluPrime(ExplicitSigmoidSum):
     def terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         return np.array([self.values["slope"]]), np.array([-STEP_OFFSET]), np.array([1.0]), 0.0
 
-    @property
+    @cached_property
     def fit(self) -> SigmoidFit:
         slopes, biases, coefficients, constant = self.terms()
         return SigmoidFit(slopes, biases, coefficients, constant, 0.0, 0.0)
