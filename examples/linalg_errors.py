@@ -42,11 +42,11 @@ import torch  # noqa: E402
 
 from assembler.fleq import assemble_fleq  # noqa: E402
 from assembler.fleq_punchcard import fleq_geometry_for  # noqa: E402
-from vm.cli.linalg import PRODUCTS, linalg_source, solve  # noqa: E402
-from vm.functions import dtype_parameters  # noqa: E402
+from vm.cli.linalg import (PRODUCTS, linalg_source, matrix_literal,  # noqa: E402
+                           relative_error, solve)
 from vm.executor import EngineConfig, run_traced, run_transformer  # noqa: E402
 from vm.fleq_reference import run_fleq_reference  # noqa: E402
-from vm.functions import make_block  # noqa: E402
+from vm.functions import dtype_parameters, make_block  # noqa: E402
 
 DTYPES = ("float64", "float32")
 N = 4
@@ -70,10 +70,6 @@ def symmetric(ratio: float, seed: int = 1) -> np.ndarray:
     values = np.array([2.0, 2.0 * ratio, 0.6 * ratio, -0.3 * ratio])
     q = orthogonal(rng, N)
     return q @ np.diag(values) @ q.T
-
-
-def relative(got: np.ndarray, want: np.ndarray) -> float:
-    return float(np.abs(got - want).max() / np.abs(want).max())
 
 
 def direction(vector: np.ndarray, top: np.ndarray) -> np.ndarray:
@@ -102,17 +98,14 @@ def iteration_curves(iters: int) -> dict:
     for dtype in DTYPES:
         got, exact = iterates("inverse", inverse_matrix, iters, dtype)
         want = np.linalg.inv(inverse_matrix)
-        curves["inverse", dtype] = ([relative(x[:N, :N], want) for x in got],
-                                    [relative(x[:N, :N], want) for x in exact])
+        curves["inverse", dtype] = ([relative_error(x[:N, :N], want) for x in got],
+                                    [relative_error(x[:N, :N], want) for x in exact])
         got, exact = iterates("eig", eig_matrix, iters, dtype)
-        curves["eig", dtype] = ([relative(direction(v[:N, :1], top), top) for v in got[:-1]],
-                                [relative(direction(v[:N, :1], top), top) for v in exact[:-1]])
+        curves["eig", dtype] = ([relative_error(direction(v[:N, :1], top), top)
+                                 for v in got[:-1]],
+                                [relative_error(direction(v[:N, :1], top), top)
+                                 for v in exact[:-1]])
     return curves
-
-
-def literal(matrix: np.ndarray) -> str:
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
-    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
 
 
 def product_errors(sizes: list[int], cases: int) -> list[dict]:
@@ -133,9 +126,9 @@ def product_errors(sizes: list[int], cases: int) -> list[dict]:
                 data, code = [], []
                 for i, (a, b) in enumerate(operands):
                     want = block.reference(a, b)
-                    data += [f"a{i}: {literal(a)}", f"c{i}: .zeros {want.shape[0]}x"
-                             f"{want.shape[1]}"] + ([f"b{i}: {literal(b)}"] if b is not None
-                                                    else [])
+                    data += [f"a{i}: {matrix_literal(a)}",
+                             f"c{i}: .zeros {want.shape[0]}x{want.shape[1]}"]
+                    data += [f"b{i}: {matrix_literal(b)}"] if b is not None else []
                     code.append(f"c{i} = {name}(a{i}{f', b{i}' if b is not None else ''})")
                 source = f".d {d}\n.data\n" + "\n".join(data) + "\n.code\n" + \
                     "\n".join(code) + "\nhalt\n"

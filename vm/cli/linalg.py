@@ -52,7 +52,8 @@ def load_matrix(path: str) -> np.ndarray:
     return matrix.astype(float)
 
 
-def _literal(matrix: np.ndarray) -> str:
+def matrix_literal(matrix: np.ndarray) -> str:
+    """The FLEQ `.matrix RxC [[..]]` data literal of a 2-D array, every digit kept."""
     rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
     return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
 
@@ -61,10 +62,12 @@ def linalg_source(kind: str, matrix: np.ndarray, iters: int) -> str:
     """The FLEQ program: A from the matrix, one routine call (two for eig)."""
     n = len(matrix)
     if kind == "inverse":
-        return (f"; X = A^-1 by Newton-Schulz\n.d {n}\n.data\nA: {_literal(matrix)}\n"
-                f"X: .zeros {n}x{n}\n.code\nX = inverse(A, iters={iters})\nhalt\n")
-    return (f"; dominant eigenpair by power iteration\n.d {n}\n.data\nA: {_literal(matrix)}\n"
-            f"v: .zeros {n}x1\nlam: 0.0\n.code\nv = power_iteration(A, iters={iters})\n"
+        return (f"; X = A^-1 by Newton-Schulz\n.d {n}\n.data\n"
+                f"A: {matrix_literal(matrix)}\nX: .zeros {n}x{n}\n.code\n"
+                f"X = inverse(A, iters={iters})\nhalt\n")
+    return (f"; dominant eigenpair by power iteration\n.d {n}\n.data\n"
+            f"A: {matrix_literal(matrix)}\nv: .zeros {n}x1\nlam: 0.0\n.code\n"
+            f"v = power_iteration(A, iters={iters})\n"
             f"lam = rayleigh(A, v)\nhalt\n")
 
 
@@ -123,7 +126,8 @@ class LinalgResult:
         return not self.converged or self.errors["transformer_error"] <= self.bound
 
 
-def _relative(got: np.ndarray, want: np.ndarray) -> float:
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| / max |want|: the error measure every linalg line reports."""
     return float(np.abs(got - want).max() / np.abs(want).max())
 
 
@@ -151,9 +155,9 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     if kind == "inverse":
         inverse = np.linalg.inv(matrix)
         x, x_exact = (np.asarray(m["X"], dtype=float).reshape(n, n) for m in (got, exact))
-        errors = {"error": _relative(x, inverse),
-                  "exact_algorithm_error": _relative(x_exact, inverse),
-                  "transformer_error": _relative(x, x_exact)}
+        errors = {"error": relative_error(x, inverse),
+                  "exact_algorithm_error": relative_error(x_exact, inverse),
+                  "transformer_error": relative_error(x, x_exact)}
         scale = float(np.abs(x_exact).max())
         bound = inverse_error_bound(n, a_max, scale, dtype, product) / scale
         return LinalgResult(kind, {"inverse": x}, {"inverse": x_exact}, {"inverse": inverse},
@@ -166,10 +170,11 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     v = _aligned(np.asarray(got["v"], dtype=float).reshape(-1), top)
     v_exact = _aligned(np.asarray(exact["v"], dtype=float).reshape(-1), top)
     lam, lam_exact = float(got["lam"]), float(exact["lam"])
-    errors = {"error": max(_relative(v, top), abs(lam - lam1) / abs(lam1)),
-              "exact_algorithm_error": max(_relative(v_exact, top),
+    errors = {"error": max(relative_error(v, top), abs(lam - lam1) / abs(lam1)),
+              "exact_algorithm_error": max(relative_error(v_exact, top),
                                            abs(lam_exact - lam1) / abs(lam1)),
-              "transformer_error": max(_relative(v, v_exact), abs(lam - lam_exact) / abs(lam1))}
+              "transformer_error": max(relative_error(v, v_exact),
+                                       abs(lam - lam_exact) / abs(lam1))}
     bound = max(eigenvector_error_bound(n, a_max, lam1, lam2, dtype, product)
                 / float(np.abs(v_exact).max()),
                 rayleigh_error_bound(n, a_max, lam1, dtype, product) / abs(lam1))
