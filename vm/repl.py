@@ -31,7 +31,7 @@ from vm.layers import trace_pass
 from vm.progress import Progress
 from vm.repl_assemble import MNEMONICS, assemble_instruction, is_instruction
 from vm.repl_fleq import (FleqLockstep, assemble_fleq_instruction, fleq_changes, format_real,
-                          parse_real_value, resolve_fleq_location, same_value)
+                          inline_real, parse_real_value, resolve_fleq_location, same_value)
 from vm.repl_names import (Location, changes, format_value, instruction_place, listing,
                            location_line, parse_int, resolve_instruction, resolve_location)
 from vm.repl_state import ENGINES, LockstepMachine
@@ -519,7 +519,7 @@ class Repl:
 
     def _inline(self, value) -> str:
         if self._loaded().fleq:
-            return " ".join(format_real(value).split())
+            return inline_real(value)
         return format_value(value)
 
     def _changes(self, before: list, after: list) -> list[str]:

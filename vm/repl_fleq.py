@@ -80,14 +80,15 @@ def fleq_changes(program: FleqProgram, before: list[np.ndarray], after: list[np.
         if np.array_equal(before[variable.cell], after[variable.cell]):
             continue
         location = FleqLocation(variable.name, variable.cell, variable.shape)
-        changed.append(f"{variable.name} = {_inline(location.read(after))} "
-                       f"(was {_inline(location.read(before))})")
+        changed.append(f"{variable.name} = {inline_real(location.read(after))} "
+                       f"(was {inline_real(location.read(before))})")
     if len(changed) > limit:
         changed = changed[:limit] + [f"... and {len(changed) - limit} more"]
     return changed
 
 
-def _inline(value: float | np.ndarray) -> str:
+def inline_real(value: float | np.ndarray) -> str:
+    """`format_real` on one line (a matrix's rows side by side), for change and watch lines."""
     return " ".join(format_real(value).split())
 
 
