@@ -23,7 +23,6 @@ from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqPro
                                     padded)
 from vm.encoding import pm1_code
 from vm.errors import InputError
-from vm.executor import TransformerExecutor
 from vm.fleq_reference import FleqReference
 from vm.repl_state import ENGINES, Lockstep
 
@@ -185,12 +184,7 @@ class FleqLockstep(Lockstep):
         self._write_pc(patched, pc)
         patched[0, instr, column] = torch.as_tensor(card[instr, column], dtype=patched.dtype,
                                                     device=patched.device)
-        typed_pass = TransformerExecutor(self.geometry, self.executor.config)
-        after = typed_pass.step(typed_pass.load_punchcards(patched.double().cpu().numpy()),
-                                self.steps)
-        memory, rows = self.layout.regions["memory"], self.layout["mem"]
-        new_X = self.X.clone()
-        new_X[0, rows, memory.start:memory.stop] = after[0, rows, memory.start:memory.stop]
+        new_X = self._memory_after_pass(patched)
         alone = FleqReference(patched_program)
         alone.cells = [cell.copy() for cell in self.reference.cells]
         alone.pc = pc

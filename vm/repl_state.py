@@ -107,6 +107,19 @@ class Lockstep:
         """Has the active engine reached the EOF instruction?"""
         return self.state().pc == self.program.eof
 
+    def _memory_after_pass(self, patched: torch.Tensor) -> torch.Tensor:
+        """X with its memory rows taken from one pass over `patched` (X with a typed
+        instruction at pc); everything else, the program counter included, stays. The pass
+        runs on an executor whose punchcard is `patched`, so the checked mode, when on,
+        checks it against that rather than against the program's own instruction columns."""
+        typed_pass = TransformerExecutor(self.geometry, self.executor.config)
+        after = typed_pass.step(typed_pass.load_punchcards(patched.double().cpu().numpy()),
+                                self.steps)
+        memory, rows = self.layout.regions["memory"], self.layout["mem"]
+        new_X = self.X.clone()
+        new_X[0, rows, memory.start:memory.stop] = after[0, rows, memory.start:memory.stop]
+        return new_X
+
     def step(self) -> None:
         """One instruction on both engines.
 
@@ -168,13 +181,7 @@ class LockstepMachine(Lockstep):
         for field, column in pointers.items():
             patched[0, layout[field], pc_column] = torch.as_tensor(
                 pm1_code(column, B), dtype=patched.dtype, device=patched.device)
-        typed_pass = TransformerExecutor(self.geometry, self.executor.config)
-        after = typed_pass.step(typed_pass.load_punchcards(patched.double().cpu().numpy()),
-                                self.steps)
-        memory = layout.regions["memory"]
-        new_X = self.X.clone()
-        new_X[0, layout["mem"], memory.start:memory.stop] = \
-            after[0, layout["mem"], memory.start:memory.stop]
+        new_X = self._memory_after_pass(patched)
         single = Program([Instruction(instruction.a, instruction.b, 0)],
                          list(self.reference.memory), bits=self.program.bits,
                          source=self.program.source, eof_operands=self.program.eof_operands)
