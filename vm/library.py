@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from assembler.fleq_program import Shape
 
 
@@ -22,6 +24,21 @@ class Operand:
     name: str
     shape: Shape
     integer: bool
+
+
+def matrix_literal(values: np.ndarray | list[list[float]]) -> str:
+    """A constant as FLEQ data text, `.matrix RxC [[...], ...]`; repr keeps every float
+    exact."""
+    values = np.asarray(values, dtype=float)
+    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in values)
+    return f".matrix {values.shape[0]}x{values.shape[1]} [{rows}]"
+
+
+def expect_shape(operand: "Operand", shape: Shape, role: str) -> None:
+    """ValueError naming the operand by its role unless it has `shape`."""
+    if operand.shape != shape:
+        raise ValueError(f"{role} '{operand.name}' must be {shape[0]}x{shape[1]}, is "
+                         f"{operand.shape[0]}x{operand.shape[1]}")
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ import math
 
 import numpy as np
 
-from vm.library import Expansion, Operand, Routine, RoutineCall
+from vm.library import (Expansion, Operand, Routine, RoutineCall, expect_shape,
+                        matrix_literal)
 from vm.routines import register_routine
 
 TOLERANCE = 2.0 ** -53
@@ -60,22 +61,11 @@ def newton_iterations(score: float) -> int:
     return max(1, math.ceil(math.log2(math.log(TOLERANCE) / math.log(contraction))))
 
 
-def _matrix(values: np.ndarray) -> str:
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in values)
-    return f".matrix {values.shape[0]}x{values.shape[1]} [{rows}]"
-
-
 def _stem(operand: Operand, role: str) -> str:
     if not operand.name.endswith("0"):
         raise ValueError(f"the {role} '{operand.name}' must name chunk 0 (a name ending in 0; "
                          f"the other chunks are the same name ending in 1, 2, ...)")
     return operand.name[:-1]
-
-
-def _check_shape(operand: Operand, shape: tuple[int, int], what: str) -> None:
-    if operand.shape != shape:
-        raise ValueError(f"{what} '{operand.name}' must be {shape[0]}x{shape[1]}, is "
-                         f"{operand.shape[0]}x{operand.shape[1]}")
 
 
 def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
@@ -89,8 +79,8 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
         raise ValueError(f"the chunk '{x0.name}' has {length} tokens (columns), m is {m:g}")
     heads = wq.shape[1]
     for weight in (wq, wk, wv):
-        _check_shape(weight, (width, heads), "the weight")
-    _check_shape(call.destination, (heads, length), "the output chunk")
+        expect_shape(weight, (width, heads), "the weight")
+    expect_shape(call.destination, (heads, length), "the output chunk")
     if not call.keywords["score"] > 0:
         raise ValueError("score must be positive")
     return int(n), int(m), width, heads
@@ -104,20 +94,16 @@ def expand_chunked_attention(call: RoutineCall) -> Expansion:
     wq, wk, wv = (a.name for a in call.arguments[1:])
     score = call.keywords["score"]
     name = call.name
-    identity = np.eye(width)
-    lift_k, lift_v = np.eye(h, 2 * h), np.eye(h, 2 * h, h)
-    numerators = np.vstack([np.eye(h), np.zeros((m, h))]) / (2 * n)
-    normalizers = np.vstack([np.zeros((h, m)), np.eye(m)]) / n
-    data = [f"{name('id')}: {_matrix(identity)}", f"{name('liftk')}: {_matrix(lift_k)}",
-            f"{name('liftv')}: {_matrix(lift_v)}", f"{name('num')}: {_matrix(numerators)}",
-            f"{name('den')}: {_matrix(normalizers)}",
-            f"{name('guess')}: {_matrix(np.eye(m) / math.cosh(score))}",
-            f"{name('two')}: {_matrix(2 * np.eye(m))}",
-            f"{name('wkt')}: .zeros {h}x{width}", f"{name('wvt')}: .zeros {h}x{width}",
-            f"{name('wkl')}: .zeros {width}x{2 * h}", f"{name('wvl')}: .zeros {width}x{2 * h}",
-            f"{name('wkv')}: .zeros {width}x{2 * h}",
-            f"{name('s')}: .zeros {h + m}x{m}", f"{name('t')}: .zeros {h + m}x{m}",
-            f"{name('nt')}: .zeros {m}x{h}"]
+    constants = {"id": np.eye(width), "liftk": np.eye(h, 2 * h), "liftv": np.eye(h, 2 * h, h),
+                 "num": np.vstack([np.eye(h), np.zeros((m, h))]) / (2 * n),
+                 "den": np.vstack([np.zeros((h, m)), np.eye(m)]) / n,
+                 "guess": np.eye(m) / math.cosh(score), "two": 2 * np.eye(m)}
+    data = [f"{name(key)}: {matrix_literal(value)}" for key, value in constants.items()]
+    data += [f"{name('wkt')}: .zeros {h}x{width}", f"{name('wvt')}: .zeros {h}x{width}",
+             f"{name('wkl')}: .zeros {width}x{2 * h}", f"{name('wvl')}: .zeros {width}x{2 * h}",
+             f"{name('wkv')}: .zeros {width}x{2 * h}",
+             f"{name('s')}: .zeros {h + m}x{m}", f"{name('t')}: .zeros {h + m}x{m}",
+             f"{name('nt')}: .zeros {m}x{h}"]
     data += [f"{name(v)}: .zeros {m}x{m}" for v in ("d", "x", "p", "r")]
     for t in range(chunks):
         data += [f"{name(f'q{t}')}: .zeros {h}x{m}", f"{name(f'kv{t}')}: .zeros {2 * h}x{m}"]

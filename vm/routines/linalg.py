@@ -5,7 +5,8 @@ and of the products only A^T B (matmul_tn), the one the linearized softmax compu
 moving data first: A v is T(A^T, v) with A^T = T(A, I) computed once. That keeps the machine
 to six blocks with few heads (a d = 8 pass is about 4x cheaper than with matmul's
 transpositions).
-the routine sees the operands' shapes, never their values, so every number that depends on
+
+The routine sees the operands' shapes, never their values, so every number that depends on
 A (the Newton-Schulz start, the norms) is computed by the machine.
 
 - `X = inverse(A, iters=T)`: X_0 = A^T / ||A||_F^2 (||A||_F^2 = trace(A^T A) >= sigma_max^2,
@@ -22,19 +23,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from vm.functions.base import FunctionBlock
-from vm.library import Expansion, Operand, Routine, RoutineCall, register_routine
+from vm.library import (Expansion, Operand, Routine, RoutineCall, matrix_literal,
+                        register_routine)
 
 NEWTON_STEPS = 3
 """Newton steps after rsqrt's ~1 % guess: the relative error goes 1e-2, 1.5e-4, 3e-8, 1e-15."""
 
 
-def _matrix(rows: list[list[float]]) -> str:
-    body = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in rows)
-    return f".matrix {len(rows)}x{len(rows[0])} [{body}]"
-
-
-def _square(call: RoutineCall, operand: Operand) -> int:
+def _square(operand: Operand) -> int:
     rows, columns = operand.shape
     if rows != columns:
         raise ValueError(f"'{operand.name}' must be a square matrix, got {rows}x{columns}")
@@ -78,25 +77,20 @@ def newton_rsqrt(call: RoutineCall, x: str, y: str, steps: int,
     return data, code
 
 
-def _identity(n: int) -> str:
-    return _matrix([[1.0 if i == j else 0.0 for j in range(n)] for i in range(n)])
-
-
 def expand_inverse(call: RoutineCall) -> Expansion:
     """Newton-Schulz with the natural product T(L, R) = L^T R only (matmul_tn): with
     At = T(A, I), P = A X = T(At, X), and keeping Xt = X^T beside X,
     X (2I - P) = T(Xt, 2I - P) and its transpose (2I - P)^T X^T = T(2I - P, Xt)."""
     (a,) = call.arguments
-    n = _square(call, a)
+    n = _square(a)
     _expect(call.destination, (n, n), "the shape of A")
     iterations = _iterations(call)
     x = call.destination.name
     names = ("eye", "two", "at", "xt", "gram", "norm2", "r", "eps", "p", "loop")
     eye, two, at, xt, gram, norm2, r, eps, product, loop = (call.name(s) for s in names)
     counter, reset, step = _counter(call, iterations)
-    data = counter + [f"{eye}: {_identity(n)}",
-                      f"{two}: " + _matrix([[2.0 if i == j else 0.0 for j in range(n)]
-                                            for i in range(n)]),
+    data = counter + [f"{eye}: {matrix_literal(np.eye(n))}",
+                      f"{two}: {matrix_literal(2 * np.eye(n))}",
                       *(f"{name}: .zeros {n}x{n}" for name in (at, xt, gram, product)),
                       f"{norm2}: 0.0", f"{r}: 0.0", f"{eps}: 0.0"]
     code = [reset,
@@ -117,7 +111,7 @@ def expand_inverse(call: RoutineCall) -> Expansion:
 
 def expand_power_iteration(call: RoutineCall) -> Expansion:
     (a,) = call.arguments
-    n = _square(call, a)
+    n = _square(a)
     _expect(call.destination, (n, 1), "a vector as long as A")
     iterations, steps = _iterations(call), _iterations(call, "newton")
     v = call.destination.name
@@ -126,8 +120,8 @@ def expand_power_iteration(call: RoutineCall) -> Expansion:
                                                 "loop"))
     counter, reset, step = _counter(call, iterations)
     unit = 1.0 / n ** 0.5
-    data = counter + [f"{eye}: {_identity(n)}", f"{at}: .zeros {n}x{n}",
-                      f"{start}: " + _matrix([[unit]] * n),
+    data = counter + [f"{eye}: {matrix_literal(np.eye(n))}", f"{at}: .zeros {n}x{n}",
+                      f"{start}: {matrix_literal(np.full((n, 1), unit))}",
                       f"{zero}: .zeros {n}x1", f"{w}: .zeros {n}x1", f"{norm2}: 0.0",
                       f"{r}: 0.0"]
     newton_data, newton_code = newton_rsqrt(call, norm2, r, steps, from_rsqrt=False)
@@ -147,15 +141,15 @@ def expand_power_iteration(call: RoutineCall) -> Expansion:
 
 def expand_rayleigh(call: RoutineCall) -> Expansion:
     a, v = call.arguments
-    n = _square(call, a)
+    n = _square(a)
     _expect(v, (n, 1), "a vector as long as A")
     _expect(call.destination, (1, 1), "a scalar")
     steps = _iterations(call, "newton")
     lam = call.destination.name
     eye, at, norm2, r, inverse_norm2, w = (call.name(s) for s in
                                            ("eye", "at", "norm2", "r", "q", "w"))
-    data = [f"{eye}: {_identity(n)}", f"{at}: .zeros {n}x{n}", f"{norm2}: 0.0", f"{r}: 0.0",
-            f"{inverse_norm2}: 0.0", f"{w}: .zeros {n}x1"]
+    data = [f"{eye}: {matrix_literal(np.eye(n))}", f"{at}: .zeros {n}x{n}", f"{norm2}: 0.0",
+            f"{r}: 0.0", f"{inverse_norm2}: 0.0", f"{w}: .zeros {n}x1"]
     newton_data, newton_code = newton_rsqrt(call, norm2, r, steps, from_rsqrt=True)
     code = [f"{norm2} = matmul_tn({v.name}, {v.name})",
             *newton_code,

@@ -27,7 +27,7 @@ cell, named with its unique `_` prefix.
 from __future__ import annotations
 
 from vm.functions.activations import ACTIVATIONS
-from vm.library import Expansion, Operand, Routine, RoutineCall
+from vm.library import Expansion, Routine, RoutineCall, expect_shape
 from vm.routines import register_routine
 
 ACTIVATION_CODES = {0: "tanh", 1: "sigmoid", 2: "relu"}
@@ -40,12 +40,6 @@ def activation_code(name: str) -> int:
     if name not in codes:
         raise ValueError(f"unknown activation {name!r} (choose from {', '.join(codes)})")
     return codes[name]
-
-
-def _shape(operand: Operand, rows: int, columns: int, what: str) -> None:
-    if operand.shape != (rows, columns):
-        raise ValueError(f"{what} '{operand.name}' must be {rows}x{columns}, is "
-                         f"{operand.shape[0]}x{operand.shape[1]}")
 
 
 def _loss_destination(call: RoutineCall) -> None:
@@ -73,9 +67,9 @@ def expand_two_layer(call: RoutineCall) -> Expansion:
     _loss_destination(call)
     hidden, inputs = w1.shape
     outputs = w2.shape[0]
-    _shape(x, inputs, 1, "the input")
-    _shape(w2, outputs, hidden, "the output weights")
-    _shape(y, outputs, 1, "the target")
+    expect_shape(x, (inputs, 1), "the input")
+    expect_shape(w2, (outputs, hidden), "the output weights")
+    expect_shape(y, (outputs, 1), "the target")
     code = call.keywords["activation"]
     if code not in ACTIVATION_CODES:
         raise ValueError(f"activation must be one of {sorted(ACTIVATION_CODES)} "
@@ -103,8 +97,8 @@ def expand_linear(call: RoutineCall) -> Expansion:
     w, x, y = call.arguments
     _loss_destination(call)
     outputs, inputs = w.shape
-    _shape(x, inputs, 1, "the input")
-    _shape(y, outputs, 1, "the target")
+    expect_shape(x, (inputs, 1), "the input")
+    expect_shape(y, (outputs, 1), "the target")
     rate = _learning_rate(call)
     p, e, g, half, lr = (call.name(n) for n in ("p", "e", "g", "half", "lr"))
     data = [f"{p}: .zeros {outputs}x1", f"{e}: .zeros {outputs}x1",
