@@ -147,6 +147,9 @@ def test_typed_instructions_run_once_through_the_machine_and_keep_the_pc(session
     assert session.execute("y = inv(x)").startswith("executed")
     assert printed(session, "y") == pytest.approx([0.25], abs=0.02)
     assert session.execute("pc").startswith("step 1  pc 1")
+    theirs, variables = session.machine.state("reference").memory, session.machine.program.variables
+    assert np.array_equal(theirs[variables["w"].cell][:2, 0], [2, 4])
+    assert theirs[variables["y"].cell][0, 0] == 0.25, "the reference ran the typed inv exactly"
     errors = {"w = matmul(M, v)": "the machine has only the blocks add, inv",
               "y = add(x)": "'add' takes 2 operands, got 1",
               "y = add(v, v)": "2x1 but 'y' is 1x1",
