@@ -25,13 +25,12 @@ ones every linearized product shares (vm/functions/products.py).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from vm.blocks.ffn import form_sum, scaled
 from vm.functions.base import GATE_BIG, BlockContext, Domain, Parameter, Shape, register
 from vm.functions.moves import emit_entries, gather_entries
-from vm.functions.products import ANCHOR, RICHARDSON, LinearizedProduct, product_error_bound
+from vm.functions.products import ANCHOR, LinearizedProduct, product_error_bound
 
 SPAN = 10.0
 """Largest |entry| of A and B on which the documented bound holds."""
@@ -107,27 +106,10 @@ class Hadamard(LinearizedProduct):
         emit_entries(ctx, 2, "y", "yt")
 
     def _combine(self, ctx: BlockContext) -> None:
-        """y = sum over the pairs of weight * [(D0 / e^C) R_k + (D0 / e^2C) sum_i R_i], with
-        R_i = (plus_i - minus_i) / 2."""
-        d, anchor = ctx.d, self.values["anchor"]
-        total = math.exp(anchor) + d
-        own, shared = total * math.exp(-anchor) / 2, total * math.exp(-2 * anchor) / 2
+        """y = the decoupled, extrapolated product k of V_{r,k}'s pair rows (`decoupled_form`),
+        kept in column V_{r,k} by the ksel offset (two ReLU units per k, exact)."""
         ffn, y = ctx.ffn(1), ctx.row("y")
-        every: dict[int, float] = {}
-        for _, weight, plus, minus in RICHARDSON:
-            for i in range(d):
-                every[ctx.row(plus, i)] = weight * shared
-                every[ctx.row(minus, i)] = -weight * shared
-        self._linear(ffn, every, ctx.row("gV"), y)
-        for k in range(d):
-            form: dict[int, float] = {}
-            for _, weight, plus, minus in RICHARDSON:
-                form[ctx.row(plus, k)] = weight * own
-                form[ctx.row(minus, k)] = -weight * own
-            self._linear(ffn, form, ctx.row("ksel", k), y)
-
-    @staticmethod
-    def _linear(ffn, form: dict[int, float], gate: int, target: int) -> None:
-        """target += form exactly where the gate offset is 0 (two ReLU units)."""
-        ffn.relu_into({**form, gate: 1.0}, target, 1.0)
-        ffn.relu_into({**{row: -c for row, c in form.items()}, gate: 1.0}, target, -1.0)
+        for k in range(ctx.d):
+            form, gate = self.decoupled_form(ctx, k), {ctx.row("ksel", k): 1.0}
+            ffn.relu_into(form_sum(form, gate), y, 1.0)
+            ffn.relu_into(form_sum(scaled(form, -1.0), gate), y, -1.0)

@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from vm.blocks.ffn import Form
 from vm.functions.arithmetic import UNIT_ROUNDOFF
 from vm.functions.base import (GATE_BIG, BlockContext, Domain, FunctionBlock, Parameter, Shape,
                                register)
@@ -123,19 +124,23 @@ class LinearizedProduct(FunctionBlock):
                 ctx.add_head(layer, queries, keys, values, 1.0,
                              f"linearized softmax, {sign * factor:+g} eps")
 
-    def emit_product(self, ctx: BlockContext, layer: int) -> None:
-        """result_i = sum over both pairs of Richardson weight * (D / 2e^C) *
-        (diff_i + e^-C sum_k diff_k), diff = plus - minus."""
+    def decoupled_form(self, ctx: BlockContext, i: int) -> Form:
+        """Product i as a linear form of the pair rows: the sum over both pairs of Richardson
+        weight * (D / 2e^C) * (diff_i + e^-C sum_k diff_k), diff = plus - minus."""
         big, d = math.exp(self.values["anchor"]), ctx.d
         gain = (big + d) / (2 * big)
-        for i in range(d):
-            form: dict[int, float] = {}
-            for _, weight, plus, minus in RICHARDSON:
-                for k in range(d):
-                    c = weight * gain * ((1.0 if k == i else 0.0) + 1 / big)
-                    form[ctx.row(plus, k)] = form.get(ctx.row(plus, k), 0.0) + c
-                    form[ctx.row(minus, k)] = form.get(ctx.row(minus, k), 0.0) - c
-            ctx.emit_result(layer, i, form)
+        form: Form = {}
+        for _, weight, plus, minus in RICHARDSON:
+            for k in range(d):
+                c = weight * gain * ((1.0 if k == i else 0.0) + 1 / big)
+                form[ctx.row(plus, k)] = form.get(ctx.row(plus, k), 0.0) + c
+                form[ctx.row(minus, k)] = form.get(ctx.row(minus, k), 0.0) - c
+        return form
+
+    def emit_product(self, ctx: BlockContext, layer: int) -> None:
+        """Result row i of every C column = `decoupled_form` i."""
+        for i in range(ctx.d):
+            ctx.emit_result(layer, i, self.decoupled_form(ctx, i))
 
     def error_bound(self, dtype: str) -> float:
         return product_error_bound(self.values["scale"], self.values["anchor"], dtype)
