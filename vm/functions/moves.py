@@ -59,4 +59,3 @@ def emit_entries(ctx: BlockContext, layer: int, source: str, staging: str) -> No
         ctx.add_head(layer, queries, keys, values, MOVE_TEMPERATURE, f"C gathers row {r}")
     for r in range(d):
         ctx.emit_result(layer, r, {ctx.row(staging, r): 1.0})
-

@@ -116,7 +116,6 @@ class SigmoidSum(FunctionBlock):
         ctx.ffn(1).relu_into({ctx.row("isV"): 1.0}, ctx.row("y"), fit.constant)
 
 
-
 @register
 class Inverse(SigmoidSum):
     name = "inv"
