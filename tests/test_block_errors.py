@@ -18,7 +18,7 @@ import torch
 
 from vm.block_errors import edge_values, measure, sample_operands, shape_pairs, summary_line
 from vm.errors import InputError
-from vm.functions import REGISTRY, make_block
+from vm.functions import REGISTRY, dtype_parameters, make_block
 from vm.functions.products import Mul
 
 torch.set_num_threads(1)
@@ -56,6 +56,21 @@ def test_measured_error_is_within_the_documented_bound(name, dtype, d):
                       f"exact={s.exact.tolist()} got={s.computed.tolist()}"
                       for s in errors.violations()[:3])
     assert errors.within_bound, f"{summary_line(errors)}; e.g. {shown}"
+
+
+FLOAT32_PRODUCTS = sorted(name for name, block in REGISTRY.items()
+                          if getattr(block, "float32_scale", None) is not None)
+
+
+@pytest.mark.parametrize("name", FLOAT32_PRODUCTS)
+def test_float32_runs_eps_keeps_products_within_bound_and_beats_float64s(name):
+    """The eps every float32 command uses (dtype_parameters) is measured too, not only the
+    float64 default the registry-wide test runs: within its bound and more accurate."""
+    parameters = dtype_parameters("float32", [name], {})[name]
+    tuned = measure(name, dtype="float32", d=2, count=POINTS, seed=2, **parameters)
+    default = measure(name, dtype="float32", d=2, count=POINTS, seed=2)
+    assert tuned.bounded and tuned.within_bound, summary_line(tuned)
+    assert tuned.max_error < default.max_error, (summary_line(tuned), summary_line(default))
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
