@@ -12,6 +12,7 @@ from assembler.fleq import assemble_fleq
 from assembler.fleq_punchcard import fleq_geometry_for
 from vm.executor import EngineConfig, run_transformer
 from vm.functions import make_block
+from vm.library import matrix_literal
 from vm.machines.fleq import fleq_machine
 
 torch.set_num_threads(1)
@@ -25,11 +26,6 @@ OPERANDS["relu"][0, 0] = 0.0
 STEP = make_block("relu_prime")
 OPERANDS["relu_prime"] = np.array([[0.0, -1e-12, STEP.ramp], [1e-12, -3.0, 2e-9],
                                    [1e3, -1e3, 1e-10]])
-
-
-def literal(matrix: np.ndarray) -> str:
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
-    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
 
 
 def torch_reference(name: str, a: np.ndarray) -> np.ndarray:
@@ -46,7 +42,7 @@ def torch_reference(name: str, a: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def program():
-    data = "\n".join(f"A{i}: {literal(OPERANDS[n])}\nC{i}: .zeros {D}x{D}"
+    data = "\n".join(f"A{i}: {matrix_literal(OPERANDS[n])}\nC{i}: .zeros {D}x{D}"
                      for i, n in enumerate(NAMES))
     code = "\n".join(f"C{i} = {n}(A{i})" for i, n in enumerate(NAMES))
     return assemble_fleq(f".d {D}\n.data\n{data}\n.code\n{code}\nhalt\n", "act.fleq")

@@ -22,6 +22,7 @@ from vm.executor import EngineConfig, run_transformer
 from vm.fleq_reference import run_fleq_reference
 from vm.functions import REGISTRY, make_block
 from vm.functions.attention_oracle import SPAN
+from vm.library import matrix_literal
 from vm.routines import ROUTINES
 from vm.routines.chunked import newton_iterations
 
@@ -118,11 +119,6 @@ def instance_source(n: int, m: int, width: int, h: int, seed: int, score: float 
     lines += [".code", f"Y0 = chunked_attention(X0, Wq, Wk, Wv, n={n}, m={m}, score={score})",
               "halt"]
     return "\n".join(lines) + "\n", x, weights
-
-
-def matrix_literal(matrix: np.ndarray) -> str:
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
-    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
 
 
 def chunks(memory: dict, stem: str) -> np.ndarray:

@@ -13,21 +13,17 @@ from assembler.fleq_punchcard import fleq_geometry_for
 from vm.executor import EngineConfig, run_transformer
 from vm.functions import make_block
 from vm.functions.hadamard import SPAN
+from vm.library import matrix_literal
 
 torch.set_num_threads(1)
 RNG = np.random.default_rng(11)
-
-
-def literal(matrix: np.ndarray) -> str:
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
-    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
 
 
 def run_products(pairs: list[tuple[np.ndarray, np.ndarray]], d: int, dtype: str,
                  scale: float) -> list[np.ndarray]:
     data, code = [], []
     for i, (a, b) in enumerate(pairs):
-        data += [f"A{i}: {literal(a)}", f"B{i}: {literal(b)}",
+        data += [f"A{i}: {matrix_literal(a)}", f"B{i}: {matrix_literal(b)}",
                  f"C{i}: .zeros {a.shape[0]}x{a.shape[1]}"]
         code.append(f"C{i} = hadamard(A{i}, B{i})")
     source = (f".d {d}\n.function hadamard scale={scale}\n.data\n" + "\n".join(data) +

@@ -12,6 +12,7 @@ from assembler.fleq import assemble_fleq
 from assembler.fleq_punchcard import fleq_geometry_for
 from vm.executor import EngineConfig, run_transformer
 from vm.functions import make_block
+from vm.library import matrix_literal
 from vm.machines.fleq import fleq_machine
 
 torch.set_num_threads(1)
@@ -19,11 +20,6 @@ torch.set_num_threads(1)
 FLOAT32_PRODUCT = {"scale": 1e-3}
 """Product parameters for float32 runs: eps = 1e-5 is for float64 (docs/linalg.md)."""
 PRODUCTS = ("matmul", "matmul_tn", "matmul_nt", "scale", "sumsq")
-
-
-def literal(matrix: np.ndarray) -> str:
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
-    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
 
 
 def numpy_reference(name: str, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -40,10 +36,10 @@ def run_cases(name: str, cases: list[tuple[np.ndarray, np.ndarray | None]], d: i
     """One program computing `name` on every case; (transformer, numpy) per case."""
     data, code = [], []
     for index, (a, b) in enumerate(cases):
-        data.append(f"a{index}: {literal(a)}")
+        data.append(f"a{index}: {matrix_literal(a)}")
         arguments = f"a{index}"
         if b is not None:
-            data.append(f"b{index}: {literal(b)}")
+            data.append(f"b{index}: {matrix_literal(b)}")
             arguments += f", b{index}"
         want = numpy_reference(name, a, b)
         data.append(f"c{index}: .zeros {want.shape[0]}x{want.shape[1]}")

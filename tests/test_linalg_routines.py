@@ -15,6 +15,7 @@ from assembler.fleq_punchcard import fleq_geometry_for
 from vm.executor import EngineConfig, run_transformer
 from vm.fleq_reference import run_fleq_reference
 from vm.functions import REGISTRY, make_block
+from vm.library import matrix_literal
 from vm.routines import ROUTINES
 from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
                                 rayleigh_error_bound)
@@ -25,11 +26,6 @@ PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "fleq"
 
 FLOAT32 = {name: {"scale": 1e-3} for name in ("matmul_tn", "scale")}
 """Product parameters for float32 (docs/linalg.md)."""
-
-
-def literal(matrix: np.ndarray) -> str:
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
-    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
 
 
 def well_conditioned(n: int, seed: int, low: float = 1.0, high: float = 2.0) -> np.ndarray:
@@ -60,19 +56,19 @@ def run_both(source: str | Path, dtype: str, parameters: dict | None = None):
 
 def inverse_source(a: np.ndarray, iters: int) -> str:
     n = len(a)
-    return (f".d {n}\n.data\nA: {literal(a)}\nX: .zeros {n}x{n}\n.code\n"
+    return (f".d {n}\n.data\nA: {matrix_literal(a)}\nX: .zeros {n}x{n}\n.code\n"
             f"X = inverse(A, iters={iters})\nhalt\n")
 
 
 def eig_source(a: np.ndarray, iters: int) -> str:
     n = len(a)
-    return (f".d {n}\n.data\nA: {literal(a)}\nv: .zeros {n}x1\nlam: 0.0\n.code\n"
+    return (f".d {n}\n.data\nA: {matrix_literal(a)}\nv: .zeros {n}x1\nlam: 0.0\n.code\n"
             f"v = power_iteration(A, iters={iters})\nlam = rayleigh(A, v)\nhalt\n")
 
 
 def test_expansions_call_only_registered_blocks():
     a, _ = symmetric(3, 0)
-    source = (f".d 3\n.data\nA: {literal(a)}\nX: .zeros 3x3\nv: .zeros 3x1\nlam: 0.0\n.code\n"
+    source = (f".d 3\n.data\nA: {matrix_literal(a)}\nX: .zeros 3x3\nv: .zeros 3x1\nlam: 0.0\n.code\n"
               "X = inverse(A, iters=2)\nv = power_iteration(A, iters=2)\nlam = rayleigh(A, v)\n"
               "halt\n")
     program = assemble_fleq(source)
