@@ -187,10 +187,6 @@ def value_pool(domain: Domain, rng: np.random.Generator, size: int = 64) -> np.n
     return np.unique(pool[[_inside(domain, v) for v in pool]])
 
 
-def _draw(shape: Shape, pool: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return rng.choice(pool, size=shape)
-
-
 def _onto_domain(block: FunctionBlock, a: np.ndarray, b: np.ndarray | None,
                  domain: Domain) -> tuple[np.ndarray, np.ndarray | None] | None:
     """Operands whose result lies in a result domain: as drawn, else A scaled so the
@@ -226,8 +222,8 @@ def sample_operands(block: FunctionBlock, d: int, count: int,
     per_shape = max(1, (count - len(operands)) // len(pairs))
     for a_shape, b_shape in pairs:
         for _ in range(per_shape):
-            operands.append((_draw(a_shape, pool, rng),
-                             None if b_shape is None else _draw(b_shape, pool, rng)))
+            operands.append((rng.choice(pool, size=a_shape),
+                             None if b_shape is None else rng.choice(pool, size=b_shape)))
     kept = [_onto_domain(block, a, b, domain) for a, b in operands]
     return [pair for pair in kept if pair is not None][:max(count, len(edges) ** 2)]
 
@@ -242,11 +238,15 @@ def one_instruction_program(block: FunctionBlock, d: int, a: np.ndarray,
     instruction = FleqInstruction(block.name, A_CELL, ZERO_CELL if b is None else B_CELL,
                                   C_CELL, ONE_CELL, 1, out, a.shape, b_shape,
                                   text=f"C = {block.name}(A{'' if b is None else ', B'})")
-    cells = [padded(0.0, d), padded(1.0, d), padded(a, d),
-             padded(0.0 if b is None else b, d), padded(0.0, d)]
     functions = ((block.name, tuple(sorted(block.values.items()))),)
-    return FleqProgram([instruction], cells, d=d, functions=functions,
+    return FleqProgram([instruction], sample_cells(d, a, b), d=d, functions=functions,
                        source=f"<{block.name} sample>")
+
+
+def sample_cells(d: int, a: np.ndarray, b: np.ndarray | None) -> list[np.ndarray]:
+    """The data of `one_instruction_program`: @zero, @one, A, B (zero if unary), C = 0."""
+    return [padded(0.0, d), padded(1.0, d), padded(a, d), padded(0.0 if b is None else b, d),
+            padded(0.0, d)]
 
 
 def _in_dtype(value: np.ndarray | None, dtype: str) -> np.ndarray | None:
@@ -267,8 +267,7 @@ def run_samples(block: FunctionBlock, d: int, operands: list[tuple[np.ndarray, n
         out = template.instructions[0].shape
         for start in range(0, len(indices), BATCH):
             chunk = indices[start:start + BATCH]
-            programs = [replace(template, cells=one_instruction_program(
-                block, d, *operands[i]).cells) for i in chunk]
+            programs = [replace(template, cells=sample_cells(d, *operands[i])) for i in chunk]
             X = executor.step(executor.load(programs))
             for i, (cells, pc) in zip(chunk, executor.decode(X)):
                 if pc != 1:
