@@ -98,9 +98,10 @@ def markdown(results: dict[tuple[str, str], TrainingComparison],
              "| problem | dtype | steps | seconds | final loss (transformer) | final loss (exact)"
              " | max weight difference | domain |", "|---|---|---|---|---|---|---|---|"]
     for (title, dtype), result in results.items():
+        escaped = domain(result).replace("|", "\\|")
         lines.append(f"| {title} | {dtype} | {result.steps} | {seconds[(title, dtype)]:.0f} | "
                      f"{result.transformer.losses[-1]:.6g} | {result.exact.losses[-1]:.6g} | "
-                     f"{max(result.weight_distances):.2g} | {domain(result)} |")
+                     f"{max(result.weight_distances):.2g} | {escaped} |")
     for (title, dtype), result in results.items():
         lines += ["", f"## {title}, {dtype}", "",
                   "| epoch | loss (transformer) | loss (exact) | max \\|W - W_exact\\| |",
