@@ -19,10 +19,10 @@ from vm.compare import compare_fleq
 from vm.executor import EngineConfig, run_transformer
 from vm.fleq_reference import FleqReference, run_fleq_reference
 from vm.functions import REGISTRY, make_block
-from vm.library import Operand, RoutineCall
+from vm.library import Operand, RoutineCall, matrix_literal
 from vm.routines import ROUTINES
 from vm.routines.sgd import ACTIVATION_CODES, activation_code
-from vm.training import TrainingSetup, _matrix, _vector, epoch_length, exact_sgd
+from vm.training import TrainingSetup, epoch_length, exact_sgd
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "fleq"
 
@@ -128,8 +128,9 @@ def test_one_step_on_the_transformer_is_torch_autograds_gradient(activation):
     rng = np.random.default_rng(1)
     w1, w2 = rng.normal(size=(3, 3)), rng.normal(size=(2, 3))
     x, y, lr = rng.normal(size=3), rng.normal(size=2), 0.5
-    source = (f".data\nW1: {_matrix(w1)}\nW2: {_matrix(w2)}\nx: {_vector(x)}\n"
-              f"y: {_vector(y)}\nloss: 0.0\n.code\nloss = sgd_step(W1, W2, x, y, lr={lr}, "
+    source = (f".data\nW1: {matrix_literal(w1)}\nW2: {matrix_literal(w2)}\n"
+              f"x: {matrix_literal(x[:, None])}\ny: {matrix_literal(y[:, None])}\n"
+              f"loss: 0.0\n.code\nloss = sgd_step(W1, W2, x, y, lr={lr}, "
               f"activation={activation_code(activation)})\nhalt\n")
     program = assemble_fleq(source, "step.fleq")
     result = run_transformer(program, fleq_geometry_for(program), 100,
