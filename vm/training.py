@@ -285,13 +285,20 @@ class TrainingComparison:
         return [abs(a - b) for a, b in zip(self.transformer.losses, self.exact.losses)]
 
 
+def starting_point(x: np.ndarray, y: np.ndarray, setup: TrainingSetup
+                   ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """(inputs with their bias column, targets, initial weights): what the program and exact
+    SGD both start from, so a shown program is the one `train` runs."""
+    x, y = check_dataset(x, y)
+    inputs = features(x, setup.bias)
+    return inputs, y, initial_weights(inputs.shape[1], setup.hidden, y.shape[1], setup.seed)
+
+
 def train(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
           config: EngineConfig | None = None,
           progress: Callable[[int], None] | None = None) -> TrainingComparison:
     """Build the program from the data, run it on the transformer and run exact SGD."""
-    x, y = check_dataset(x, y)
-    inputs = features(x, setup.bias)
-    weights = initial_weights(inputs.shape[1], setup.hidden, y.shape[1], setup.seed)
+    inputs, y, weights = starting_point(x, y, setup)
     program = assemble_training(inputs, y, setup, weights)
     transformer = run_on_transformer(program, setup, config, progress)
     exact = exact_sgd(inputs, y, setup, weights)

@@ -9,8 +9,7 @@ from dataclasses import replace
 from vm.cli.common import add_engine_arguments, engine_config, non_negative_int, positive_int
 from vm.functions.activations import ACTIVATIONS
 from vm.progress import Progress
-from vm.training import (TrainingSetup, features, initial_weights, load_dataset,
-                         program_source, train)
+from vm.training import TrainingSetup, load_dataset, program_source, starting_point, train
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -51,10 +50,9 @@ def run(args: argparse.Namespace) -> int:
     setup = TrainingSetup(args.hidden, args.lr, args.epochs, args.activation,
                           not args.no_bias, args.seed, config.dtype or "float64")
     config = replace(config, dtype=setup.dtype)
-    inputs = features(x, setup.bias)
     if args.show_program:
-        weights = initial_weights(inputs.shape[1], setup.hidden, y.shape[1], setup.seed)
-        print(program_source(inputs, y, setup, weights), end="")
+        inputs, targets, weights = starting_point(x, y, setup)
+        print(program_source(inputs, targets, setup, weights), end="")
         return 0
     progress = Progress("steps")
     try:
