@@ -1,5 +1,6 @@
-"""Linear algebra blocks: transpose (Lemma 6), matrix products (Lemma 7), scale, sumsq, trace,
-rsqrt.
+"""Linear algebra blocks: transpose (Lemma 6), matrix products (Lemma 7), scale, sumsq, trace.
+(rsqrt, which the linear algebra routines also call, is a sum of sigmoids:
+vm/functions/sigmoid_sums.py.)
 
 Products are `LinearizedProduct`s (vm/functions/products.py): two ±eps head pairs
 with the coupling correction and Richardson extrapolation, accurate to about 1e-10 in
@@ -17,7 +18,6 @@ from vm.functions.base import (GATE_BIG, MOVE_TEMPERATURE, BlockContext, Domain,
                                Parameter, Shape, register)
 from vm.functions.moves import gather_operand
 from vm.functions.products import ANCHOR, MAX_BLOCK_SIZE, SpannedProduct
-from vm.functions.sigmoid_sums import SigmoidSum
 
 SCALE = Parameter("scale", 1e-5, "eps: scores are eps * a . b (the second head pair uses "
                   "2 eps); 1e-5 suits float64, about 1e-3 float32")
@@ -317,32 +317,3 @@ class Trace(FunctionBlock):
                      {(ctx.row("diag"), ctx.row("dg")): float(ctx.d)}, MOVE_TEMPERATURE,
                      "average of the diagonal entries")
         ctx.emit_result(1, 0, {ctx.row("diag"): 1.0})
-
-
-@register
-class InverseSquareRoot(SigmoidSum):
-    name = "rsqrt"
-    summary = "c = 1 / sqrt(a), elementwise, as a sum of sigmoids"
-    lemma = "Lemma 5"
-    parameters = (Parameter("terms", 16, "number of sigmoid terms (attention heads); 16 give "
-                            "about 3.5 % relative error, a first guess that Newton steps refine"),
-                  SigmoidSum.SHARPNESS,
-                  Parameter("low", 0.01, "smallest a of the domain"),
-                  Parameter("high", 100.0, "largest a of the domain"))
-
-    def __init__(self, **values: float) -> None:
-        super().__init__(**values)
-        if not 0 < self.values["low"] < self.values["high"]:
-            raise ValueError("rsqrt needs 0 < low < high")
-
-    @staticmethod
-    def target(x: np.ndarray) -> np.ndarray:
-        return 1.0 / np.sqrt(np.maximum(np.asarray(x, dtype=float), 1e-300))
-
-    def fit_range(self) -> tuple[float, float, float | None]:
-        """The gap makes the fitting grid geometric from low, where 1/sqrt(a) is steepest."""
-        return self.values["low"], self.values["high"], self.values["low"]
-
-    def domain(self) -> Domain:
-        low, high = self.values["low"], self.values["high"]
-        return Domain(f"{low:g} <= a <= {high:g}", low, high)

@@ -157,3 +157,32 @@ class Sqrt(SigmoidSum):
     def domain(self) -> Domain:
         low, high = self.values["low"], self.values["high"]
         return Domain(f"a = 0 or {low:g} <= a <= {high:g}", 0.0, high, 0.0, low)
+
+
+@register
+class InverseSquareRoot(SigmoidSum):
+    name = "rsqrt"
+    summary = "c = 1 / sqrt(a), elementwise, as a sum of sigmoids"
+    lemma = "Lemma 5"
+    parameters = (Parameter("terms", 16, "number of sigmoid terms (attention heads); 16 give "
+                            "about 3.5 % relative error, a first guess that Newton steps refine"),
+                  SigmoidSum.SHARPNESS,
+                  Parameter("low", 0.01, "smallest a of the domain"),
+                  Parameter("high", 100.0, "largest a of the domain"))
+
+    def __init__(self, **values: float) -> None:
+        super().__init__(**values)
+        if not 0 < self.values["low"] < self.values["high"]:
+            raise ValueError("rsqrt needs 0 < low < high")
+
+    @staticmethod
+    def target(x: np.ndarray) -> np.ndarray:
+        return 1.0 / np.sqrt(np.maximum(np.asarray(x, dtype=float), 1e-300))
+
+    def fit_range(self) -> tuple[float, float, float | None]:
+        """The gap makes the fitting grid geometric from low, where 1/sqrt(a) is steepest."""
+        return self.values["low"], self.values["high"], self.values["low"]
+
+    def domain(self) -> Domain:
+        low, high = self.values["low"], self.values["high"]
+        return Domain(f"{low:g} <= a <= {high:g}", low, high)
