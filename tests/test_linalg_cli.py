@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 import torch
 
+from assembler.fleq import assemble_fleq_file
+from assembler.fleq_punchcard import fleq_geometry_for
 from vm.cli import main
+from vm.machines import machine_for
 
 torch.set_num_threads(1)
 
@@ -114,7 +117,11 @@ def test_inspect_puts_the_programs_beside_table_1(capsys, program, name):
     code, out, _ = run_cli(capsys, "inspect", str(PROGRAMS / program))
     assert code == 0
     line = next(line for line in out.splitlines() if f"Table 1, {name}" in line)
-    assert "13 layers, 1 head;" in line and "here 7 layers" in line
+    compiled = assemble_fleq_file(PROGRAMS / program)
+    weights = machine_for(fleq_geometry_for(compiled)).weights
+    most = max(len(layer.heads) for layer in weights.layers)
+    assert "13 layers, 1 head;" in line
+    assert f"here {len(weights.layers)} layers, {most} heads per layer at most" in line
 
 
 def test_too_few_iterations_say_not_converged_and_exit_0(capsys, saved):
