@@ -200,7 +200,9 @@ class Mul(SpannedProduct):
 
 
 @register
-class Percentage(LinearizedProduct):
+class Percentage(SpannedProduct):
+    """Its span bounds the operand a (the result is 0.01 a), and it needs one layer."""
+
     name = "percentage"
     arity = 1
     summary = "c = a / 100 for scalars, a product with the constant 0.01 (Corollary 3)"
@@ -211,11 +213,6 @@ class Percentage(LinearizedProduct):
                             "pair uses 2 eps); 1e-3 suits float64, 1e-1 float32"),
                   ANCHOR,
                   Parameter("span", 100.0, "largest |a| the bound covers"))
-
-    def __init__(self, **values: float) -> None:
-        super().__init__(**values)
-        if not self.values["span"] > 0:
-            raise ValueError("percentage.span must be positive")
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != (1, 1):
