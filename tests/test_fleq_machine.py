@@ -11,7 +11,7 @@ import pytest
 from assembler.fleq import assemble_fleq, assemble_fleq_file
 from assembler.fleq_punchcard import fleq_geometry_for
 from vm.compare import compare_fleq
-from vm.errors import InexactMovesError, InputError
+from vm.errors import InexactMovesError, InputError, PrecisionError
 from vm.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
 from vm.fleq_reference import run_fleq_reference
 from vm.machines.fleq import exact_move_temperature, fleq_machine
@@ -233,6 +233,20 @@ def test_checked_mode_passes_a_correct_run(loop):
     result = run_transformer(program, geometry, 1000, EngineConfig(checked=True))
     for got, want in zip(result.memory, run_fleq_reference(program, 1000).cells):
         np.testing.assert_array_equal(got, want)
+
+
+def test_checked_mode_names_step_layer_column_and_field_of_a_bad_state(loop):
+    """With reads exact at any allowed temperature, the checked mode still catches a state
+    off its ±1 pattern: a pc code with its top bit zeroed comes back ±1 after the pass."""
+    program, geometry = loop
+    executor = TransformerExecutor(geometry, EngineConfig(checked=True))
+    X = executor.load([program])
+    X[:, executor.layout["pc"].start, 0] = 0.0
+    with pytest.raises(PrecisionError) as caught:
+        executor.run(X, 1000)
+    error, last = caught.value, len(executor.model.layers) - 1
+    assert (error.step, error.layer, error.column, error.field) == (0, last, 0, "pc")
+    assert str(error).startswith(f"precision error at step 0, layer {last}, column 0")
 
 
 def test_a_counter_beyond_the_dtypes_exact_integers_is_refused_at_load():
