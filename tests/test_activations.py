@@ -81,7 +81,7 @@ def test_transformer_within_documented_bound(program, dtype):
         assert (np.abs(got - exact) <= bound).all(), (name, np.abs(got - exact).max())
 
 
-def test_error_is_small_not_just_bounded(program):
+def test_error_is_small_not_just_bounded():
     """The float64 bounds are tight enough to train with: the function itself to 1e-14,
     derivatives to 1e-8."""
     for name, limit in (("sigmoid", 1e-14), ("tanh", 1e-14), ("sigmoid_prime", 1e-10),
