@@ -25,7 +25,7 @@ from vm.functions import REGISTRY, dtype_parameters
 from vm.geometry import Geometry
 from vm.layers import ATTENTION_MODES
 from vm.machines.fleq import FleqMachine
-from vm.reference import RunResult, TraceStep
+from vm.reference import RunResult
 
 
 def _int_at_least(text: str, minimum: int) -> int:
