@@ -203,3 +203,13 @@ def test_export_help_documents_the_fleq_layout(capsys):
     text = capsys.readouterr().out
     for word in ("cell_start", "memory_names", "halt_pc", "FLEQ", "encoding \"real\""):
         assert word in text
+
+
+def test_export_refuses_a_temperature_whose_moves_are_not_exact(tmp_path, capsys):
+    """As run does: weights whose moves leak would be exported silently otherwise."""
+    source = tmp_path / "loop.fleq"
+    source.write_text(LOOP)
+    out = tmp_path / "export"
+    assert main(["export", str(source), "-o", str(out), "--temperature", "5"]) == 1
+    assert "not exact in float64" in capsys.readouterr().err and not out.exists()
+    assert main(["export", str(source), "-o", str(out), "--temperature", "746"]) == 0

@@ -83,6 +83,9 @@ def export(directory: str | Path, weights: MachineWeights, layout: Layout, punch
     return directory
 
 
+FLEQ_DTYPE = "float64"
+"""The dtype layout.json names for a FLEQ run (the products need it); the export refuses a
+temperature whose moves are not exact in it."""
 FLEQ_MEMORY_ENCODING = ("real: the memory region is a sequence of cells of d consecutive "
                         "columns; cell i starts at column cell_start + i * d and holds a d x d "
                         "matrix in the d rows of memory_field (matrix column k in the cell's "
@@ -103,4 +106,4 @@ def fleq_layout_extra(program: FleqProgram, geometry: FleqGeometry) -> dict:
             "memory_names": names, "pc_column": 0,
             "pc_encoding": "pm1-binary-msb-first (absolute column index of the instruction)",
             "instruction_start": geometry.instruction_start, "halt_pc": geometry.eof_column,
-            "dtype": "float64"}
+            "dtype": FLEQ_DTYPE}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 
 from assembler.fleq_program import FleqProgram
-from assembler.punchcard import encode
 from vm.cli.common import add_program_arguments, load_program
-from vm.export import export, fleq_layout_extra
+from vm.errors import InexactMovesError
+from vm.export import FLEQ_DTYPE, export, fleq_layout_extra
 from vm.layers import ATTENTION_MODES
 from vm.machines import machine_for
-
+from vm.machines.fleq import exact_move_temperature
 DESCRIPTION = """\
 Write DIR/weights.npz (every Q, K, V, lam, mask, W1, b1, W2, b2 and a JSON meta string),
 DIR/layout.json (how to decode memory and the program counter) and DIR/punchcard.npy (X
@@ -51,11 +51,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
     machine = machine_for(geometry, args.temperature)
+    if not machine.moves_are_exact(FLEQ_DTYPE):
+        raise InexactMovesError(machine.temperature, FLEQ_DTYPE,
+                                exact_move_temperature(FLEQ_DTYPE))
+    punchcard = machine.encode(program)
     if isinstance(program, FleqProgram):
-        punchcard = machine.encode(program)
         bits, extra = geometry.pos_bits, fleq_layout_extra(program, geometry)
     else:
-        punchcard = encode(program, geometry, machine.layout)
         bits = geometry.bits
         extra = {"pc_column": 0, "halt_pc": geometry.eof_column,
                  "pc_encoding": "pm1-binary-msb-first (absolute column index)",
