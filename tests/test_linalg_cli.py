@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,8 @@ import torch
 from assembler.fleq import assemble_fleq_file
 from assembler.fleq_punchcard import fleq_geometry_for
 from vm.cli import main
+from vm.cli.linalg import solve
+from vm.executor import EngineConfig
 from vm.machines import machine_for
 
 torch.set_num_threads(1)
@@ -56,6 +59,7 @@ def test_inverse_prints_the_result_beside_numpy_with_error_lines(capsys, saved):
     assert float(shown["exact_algorithm_error"]) < 1e-14
     assert 0 < float(shown["transformer_error"]) <= float(shown["bound"]) < 1e-7
     assert shown["dtype"] == "float64" and shown["iters"] == "8"
+    assert shown["domain"] == "ok"
 
 
 def test_eig_json_gives_the_dominant_eigenpair(capsys, saved):
@@ -70,6 +74,15 @@ def test_eig_json_gives_the_dominant_eigenpair(capsys, saved):
     assert abs(payload["transformer_eigenvalue"] - values[-1]) < 1e-8
     assert np.abs(vector * np.sign(vector[0]) - top).max() < 1e-6
     assert payload["transformer_error"] <= payload["bound"]
+    assert payload["domain"] == "ok"
+
+
+def test_a_block_outside_its_domain_fails_the_run_whatever_the_error():
+    a = np.array([[2.0, 0.5], [-0.3, 1.5]])
+    result = solve("inverse", a, 8, EngineConfig(dtype="float64"))
+    assert result.domain == "ok" and result.within_bound
+    outside = replace(result, domain="step 3: X = matmul_tn(A, B) leaves matmul_tn's domain")
+    assert not outside.within_bound
 
 
 def test_float32_uses_float32_product_parameters_and_stays_within_its_bound(capsys, saved):
