@@ -25,12 +25,11 @@ from assembler.program import Program
 from assembler.fleq_program import FleqProgram
 from assembler.punchcard import all_instructions
 from vm.encoding import pm1_code
-from vm.errors import InexactMovesError, InputError, PrecisionError
+from vm.errors import InputError, PrecisionError
 from vm.geometry import Geometry
 from vm.layers import (ATTENTION_MODES, LoopedTransformer, cpu_threads, flush_denormals,
                        from_internal, to_internal)
 from vm.machines import machine_for
-from vm.machines.fleq import exact_move_temperature
 from vm.machines.subleq import STATE_TOLERANCE
 from vm.fleq_reference import FleqStep
 from vm.reference import RunResult, TraceStep
@@ -101,9 +100,8 @@ class TransformerExecutor:
                             config.attention)
         self.checked = (not self.machine.temperature_is_safe(self.dtype_name)
                         if config.checked is None else config.checked)
-        if self.checked and not self.machine.moves_are_exact(self.dtype_name):
-            raise InexactMovesError(self.machine.temperature, self.dtype_name,
-                                    exact_move_temperature(self.dtype_name))
+        if self.checked:
+            self.machine.check_exact_moves(self.dtype_name)
         self.device, self.dtype = torch.device(config.device), DTYPES[self.dtype_name]
         self._pc_rows = self.layout["pc"]
         eof = pm1_code(geometry.eof_column, geometry.pos_bits)

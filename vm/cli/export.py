@@ -6,11 +6,9 @@ import argparse
 
 from assembler.fleq_program import FleqProgram
 from vm.cli.common import add_program_arguments, load_program
-from vm.errors import InexactMovesError
 from vm.export import FLEQ_DTYPE, export, fleq_layout_extra
 from vm.layers import ATTENTION_MODES
 from vm.machines import machine_for
-from vm.machines.fleq import exact_move_temperature
 DESCRIPTION = """\
 Write DIR/weights.npz (every Q, K, V, lam, mask, W1, b1, W2, b2 and a JSON meta string),
 DIR/layout.json (how to decode memory and the program counter) and DIR/punchcard.npy (X
@@ -51,9 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
     machine = machine_for(geometry, args.temperature)
-    if not machine.moves_are_exact(FLEQ_DTYPE):
-        raise InexactMovesError(machine.temperature, FLEQ_DTYPE,
-                                exact_move_temperature(FLEQ_DTYPE))
+    machine.check_exact_moves(FLEQ_DTYPE)
     punchcard = machine.encode(program)
     if isinstance(program, FleqProgram):
         bits, extra = geometry.pos_bits, fleq_layout_extra(program, geometry)

@@ -35,6 +35,7 @@ from vm.blocks import arith
 from vm.blocks.correct import clear, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
 from vm.functions.base import GATE_BIG, MOVE_TEMPERATURE, BlockContext, BlockLayer
+from vm.errors import InexactMovesError
 from vm.layers import mask_matrix
 from vm.layout import Layout
 from vm.machines.fleq_layout import POINTERS, FleqGeometry, fleq_layout
@@ -78,6 +79,11 @@ class FleqMachine:
         """Every off-match weight of a moving head underflows to exactly 0 (score margin at
         least 1, so e^(-temperature) must be below the dtype's smallest subnormal)."""
         return self.temperature >= exact_move_temperature(dtype)
+
+    def check_exact_moves(self, dtype: str) -> None:
+        """Raise InexactMovesError unless reals move bit-exactly in `dtype`."""
+        if not self.moves_are_exact(dtype):
+            raise InexactMovesError(self.temperature, dtype, exact_move_temperature(dtype))
 
 
 def exact_move_temperature(dtype: str) -> float:

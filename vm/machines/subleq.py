@@ -115,9 +115,8 @@ class SubleqMachine:
     def temperature_is_safe(self, dtype: str) -> bool:
         return temperature_is_safe(self)
 
-    def moves_are_exact(self, dtype: str) -> bool:
+    def check_exact_moves(self, dtype: str) -> None:
         """No real-valued data: every move is a ±1 code the checked mode validates."""
-        return True
 
 
 def _fetch_layer(layout: Layout, lam: float) -> LayerWeights:
