@@ -42,11 +42,11 @@ import torch  # noqa: E402
 
 from assembler.fleq import assemble_fleq  # noqa: E402
 from assembler.fleq_punchcard import fleq_geometry_for  # noqa: E402
-from vm.cli.linalg import (PRODUCTS, linalg_source, matrix_literal,  # noqa: E402
-                           relative_error, solve)
+from vm.cli.linalg import PRODUCTS, linalg_source, relative_error, solve  # noqa: E402
 from vm.executor import EngineConfig, run_traced, run_transformer  # noqa: E402
 from vm.fleq_reference import run_fleq_reference  # noqa: E402
 from vm.functions import dtype_parameters, make_block  # noqa: E402
+from vm.library import matrix_literal  # noqa: E402
 
 DTYPES = ("float64", "float32")
 N = 4

@@ -10,6 +10,7 @@ import pytest
 
 from assembler.fleq import assemble_fleq, assemble_fleq_file
 from vm.fleq_reference import FleqReference, run_fleq_reference
+from vm.library import matrix_literal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,12 +63,6 @@ def test_goto_skips_and_halt_stops_before_later_instructions():
     result = run_fleq_reference(program, trace=True)
     assert [step.pc for step in result.trace] == [0, 2, 3]
     assert result.halted and program.named_memory(result.cells)["x"] == 0.0
-
-
-def matrix_literal(matrix: np.ndarray) -> str:
-    """`.matrix RxC [[..]]` with every float written exactly (repr round-trips)."""
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
-    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
 
 
 def test_matrices_add_and_subtract_elementwise_and_keep_their_padding_zero():

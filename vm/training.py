@@ -32,6 +32,7 @@ from vm.executor import EngineConfig, TransformerExecutor
 from vm.domains import DomainViolation, first_domain_violation
 from vm.functions import dtype_parameters
 from vm.functions.activations import ACTIVATIONS, sigmoid
+from vm.library import matrix_literal
 from vm.routines.sgd import activation_code
 
 MAX_BLOCK = 16
@@ -179,11 +180,6 @@ def _vector(values: np.ndarray) -> str:
     return ".vector [" + ", ".join(repr(float(v)) for v in values) + "]"
 
 
-def _matrix(values: np.ndarray) -> str:
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in values)
-    return f".matrix {values.shape[0]}x{values.shape[1]} [{rows}]"
-
-
 def weight_names(hidden: int) -> tuple[str, ...]:
     return ("W",) if hidden == 0 else ("W1", "W2")
 
@@ -207,7 +203,7 @@ def program_source(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
              f"epochs={setup.epochs}" + (f", activation={setup.activation}"
                                           if setup.hidden else ""),
              f".d {d}", ".data"]
-    lines += [f"{name}: {_matrix(w)}" for name, w in zip(names, weights)]
+    lines += [f"{name}: {matrix_literal(w)}" for name, w in zip(names, weights)]
     for i, (sample, target) in enumerate(zip(x, y)):
         lines += [f"x{i}: {_vector(sample)}", f"y{i}: {_vector(target)}"]
     lines += ["loss: 0.0", "total: 0.0", "mean: 0.0", f"inv_n: {1.0 / n!r}",

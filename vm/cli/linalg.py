@@ -23,6 +23,7 @@ from vm.errors import InputError, StepLimitExceeded
 from vm.domains import first_domain_violation
 from vm.executor import EngineConfig, run_transformer
 from vm.fleq_reference import run_fleq_reference
+from vm.library import matrix_literal
 from vm.functions import dtype_parameters, make_block
 from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
                                 rayleigh_error_bound)
@@ -51,12 +52,6 @@ def load_matrix(path: str) -> np.ndarray:
     if not np.isfinite(matrix).all():
         raise InputError(f"{path}: the matrix has entries that are not finite")
     return matrix.astype(float)
-
-
-def matrix_literal(matrix: np.ndarray) -> str:
-    """The FLEQ `.matrix RxC [[..]]` data literal of a 2-D array, every digit kept."""
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
-    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
 
 
 def linalg_source(kind: str, matrix: np.ndarray, iters: int) -> str:
