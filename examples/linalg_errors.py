@@ -42,7 +42,7 @@ import torch  # noqa: E402
 
 from assembler.fleq import assemble_fleq  # noqa: E402
 from assembler.fleq_punchcard import fleq_geometry_for  # noqa: E402
-from vm.cli.linalg import PRODUCTS, linalg_source, relative_error, solve  # noqa: E402
+from vm.cli.linalg import linalg_source, relative_error, solve  # noqa: E402
 from vm.executor import EngineConfig, run_traced, run_transformer  # noqa: E402
 from vm.fleq_reference import run_fleq_reference  # noqa: E402
 from vm.functions import dtype_parameters, make_block  # noqa: E402
@@ -80,7 +80,7 @@ def direction(vector: np.ndarray, top: np.ndarray) -> np.ndarray:
 def iterates(kind: str, matrix: np.ndarray, iters: int, dtype: str) -> tuple[list, list]:
     """The destination's value after every write, on the transformer and exactly."""
     source = linalg_source(kind, matrix, iters)
-    program = assemble_fleq(source, parameters=dtype_parameters(dtype, PRODUCTS, {}))
+    program = assemble_fleq(source, defaults=dtype_parameters(dtype))
     target = program.variables["X" if kind == "inverse" else "v"].cell
     traced = run_traced(program, fleq_geometry_for(program), 100_000, EngineConfig(dtype=dtype))
     exact = run_fleq_reference(program, 100_000, trace=True)
@@ -114,7 +114,7 @@ def product_errors(sizes: list[int], cases: int) -> list[dict]:
     rows = []
     for name in ("matmul", "matmul_tn", "matmul_nt", "scale", "sumsq"):
         for dtype in DTYPES:
-            parameters = dtype_parameters(dtype, PRODUCTS, {}).get("matmul_tn", {})
+            parameters = dtype_parameters(dtype).get("matmul_tn", {})
             block = make_block(name, **parameters)
             worst = ratio = 0.0
             for d in sizes:

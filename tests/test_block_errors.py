@@ -66,7 +66,7 @@ FLOAT32_PRODUCTS = sorted(name for name, block in REGISTRY.items()
 def test_float32_runs_eps_keeps_products_within_bound_and_beats_float64s(name):
     """The eps every float32 command uses (dtype_parameters) is measured too, not only the
     float64 default the registry-wide test runs: within its bound and more accurate."""
-    parameters = dtype_parameters("float32", [name], {})[name]
+    parameters = dtype_parameters("float32", [name])[name]
     tuned = measure(name, dtype="float32", d=2, count=POINTS, seed=2, **parameters)
     default = measure(name, dtype="float32", d=2, count=POINTS, seed=2)
     assert tuned.bounded and tuned.within_bound, summary_line(tuned)

@@ -232,9 +232,8 @@ def calculate(expression: str, inputs: dict[str, float],
     """Compile, run on the transformer and on the reference, and bound the difference."""
     compiled = compile_expression(expression, inputs)
     dtype = config.dtype or FleqMachine.default_dtype
-    parameters = dtype_parameters(dtype, {step.function for step in compiled.steps},
-                                  parameters or {})
-    program = assemble_fleq(compiled.source, "<calc>", parameters=parameters)
+    program = assemble_fleq(compiled.source, "<calc>", parameters=parameters or {},
+                            defaults=dtype_parameters(dtype))
     geometry = fleq_geometry_for(program)
     blocks = {name: make_block(name, **dict(values)) for name, values in program.functions}
     limit = len(program.instructions) + 1

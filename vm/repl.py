@@ -25,7 +25,7 @@ from assembler.punchcard import geometry_for
 from assembler.subleq import assemble
 from vm.errors import InputError, LtvmError
 from vm.executor import EngineConfig
-from vm.functions import REGISTRY, dtype_parameters
+from vm.functions import dtype_parameters
 from vm.machines.fleq import FleqMachine
 from vm.layers import trace_pass
 from vm.progress import Progress
@@ -221,7 +221,7 @@ class Repl:
         if self.bits or self.scratch:
             raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
         dtype = self.config.dtype or FleqMachine.default_dtype
-        program = assemble_fleq(source, path, defaults=dtype_parameters(dtype, REGISTRY, {}))
+        program = assemble_fleq(source, path, defaults=dtype_parameters(dtype))
         geometry = fleq_geometry_for(program)
         machine = FleqLockstep(program, geometry, self.config, engine)
         self.loaded = Loaded(path, source, program, machine)

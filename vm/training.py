@@ -222,11 +222,8 @@ def program_source(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
 
 def assemble_training(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
                       weights: tuple[np.ndarray, ...]) -> FleqProgram:
-    source = program_source(x, y, setup, weights)
-    functions = sorted({"add", "sub", "scale", "matmul", "matmul_tn", "matmul_nt",
-                        "hadamard", *ACTIVATIONS[setup.activation]})
-    return assemble_fleq(source, "<ltvm train>",
-                         parameters=dtype_parameters(setup.dtype, functions, {}))
+    return assemble_fleq(program_source(x, y, setup, weights), "<ltvm train>",
+                         defaults=dtype_parameters(setup.dtype))
 
 
 # -- running it -----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from assembler.punchcard import DEFAULT_SCRATCH, geometry_for
 from assembler.subleq import assemble_file
 from vm.errors import InputError
 from vm.executor import DTYPES, EngineConfig
-from vm.functions import REGISTRY, dtype_parameters
+from vm.functions import dtype_parameters
 from vm.geometry import Geometry
 from vm.layers import ATTENTION_MODES
 from vm.machines.fleq import FleqMachine
@@ -136,7 +136,7 @@ def load_program(args: argparse.Namespace) -> tuple[Program, Geometry]:
         program = assemble_fleq_file(path, d=args.block_size,
                                      parameters=block_parameters(args.param),
                                      functions=args.functions,
-                                     defaults=dtype_parameters(dtype, REGISTRY, {}))
+                                     defaults=dtype_parameters(dtype))
         return program, fleq_geometry_for(program)
     if path.suffix not in (".sq", ""):
         raise InputError(f"{path}: unknown program type '{path.suffix}' (expected .sq or .fleq)")

@@ -28,7 +28,6 @@ from vm.functions import dtype_parameters, make_block
 from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
                                 rayleigh_error_bound)
 
-PRODUCTS = ("matmul_tn", "scale")
 MAX_STEPS = 1_000_000
 CONVERGED = 1e-8
 """Relative error of the exact Newton-Schulz iterate below which it counts as converged."""
@@ -140,9 +139,9 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     """Run `kind` ("inverse" or "eig") on the transformer and exactly; compare with numpy."""
     check_domain(kind, matrix)
     dtype = config.dtype or "float64"
-    parameters = dtype_parameters(dtype, PRODUCTS, given or {})
     source = linalg_source(kind, matrix, iters)
-    program = assemble_fleq(source, f"<linalg {kind}>", parameters=parameters)
+    program = assemble_fleq(source, f"<linalg {kind}>", parameters=given or {},
+                            defaults=dtype_parameters(dtype))
     result = run_transformer(program, fleq_geometry_for(program), MAX_STEPS, config)
     if not result.halted:
         raise StepLimitExceeded(f"the program did not halt within {MAX_STEPS} steps")
@@ -151,7 +150,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     domain = "ok" if violation is None else violation.describe()
     got = program.named_memory(result.memory)
     exact = program.named_memory(reference.cells)
-    product = make_block("matmul_tn", **parameters.get("matmul_tn", {}))
+    product = make_block("matmul_tn", **dict(dict(program.functions)["matmul_tn"]))
     n, a_max = len(matrix), float(np.abs(matrix).max())
     if kind == "inverse":
         inverse = np.linalg.inv(matrix)

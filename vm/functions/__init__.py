@@ -27,17 +27,15 @@ def make_block(name: str, **parameters: float) -> FunctionBlock:
         raise InputError(str(error)) from None
 
 
-def dtype_parameters(dtype: str, functions: Iterable[str],
-                     given: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """`given`, plus in float32 the larger eps (`float32_scale`) of every linearized-softmax
-    product among `functions` whose scale `given` leaves at its default."""
-    parameters = {name: dict(values) for name, values in given.items()}
-    if dtype == "float32":
-        for name in functions:
-            scale = getattr(REGISTRY.get(name), "float32_scale", None)
-            if scale is not None:
-                parameters.setdefault(name, {}).setdefault("scale", scale)
-    return parameters
+def dtype_parameters(dtype: str,
+                     functions: Iterable[str] = REGISTRY) -> dict[str, dict[str, float]]:
+    """Block parameters a dtype needs: in float32 the larger eps (`float32_scale`) of every
+    linearized-softmax product among `functions`. Pass them to the assembler as `defaults`,
+    so a program's `.function` headers and `--param` still win."""
+    if dtype != "float32":
+        return {}
+    scales = {name: getattr(REGISTRY.get(name), "float32_scale", None) for name in functions}
+    return {name: {"scale": scale} for name, scale in scales.items() if scale is not None}
 
 
 __all__ = ["REGISTRY", "FunctionBlock", "dtype_parameters", "make_block"]
