@@ -14,16 +14,12 @@ from vm.compare import compare_fleq
 from vm.errors import InexactMovesError, InputError, PrecisionError
 from vm.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
 from vm.fleq_reference import run_fleq_reference
+from vm.library import matrix_literal
 from vm.machines.fleq import exact_move_temperature, fleq_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 A = np.array([[0.1, -0.7], [1.3, 2.9]])
 B = np.array([[0.3, 0.2], [-1e-3, 7.1]])
-
-
-def matrix_literal(matrix: np.ndarray) -> str:
-    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in matrix)
-    return f".matrix {matrix.shape[0]}x{matrix.shape[1]} [{rows}]"
 
 
 def loop_source(k: int, a: np.ndarray = A, b: np.ndarray = B) -> str:
