@@ -12,10 +12,10 @@ import csv
 from pathlib import Path
 
 from assembler.diagnostics import SourceError
-from assembler.program import Instruction, Program, SourcePos, bits_needed, word_range
-from assembler.punchcard import all_instructions
+from assembler.program import (Instruction, Program, SourcePos, all_instructions, bits_needed,
+                               word_range)
 from assembler.subleq import DEFAULT_MIN_BITS, MAX_BITS
-from vm.errors import InputError
+from vm.common.errors import InputError
 
 DEFAULT_CSV_SCRATCH = 2
 

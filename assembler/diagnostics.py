@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vm.errors import InputError
+from vm.common.errors import InputError
 
 
 class SourceError(InputError):

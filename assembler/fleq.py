@@ -19,10 +19,8 @@ from assembler.diagnostics import SourceError
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
-from vm.errors import InputError
-from vm.functions import REGISTRY, make_block
-from vm.library import Operand, Routine, RoutineCall
-from vm.routines import ROUTINES
+from vm.common.errors import InputError
+from vm.common.signatures import Catalogue, Operand, Routine, RoutineCall
 
 MAX_BLOCK = 16
 
@@ -48,8 +46,8 @@ class _Statement:
 class _FleqAssembler:
     def __init__(self, text: str, file: str, d: int | None,
                  parameters: dict[str, dict[str, float]], functions: list[str] | None,
-                 defaults: dict[str, dict[str, float]]) -> None:
-        self.text, self.file = text, file
+                 defaults: dict[str, dict[str, float]], catalogue: Catalogue) -> None:
+        self.text, self.file, self.catalogue = text, file, catalogue
         self.d_override, self.cli_parameters = d, parameters
         self.default_parameters = defaults
         self.forced_functions = functions or []
@@ -107,12 +105,12 @@ class _FleqAssembler:
             self.declared_d = value
             return
         name = node.children[1]
-        if name not in REGISTRY:
+        if name not in self.catalogue.blocks:
             raise self.error(f"unknown function '{name}' (registered: "
-                             f"{', '.join(sorted(REGISTRY))})", name)
+                             f"{self.catalogue.block_names()})", name)
         values = {str(p.children[0]): self.number(p.children[1]) for p in node.children[2:]}
         try:
-            make_block(str(name), **values)
+            self.catalogue.make_block(str(name), **values)
         except InputError as error:
             raise self.error(str(error), node) from None
         self.function_parameters[str(name)] = values
@@ -126,7 +124,7 @@ class _FleqAssembler:
         generated = self.source[0] != self.file
         if name.upper() == "EOF" or (name.startswith("_") and not generated):
             raise self.error(f"'{name}' is reserved", name)
-        if name in REGISTRY:
+        if name in self.catalogue.blocks:
             raise self.error(f"'{name}' is a function name", name)
 
     def number(self, node: lark.Tree) -> float:
@@ -185,11 +183,11 @@ class _FleqAssembler:
         for statement in self.statements:
             node = statement.node
             function = node.children[0].children[1] if node.data == "assign" else None
-            if function is None or function not in ROUTINES:
+            if function is None or function not in self.catalogue.routines:
                 expanded.append(statement)
                 continue
             self.source = (statement.file, statement.text)
-            generated = self.expansion(ROUTINES[str(function)], node)
+            generated = self.expansion(self.catalogue.routines[str(function)], node)
             if generated:
                 generated[0].labels = statement.labels + generated[0].labels
             else:
@@ -306,10 +304,11 @@ class _FleqAssembler:
             raise self.error(f"'{result.name}' is written by this instruction and tested by its "
                              "branch; the machine reads the flag before the write, so test it "
                              "on the next line", branch.children[1])
-        if function not in REGISTRY:
+        if function not in self.catalogue.blocks:
             raise self.error(f"unknown function '{function}' (registered: "
-                             f"{', '.join(sorted(REGISTRY))})", function)
-        block = make_block(str(function), **self.function_parameters.get(str(function), {}))
+                             f"{self.catalogue.block_names()})", function)
+        block = self.catalogue.make_block(str(function),
+                                          **self.function_parameters.get(str(function), {}))
         if any(a.data == "keyword" for a in arguments):
             keyword = next(a for a in arguments if a.data == "keyword")
             raise self.error(f"'{function}' is a function block and takes no keyword "
@@ -364,7 +363,7 @@ class _FleqAssembler:
             values = {**self.default_parameters.get(name, {}),
                       **self.function_parameters.get(name, {}),
                       **self.cli_parameters.get(name, {})}
-            block = make_block(name, **values)
+            block = self.catalogue.make_block(name, **values)
             functions.append((name, tuple(sorted(block.values.items()))))
         cells = [padded(0.0, d), padded(1.0, d)] + \
             [padded(self.values[name], d) for name in self.variables]
@@ -391,21 +390,22 @@ def parse_fleq(text: str, file: str) -> lark.Tree:
                           len(str(token).strip()) or 1)
 
 
-def assemble_fleq(text: str, file: str = "<source>", d: int | None = None,
-                  parameters: dict[str, dict[str, float]] | None = None,
+def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,
+                  d: int | None = None, parameters: dict[str, dict[str, float]] | None = None,
                   functions: list[str] | None = None,
                   defaults: dict[str, dict[str, float]] | None = None) -> FleqProgram:
-    """Assemble FLEQ source. `parameters` overrides block parameters ({name: {key: v}});
-    `defaults` sets them below the file's own `.function` headers (e.g. a dtype's eps);
-    `functions` adds blocks the program does not call (to share weights with others)."""
+    """Assemble FLEQ source against `catalogue` (the blocks and routines it may call; the
+    FLEQ instruction set `vm.isa.FLEQ` passes the registered ones). `parameters` overrides
+    block parameters ({name: {key: v}}); `defaults` sets them below the file's own
+    `.function` headers (e.g. a dtype's eps); `functions` adds blocks the program does not
+    call (to share weights with others)."""
     for name in functions or []:
-        if name not in REGISTRY:
-            raise InputError(f"unknown function '{name}' (registered: "
-                             f"{', '.join(sorted(REGISTRY))})")
-    return _FleqAssembler(text, file, d, parameters or {}, functions, defaults or {}).run()
+        catalogue.make_block(name)
+    return _FleqAssembler(text, file, d, parameters or {}, functions, defaults or {},
+                          catalogue).run()
 
 
-def assemble_fleq_file(path: str | Path, **options) -> FleqProgram:
+def assemble_fleq_file(path: str | Path, *, catalogue: Catalogue, **options) -> FleqProgram:
     path = Path(path)
     try:
         text = path.read_text()
@@ -413,4 +413,4 @@ def assemble_fleq_file(path: str | Path, **options) -> FleqProgram:
         raise InputError(f"cannot read {path}: {error.strerror}") from None
     except UnicodeDecodeError:
         raise InputError(f"{path} is not a text file") from None
-    return assemble_fleq(text, str(path), **options)
+    return assemble_fleq(text, str(path), catalogue=catalogue, **options)

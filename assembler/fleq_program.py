@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from assembler.program import SourcePos
-from vm.errors import InputError
+from vm.common.errors import InputError
+from vm.common.signatures import Shape
 
 ZERO_CELL = 0
 """Reserved integer cell holding 0: the flag of `goto` and of the EOF instruction."""
@@ -21,7 +22,6 @@ ONE_CELL = 1
 """Reserved integer cell holding 1: the flag of an instruction that never branches."""
 RESERVED = {ZERO_CELL: "@zero", ONE_CELL: "@one"}
 
-Shape = tuple[int, int]
 
 
 @dataclass(frozen=True)

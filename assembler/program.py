@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vm.errors import InputError
+from vm.common.errors import InputError
 
 ZERO_CELL = 0
 """Reserved memory cell holding 0 (paper, Step 7 of Lemma 4); also used by `goto`."""
@@ -116,6 +116,19 @@ class Program:
             return "EOF"
         return next((name for name, at in self.labels.items() if at == index), None)
 
+    def instruction_text(self, index: int) -> str:
+        """Instruction `index` (0..eof) as written in the source, or rebuilt from its
+        operands; the EOF instruction with its reserved operands."""
+        if index == self.eof:
+            a, b = self.eof_operands
+            return f"subleq {self.address_name(a)}, {self.address_name(b)}, EOF"
+        instruction = self.instructions[index]
+        if instruction.text:
+            return instruction.text
+        target = self.label_at(instruction.c) or str(instruction.c)
+        return (f"subleq {self.address_name(instruction.a)}, "
+                f"{self.address_name(instruction.b)}, {target}")
+
     def address_name(self, address: int) -> str:
         """A readable name for a memory address: `x`, `xs+2`, or `mem[7]`."""
         if address in RESERVED_NAMES:
@@ -125,6 +138,12 @@ class Program:
                 offset = address - symbol.address
                 return symbol.name if symbol.size == 1 else f"{symbol.name}+{offset}"
         return f"mem[{address}]"
+
+
+def all_instructions(program: Program) -> list[Instruction]:
+    """The program's instructions followed by its EOF instruction (jumps to itself)."""
+    a, b = program.eof_operands
+    return [*program.instructions, Instruction(a, b, program.eof, text="EOF")]
 
 
 def word_range(bits: int) -> tuple[int, int]:

@@ -27,7 +27,7 @@ from assembler.program import (
     bits_needed,
     word_range,
 )
-from vm.errors import InputError
+from vm.common.errors import InputError
 
 DEFAULT_MIN_BITS = 8
 """Word size used when neither `.bits` nor `--bits` is given and literals fit."""

@@ -3,7 +3,7 @@
 The measurement the paper announces as future work at the end of Section 8:
 for every registered block, at its defaults (d = 1, 2, 4) and sweeping each
 parameter in turn, the max absolute and max relative error on the block's
-documented domain, measured on the transformer (vm/block_errors.py), for
+documented domain, measured on the transformer (vm/tools/block_errors.py), for
 float32 and float64, next to the documented bound. Writes blocks.md (the
 tables), blocks.csv and one PNG per block and parameter to --out. Exits 1 if
 any measured point exceeds its documented bound.
@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from vm.block_errors import BlockErrors, measure, shape_pairs  # noqa: E402
+from vm.tools.block_errors import BlockErrors, measure, shape_pairs  # noqa: E402
 from vm.functions import REGISTRY, make_block  # noqa: E402
 
 DTYPES = ("float32", "float64")

@@ -1,7 +1,7 @@
 """Run programs/fleq/chunked_attention.fleq on the looped transformer and measure it.
 
 Prints `name: value` lines: the relative error max_i ||y_i - t_i|| / ||t_i|| of the
-transformer's output against attention computed directly (vm/chunked/reference.py),
+transformer's output against attention computed directly (vm/attention/chunked/reference.py),
 the same for the FLEQ reference interpreter, the oracle calls executed, steps and time.
 
     .venv/bin/python examples/chunked_attention_fleq.py [--dtype float32] \
@@ -22,14 +22,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from assembler.fleq import assemble_fleq_file
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.chunked.model import HeadWeights, Mask
-from vm.chunked.reference import head_attention, relative_error
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.attention.chunked.model import HeadWeights, Mask
+from vm.attention.chunked.reference import head_attention, relative_error
 from vm.cli.common import block_parameters
-from vm.errors import InputError
-from vm.executor import EngineConfig, run_traced
-from vm.fleq_reference import run_fleq_reference
+from vm.common.errors import InputError
+from vm.runtime.executor import EngineConfig, run_traced
+from vm.machines.fleq.reference import run_fleq_reference
 
 PROGRAM = Path(__file__).resolve().parents[1] / "programs" / "fleq" / "chunked_attention.fleq"
 FLOAT32_MATMUL_SCALE = 5e-2
@@ -51,7 +51,7 @@ def main() -> int:
     try:
         defaults = {"matmul_tn": {"scale": FLOAT32_MATMUL_SCALE}} if args.dtype == "float32" \
             else {}
-        program = assemble_fleq_file(PROGRAM, parameters=block_parameters(args.param),
+        program = FLEQ.assemble_file(PROGRAM, parameters=block_parameters(args.param),
                                      defaults=defaults)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)

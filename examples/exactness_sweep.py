@@ -3,7 +3,7 @@
 Sweeps word size N and column count n for float32 and float64 at the default
 temperature, then the temperature at two widths, running batches of random
 non-halting programs in lockstep with the reference interpreter (see
-vm/exactness.py for what each verdict means). Writes exactness.md and
+vm/tools/exactness.py for what each verdict means). Writes exactness.md and
 exactness.csv to --out and exits 1 if any checked run returned a wrong state.
 
     python examples/exactness_sweep.py                 # the full table (about 10 minutes)
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from vm.exactness import run_cell
-from vm.workloads import workload_geometry
-from vm.machines.subleq import default_temperature
+from vm.tools.exactness import run_cell
+from vm.tools.workloads import workload_geometry
+from vm.machines.subleq.machine import default_temperature
 
 FULL = {"bits": [4, 8, 16, 17, 24, 32], "columns": [16, 64, 256, 1024, 4096],
         "temperatures": [0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0], "temperature_columns": [64, 1024]}

@@ -40,13 +40,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from assembler.fleq import assemble_fleq  # noqa: E402
-from assembler.fleq_punchcard import fleq_geometry_for  # noqa: E402
+from vm.isa import FLEQ  # noqa: E402
+from vm.machines.fleq.punchcard import fleq_geometry_for  # noqa: E402
 from vm.cli.linalg import linalg_source, relative_error, solve  # noqa: E402
-from vm.executor import EngineConfig, run_traced, run_transformer  # noqa: E402
-from vm.fleq_reference import run_fleq_reference  # noqa: E402
+from vm.runtime.executor import EngineConfig, run_traced, run_transformer  # noqa: E402
+from vm.machines.fleq.reference import run_fleq_reference  # noqa: E402
 from vm.functions import dtype_parameters, make_block  # noqa: E402
-from vm.library import matrix_literal  # noqa: E402
+from vm.routines.base import matrix_literal  # noqa: E402
 
 DTYPES = ("float64", "float32")
 N = 4
@@ -80,7 +80,7 @@ def direction(vector: np.ndarray, top: np.ndarray) -> np.ndarray:
 def iterates(kind: str, matrix: np.ndarray, iters: int, dtype: str) -> tuple[list, list]:
     """The destination's value after every write, on the transformer and exactly."""
     source = linalg_source(kind, matrix, iters)
-    program = assemble_fleq(source, defaults=dtype_parameters(dtype))
+    program = FLEQ.assemble_text(source, defaults=dtype_parameters(dtype))
     target = program.variables["X" if kind == "inverse" else "v"].cell
     traced = run_traced(program, fleq_geometry_for(program), 100_000, EngineConfig(dtype=dtype))
     exact = run_fleq_reference(program, 100_000, trace=True)
@@ -132,7 +132,7 @@ def product_errors(sizes: list[int], cases: int) -> list[dict]:
                     code.append(f"c{i} = {name}(a{i}{f', b{i}' if b is not None else ''})")
                 source = f".d {d}\n.data\n" + "\n".join(data) + "\n.code\n" + \
                     "\n".join(code) + "\nhalt\n"
-                program = assemble_fleq(source, parameters={name: parameters})
+                program = FLEQ.assemble_text(source, parameters={name: parameters})
                 result = run_transformer(program, fleq_geometry_for(program), 100,
                                          EngineConfig(dtype=dtype))
                 memory = program.named_memory(result.memory)

@@ -1,7 +1,7 @@
 """SGD on the looped transformer beside exact SGD: loss curves and weight divergence.
 
 Trains a linear regression and a one-hidden-layer tanh network on small
-synthetic data (vm.training.synthetic_regression) by running the generated
+synthetic data (vm.apps.training.synthetic_regression) by running the generated
 FLEQ program on the transformer, in float64 and float32, and the same SGD
 exactly in float64 numpy. Writes to --out (default out/sgd):
 
@@ -31,8 +31,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from vm.executor import EngineConfig  # noqa: E402
-from vm.training import (TrainingComparison, TrainingSetup, synthetic_regression,  # noqa: E402
+from vm.runtime.executor import EngineConfig  # noqa: E402
+from vm.apps.training import (TrainingComparison, TrainingSetup, synthetic_regression,  # noqa: E402
                          train)
 
 DTYPES = ("float64", "float32")

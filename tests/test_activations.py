@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from assembler.fleq import assemble_fleq
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.executor import EngineConfig, run_transformer
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.runtime.executor import EngineConfig, run_transformer
 from vm.functions import make_block
-from vm.library import matrix_literal
-from vm.machines.fleq import fleq_machine
+from vm.routines.base import matrix_literal
+from vm.machines.fleq.machine import fleq_machine
 
 torch.set_num_threads(1)
 D = 3
@@ -45,7 +45,7 @@ def program():
     data = "\n".join(f"A{i}: {matrix_literal(OPERANDS[n])}\nC{i}: .zeros {D}x{D}"
                      for i, n in enumerate(NAMES))
     code = "\n".join(f"C{i} = {n}(A{i})" for i, n in enumerate(NAMES))
-    return assemble_fleq(f".d {D}\n.data\n{data}\n.code\n{code}\nhalt\n", "act.fleq")
+    return FLEQ.assemble_text(f".d {D}\n.data\n{data}\n.code\n{code}\nhalt\n", "act.fleq")
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.bench import fleq_workload
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.tools.bench import fleq_workload
 from vm.cli import main
-from vm.fleq_reference import run_fleq_reference
+from vm.machines.fleq.reference import run_fleq_reference
 from vm.machines import machine_for
 
 torch.set_num_threads(1)

@@ -1,6 +1,6 @@
 """Every registered block, measured on the transformer, stays within its documented bound.
 
-The harness (vm/block_errors.py) runs one-instruction programs through the FLEQ
+The harness (vm/tools/block_errors.py) runs one-instruction programs through the FLEQ
 machine's forward pass and compares with the block's numpy reference. New blocks
 are covered by registering them: the tests are parametrized over the REGISTRY.
 """
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from vm.block_errors import edge_values, measure, sample_operands, shape_pairs, summary_line
-from vm.errors import InputError
+from vm.tools.block_errors import edge_values, measure, sample_operands, shape_pairs, summary_line
+from vm.common.errors import InputError
 from vm.functions import REGISTRY, dtype_parameters, make_block
 from vm.functions.products import Mul
 

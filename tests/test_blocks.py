@@ -18,8 +18,8 @@ from vm.blocks.adder_plan import ONE_LEVEL_MAX_BITS, carry_blocks
 from vm.blocks.attention import read_head, write_head
 from vm.blocks.correct import add_ternary, clear, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
-from vm.encoding import pm1_code, word_value
-from vm.layout import LayoutBuilder
+from vm.common.encoding import pm1_code, word_value
+from vm.transformer.layout import LayoutBuilder
 
 
 def layout_with(**sizes: int):

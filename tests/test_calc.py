@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import assemble_fleq, assemble_fleq_file
-from vm.calc import calculate, compile_expression
+from vm.isa import FLEQ
+from vm.apps.calc import calculate, compile_expression
 from vm.cli import main
-from vm.executor import EngineConfig
-from vm.fleq_reference import run_fleq_reference
+from vm.runtime.executor import EngineConfig
+from vm.machines.fleq.reference import run_fleq_reference
 from vm.functions import make_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ PAPER_INPUTS = {"a": 3.0, "b": 5.0, "c": 1.0, "d": 2.0}
 
 def reference_value(expression: str, inputs: dict[str, float]) -> float:
     compiled = compile_expression(expression, inputs)
-    program = assemble_fleq(compiled.source, "<calc>")
+    program = FLEQ.assemble_text(compiled.source, "<calc>")
     result = run_fleq_reference(program, 1000)
     assert result.halted
     return program.named_memory(result.cells)[compiled.result]
@@ -32,8 +32,8 @@ def reference_value(expression: str, inputs: dict[str, float]) -> float:
 
 def test_the_paper_expression_compiles_to_algorithm_3():
     compiled = compile_expression(PAPER, PAPER_INPUTS)
-    program = assemble_fleq(compiled.source, "<calc>")
-    paper = assemble_fleq_file(ROOT / "programs" / "fleq" / "calculator.fleq")
+    program = FLEQ.assemble_text(compiled.source, "<calc>")
+    paper = FLEQ.assemble_file(ROOT / "programs" / "fleq" / "calculator.fleq")
     assert [i.function for i in program.instructions] == \
         [i.function for i in paper.instructions]
 
@@ -153,7 +153,7 @@ def test_cli_json_and_show(capsys):
     code, out, _ = run_cli(capsys, "calc", "x * 2", "--set", "x=1.5", "--show", "--json")
     assert code == 0
     program_text, _, payload = out.partition("{")
-    assemble_fleq(program_text, "<shown>")
+    FLEQ.assemble_text(program_text, "<shown>")
     data = json.loads("{" + payload)
     assert data["exact"] == 3.0 and data["within_bound"] is True
 

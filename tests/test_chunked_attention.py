@@ -15,11 +15,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vm.chunked import reference
-from vm.chunked.model import HeadWeights, LargeTransformer, Mask, random_instance
-from vm.chunked.oracle import AttentionOracle
-from vm.chunked.simulate import expected_calls, mode_mask, simulate
-from vm.errors import InputError, RunFailure
+from vm.attention.chunked import reference
+from vm.attention.chunked.model import HeadWeights, LargeTransformer, Mask, random_instance
+from vm.attention.chunked.oracle import AttentionOracle
+from vm.attention.chunked.simulate import expected_calls, mode_mask, simulate
+from vm.common.errors import InputError, RunFailure
 
 EXACT_MODES = ["exact", "causal", "window", "sink"]
 

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from vm.chunked.bench import Config, measure_config, run_bench, run_worker_process
+from vm.attention.chunked.bench import Config, measure_config, run_bench, run_worker_process
 from vm.cli import attention, main
 
 

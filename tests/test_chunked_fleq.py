@@ -10,19 +10,19 @@ import numpy as np
 import pytest
 import torch
 
-from assembler.fleq import assemble_fleq, assemble_fleq_file
+from vm.isa import FLEQ
 from assembler.diagnostics import SourceError
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.block_errors import measure
-from vm.chunked.model import HeadWeights, Mask
-from vm.chunked.reference import head_attention, relative_error
-from vm.compare import compare_fleq
-from vm.errors import InputError
-from vm.executor import EngineConfig, run_transformer
-from vm.fleq_reference import run_fleq_reference
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.tools.block_errors import measure
+from vm.attention.chunked.model import HeadWeights, Mask
+from vm.attention.chunked.reference import head_attention, relative_error
+from vm.tools.compare import compare_fleq
+from vm.common.errors import InputError
+from vm.runtime.executor import EngineConfig, run_transformer
+from vm.machines.fleq.reference import run_fleq_reference
 from vm.functions import REGISTRY, make_block
 from vm.functions.attention_oracle import SPAN
-from vm.library import matrix_literal
+from vm.routines.base import matrix_literal
 from vm.routines import ROUTINES
 from vm.routines.chunked import newton_iterations
 
@@ -128,7 +128,7 @@ def chunks(memory: dict, stem: str) -> np.ndarray:
 
 
 def direct_attention(x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray) -> np.ndarray:
-    """softmax(X Wq (X Wk)^T) X Wv by the simulation library's yardstick (vm/chunked)."""
+    """softmax(X Wq (X Wk)^T) X Wv by the simulation library's yardstick (vm/attention/chunked)."""
     head = HeadWeights(torch.as_tensor(wq), torch.as_tensor(wk), torch.as_tensor(wv))
     out, _ = head_attention(torch.as_tensor(x), head, Mask("none"))
     return out.numpy()
@@ -143,7 +143,7 @@ def oracle_calls(program) -> int:
 def test_expansion_calls_only_blocks_and_the_oracle_exactly_squared_chunks_times(n, m, width,
                                                                                  h, seed):
     source, x, weights = instance_source(n, m, width, h, seed)
-    program = assemble_fleq(source, "instance.fleq")
+    program = FLEQ.assemble_text(source, "instance.fleq")
     assert all(i.function is None or i.function in REGISTRY for i in program.instructions)
     assert not {i.function for i in program.instructions} & set(ROUTINES)
     assert oracle_calls(program) == (n // m) ** 2
@@ -160,7 +160,7 @@ def test_expansion_calls_only_blocks_and_the_oracle_exactly_squared_chunks_times
 @pytest.fixture(scope="module")
 def program_run():
     """The shipped instance on the looped transformer, in lockstep with the FLEQ reference."""
-    program = assemble_fleq_file(PROGRAM)
+    program = FLEQ.assemble_file(PROGRAM)
     comparison = compare_fleq(program, fleq_geometry_for(program), 1000,
                               EngineConfig(dtype="float64"))
     return program, comparison
@@ -202,7 +202,7 @@ def test_bad_calls_are_located_errors(line, message):
         "    Y0 = chunked_attention(X0, Wq, Wk, Wv, n=16, m=4, score=2)", line)
     source = source.replace(".data\n", ".data\nWq2: .zeros 4x3\n", 1)
     with pytest.raises(SourceError, match=message) as caught:
-        assemble_fleq(source, "bad.fleq")
+        FLEQ.assemble_text(source, "bad.fleq")
     line_number = source.splitlines().index(line) + 1
     assert f"bad.fleq:{line_number}:" in str(caught.value)
 
@@ -223,8 +223,8 @@ def test_newton_steps_reach_the_unit_roundoff_for_the_worst_diagonal(score):
 def test_weights_do_not_depend_on_the_data_of_the_instance():
     """Two instances of one size (other X, Wq, Wk, Wv) share the geometry, so the looped
     transformer's weights are the same: the large transformer's weights are data."""
-    first = assemble_fleq(instance_source(16, 4, 4, 4, 0)[0])
-    second = assemble_fleq(instance_source(16, 4, 4, 4, 5)[0])
+    first = FLEQ.assemble_text(instance_source(16, 4, 4, 4, 0)[0])
+    second = FLEQ.assemble_text(instance_source(16, 4, 4, 4, 5)[0])
     assert any((a != b).any() for a, b in zip(first.cells, second.cells))
     assert fleq_geometry_for(first) == fleq_geometry_for(second)
 
@@ -232,7 +232,7 @@ def test_weights_do_not_depend_on_the_data_of_the_instance():
 def test_a_second_geometry_on_the_transformer_matches_full_attention():
     """N = 6, M = 2, d_model = 3, h = 2 at d = 4: another packing of the same block."""
     source, x, weights = instance_source(6, 2, 3, 2, 1)
-    program = assemble_fleq(source, "small.fleq")
+    program = FLEQ.assemble_text(source, "small.fleq")
     result = run_transformer(program, fleq_geometry_for(program), 1000,
                              EngineConfig(dtype="float64"))
     assert result.halted

@@ -11,9 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vm.chunked.oracle import AttentionOracle, OracleHead, OracleInputTooLong
-from vm.chunked.packing import run_packed
-from vm.chunked.parts import Projections
+from vm.attention.chunked.oracle import AttentionOracle, OracleHead, OracleInputTooLong
+from vm.attention.chunked.packing import run_packed
+from vm.attention.chunked.parts import Projections
 
 
 def numpy_layer(x: np.ndarray, heads: list[tuple], causal: bool) -> np.ndarray:

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-from vm.chunked.average_case import check_first_layer, head_constants
-from vm.chunked.model import HeadWeights, LargeTransformer, Mask
-from vm.chunked.sampled import block_sizes, plan_head
-from vm.chunked.simulate import simulate
+from vm.attention.chunked.average_case import check_first_layer, head_constants
+from vm.attention.chunked.model import HeadWeights, LargeTransformer, Mask
+from vm.attention.chunked.sampled import block_sizes, plan_head
+from vm.attention.chunked.simulate import simulate
 
 ALPHA, LAM = 0.5, 1.0
 N, M = 4 * 1023, 1024

@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assembler.program import Instruction, Program, word_range
-from assembler.punchcard import geometry_for
+from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble
 from strategies import instructions as random_instruction
-from vm.compare import compare_program, compare_programs
-from vm.executor import EngineConfig, TransformerExecutor
+from vm.tools.compare import compare_program, compare_programs
+from vm.runtime.executor import EngineConfig, TransformerExecutor
 
 
 @st.composite

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assembler.fleq import assemble_fleq, assemble_fleq_file
-from assembler.fleq_punchcard import fleq_geometry_for
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli import main
-from vm.compare import compare_fleq
-from vm.errors import PrecisionError
-from vm.executor import EngineConfig, TransformerExecutor
+from vm.tools.compare import compare_fleq
+from vm.common.errors import PrecisionError
+from vm.runtime.executor import EngineConfig, TransformerExecutor
 
 ROOT = Path(__file__).resolve().parents[1]
 CALCULATOR = ROOT / "programs" / "fleq" / "calculator.fleq"
@@ -34,7 +34,7 @@ done: halt
 
 @pytest.fixture(scope="module")
 def calculator():
-    program = assemble_fleq_file(CALCULATOR)
+    program = FLEQ.assemble_file(CALCULATOR)
     return program, fleq_geometry_for(program)
 
 
@@ -79,7 +79,7 @@ def inject_counter(monkeypatch, program, geometry, after_step: int, value: float
 
 
 def test_a_branch_that_differs_is_reported_with_step_instruction_and_both_targets(monkeypatch):
-    program = assemble_fleq(LOOP, "loop.fleq")
+    program = FLEQ.assemble_text(LOOP, "loop.fleq")
     geometry = fleq_geometry_for(program)
     inject_counter(monkeypatch, program, geometry, after_step=1, value=0.0)
     result = compare_fleq(program, geometry, 100)
@@ -93,7 +93,7 @@ def test_a_branch_that_differs_is_reported_with_step_instruction_and_both_target
 
 
 def test_a_too_low_temperature_is_a_precision_error_or_without_checks_a_divergence():
-    program = assemble_fleq(LOOP, "loop.fleq")
+    program = FLEQ.assemble_text(LOOP, "loop.fleq")
     geometry = fleq_geometry_for(program)
     with pytest.raises(PrecisionError, match="precision error at step 0"):
         compare_fleq(program, geometry, 100, EngineConfig(temperature=1.0))
@@ -144,7 +144,7 @@ def test_cli_compare_json(capsys):
 def test_cli_compare_reports_a_branch_divergence_and_exits_1(capsys, monkeypatch, tmp_path):
     path = tmp_path / "loop.fleq"
     path.write_text(LOOP)
-    program = assemble_fleq(LOOP, str(path))
+    program = FLEQ.assemble_text(LOOP, str(path))
     inject_counter(monkeypatch, program, fleq_geometry_for(program), after_step=1, value=0.0)
     code, out, _ = run_cli(capsys, "compare", str(path))
     assert code == 1
@@ -176,7 +176,7 @@ P: .zeros 2x2
 P = matmul_tn(A, A)
 halt
 """
-    program = assemble_fleq(source, "diag.fleq")
+    program = FLEQ.assemble_text(source, "diag.fleq")
     result = compare_fleq(program, fleq_geometry_for(program), 10)
     (error,) = result.errors
     assert 0 < error.absolute < 1e-3
@@ -194,9 +194,9 @@ def test_float32_runs_get_the_products_float32_eps_below_the_files_own_headers(c
     assert code == code_forced == 0
     assert automatic["max_rel_error"] < forced["max_rel_error"] / 10
     header = ".function mul scale=2e-4\n" + LOOP_WITH_MUL
-    program = assemble_fleq(header, "h.fleq", defaults={"mul": {"scale": 5e-3}})
+    program = FLEQ.assemble_text(header, "h.fleq", defaults={"mul": {"scale": 5e-3}})
     assert dict(dict(program.functions)["mul"])["scale"] == 2e-4
-    program = assemble_fleq(LOOP_WITH_MUL, "h.fleq", defaults={"mul": {"scale": 5e-3}})
+    program = FLEQ.assemble_text(LOOP_WITH_MUL, "h.fleq", defaults={"mul": {"scale": 5e-3}})
     assert dict(dict(program.functions)["mul"])["scale"] == 5e-3
 
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from assembler.csv_format import load_csv, save_csv
 from assembler.diagnostics import SourceError
 from strategies import programs
-from vm.reference import run_reference
+from vm.machines.subleq.reference import run_reference
 
 
 def write_pair(directory: Path, commands: str, memory: str) -> tuple[Path, Path]:

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from assembler.fleq import assemble_fleq
+from vm.isa import FLEQ
 from vm.cli import main
-from vm.domains import first_domain_violation
+from vm.tools.domains import first_domain_violation
 
 SOURCE = """.data
 x: {x}
@@ -30,7 +30,7 @@ halt
     (-1.0, "sqrt(x)", 2, "a = 0 or 0.01 <= a <= 100"),
 ])
 def test_the_first_call_outside_its_domain_is_named(x, call, step, description):
-    program = assemble_fleq(SOURCE.format(x=x, call=call), "d.fleq")
+    program = FLEQ.assemble_text(SOURCE.format(x=x, call=call), "d.fleq")
     violation = first_domain_violation(program, 100)
     assert violation is not None
     assert (violation.step, violation.function, violation.domain) == \
@@ -39,9 +39,9 @@ def test_the_first_call_outside_its_domain_is_named(x, call, step, description):
 
 
 def test_calls_inside_their_domains_pass_and_the_step_limit_is_respected():
-    assert first_domain_violation(assemble_fleq(SOURCE.format(x=2.0, call="mul(x, y)"),
+    assert first_domain_violation(FLEQ.assemble_text(SOURCE.format(x=2.0, call="mul(x, y)"),
                                                 "d.fleq"), 100) is None
-    late = assemble_fleq(SOURCE.format(x=10.0, call="mul(x, y)"), "d.fleq")
+    late = FLEQ.assemble_text(SOURCE.format(x=10.0, call="mul(x, y)"), "d.fleq")
     assert first_domain_violation(late, 2) is None
 
 

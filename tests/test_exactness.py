@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vm.exactness import run_cell
-from vm.workloads import looping_programs, workload_geometry
-from vm.reference import run_reference
+from vm.tools.exactness import run_cell
+from vm.tools.workloads import looping_programs, workload_geometry
+from vm.machines.subleq.reference import run_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 

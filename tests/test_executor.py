@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from assembler.punchcard import geometry_for
+from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble, assemble_file
-from vm.errors import InputError, PrecisionError
-from vm.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
-from vm.reference import run_reference
+from vm.common.errors import InputError, PrecisionError
+from vm.runtime.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
+from vm.machines.subleq.reference import run_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTORIAL = assemble_file(ROOT / "programs" / "subleq" / "factorial.sq")

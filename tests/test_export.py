@@ -46,7 +46,7 @@ def run_exported(directory: Path, max_steps: int) -> tuple[list[int], int]:
 
 def reference_memory(program: str) -> list[int]:
     from assembler.subleq import assemble_file
-    from vm.reference import run_reference
+    from vm.machines.subleq.reference import run_reference
     return run_reference(assemble_file(ROOT / program)).memory
 
 

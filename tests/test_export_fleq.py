@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assembler.fleq import assemble_fleq, assemble_fleq_file
-from vm.calc import calculate
+from vm.isa import FLEQ
+from vm.apps.calc import calculate
 from vm.cli import main
-from vm.fleq_reference import run_fleq_reference
+from vm.machines.fleq.reference import run_fleq_reference
 from vm.functions import make_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,7 +100,7 @@ def named(X: np.ndarray, layout: dict, name: str) -> np.ndarray:
 
 def test_the_exported_calculator_computes_algorithm_3_within_the_bound(tmp_path):
     out, layout = export(tmp_path, CALCULATOR)
-    program = assemble_fleq_file(CALCULATOR)
+    program = FLEQ.assemble_file(CALCULATOR)
     blocks = {name: make_block(name, **dict(values)) for name, values in program.functions}
     states = run_exported(out, 20, tmp_path)
     checked = []
@@ -159,7 +159,7 @@ def test_an_exported_counter_loop_over_matrices_matches_the_reference_exactly(tm
     source = tmp_path / "loop.fleq"
     source.write_text(LOOP)
     out, layout = export(tmp_path, source, "--attention", attention)
-    program = assemble_fleq(LOOP, str(source))
+    program = FLEQ.assemble_text(LOOP, str(source))
     reference = run_fleq_reference(program)
     states = run_exported(out, 100, tmp_path)
     X, steps = states[-1], len(states) - 1
@@ -179,7 +179,7 @@ def weights_mask_present(directory: Path) -> bool:
 
 def test_fleq_layout_describes_cells_pc_and_halt(tmp_path):
     out, layout = export(tmp_path, CALCULATOR)
-    program = assemble_fleq_file(CALCULATOR)
+    program = FLEQ.assemble_file(CALCULATOR)
     meta = json.loads(str(np.load(out / "weights.npz")["meta"]))
     X = np.load(out / "punchcard.npy")
     assert layout["machine"] == "fleq" and layout["encoding"] == "real"

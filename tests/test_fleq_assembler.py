@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import MAX_BLOCK, assemble_fleq
+from assembler.fleq import MAX_BLOCK
+from vm.isa import FLEQ
 from assembler.fleq_program import ONE_CELL, ZERO_CELL
 from vm.cli import main
-from vm.errors import InputError
+from vm.common.errors import InputError
 from vm.functions import REGISTRY
 
 PROGRAM = """\
@@ -41,7 +42,7 @@ one: 1
 
 @pytest.fixture(scope="module")
 def program():
-    return assemble_fleq(PROGRAM, "p.fleq")
+    return FLEQ.assemble_text(PROGRAM, "p.fleq")
 
 
 def test_literals_give_typed_variables_with_their_shapes(program):
@@ -95,44 +96,44 @@ def test_only_called_blocks_are_built_with_their_declared_parameters(program):
 
 
 def test_jumps_to_eof_and_a_trailing_label_point_past_the_last_instruction():
-    program = assemble_fleq(".data\nn: 0\n.code\nif n <= 0 goto EOF\ngoto eof\nlast:\n", "e.fleq")
+    program = FLEQ.assemble_text(".data\nn: 0\n.code\nif n <= 0 goto EOF\ngoto eof\nlast:\n", "e.fleq")
     assert [i.target for i in program.instructions] == [2, 2]
     assert program.labels == {"last": 2} and program.eof == 2
 
 
 def test_block_size_defaults_to_the_largest_shape_and_can_be_overridden():
     source = ".data\nv: .vector [1, 2]\nx: 1.0\n.code\nx = add(x, x)\n"
-    assert assemble_fleq(source).d == 2
-    assert assemble_fleq(".d 5\n" + source).d == 5
-    assert assemble_fleq(".d 5\n" + source, d=3).d == 3
+    assert FLEQ.assemble_text(source).d == 2
+    assert FLEQ.assemble_text(".d 5\n" + source).d == 5
+    assert FLEQ.assemble_text(".d 5\n" + source, d=3).d == 3
 
 
 def test_options_add_blocks_and_override_parameters():
     source = ".function mul scale=1e-3\n.data\nx: 1.0\n.code\nx = mul(x, x)\n"
-    program = assemble_fleq(source, parameters={"mul": {"anchor": 20.0}},
+    program = FLEQ.assemble_text(source, parameters={"mul": {"anchor": 20.0}},
                             functions=["sub"])
     functions = {name: dict(values) for name, values in program.functions}
     assert sorted(functions) == ["mul", "sub"]
     defaults = {p.name: p.default for p in REGISTRY["mul"].parameters}
     assert functions["mul"] == {**defaults, "scale": 1e-3, "anchor": 20.0}
     with pytest.raises(InputError, match="unknown function 'nope'"):
-        assemble_fleq(source, functions=["nope"])
+        FLEQ.assemble_text(source, functions=["nope"])
 
 
 def test_comments_blank_lines_crlf_and_a_missing_final_newline_are_accepted():
     source = "# c\r\n\r\n.data ; c\r\nx: 1.0 # c\r\n.code\r\nx = add(x, x) ; c\r\nhalt"
-    program = assemble_fleq(source)
+    program = FLEQ.assemble_text(source)
     assert [i.function for i in program.instructions] == ["add", None]
 
 
 def test_integer_results_may_go_to_reals_but_reals_not_to_counters():
-    program = assemble_fleq(".data\nn: 2\nx: 0.0\n.code\nx = add(n, n)\nx = inv(n)\n")
+    program = FLEQ.assemble_text(".data\nn: 2\nx: 0.0\n.code\nx = add(n, n)\nx = inv(n)\n")
     assert len(program.instructions) == 2
 
 
 def located(source: str) -> SourceError:
     with pytest.raises(SourceError) as caught:
-        assemble_fleq(source, "bad.fleq")
+        FLEQ.assemble_text(source, "bad.fleq")
     return caught.value
 
 
@@ -230,7 +231,7 @@ def test_bad_input_is_a_located_error_with_a_caret(source, message, line, column
 def test_a_block_size_option_too_small_for_a_variable_is_located_at_it():
     source = DATA + "halt\n"
     with pytest.raises(SourceError) as caught:
-        assemble_fleq(source, "bad.fleq", d=1)
+        FLEQ.assemble_text(source, "bad.fleq", d=1)
     assert "'M' is 2x2, larger than the block size d=1" in caught.value.message
     assert_located(caught.value, source, 5, 1)
 

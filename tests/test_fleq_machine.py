@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assembler.fleq import assemble_fleq, assemble_fleq_file
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.compare import compare_fleq
-from vm.errors import InexactMovesError, InputError, PrecisionError
-from vm.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
-from vm.fleq_reference import run_fleq_reference
-from vm.library import matrix_literal
-from vm.machines.fleq import exact_move_temperature, fleq_machine
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.tools.compare import compare_fleq
+from vm.common.errors import InexactMovesError, InputError, PrecisionError
+from vm.runtime.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
+from vm.machines.fleq.reference import run_fleq_reference
+from vm.routines.base import matrix_literal
+from vm.machines.fleq.machine import exact_move_temperature, fleq_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 A = np.array([[0.1, -0.7], [1.3, 2.9]])
@@ -63,13 +63,13 @@ SHARED = {"functions": ["add", "sub", "mul"], "parameters": {"mul": {"scale": 1e
 
 @pytest.fixture(scope="module")
 def loop():
-    program = assemble_fleq(loop_source(3), "loop.fleq")
+    program = FLEQ.assemble_text(loop_source(3), "loop.fleq")
     return program, fleq_geometry_for(program)
 
 
 @pytest.fixture(scope="module")
 def calculator():
-    program = assemble_fleq_file(ROOT / "programs" / "fleq" / "calculator.fleq")
+    program = FLEQ.assemble_file(ROOT / "programs" / "fleq" / "calculator.fleq")
     return program, fleq_geometry_for(program)
 
 
@@ -81,7 +81,7 @@ def all_arrays(machine):
 
 
 def test_layer_count_is_four_plus_the_deepest_block(loop, calculator):
-    shared = fleq_geometry_for(assemble_fleq(loop_source(3), **SHARED))
+    shared = fleq_geometry_for(FLEQ.assemble_text(loop_source(3), **SHARED))
     for geometry, expected in ((loop[1], 5), (shared, 6), (calculator[1], 7)):
         deepest = max(block.depth(geometry.d) for block in geometry.blocks)
         assert len(fleq_machine(geometry).weights.layers) == 4 + deepest == expected
@@ -98,8 +98,8 @@ def test_every_layer_is_eq1_shaped_with_column_independent_biases(calculator):
 
 
 def test_two_programs_of_one_geometry_run_on_byte_identical_weights():
-    first = assemble_fleq(loop_source(3), "loop.fleq", **SHARED)
-    second = assemble_fleq(OTHER.format(k=1), "other.fleq", **SHARED)
+    first = FLEQ.assemble_text(loop_source(3), "loop.fleq", **SHARED)
+    second = FLEQ.assemble_text(OTHER.format(k=1), "other.fleq", **SHARED)
     assert first.instructions != second.instructions
     geometry = fleq_geometry_for(first)
     assert fleq_geometry_for(second) == geometry
@@ -108,7 +108,7 @@ def test_two_programs_of_one_geometry_run_on_byte_identical_weights():
     assert a is not b
     for x, y in zip(all_arrays(a), all_arrays(b), strict=True):
         assert x.tobytes() == y.tobytes()
-    other_scale = assemble_fleq(OTHER.format(k=1), functions=SHARED["functions"],
+    other_scale = FLEQ.assemble_text(OTHER.format(k=1), functions=SHARED["functions"],
                                 parameters={"mul": {"scale": 1e-3}})
     assert fleq_geometry_for(other_scale) != geometry, "parameters are part of the geometry"
 
@@ -151,7 +151,7 @@ def test_branches_taken_and_not_taken_follow_the_reference_trace(loop):
 
 @pytest.mark.parametrize("k, jumps", [(0, True), (-1, True), (1, False)])
 def test_a_write_and_a_branch_in_one_instruction(k, jumps):
-    program = assemble_fleq(OTHER.format(k=k), "other.fleq", **SHARED)
+    program = FLEQ.assemble_text(OTHER.format(k=k), "other.fleq", **SHARED)
     traced = run_traced(program, fleq_geometry_for(program), 100)
     expected = run_fleq_reference(program, 100, trace=True)
     assert traced.trace[1].jumped is jumps is expected.trace[1].jumped
@@ -160,10 +160,10 @@ def test_a_write_and_a_branch_in_one_instruction(k, jumps):
 
 
 def test_a_batch_runs_each_program_as_if_alone():
-    programs = [assemble_fleq(loop_source(1), **SHARED),
-                assemble_fleq(loop_source(4, B, -A), **SHARED),
-                assemble_fleq(OTHER.format(k=1), **SHARED),
-                assemble_fleq(OTHER.format(k=-3), **SHARED)]
+    programs = [FLEQ.assemble_text(loop_source(1), **SHARED),
+                FLEQ.assemble_text(loop_source(4, B, -A), **SHARED),
+                FLEQ.assemble_text(OTHER.format(k=1), **SHARED),
+                FLEQ.assemble_text(OTHER.format(k=-3), **SHARED)]
     geometry = fleq_geometry_for(programs[0])
     executor = TransformerExecutor(geometry, EngineConfig(check_every=3))
     batch = executor.results(executor.run(executor.load(programs), 1000))
@@ -247,7 +247,7 @@ def test_checked_mode_names_step_layer_column_and_field_of_a_bad_state(loop):
 
 def test_a_counter_beyond_the_dtypes_exact_integers_is_refused_at_load():
     source = ".data\nn: 16777217\none: 1\n.code\nn = sub(n, one)\nhalt\n"
-    program = assemble_fleq(source, "big.fleq")
+    program = FLEQ.assemble_text(source, "big.fleq")
     geometry = fleq_geometry_for(program)
     with pytest.raises(InputError, match=r"big.fleq:2:1: counter 'n' = 16777217 is beyond "
                                          r"16777216, the largest integer float32 counts"):

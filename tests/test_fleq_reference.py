@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assembler.fleq import assemble_fleq, assemble_fleq_file
-from vm.fleq_reference import FleqReference, run_fleq_reference
-from vm.library import matrix_literal
+from vm.isa import FLEQ
+from vm.machines.fleq.reference import FleqReference, run_fleq_reference
+from vm.routines.base import matrix_literal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ done: halt
 
 @pytest.mark.parametrize("k", [1, 2, 7])
 def test_a_counter_loop_runs_k_times(k):
-    program = assemble_fleq(LOOP.format(k=k), "loop.fleq")
+    program = FLEQ.assemble_text(LOOP.format(k=k), "loop.fleq")
     result = run_fleq_reference(program, trace=True)
     memory = program.named_memory(result.cells)
     expected = 0.0
@@ -48,7 +48,7 @@ def test_a_counter_loop_runs_k_times(k):
 def test_a_branch_jumps_exactly_when_the_counter_is_at_most_zero(value, jumps):
     source = (f".data\nn: {value}\nx: 1.5\ny: 0.0\n.code\ny = add(x, x) if n <= 0 goto skip\n"
               "y = sub(y, x)\nskip: halt\n")
-    program = assemble_fleq(source, "b.fleq")
+    program = FLEQ.assemble_text(source, "b.fleq")
     result = run_fleq_reference(program, trace=True)
     first = result.trace[0]
     assert first.jumped is jumps and first.next_pc == (2 if jumps else 1)
@@ -59,7 +59,7 @@ def test_a_branch_jumps_exactly_when_the_counter_is_at_most_zero(value, jumps):
 def test_goto_skips_and_halt_stops_before_later_instructions():
     source = (".data\nx: 1.0\n.code\ngoto over\nx = add(x, x)\nover: x = sub(x, x)\nhalt\n"
               "x = add(x, x)\n")
-    program = assemble_fleq(source, "g.fleq")
+    program = FLEQ.assemble_text(source, "g.fleq")
     result = run_fleq_reference(program, trace=True)
     assert [step.pc for step in result.trace] == [0, 2, 3]
     assert result.halted and program.named_memory(result.cells)["x"] == 0.0
@@ -70,7 +70,7 @@ def test_matrices_add_and_subtract_elementwise_and_keep_their_padding_zero():
     B = np.array([[0.3, 0.2], [-1e-3, 7.1]])
     source = (f".d 3\n.data\nA: {matrix_literal(A)}\nB: {matrix_literal(B)}\n"
               "S: .zeros 2x2\nD: .zeros 2x2\n.code\nS = add(A, B)\nD = sub(A, B)\nhalt\n")
-    program = assemble_fleq(source, "m.fleq")
+    program = FLEQ.assemble_text(source, "m.fleq")
     result = run_fleq_reference(program)
     cells = {name: result.cells[program.variables[name].cell] for name in ("S", "D")}
     np.testing.assert_array_equal(cells["S"][:2, :2], A + B)
@@ -80,7 +80,7 @@ def test_matrices_add_and_subtract_elementwise_and_keep_their_padding_zero():
 
 
 def test_the_calculator_computes_the_papers_formula():
-    program = assemble_fleq_file(ROOT / "programs" / "fleq" / "calculator.fleq")
+    program = FLEQ.assemble_file(ROOT / "programs" / "fleq" / "calculator.fleq")
     result = run_fleq_reference(program)
     assert result.halted and result.steps == 7
     expected = math.sqrt(1 / (((3 + 5) - 1) * 2)) / 100
@@ -88,14 +88,14 @@ def test_the_calculator_computes_the_papers_formula():
 
 
 def test_the_step_limit_stops_a_program_that_does_not_halt():
-    program = assemble_fleq(".data\nx: 1.0\n.code\nspin: x = add(x, x)\ngoto spin\n", "s.fleq")
+    program = FLEQ.assemble_text(".data\nx: 1.0\n.code\nspin: x = add(x, x)\ngoto spin\n", "s.fleq")
     result = run_fleq_reference(program, max_steps=11)
     assert not result.halted and result.steps == 11 and result.pc == 1
     assert program.named_memory(result.cells)["x"] == 2.0 ** 6
 
 
 def test_running_does_not_change_the_program_and_a_halted_machine_stays_put():
-    program = assemble_fleq(LOOP.format(k=3), "loop.fleq")
+    program = FLEQ.assemble_text(LOOP.format(k=3), "loop.fleq")
     initial = [cell.copy() for cell in program.cells]
     machine = FleqReference(program)
     machine.run(1000)

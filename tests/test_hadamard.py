@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import assemble_fleq
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.executor import EngineConfig, run_transformer
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.runtime.executor import EngineConfig, run_transformer
 from vm.functions import make_block
 from vm.functions.hadamard import SPAN
-from vm.library import matrix_literal
+from vm.routines.base import matrix_literal
 
 torch.set_num_threads(1)
 RNG = np.random.default_rng(11)
@@ -28,7 +28,7 @@ def run_products(pairs: list[tuple[np.ndarray, np.ndarray]], d: int, dtype: str,
         code.append(f"C{i} = hadamard(A{i}, B{i})")
     source = (f".d {d}\n.function hadamard scale={scale}\n.data\n" + "\n".join(data) +
               "\n.code\n" + "\n".join(code) + "\nhalt\n")
-    program = assemble_fleq(source, "had.fleq")
+    program = FLEQ.assemble_text(source, "had.fleq")
     result = run_transformer(program, fleq_geometry_for(program), 20, EngineConfig(dtype=dtype))
     assert result.halted
     return [result.memory[program.variables[f"C{i}"].cell] for i in range(len(pairs))]
@@ -61,7 +61,7 @@ def test_float64_is_accurate_on_small_values_despite_large_row_neighbours():
 
 def test_shapes_must_match():
     with pytest.raises(SourceError, match="same shape"):
-        assemble_fleq(".d 2\n.data\na: .vector [1.0, 2.0]\nb: .zeros 2x2\nc: .zeros 2x2\n"
+        FLEQ.assemble_text(".d 2\n.data\na: .vector [1.0, 2.0]\nb: .zeros 2x2\nc: .zeros 2x2\n"
                       ".code\nc = hadamard(a, b)\nhalt\n")
 
 

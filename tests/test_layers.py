@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from vm import layers
-from vm.layers import MASK_AS_BIAS_MAX, LoopedTransformer, cpu_threads, mask_matrix, trace_pass
-from vm.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
+from vm.transformer import layers
+from vm.transformer.layers import MASK_AS_BIAS_MAX, LoopedTransformer, cpu_threads, mask_matrix, trace_pass
+from vm.transformer.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
 
 
 def random_machine(rng, rows: int, columns: int, heads: list[int], width: int = 7

@@ -2,11 +2,11 @@
 
 import pytest
 
-from assembler.fleq import assemble_fleq
+from vm.isa import FLEQ
 from assembler.diagnostics import SourceError
-from vm import library
-from vm.fleq_reference import FleqReference
-from vm.library import Expansion, Routine, RoutineCall
+from vm.routines import base as library
+from vm.machines.fleq.reference import FleqReference
+from vm.routines.base import Expansion, Routine, RoutineCall
 
 
 def _triple(call: RoutineCall) -> Expansion:
@@ -51,7 +51,7 @@ end:   halt
 
 
 def test_expansion_runs_and_labels_point_at_the_first_generated_statement(triple):
-    program = assemble_fleq(SOURCE, "t.fleq")
+    program = FLEQ.assemble_text(SOURCE, "t.fleq")
     names = [v for v in program.variables if v.startswith("_")]
     assert names and all(n.startswith("_times_n") for n in names)
     assert program.labels["start"] == 0
@@ -64,7 +64,7 @@ def test_expansion_runs_and_labels_point_at_the_first_generated_statement(triple
 
 
 def test_two_expansions_do_not_share_names(triple):
-    program = assemble_fleq(SOURCE, "t.fleq")
+    program = FLEQ.assemble_text(SOURCE, "t.fleq")
     prefixes = {n.split("_")[2] for n in program.variables if n.startswith("_")}
     assert len(prefixes) == 2
 
@@ -77,7 +77,7 @@ def test_two_expansions_do_not_share_names(triple):
 def test_bad_calls_are_located_in_the_user_file(triple, line, message, column):
     source = f".data\nx: 1.0\ny: 0.0\n.code\n{line}\nend: halt\n"
     with pytest.raises(SourceError) as caught:
-        assemble_fleq(source, "bad.fleq")
+        FLEQ.assemble_text(source, "bad.fleq")
     text = str(caught.value)
     assert message in text and "bad.fleq:5:" in text
     assert f"bad.fleq:5:{column}" in text
@@ -85,4 +85,4 @@ def test_bad_calls_are_located_in_the_user_file(triple, line, message, column):
 
 def test_user_names_may_not_take_the_generated_prefix():
     with pytest.raises(SourceError, match="reserved"):
-        assemble_fleq(".data\n_x: 1.0\n.code\nhalt\n", "r.fleq")
+        FLEQ.assemble_text(".data\n_x: 1.0\n.code\nhalt\n", "r.fleq")

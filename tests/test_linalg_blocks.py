@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import assemble_fleq
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.executor import EngineConfig, run_transformer
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.runtime.executor import EngineConfig, run_transformer
 from vm.functions import make_block
-from vm.library import matrix_literal
-from vm.machines.fleq import fleq_machine
+from vm.routines.base import matrix_literal
+from vm.machines.fleq.machine import fleq_machine
 
 torch.set_num_threads(1)
 
@@ -45,7 +45,7 @@ def run_cases(name: str, cases: list[tuple[np.ndarray, np.ndarray | None]], d: i
         data.append(f"c{index}: .zeros {want.shape[0]}x{want.shape[1]}")
         code.append(f"c{index} = {name}({arguments})")
     source = f".d {d}\n.data\n" + "\n".join(data) + "\n.code\n" + "\n".join(code) + "\nhalt\n"
-    program = assemble_fleq(source, f"{name}.fleq", parameters={name: parameters or {}})
+    program = FLEQ.assemble_text(source, f"{name}.fleq", parameters={name: parameters or {}})
     result = run_transformer(program, fleq_geometry_for(program), 100, EngineConfig(dtype=dtype))
     assert result.halted
     memory = program.named_memory(result.memory)
@@ -136,7 +136,7 @@ def test_shape_errors_are_readable_and_located(line, message):
               "V: .vector [1.0, 2.0]\nW: .vector [1.0, 2.0, 3.0]\nP: .zeros 2x2\ns: 0.0\n"
               f".code\n{line}\nhalt\n")
     with pytest.raises(SourceError) as caught:
-        assemble_fleq(source, "shapes.fleq")
+        FLEQ.assemble_text(source, "shapes.fleq")
     assert message in str(caught.value) and "shapes.fleq:9:" in str(caught.value)
 
 
@@ -148,7 +148,7 @@ def test_shape_errors_are_readable_and_located(line, message):
 ])
 @pytest.mark.parametrize("d", [2, 4])
 def test_heads_and_layers_match_the_metadata(name, heads, d):
-    program = assemble_fleq(f".d {d}\n.data\nx: 0.0\n.code\nhalt\n", functions=[name])
+    program = FLEQ.assemble_text(f".d {d}\n.data\nx: 0.0\n.code\nhalt\n", functions=[name])
     machine = fleq_machine(fleq_geometry_for(program))
     block = make_block(name)
     own = [[h for h in layer.heads if h.role.startswith(f"{name}:")]

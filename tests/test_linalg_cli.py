@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from assembler.fleq import assemble_fleq_file
-from assembler.fleq_punchcard import fleq_geometry_for
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli import main
 from vm.cli.linalg import solve
-from vm.executor import EngineConfig
+from vm.runtime.executor import EngineConfig
 from vm.machines import machine_for
 
 torch.set_num_threads(1)
@@ -130,7 +130,7 @@ def test_inspect_puts_the_programs_beside_table_1(capsys, program, name):
     code, out, _ = run_cli(capsys, "inspect", str(PROGRAMS / program))
     assert code == 0
     line = next(line for line in out.splitlines() if f"Table 1, {name}" in line)
-    compiled = assemble_fleq_file(PROGRAMS / program)
+    compiled = FLEQ.assemble_file(PROGRAMS / program)
     weights = machine_for(fleq_geometry_for(compiled)).weights
     most = max(len(layer.heads) for layer in weights.layers)
     assert "13 layers, 1 head;" in line

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import assemble_fleq, assemble_fleq_file
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.executor import EngineConfig, run_transformer
-from vm.fleq_reference import run_fleq_reference
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.runtime.executor import EngineConfig, run_transformer
+from vm.machines.fleq.reference import run_fleq_reference
 from vm.functions import REGISTRY, make_block
-from vm.library import matrix_literal
+from vm.routines.base import matrix_literal
 from vm.routines import ROUTINES
 from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
                                 rayleigh_error_bound)
@@ -45,8 +45,8 @@ def symmetric(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_both(source: str | Path, dtype: str, parameters: dict | None = None):
-    program = (assemble_fleq_file(source) if isinstance(source, Path) else
-               assemble_fleq(source, "linalg.fleq", parameters=parameters))
+    program = (FLEQ.assemble_file(source) if isinstance(source, Path) else
+               FLEQ.assemble_text(source, "linalg.fleq", parameters=parameters))
     transformer = run_transformer(program, fleq_geometry_for(program), 10_000,
                                   EngineConfig(dtype=dtype))
     exact = run_fleq_reference(program, 10_000)
@@ -71,7 +71,7 @@ def test_expansions_call_only_registered_blocks():
     source = (f".d 3\n.data\nA: {matrix_literal(a)}\nX: .zeros 3x3\nv: .zeros 3x1\nlam: 0.0\n.code\n"
               "X = inverse(A, iters=2)\nv = power_iteration(A, iters=2)\nlam = rayleigh(A, v)\n"
               "halt\n")
-    program = assemble_fleq(source)
+    program = FLEQ.assemble_text(source)
     called = {i.function for i in program.instructions if i.function is not None}
     assert called <= set(REGISTRY) and not called & set(ROUTINES)
     assert called == {"matmul_tn", "trace", "rsqrt", "scale", "sub", "add"}
@@ -136,7 +136,7 @@ def test_bad_routine_calls_are_located(line, message):
               "R: .matrix 2x3 [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]\nX: .zeros 2x2\n"
               f"v: .zeros 2x1\ns: 0.0\n.code\n{line}\nhalt\n")
     with pytest.raises(SourceError) as caught:
-        assemble_fleq(source, "bad.fleq")
+        FLEQ.assemble_text(source, "bad.fleq")
     assert message in str(caught.value) and "bad.fleq:8:" in str(caught.value)
 
 

@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from assembler.fleq import assemble_fleq
-from assembler.fleq_punchcard import fleq_geometry_for
-from assembler.punchcard import geometry_for
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble, assemble_file
 from vm.cli import main
-from vm.executor import TransformerExecutor
-from vm.layers import trace_pass
-from vm.pictures import axis_labels, layer_figure, x_figure
+from vm.isa import for_program
+from vm.runtime.executor import TransformerExecutor
+from vm.transformer.layers import trace_pass
+from vm.tools.pictures import axis_labels, layer_figure, x_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNTDOWN = """\
@@ -34,7 +35,11 @@ def countdown():
     program = assemble(COUNTDOWN, "countdown.sq")
     geometry = geometry_for(program)
     executor = TransformerExecutor(geometry)
-    return program, executor, axis_labels(program, geometry, executor.layout)
+    return program, executor, labels_for(program, geometry, executor.layout)
+
+
+def labels_for(program, geometry, layout):
+    return axis_labels(*for_program(program).column_names(program, geometry, layout), layout)
 
 
 def tick_names(axis) -> list[str]:
@@ -44,7 +49,7 @@ def tick_names(axis) -> list[str]:
 def test_axis_labels_name_columns_by_program_and_rows_by_field():
     program = assemble_file(ROOT / "programs" / "subleq" / "factorial.sq")
     geometry = geometry_for(program)
-    labels = axis_labels(program, geometry, TransformerExecutor(geometry).layout)
+    labels = labels_for(program, geometry, TransformerExecutor(geometry).layout)
     assert labels.columns[:5] == ["cpu", "@zero", "@minus_one", "n", "fact"]
     assert labels.columns[11:15] == ["i0", "i1", "i2", "test"]
     assert labels.columns[-2:] == ["done", "EOF"]
@@ -130,10 +135,10 @@ top:    w = add(v, v)
 
 @pytest.fixture(scope="module")
 def double_invert():
-    program = assemble_fleq(DOUBLE_INVERT, "double_invert.fleq", parameters={"inv": {"terms": 12}})
+    program = FLEQ.assemble_text(DOUBLE_INVERT, "double_invert.fleq", parameters={"inv": {"terms": 12}})
     geometry = fleq_geometry_for(program)
     executor = TransformerExecutor(geometry)
-    return program, geometry, executor, axis_labels(program, geometry, executor.layout)
+    return program, geometry, executor, labels_for(program, geometry, executor.layout)
 
 
 def test_fleq_columns_are_named_by_block_variable_and_label(double_invert):
@@ -170,7 +175,7 @@ def test_trace_command_draws_a_fleq_program(capsys, tmp_path):
     source.write_text(DOUBLE_INVERT)
     assert main(["trace", str(source), "--step", "1", "--param", "inv.terms=12",
                  "--png", str(tmp_path / "png"), "--gif", str(tmp_path / "x.gif")]) == 0
-    program = assemble_fleq(DOUBLE_INVERT, parameters={"inv": {"terms": 12}})
+    program = FLEQ.assemble_text(DOUBLE_INVERT, parameters={"inv": {"terms": 12}})
     layers = len(TransformerExecutor(fleq_geometry_for(program)).model.layers)
     names = sorted(path.name for path in (tmp_path / "png").iterdir())
     assert names == [f"step0001_layer{layer}.png" for layer in range(layers)]

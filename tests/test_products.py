@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from vm.block_errors import measure
-from vm.errors import InputError
+from vm.tools.block_errors import measure
+from vm.common.errors import InputError
 from vm.functions import make_block
 from vm.functions.linalg import MatrixProduct
 from vm.functions.products import LinearizedProduct

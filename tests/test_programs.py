@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 from assembler.csv_format import load_csv
 from assembler.program import Program
 from assembler.subleq import assemble, assemble_file
-from assembler.punchcard import geometry_for
-from vm.executor import TransformerExecutor, run_transformer
-from vm.reference import run_reference
+from vm.machines.subleq.punchcard import geometry_for
+from vm.runtime.executor import TransformerExecutor, run_transformer
+from vm.machines.subleq.reference import run_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBLEQ_DIR = ROOT / "programs" / "subleq"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 
-from assembler.punchcard import (decode_instructions, decode_memory, decode_pc, encode,
+from vm.machines.subleq.punchcard import (decode_instructions, decode_memory, decode_pc, encode,
                                  geometry_for)
 from assembler.subleq import assemble
 from strategies import programs
-from vm.encoding import pm1_code, word_value
-from vm.machines.subleq_layout import subleq_layout
+from vm.common.encoding import pm1_code, word_value
+from vm.machines.subleq.layout import subleq_layout
 
 
 @settings(max_examples=60, deadline=None)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from assembler.fleq import assemble_fleq
-from assembler.fleq_punchcard import fleq_geometry_for
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
 from assembler.subleq import assemble
-from vm.compare import compare_fleq
-from vm.reference import run_reference
+from vm.tools.compare import compare_fleq
+from vm.machines.subleq.reference import run_reference
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -27,7 +27,7 @@ def test_subleq_example_halts_on_the_reference():
 
 
 def test_fleq_example_runs_on_the_transformer_like_the_reference():
-    program = assemble_fleq(example("; a FLEQ program"), "README.fleq")
+    program = FLEQ.assemble_text(example("; a FLEQ program"), "README.fleq")
     comparison = compare_fleq(program, fleq_geometry_for(program), 100)
     assert comparison.ok and comparison.halted
     assert comparison.steps == 16

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from assembler.program import Instruction, Program, wrap
 from assembler.subleq import assemble
-from vm.reference import ReferenceMachine, run_reference
+from vm.machines.subleq.reference import ReferenceMachine, run_reference
 
 
 def test_subtracts_and_branches_on_non_positive():

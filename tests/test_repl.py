@@ -13,11 +13,11 @@ import pexpect
 import pytest
 import torch
 
-import vm.repl
-from vm.executor import EngineConfig, TransformerExecutor
-from vm.progress import Progress
-from vm.repl import COMMANDS, Repl
-from vm.repl_terminal import interact
+import vm.repl.session
+from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.tools.progress import Progress
+from vm.repl.session import COMMANDS, Repl
+from vm.repl.terminal import interact
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTORIAL = str(ROOT / "programs" / "subleq" / "factorial.sq")
@@ -287,7 +287,7 @@ def test_ctrl_c_during_run_stops_at_a_whole_step(repl, monkeypatch):
 
 def test_long_runs_report_progress_on_stderr(repl, monkeypatch):
     stream = io.StringIO()
-    monkeypatch.setattr(vm.repl, "Progress",
+    monkeypatch.setattr(vm.repl.session, "Progress",
                         lambda label, total, _: Progress(label, total, stream, delay=0))
     repl.execute("run")
     assert re.match(r"steps: \d+ \([\d,]+/s\)\n", stream.getvalue())

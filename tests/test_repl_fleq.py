@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from assembler.fleq import assemble_fleq
+from vm.isa import FLEQ
 from vm.cli import main
-from vm.fleq_reference import FleqReference
-from vm.repl import Repl
+from vm.machines.fleq.reference import FleqReference
+from vm.repl.session import Repl
 
 torch.set_num_threads(1)
 
@@ -52,7 +52,7 @@ def session(source, tmp_path) -> Repl:
 
 
 def reference_after(steps: int) -> FleqReference:
-    reference = FleqReference(assemble_fleq(LOOP, "loop.fleq"))
+    reference = FleqReference(FLEQ.assemble_text(LOOP, "loop.fleq"))
     for _ in range(steps):
         reference.step()
     return reference
@@ -105,7 +105,7 @@ def test_break_on_a_label_watch_run_continue_delete(session):
     session.execute("delete")
     out = session.execute("continue")
     assert out.startswith("the program has halted (pc at EOF)")
-    reference = FleqReference(assemble_fleq(LOOP, "loop.fleq"))
+    reference = FleqReference(FLEQ.assemble_text(LOOP, "loop.fleq"))
     result = reference.run(100)
     assert f"step {result.steps}  pc 4 (EOF)" in out
     assert np.allclose(printed(session, "w"), result.cells[3][:2, 0], atol=1e-9)

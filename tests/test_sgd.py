@@ -12,17 +12,17 @@ import pytest
 import torch
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import assemble_fleq, assemble_fleq_file
-from assembler.fleq_punchcard import fleq_geometry_for
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli import main
-from vm.compare import compare_fleq
-from vm.executor import EngineConfig, run_transformer
-from vm.fleq_reference import FleqReference, run_fleq_reference
+from vm.tools.compare import compare_fleq
+from vm.runtime.executor import EngineConfig, run_transformer
+from vm.machines.fleq.reference import FleqReference, run_fleq_reference
 from vm.functions import REGISTRY, make_block
-from vm.library import Operand, RoutineCall, matrix_literal
+from vm.routines.base import Operand, RoutineCall, matrix_literal
 from vm.routines import ROUTINES
 from vm.routines.sgd import ACTIVATION_CODES, activation_code
-from vm.training import TrainingSetup, epoch_length, exact_sgd
+from vm.apps.training import TrainingSetup, epoch_length, exact_sgd
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "fleq"
 
@@ -112,7 +112,7 @@ def test_bad_call_in_a_file_is_located_at_the_call():
     source = (".data\nW1: .zeros 3x2\nW2: .zeros 1x3\nx: .vector [1.0, 2.0]\ny: 0.5\n"
               "loss: 0.0\n.code\n    loss = sgd_step(W1, W2, x, y, activation=4)\nhalt\n")
     with pytest.raises(SourceError, match="activation must be one of") as caught:
-        assemble_fleq(source, "bad.fleq")
+        FLEQ.assemble_text(source, "bad.fleq")
     assert "bad.fleq:8:5" in str(caught.value)
 
 
@@ -132,7 +132,7 @@ def test_one_step_on_the_transformer_is_torch_autograds_gradient(activation):
               f"x: {matrix_literal(x[:, None])}\ny: {matrix_literal(y[:, None])}\n"
               f"loss: 0.0\n.code\nloss = sgd_step(W1, W2, x, y, lr={lr}, "
               f"activation={activation_code(activation)})\nhalt\n")
-    program = assemble_fleq(source, "step.fleq")
+    program = FLEQ.assemble_text(source, "step.fleq")
     result = run_transformer(program, fleq_geometry_for(program), 100,
                              EngineConfig(dtype="float64"))
     memory = program.named_memory(result.memory)
@@ -166,7 +166,7 @@ def samples(program):
 @pytest.mark.parametrize("file, names, hidden", [
     ("sgd_linear_regression.fleq", ("W",), 0), ("sgd_two_layer.fleq", ("W1", "W2"), 3)])
 def test_program_files_run_exact_sgd_on_the_reference(file, names, hidden):
-    program = assemble_fleq_file(PROGRAMS / file)
+    program = FLEQ.assemble_file(PROGRAMS / file)
     x, y = samples(program)
     memory = program.named_memory(program.cells)
     setup = TrainingSetup(hidden, 0.3 if hidden == 0 else 0.2, int(memory["epochs"]), "tanh")
@@ -181,7 +181,7 @@ def test_program_files_run_exact_sgd_on_the_reference(file, names, hidden):
 
 
 def test_linear_regression_file_on_the_transformer_stays_on_the_reference():
-    program = assemble_fleq_file(PROGRAMS / "sgd_linear_regression.fleq")
+    program = FLEQ.assemble_file(PROGRAMS / "sgd_linear_regression.fleq")
     comparison = compare_fleq(program, fleq_geometry_for(program), 10_000)
     assert comparison.ok and comparison.halted
     assert comparison.max_absolute < 1e-8
@@ -190,7 +190,7 @@ def test_linear_regression_file_on_the_transformer_stays_on_the_reference():
 
 def test_two_layer_file_first_epoch_on_the_transformer():
     """One epoch (62 passes) on the transformer, against the reference at the same step."""
-    program = assemble_fleq_file(PROGRAMS / "sgd_two_layer.fleq")
+    program = FLEQ.assemble_file(PROGRAMS / "sgd_two_layer.fleq")
     length = epoch_length(program)
     reference = FleqReference(program)
     for _ in range(length):

@@ -9,7 +9,7 @@ import pytest
 from assembler.diagnostics import SourceError
 from assembler.program import MINUS_ONE_CELL, ZERO_CELL
 from assembler.subleq import assemble
-from vm.errors import InputError
+from vm.common.errors import InputError
 
 
 def asm(source: str, bits: int | None = None):

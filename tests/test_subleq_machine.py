@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from assembler.punchcard import geometry_for
+from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble
 from vm.blocks.adder_plan import ONE_LEVEL_MAX_BITS
-from vm.encoding import pm1_codes
-from vm.geometry import Geometry
-from vm.machines.subleq import (DEFAULT_TARGET_ERROR, default_temperature, read_error_bound,
+from vm.common.encoding import pm1_codes
+from vm.common.geometry import Geometry
+from vm.machines.subleq.machine import (DEFAULT_TARGET_ERROR, default_temperature, read_error_bound,
                                 subleq_machine, temperature_is_safe)
 
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from assembler.fleq import assemble_fleq
+from vm.isa import FLEQ
 from vm.cli import main
-from vm.errors import InputError, RunFailure
-from vm.executor import EngineConfig
-from vm.fleq_reference import run_fleq_reference
-from vm.training import (TrainingSetup, assemble_training, exact_sgd, features,
+from vm.common.errors import InputError, RunFailure
+from vm.runtime.executor import EngineConfig
+from vm.machines.fleq.reference import run_fleq_reference
+from vm.apps.training import (TrainingSetup, assemble_training, exact_sgd, features,
                          initial_weights, load_dataset, run_on_transformer, sgd_sample,
                          synthetic_regression, train, weight_names)
 
@@ -174,7 +174,7 @@ def test_cli_show_program_prints_assemblable_source(tmp_path, capsys):
                  "--show-program"]) == 0
     source = capsys.readouterr().out
     assert source.count("sgd_step(W1, W2,") == 2 and "activation=2" in source
-    program = assemble_fleq(source, "shown.fleq")
+    program = FLEQ.assemble_text(source, "shown.fleq")
     assert {"relu", "relu_prime", "hadamard"} <= {name for name, _ in program.functions}
 
 

@@ -22,14 +22,14 @@ import numpy as np
 
 from assembler.diagnostics import SourceError
 from assembler.expression import SOURCE_NAME, Name, Node, Number, Operation, parse_expression
-from assembler.fleq import assemble_fleq
+from vm.isa import FLEQ
 from assembler.fleq_program import FleqProgram
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.errors import InputError
-from vm.executor import EngineConfig, run_transformer
-from vm.fleq_reference import run_fleq_reference
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.common.errors import InputError
+from vm.runtime.executor import EngineConfig, run_transformer
+from vm.machines.fleq.reference import run_fleq_reference
 from vm.functions import REGISTRY, FunctionBlock, dtype_parameters, make_block
-from vm.machines.fleq import FleqMachine
+from vm.machines.fleq.machine import FleqMachine
 from vm.routines import ROUTINES
 
 KEYWORDS = {"if", "goto", "halt", "eof"}
@@ -232,7 +232,7 @@ def calculate(expression: str, inputs: dict[str, float],
     """Compile, run on the transformer and on the reference, and bound the difference."""
     compiled = compile_expression(expression, inputs)
     dtype = config.dtype or FleqMachine.default_dtype
-    program = assemble_fleq(compiled.source, "<calc>", parameters=parameters or {},
+    program = FLEQ.assemble_text(compiled.source, "<calc>", parameters=parameters or {},
                             defaults=dtype_parameters(dtype))
     geometry = fleq_geometry_for(program)
     blocks = {name: make_block(name, **dict(values)) for name, values in program.functions}

@@ -10,7 +10,7 @@ at a time and reads that cell and the weights after every epoch;
 weights, same sample order, loss 1/2 |y^ - y|^2 measured before each step.
 
 A bias is a weight on a constant input 1 appended to every x (`bias=True`).
-`vm.domains.first_domain_violation` names the first block call whose operands
+`vm.tools.domains.first_domain_violation` names the first block call whose operands
 leave the block's documented domain: there the transformer's number carries no
 bound, and `ltvm train` says so (exit 1).
 """
@@ -24,15 +24,15 @@ from typing import Callable
 
 import numpy as np
 
-from assembler.fleq import assemble_fleq
+from vm.isa import FLEQ
 from assembler.fleq_program import FleqProgram
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.errors import InputError, RunFailure
-from vm.executor import EngineConfig, TransformerExecutor
-from vm.domains import DomainViolation, first_domain_violation
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.common.errors import InputError, RunFailure
+from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.tools.domains import DomainViolation, first_domain_violation
 from vm.functions import dtype_parameters
 from vm.functions.activations import ACTIVATIONS, sigmoid
-from vm.library import matrix_literal
+from vm.routines.base import matrix_literal
 from vm.routines.sgd import activation_code
 
 MAX_BLOCK = 16
@@ -222,7 +222,7 @@ def program_source(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
 
 def assemble_training(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
                       weights: tuple[np.ndarray, ...]) -> FleqProgram:
-    return assemble_fleq(program_source(x, y, setup, weights), "<ltvm train>",
+    return FLEQ.assemble_text(program_source(x, y, setup, weights), "<ltvm train>",
                          defaults=dtype_parameters(setup.dtype))
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vm.layout import Layout
-from vm.weights import HeadWeights
+from vm.transformer.layout import Layout
+from vm.transformer.weights import HeadWeights
 
 
 def _selector(layout: Layout, fields: list[str]) -> np.ndarray:

@@ -11,8 +11,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from vm.layout import Layout
-from vm.weights import FeedForwardWeights
+from vm.transformer.layout import Layout
+from vm.transformer.weights import FeedForwardWeights
 
 Form = dict[int, float]
 

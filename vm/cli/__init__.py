@@ -8,7 +8,7 @@ import pkgutil
 import sys
 
 from vm import __version__
-from vm.errors import LtvmError
+from vm.common.errors import LtvmError
 
 COMMAND_ORDER: list[str] = [
     "demo",

@@ -6,16 +6,9 @@ import argparse
 
 import numpy as np
 
-from assembler.csv_format import save_csv
-from assembler.disassemble import disassemble
-from assembler.fleq_program import FleqProgram
-from assembler.fleq_punchcard import encode_fleq
-from assembler.punchcard import encode
 from vm.cli.common import add_program_arguments, atomic_path, load_program
-from vm.errors import InputError
-from vm.machines.fleq_layout import fleq_layout
-from vm.machines.subleq_layout import subleq_layout
-
+from vm.common.errors import InputError
+from vm.isa import for_program
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
@@ -33,16 +26,12 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
-    fleq = isinstance(program, FleqProgram)
-    if fleq and args.export_csv:
-        raise InputError("--export-csv writes SUBLEQ programs only (the CSV format has no "
-                         "FLEQ instructions)")
-    if fleq:
-        layout = fleq_layout(geometry)
-        X = encode_fleq(program, geometry, layout)
-    else:
-        layout = subleq_layout(geometry)
-        X = encode(program, geometry, layout)
+    isa = for_program(program)
+    if args.export_csv and not isa.writes_csv:
+        raise InputError(f"--export-csv writes SUBLEQ programs only (the CSV format has no "
+                         f"{isa.name.upper()} instructions)")
+    layout = isa.layout(geometry)
+    X = isa.encode(program, geometry, layout)
     print(f"program: {program.source}")
     print(f"geometry: {geometry.describe()}")
     print(f"punchcard: X has {layout.rows} rows x {layout.columns} columns, "
@@ -54,19 +43,14 @@ def run(args: argparse.Namespace) -> int:
         span = layout[name]
         kind = "state" if name in layout.persistent else "work"
         print(f"  {name:<12} rows {span.start:>3}..{span.stop - 1:<3} {kind}")
-    if args.listing and fleq:
-        for index in range(program.eof):
-            label = program.label_at(index)
-            print(f"{index:>4}  {(label + ':') if label else '':<12} "
-                  f"{program.instruction_text(index)}")
-    elif args.listing:
-        print(disassemble(program), end="")
+    if args.listing:
+        print(isa.listing(program), end="")
     if args.output:
         with atomic_path(args.output) as path:
             with open(path, "wb") as handle:
                 np.save(handle, X)
         print(f"wrote {args.output}")
     if args.export_csv:
-        commands, memory = save_csv(program, args.export_csv, geometry.scratch)
+        commands, memory = isa.save_csv(program, args.export_csv, geometry.scratch)
         print(f"wrote {commands} and {memory}")
     return 0

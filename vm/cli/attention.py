@@ -14,13 +14,13 @@ from pathlib import Path
 
 import torch
 
-from vm.chunked.average_case import check_first_layer
-from vm.chunked.bench import run_bench
-from vm.chunked.memory import measure
-from vm.chunked.model import random_instance
-from vm.chunked.reference import direct_forward, relative_error
-from vm.chunked.simulate import MODES, check_sizes, mode_mask, simulate
-from vm.errors import InputError, RunFailure
+from vm.attention.chunked.average_case import check_first_layer
+from vm.attention.chunked.bench import run_bench
+from vm.attention.chunked.memory import measure
+from vm.attention.chunked.model import random_instance
+from vm.attention.chunked.reference import direct_forward, relative_error
+from vm.attention.chunked.simulate import MODES, check_sizes, mode_mask, simulate
+from vm.common.errors import InputError, RunFailure
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 REFERENCE_CHUNK_BYTES = 2 ** 28

@@ -8,9 +8,9 @@ import sys
 
 import torch
 
-from vm.bench import FLEQ_WORKLOADS, bench, bench_fleq, format_fleq_table, format_table
-from vm.executor import DTYPES, EngineConfig
-from vm.layers import ATTENTION_MODES
+from vm.tools.bench import FLEQ_WORKLOADS, bench, bench_fleq, format_fleq_table, format_table
+from vm.runtime.executor import DTYPES, EngineConfig
+from vm.transformer.layers import ATTENTION_MODES
 
 BENCH_TARGETS = ["attention"]
 """Modules of vm.cli that add a `register_bench(targets)` sub-target."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from vm.calc import calculate, compile_expression
+from vm.apps.calc import calculate, compile_expression
 from vm.cli.common import add_engine_arguments, block_parameters, engine_config
-from vm.errors import InputError
+from vm.common.errors import InputError
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -13,19 +13,13 @@ from typing import Iterator
 import numpy as np
 
 from assembler.csv_format import DEFAULT_CSV_SCRATCH, load_csv
-from assembler.fleq import assemble_fleq_file
-from assembler.fleq_program import FleqProgram
-from assembler.fleq_punchcard import fleq_geometry_for
-from assembler.program import Program
-from assembler.punchcard import DEFAULT_SCRATCH, geometry_for
-from assembler.subleq import assemble_file
-from vm.errors import InputError
-from vm.executor import DTYPES, EngineConfig
-from vm.functions import dtype_parameters
-from vm.geometry import Geometry
-from vm.layers import ATTENTION_MODES
-from vm.machines.fleq import FleqMachine
-from vm.reference import RunResult
+from vm.common.errors import InputError
+from vm.isa import SUBLEQ, InstructionSet, ProgramOptions, for_path, for_program
+from vm.isa.base import format_value
+from vm.machines.subleq.punchcard import DEFAULT_SCRATCH
+from vm.machines.subleq.reference import RunResult
+from vm.runtime.executor import DTYPES, EngineConfig
+from vm.transformer.layers import ATTENTION_MODES
 
 
 def _int_at_least(text: str, minimum: int) -> int:
@@ -118,32 +112,20 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
                         temperature=args.temperature, checked=True if args.checked else None)
 
 
-def load_program(args: argparse.Namespace) -> tuple[Program, Geometry]:
+def load_program(args: argparse.Namespace) -> tuple[object, object]:
     """The program named on the command line and its geometry."""
     if args.csv and args.program:
         raise InputError("give either PROG or --csv CMDS MEM, not both")
     if args.csv:
         scratch = args.scratch or DEFAULT_CSV_SCRATCH
         program = load_csv(args.csv[0], args.csv[1], scratch=scratch, bits=args.bits)
-        return program, geometry_for(program, scratch)
+        return program, SUBLEQ.geometry_for(program, scratch)
     if not args.program:
         raise InputError("no program given (PROG or --csv CMDS MEM)")
-    path = Path(args.program)
-    if path.suffix == ".fleq":
-        if args.bits or args.scratch:
-            raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
-        dtype = getattr(args, "dtype", None) or FleqMachine.default_dtype
-        program = assemble_fleq_file(path, d=args.block_size,
-                                     parameters=block_parameters(args.param),
-                                     functions=args.functions,
-                                     defaults=dtype_parameters(dtype))
-        return program, fleq_geometry_for(program)
-    if path.suffix not in (".sq", ""):
-        raise InputError(f"{path}: unknown program type '{path.suffix}' (expected .sq or .fleq)")
-    if args.block_size or args.param or args.functions:
-        raise InputError("--block-size, --param and --functions apply to .fleq programs")
-    program = assemble_file(path, bits=args.bits)
-    return program, geometry_for(program, args.scratch)
+    options = ProgramOptions(bits=args.bits, scratch=args.scratch, block_size=args.block_size,
+                             parameters=block_parameters(args.param),
+                             functions=args.functions, dtype=getattr(args, "dtype", None))
+    return for_path(args.program).load(Path(args.program), options)
 
 
 @contextmanager
@@ -168,48 +150,16 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
             os.unlink(temporary)
 
 
-def format_value(value: int | float | list) -> str:
-    if isinstance(value, list):
-        return f"[{', '.join(format_value(v) for v in value)}]"
-    return f"{value:.10g}" if isinstance(value, float) else str(value)
-
-
-def named_memory(program: Program | FleqProgram, memory: list) -> dict:
-    """Final memory by name; the whole memory as `mem` for programs without names."""
-    if isinstance(program, FleqProgram):
-        return program.named_memory(memory)
-    return program.named_memory(memory) if program.symbols else {"mem": list(memory)}
-
-
 def _jsonable(record) -> dict:
     return {key: (value.tolist() if isinstance(value, np.ndarray) else value)
             for key, value in record.__dict__.items()}
 
 
-def trace_line(program: Program | FleqProgram, record) -> str:
-    if isinstance(program, FleqProgram):
-        written = ""
-        if record.written is not None:
-            variable = next((v for v in program.variables.values()
-                             if v.cell == record.written), None)
-            rows, columns = variable.shape if variable else (1, 1)
-            value = record.new[:rows, :columns]
-            shown = format_value(float(value[0, 0]) if value.size == 1 else value.tolist())
-            written = f"  {program.cell_name(record.written)} = {shown}"
-        branch = f"jump -> {record.next_pc}" if record.jumped else f"next -> {record.next_pc}"
-        return (f"{record.step:>6}  pc {record.pc:<4} {program.instruction_text(record.pc):<32}"
-                f"{written}  {branch}")
-    where = program.label_at(record.pc)
-    location = f"{record.pc}" + (f" ({where})" if where else "")
-    branch = f"jump -> {record.next_pc}" if record.jumped else f"next -> {record.next_pc}"
-    return (f"{record.step:>6}  pc {location:<14} {program.address_name(record.b)} = "
-            f"{record.old} - {program.address_name(record.a)} = {record.new}  {branch}")
-
-
-def print_result(program: Program | FleqProgram, result: RunResult, engine: str, as_json: bool,
+def print_result(program: object, result: RunResult, engine: str, as_json: bool,
                  extra: dict | None = None) -> None:
     """The final memory by name, steps, halted; or the same as one JSON object."""
-    memory = named_memory(program, result.memory)
+    isa: InstructionSet = for_program(program)
+    memory = isa.named_memory(program, result.memory)
     if as_json:
         payload = {"engine": engine, "halted": result.halted, "steps": result.steps,
                    "pc": result.pc, "memory": memory, **(extra or {})}
@@ -218,7 +168,7 @@ def print_result(program: Program | FleqProgram, result: RunResult, engine: str,
         print(json.dumps(payload, indent=2))
         return
     for record in result.trace:
-        print(trace_line(program, record))
+        print(isa.trace_line(program, record))
     print(f"engine: {engine}")
     for key, value in (extra or {}).items():
         print(f"{key}: {value}")

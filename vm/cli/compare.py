@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, engine_config,
                            load_program, positive_int)
-from assembler.fleq_program import FleqProgram
-from vm.compare import compare_fleq, compare_program
-from vm.progress import Progress
+from vm.isa import for_program
+from vm.tools.progress import Progress
 
 DEFAULT_MAX_STEPS = 100_000
 
@@ -34,48 +32,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
-    if isinstance(program, FleqProgram):
-        return _compare_fleq(program, geometry, args)
+    isa = for_program(program)
     progress = Progress("compared steps", args.max_steps)
-    result = compare_program(program, geometry, args.max_steps, engine_config(args), progress)
+    result = isa.compare(program, geometry, args.max_steps, engine_config(args), progress)
     progress.done()
-    if args.json:
-        payload = {"ok": result.ok, "steps": result.steps, "halted": result.halted,
-                   "divergence": result.divergence.__dict__ if result.divergence else None}
-        print(json.dumps(payload, indent=2))
-    elif result.ok:
-        ending = "halted" if result.halted else "step limit reached"
-        print(f"OK: transformer and reference agree for {result.steps} steps ({ending})")
-    else:
-        print(result.divergence.describe())
-    return 0 if result.ok and result.halted else 1
-
-
-def _compare_fleq(program: FleqProgram, geometry, args: argparse.Namespace) -> int:
-    progress = Progress("compared steps", args.max_steps)
-    result = compare_fleq(program, geometry, args.max_steps, engine_config(args), progress)
-    progress.done()
-    if args.json:
-        steps = [{"step": e.step, "pc": e.pc, "instruction": e.instruction, "cell": e.cell,
-                  "abs_error": e.absolute, "rel_error": e.relative,
-                  "local_abs_error": e.local_absolute,
-                  "transformer": e.transformer.tolist(), "reference": e.reference.tolist()}
-                 for e in result.errors]
-        print(json.dumps({"ok": result.ok, "steps": result.steps, "halted": result.halted,
-                          "max_abs_error": result.max_absolute,
-                          "max_rel_error": result.max_relative, "writes": steps,
-                          "branch_divergence": result.branch.__dict__ if result.branch
-                          else None}, indent=2))
-    else:
-        print(f"{'step':>6} {'pc':>4}  {'instruction':<32} {'cell':<8} {'abs error':>10} "
-              f"{'rel error':>10} {'block alone':>11}")
-        for e in result.errors:
-            print(f"{e.step:>6} {e.pc:>4}  {e.instruction:<32} {e.cell:<8} {e.absolute:>10.3g} "
-                  f"{e.relative:>10.3g} {e.local_absolute:>11.3g}")
-        if result.branch is not None:
-            print(f"branch {result.branch.describe()}")
-        else:
-            ending = "halted" if result.halted else "step limit reached"
-            print(f"OK: branches agree for {result.steps} steps ({ending}); max abs error "
-                  f"{result.max_absolute:.3g}, max rel error {result.max_relative:.3g}")
+    print(isa.compare_report(result, args.json))
     return 0 if result.ok and result.halted else 1

@@ -10,13 +10,13 @@ import argparse
 import time
 from pathlib import Path
 
-from assembler.punchcard import encode, geometry_for
+from vm.machines.subleq.punchcard import encode, geometry_for
 from assembler.subleq import assemble_file
 from vm.cli.common import format_value
-from vm.compare import compare_program
-from vm.executor import EngineConfig, run_transformer
-from vm.machines.subleq import subleq_machine
-from vm.reference import run_reference
+from vm.tools.compare import compare_program
+from vm.runtime.executor import EngineConfig, run_transformer
+from vm.machines.subleq.machine import subleq_machine
+from vm.machines.subleq.reference import run_reference
 
 FACTORIAL = Path(__file__).resolve().parents[2] / "programs" / "subleq" / "factorial.sq"
 

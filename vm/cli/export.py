@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from assembler.fleq_program import FleqProgram
 from vm.cli.common import add_program_arguments, load_program
-from vm.export import FLEQ_DTYPE, export, fleq_layout_extra
-from vm.layers import ATTENTION_MODES
-from vm.machines import machine_for
+from vm.isa import for_program
+from vm.runtime.export import FLEQ_DTYPE, export
+from vm.transformer.layers import ATTENTION_MODES
 DESCRIPTION = """\
 Write DIR/weights.npz (every Q, K, V, lam, mask, W1, b1, W2, b2 and a JSON meta string),
 DIR/layout.json (how to decode memory and the program counter) and DIR/punchcard.npy (X
@@ -48,17 +47,11 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
-    machine = machine_for(geometry, args.temperature)
+    isa = for_program(program)
+    machine = isa.machine(geometry, args.temperature)
     machine.check_exact_moves(FLEQ_DTYPE)
     punchcard = machine.encode(program)
-    if isinstance(program, FleqProgram):
-        bits, extra = geometry.pos_bits, fleq_layout_extra(program, geometry)
-    else:
-        bits = geometry.bits
-        extra = {"pc_column": 0, "halt_pc": geometry.eof_column,
-                 "pc_encoding": "pm1-binary-msb-first (absolute column index)",
-                 "memory_names": {name: [s.address, s.address + s.size]
-                                  for name, s in program.symbols.items()}}
+    bits, extra = isa.export_fields(program, geometry)
     directory = export(args.output, machine.weights, machine.layout, punchcard, bits,
                        args.attention == "masked", extra)
     print(f"wrote {directory}/{{weights.npz, layout.json, punchcard.npy}}: "

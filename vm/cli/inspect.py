@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-from pathlib import Path
 
 from vm.cli.common import add_program_arguments, load_program, positive_int
-from vm.errors import InputError
-from vm.geometry import Geometry
-from vm.machines import machine_for
-from vm.machines.fleq_layout import FleqGeometry
-
-PAPER = {"subleq": (9, 2, "Lemma 4")}
-PAPER_ROUTINES = {"sgd_step": (13, 1, "Section 9, SGD with backpropagation"),
-                  "sgd_step_linear": (13, 1, "Section 9, SGD"),
-                  "inverse": (13, 1, "Table 1, matrix inversion"),
-                  "power_iteration": (13, 1, "Table 1, power iteration")}
-"""Routines the paper builds a transformer for: (layers, heads, where)."""
-PAPER_PROGRAMS = {"matrix_inverse.fleq": "inverse", "power_iteration.fleq": "power_iteration"}
-"""Programs that write a routine's expansion out by hand (programs/fleq), by file name."""
-
+from vm.common.errors import InputError
+from vm.common.geometry import Geometry
+from vm.isa import for_program
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
@@ -51,19 +38,6 @@ def _geometry(args: argparse.Namespace) -> tuple[object | None, Geometry]:
     return None, Geometry(args.scratch or 1, args.memory, args.instructions, args.bits or 8)
 
 
-def paper_routines(program: object | None) -> list[dict]:
-    """The paper's numbers for routines the program expanded (their generated names start
-    with _ROUTINE<k>_)."""
-    names = getattr(program, "variables", {})
-    used = {match.group(1) for name in names
-            if (match := re.match(r"^_([a-z_]+?)\d+_", name))}
-    source = Path(str(getattr(program, "source", ""))).name
-    if source in PAPER_PROGRAMS:
-        used.add(PAPER_PROGRAMS[source])
-    return [{"routine": name, "layers": layers, "heads": heads, "statement": where}
-            for name, (layers, heads, where) in PAPER_ROUTINES.items() if name in used]
-
-
 def summarize_roles(roles: list[str]) -> list[str]:
     """Head roles with numbered repeats collapsed: 'inv: sigmoid term x64'."""
     counts: dict[str, int] = {}
@@ -71,19 +45,6 @@ def summarize_roles(roles: list[str]) -> list[str]:
         stem = role.rstrip("0123456789").rstrip() if role[-1:].isdigit() else role
         counts[stem] = counts.get(stem, 0) + 1
     return [stem if count == 1 else f"{stem} x{count}" for stem, count in counts.items()]
-
-
-def _block_rows(geometry: FleqGeometry) -> list[dict]:
-    rows = []
-    for block in geometry.blocks:
-        depth = block.depth(geometry.d)
-        rows.append({"function": block.name, "lemma": block.lemma, "layers": depth,
-                     "parameters": dict(block.values), "domain": block.domain().description,
-                     **{f"error_bound_{dtype}": block.error_bound(dtype)
-                        for dtype in ("float32", "float64")},
-                     **{f"relative_error_bound_{dtype}": block.relative_error_bound(dtype)
-                        for dtype in ("float32", "float64")}})
-    return rows
 
 
 def _bound(block: dict, dtype: str) -> str:
@@ -96,19 +57,15 @@ def _bound(block: dict, dtype: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     program, geometry = _geometry(args)
-    machine = machine_for(geometry, args.temperature)
+    isa = for_program(geometry)
+    machine = isa.machine(geometry, args.temperature)
     layers = machine.weights.layers
     rows = [{"layer": i, "role": layer.role, "heads": len(layer.heads),
              "head_roles": summarize_roles([h.role for h in layer.heads]),
              "ffn_width": layer.ffn.width,
              "parameters": layer.parameter_count()} for i, layer in enumerate(layers)]
-    if isinstance(geometry, FleqGeometry):
-        blocks = _block_rows(geometry)
-        deepest = max((b["layers"] for b in blocks), default=0)
-        paper_layers, paper_heads, lemma = 9 + deepest, None, "Theorem 2: 9 + max(l_i)"
-    else:
-        blocks = []
-        paper_layers, paper_heads, lemma = PAPER["subleq"]
+    paper = isa.paper(program, geometry)
+    blocks, lemma = paper.blocks, paper.statement
     totals = {"layers": len(layers), "max_heads": max(r["heads"] for r in rows),
               "heads_in_all": sum(r["heads"] for r in rows),
               "ffn_width_max": max(r["ffn_width"] for r in rows),
@@ -117,9 +74,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"geometry": geometry.as_dict(), "layers": rows, "totals": totals,
                           "blocks": blocks,
-                          "paper": {"layers": paper_layers, "heads": paper_heads,
+                          "paper": {"layers": paper.layers, "heads": paper.heads,
                                     "statement": lemma},
-                          "paper_routines": paper_routines(program)}, indent=2))
+                          "paper_routines": paper.routines}, indent=2))
         return 0
     print(f"geometry: {geometry.describe()}")
     print(f"residual stream: {machine.layout.rows} rows; temperature lam = "
@@ -139,12 +96,12 @@ def run(args: argparse.Namespace) -> int:
                   f"domain {block['domain']}; error <= {_bound(block, 'float32')} "
                   f"(float32), {_bound(block, 'float64')} (float64)"
                   + (f"; {shown}" if shown else ""))
-        print(f"paper ({lemma}): {paper_layers} layers")
-        for routine in paper_routines(program):
+        print(f"paper ({lemma}): {paper.layers} layers")
+        for routine in paper.routines:
             print(f"paper ({routine['statement']}, {routine['routine']}): "
                   f"{routine['layers']} layers, {routine['heads']} head"
                   f"{'s' if routine['heads'] != 1 else ''}; here {totals['layers']} layers, "
                   f"{totals['max_heads']} heads per layer at most")
     else:
-        print(f"paper (Table 1, {lemma}): {paper_layers} layers, {paper_heads} heads")
+        print(f"paper (Table 1, {lemma}): {paper.layers} layers, {paper.heads} heads")
     return 0

@@ -16,14 +16,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from assembler.fleq import MAX_BLOCK, assemble_fleq
-from assembler.fleq_punchcard import fleq_geometry_for
+from assembler.fleq import MAX_BLOCK
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli.common import add_engine_arguments, block_parameters, engine_config
-from vm.errors import InputError, StepLimitExceeded
-from vm.domains import first_domain_violation
-from vm.executor import EngineConfig, run_transformer
-from vm.fleq_reference import run_fleq_reference
-from vm.library import matrix_literal
+from vm.common.errors import InputError, StepLimitExceeded
+from vm.tools.domains import first_domain_violation
+from vm.runtime.executor import EngineConfig, run_transformer
+from vm.machines.fleq.reference import run_fleq_reference
+from vm.routines.base import matrix_literal
 from vm.functions import dtype_parameters, make_block
 from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
                                 rayleigh_error_bound)
@@ -140,7 +141,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     check_domain(kind, matrix)
     dtype = config.dtype or "float64"
     source = linalg_source(kind, matrix, iters)
-    program = assemble_fleq(source, f"<linalg {kind}>", parameters=given or {},
+    program = FLEQ.assemble_text(source, f"<linalg {kind}>", parameters=given or {},
                             defaults=dtype_parameters(dtype))
     result = run_transformer(program, fleq_geometry_for(program), MAX_STEPS, config)
     if not result.halted:

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 from vm.cli.common import add_engine_arguments, engine_config, positive_int
-from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, Repl
-from vm.repl_state import ENGINES
-from vm.repl_terminal import interact
+from vm.repl.session import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, Repl
+from vm.repl.state import ENGINES
+from vm.repl.terminal import interact
 
 DEFAULT_HISTORY = os.path.expanduser("~/.ltvm_history")
 

@@ -6,13 +6,9 @@ import argparse
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, engine_config,
                            load_program, positive_int, print_result)
-from vm.executor import run_traced, run_transformer
-from vm.progress import Progress
-from assembler.fleq_program import FleqProgram
-from vm.domains import first_domain_violation
-from vm.fleq_reference import run_fleq_reference
-from vm.machines import machine_for
-from vm.reference import RunResult, run_reference
+from vm.isa import for_program
+from vm.runtime.executor import run_traced, run_transformer
+from vm.tools.progress import Progress
 
 DEFAULT_MAX_STEPS = 100_000
 
@@ -41,12 +37,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
+    isa = for_program(program)
     if args.engine == "reference":
-        if isinstance(program, FleqProgram):
-            fleq = run_fleq_reference(program, args.max_steps, trace=args.trace)
-            result = RunResult(fleq.cells, fleq.pc, fleq.steps, fleq.halted, fleq.trace)
-        else:
-            result = run_reference(program, args.max_steps, trace=args.trace)
+        result = isa.run_reference(program, args.max_steps, trace=args.trace)
         print_result(program, result, "reference", args.json)
         return 0 if result.halted else 1
     config = engine_config(args)
@@ -56,11 +49,8 @@ def run(args: argparse.Namespace) -> int:
         progress = Progress("steps", args.max_steps)
         result = run_transformer(program, geometry, args.max_steps, config, progress)
         progress.done()
-    extra = {"dtype": config.dtype or machine_for(geometry).default_dtype,
-             "attention": config.attention}
-    violation = None
-    if isinstance(program, FleqProgram):
-        violation = first_domain_violation(program, result.steps)
-        extra["domain"] = "ok" if violation is None else violation.describe()
+    checks = isa.run_checks(program, result.steps)
+    extra = {"dtype": config.dtype or isa.default_dtype, "attention": config.attention,
+             **checks.lines}
     print_result(program, result, "transformer", args.json, extra)
-    return 0 if result.halted and violation is None else 1
+    return 0 if result.halted and checks.ok else 1

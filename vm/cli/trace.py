@@ -7,9 +7,10 @@ from pathlib import Path
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, atomic_path,
                            engine_config, load_program, positive_int)
-from vm.errors import InputError
-from vm.executor import TransformerExecutor
-from vm.progress import Progress
+from vm.common.errors import InputError
+from vm.isa import for_program
+from vm.runtime.executor import TransformerExecutor
+from vm.tools.progress import Progress
 
 DEFAULT_GIF_STEPS = 32
 
@@ -42,11 +43,12 @@ def run(args: argparse.Namespace) -> int:
     if args.gif and Path(args.gif).suffix.lower() != ".gif":
         raise InputError(f"{args.gif}: the animation file must end in .gif")
     # matplotlib takes about a second to import: load it only when drawing
-    from vm.pictures import axis_labels, save_pass_pictures, save_x_animation
+    from vm.tools.pictures import axis_labels, save_pass_pictures, save_x_animation
 
     program, geometry = load_program(args)
     executor = TransformerExecutor(geometry, engine_config(args))
-    labels = axis_labels(program, geometry, executor.layout)
+    labels = axis_labels(*for_program(program).column_names(program, geometry, executor.layout),
+                         executor.layout)
     name = Path(args.program).name if args.program else "csv program"
     X = executor.load([program])
     progress = Progress("steps", args.step)

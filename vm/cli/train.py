@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from vm.cli.common import add_engine_arguments, engine_config, non_negative_int, positive_int
 from vm.functions.activations import ACTIVATIONS
-from vm.progress import Progress
-from vm.training import TrainingSetup, load_dataset, program_source, starting_point, train
+from vm.tools.progress import Progress
+from vm.apps.training import TrainingSetup, load_dataset, program_source, starting_point, train
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vm.errors import InputError
+from vm.common.errors import InputError
 
 MAX_COLUMNS = 1 << 16
 MAX_BITS = 64

@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from typing import Iterable
 
-from vm.errors import InputError
+from vm.common.signatures import make_registered
 from vm.functions.base import REGISTRY, FunctionBlock
 
 for _module in pkgutil.iter_modules(__path__):
@@ -19,12 +19,7 @@ for _module in pkgutil.iter_modules(__path__):
 
 def make_block(name: str, **parameters: float) -> FunctionBlock:
     """A registered block with the given parameter values (defaults for the rest)."""
-    if name not in REGISTRY:
-        raise InputError(f"unknown function '{name}' (registered: {', '.join(sorted(REGISTRY))})")
-    try:
-        return REGISTRY[name](**parameters)
-    except ValueError as error:
-        raise InputError(str(error)) from None
+    return make_registered(REGISTRY, name, **parameters)
 
 
 def dtype_parameters(dtype: str,

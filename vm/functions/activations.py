@@ -60,7 +60,7 @@ class ExplicitSigmoidSum(SigmoidSum):
     @cached_property
     def fit(self) -> SigmoidFit:
         """The terms with their truncation measured on CHECK_GRID, once per block: bounds are
-        asked for on every step of an error propagation (vm/calc.py)."""
+        asked for on every step of an error propagation (vm/apps/calc.py)."""
         slopes, biases, coefficients, constant = self.terms()
         fit = SigmoidFit(slopes, biases, coefficients, constant, 0.0, 0.0)
         error = float(np.abs(fit(CHECK_GRID) - self.target(CHECK_GRID)).max())

@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from vm.errors import InputError
+from vm.common.errors import InputError
 from vm.functions.arithmetic import UNIT_ROUNDOFF
 from vm.functions.base import (GATE_BIG, BlockContext, Domain, FunctionBlock, Parameter,
                                Shape, register)

@@ -26,9 +26,10 @@ from typing import Callable
 
 import numpy as np
 
+from vm.common.signatures import Shape
 from vm.blocks.ffn import FeedForwardBuilder, Form, form_sum
-from vm.layout import Layout
-from vm.weights import HeadWeights
+from vm.transformer.layout import Layout
+from vm.transformer.weights import HeadWeights
 
 GATE_BIG = float(2 ** 60)
 """Offset that switches a unit off: larger than any value a block can hold, and exact
@@ -74,7 +75,6 @@ class Domain:
                                                 high > self.exclude_low)
 
 
-Shape = tuple[int, int]
 
 
 class FunctionBlock:

@@ -1,15 +1,33 @@
-"""Machines assembled from blocks: SUBLEQ (Lemma 4) and FLEQ (Theorem 2)."""
+"""Machines assembled from blocks: SUBLEQ (Lemma 4) and FLEQ (Theorem 2), one folder each
+(layout, punchcard codec, machine, exact reference).
+
+May import `vm.common`, `vm.transformer`, `vm.blocks`, `vm.functions` and the program
+models (`assembler.program`, `assembler.fleq_program`); never a parser.
+"""
 
 from __future__ import annotations
 
-from vm.geometry import Geometry
-from vm.machines.fleq_layout import FleqGeometry
+from typing import Any, Callable
+
+from vm.common.geometry import Geometry
+from vm.machines.fleq.layout import FleqGeometry
+
+
+def _subleq(geometry: Geometry, temperature: float | None) -> Any:
+    from vm.machines.subleq.machine import subleq_machine
+    return subleq_machine(geometry, temperature)
+
+
+def _fleq(geometry: FleqGeometry, temperature: float | None) -> Any:
+    from vm.machines.fleq.machine import fleq_machine
+    return fleq_machine(geometry, temperature)
+
+
+BUILDERS: dict[type, Callable[[Any, float | None], Any]] = {Geometry: _subleq,
+                                                             FleqGeometry: _fleq}
+"""The machine builder of each geometry type (one entry per instruction set)."""
 
 
 def machine_for(geometry: Geometry | FleqGeometry, temperature: float | None = None):
-    """The (cached) machine of a geometry: SUBLEQ for `Geometry`, FLEQ for `FleqGeometry`."""
-    if isinstance(geometry, FleqGeometry):
-        from vm.machines.fleq import fleq_machine
-        return fleq_machine(geometry, temperature)
-    from vm.machines.subleq import subleq_machine
-    return subleq_machine(geometry, temperature)
+    """The (cached) machine of a geometry."""
+    return BUILDERS[type(geometry)](geometry, temperature)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from assembler.diagnostics import SourceError
 from assembler.program import Instruction, Program
 from assembler.subleq import assemble
-from vm.errors import InputError
+from vm.common.errors import InputError
 
 MNEMONICS = ("subleq", "goto", "halt")
 

@@ -18,13 +18,13 @@ import numpy as np
 import torch
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import assemble_fleq
+from vm.isa import FLEQ
 from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqProgram,
                                     padded)
-from vm.encoding import pm1_code
-from vm.errors import InputError
-from vm.fleq_reference import FleqReference
-from vm.repl_state import ENGINES, Lockstep
+from vm.common.encoding import pm1_code
+from vm.common.errors import InputError
+from vm.machines.fleq.reference import FleqReference
+from vm.repl.state import ENGINES, Lockstep
 
 MATRIX_PRECISION = 6
 
@@ -119,7 +119,7 @@ def assemble_fleq_instruction(program: FleqProgram, source: str, line: str) -> F
     typed_line = text.count("\n")
     parameters = {name: dict(values) for name, values in program.functions}
     try:
-        extended = assemble_fleq(text, program.source, d=program.d, parameters=parameters,
+        extended = FLEQ.assemble_text(text, program.source, d=program.d, parameters=parameters,
                                  functions=[name for name, _ in program.functions])
     except SourceError as error:
         where = f" (column {error.column})" if error.line == typed_line else ""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from assembler.fleq_program import FleqProgram
 from assembler.program import Program
-from vm.errors import InputError
+from vm.common.errors import InputError
 
 ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:\+\s*(\d+)|\[\s*(\d+)\s*\])$")
 LISTING_CONTEXT = 5
@@ -89,20 +89,8 @@ def labels_at(program: Program | FleqProgram, index: int) -> list[str]:
 
 def instruction_text(program: Program | FleqProgram, index: int) -> str:
     """The instruction as written in the source (or rebuilt from its operands)."""
-    if isinstance(program, FleqProgram):
-        inside = 0 <= index <= program.eof
-        return program.instruction_text(index) if inside else "(outside the program)"
-    if index == program.eof:
-        a, b = program.eof_operands
-        return f"subleq {program.address_name(a)}, {program.address_name(b)}, EOF"
-    if not 0 <= index < program.eof:
-        return "(outside the program)"
-    instruction = program.instructions[index]
-    if instruction.text:
-        return instruction.text
-    target = program.label_at(instruction.c) or str(instruction.c)
-    return (f"subleq {program.address_name(instruction.a)}, "
-            f"{program.address_name(instruction.b)}, {target}")
+    inside = 0 <= index <= program.eof
+    return program.instruction_text(index) if inside else "(outside the program)"
 
 
 def instruction_place(program: Program | FleqProgram, index: int) -> str:

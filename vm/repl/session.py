@@ -2,7 +2,7 @@
 
 `Repl.execute(line)` runs one line and returns the text to show. Nothing
 typed raises out of it: errors come back as one `error: ...` line and the
-session goes on. The terminal loop (`vm/repl_terminal.py`) and the tests drive
+session goes on. The terminal loop (`vm/repl/terminal.py`) and the tests drive
 exactly this method. Ctrl-C during `run`, `continue` or a long `step` ends
 that command at a whole step and returns to the prompt.
 """
@@ -17,24 +17,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
-from assembler.fleq import assemble_fleq
+from vm.isa import FLEQ, InstructionSet, for_program
 from assembler.fleq_program import FleqProgram
-from assembler.fleq_punchcard import fleq_geometry_for
+from vm.machines.fleq.punchcard import fleq_geometry_for
 from assembler.program import Program
-from assembler.punchcard import geometry_for
+from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble
-from vm.errors import InputError, LtvmError
-from vm.executor import EngineConfig
+from vm.common.errors import InputError, LtvmError
+from vm.runtime.executor import EngineConfig
 from vm.functions import dtype_parameters
-from vm.machines.fleq import FleqMachine
-from vm.layers import trace_pass
-from vm.progress import Progress
-from vm.repl_assemble import MNEMONICS, assemble_instruction, is_instruction
-from vm.repl_fleq import (FleqLockstep, assemble_fleq_instruction, fleq_changes, format_real,
+from vm.machines.fleq.machine import FleqMachine
+from vm.transformer.layers import trace_pass
+from vm.tools.progress import Progress
+from vm.repl.assemble import MNEMONICS, assemble_instruction, is_instruction
+from vm.repl.fleq import (FleqLockstep, assemble_fleq_instruction, fleq_changes, format_real,
                           inline_real, parse_real_value, resolve_fleq_location, same_value)
-from vm.repl_names import (Location, changes, format_value, instruction_place, listing,
+from vm.repl.names import (Location, changes, format_value, instruction_place, listing,
                            location_line, parse_int, resolve_instruction, resolve_location)
-from vm.repl_state import ENGINES, LockstepMachine
+from vm.repl.state import ENGINES, LockstepMachine
 
 DEFAULT_PICTURE_DIR = Path("out/repl")
 HELP_WIDTH = 78
@@ -136,8 +136,13 @@ class Loaded:
     machine: LockstepMachine | FleqLockstep
 
     @property
+    def isa(self) -> InstructionSet:
+        return for_program(self.program)
+
+    @property
     def fleq(self) -> bool:
-        return isinstance(self.program, FleqProgram)
+        """FLEQ sessions print, set and diff real cells (the FLEQ dialect of the commands)."""
+        return self.isa is FLEQ
 
 
 class Repl:
@@ -221,7 +226,7 @@ class Repl:
         if self.bits or self.scratch:
             raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
         dtype = self.config.dtype or FleqMachine.default_dtype
-        program = assemble_fleq(source, path, defaults=dtype_parameters(dtype))
+        program = FLEQ.assemble_text(source, path, defaults=dtype_parameters(dtype))
         geometry = fleq_geometry_for(program)
         machine = FleqLockstep(program, geometry, self.config, engine)
         self.loaded = Loaded(path, source, program, machine)
@@ -533,12 +538,13 @@ class Repl:
         if not 1 <= len(words) <= 2 or words[0].lower() not in ("x", "attn"):
             raise InputError("usage: show X|attn [LAYER]")
         # matplotlib takes about a second to import: load it only when drawing
-        from vm.pictures import axis_labels, save_pass_pictures, save_x_picture
+        from vm.tools.pictures import axis_labels, save_pass_pictures, save_x_picture
 
         loaded, machine = self._loaded(), self.machine
         layers = len(machine.executor.model.layers)
         layer = _layer(words[1], layers) if len(words) == 2 else None
-        labels = axis_labels(loaded.program, machine.geometry, machine.layout)
+        labels = axis_labels(*loaded.isa.column_names(loaded.program, machine.geometry,
+                                                      machine.layout), machine.layout)
         step, name = machine.steps, Path(loaded.path).name
         self.picture_dir.mkdir(parents=True, exist_ok=True)
         if words[0].lower() == "attn":

@@ -17,14 +17,14 @@ import torch
 
 from assembler.fleq_program import FleqProgram
 from assembler.program import Instruction, Program, word_range
-from assembler.punchcard import encode
-from vm.encoding import pm1_code
-from vm.errors import InputError
-from vm.executor import EngineConfig, TransformerExecutor
-from vm.geometry import Geometry
-from vm.layout import Layout
-from vm.machines.fleq_layout import FleqGeometry
-from vm.reference import ReferenceMachine
+from vm.machines.subleq.punchcard import encode
+from vm.common.encoding import pm1_code
+from vm.common.errors import InputError
+from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.common.geometry import Geometry
+from vm.transformer.layout import Layout
+from vm.machines.fleq.layout import FleqGeometry
+from vm.machines.subleq.reference import ReferenceMachine
 
 ENGINES = ("transformer", "reference")
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vm.repl import Repl
+from vm.repl.session import Repl
 
 try:
     import readline

@@ -9,21 +9,9 @@ not use), so they never collide with the program's own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
-from assembler.fleq_program import Shape
-
-
-@dataclass(frozen=True)
-class Operand:
-    """A variable as a routine sees it."""
-
-    name: str
-    shape: Shape
-    integer: bool
+from vm.common.signatures import Expansion, Operand, Routine, RoutineCall, Shape
 
 
 def matrix_literal(values: np.ndarray | list[list[float]]) -> str:
@@ -39,34 +27,6 @@ def expect_shape(operand: "Operand", shape: Shape, role: str) -> None:
     if operand.shape != shape:
         raise ValueError(f"{role} '{operand.name}' must be {shape[0]}x{shape[1]}, is "
                          f"{operand.shape[0]}x{operand.shape[1]}")
-
-
-@dataclass(frozen=True)
-class RoutineCall:
-    destination: Operand
-    arguments: tuple[Operand, ...]
-    keywords: dict[str, float]
-    prefix: str
-    """Unique prefix (starting with '_') for the names and labels the expansion introduces."""
-
-    def name(self, suffix: str) -> str:
-        return f"{self.prefix}_{suffix}"
-
-
-@dataclass(frozen=True)
-class Expansion:
-    data: list[str]
-    code: list[str]
-
-
-@dataclass(frozen=True)
-class Routine:
-    name: str
-    summary: str
-    arity: int
-    keywords: dict[str, float]
-    """Accepted keyword arguments and their defaults."""
-    expand: Callable[[RoutineCall], Expansion]
 
 
 ROUTINES: dict[str, Routine] = {}

@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from vm.library import (Expansion, Operand, Routine, RoutineCall, expect_shape,
+from vm.routines.base import (Expansion, Operand, Routine, RoutineCall, expect_shape,
                         matrix_literal)
 from vm.routines import register_routine
 

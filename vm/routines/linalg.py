@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from vm.functions.base import FunctionBlock
-from vm.library import (Expansion, Operand, Routine, RoutineCall, matrix_literal,
+from vm.routines.base import (Expansion, Operand, Routine, RoutineCall, matrix_literal,
                         register_routine)
 
 NEWTON_STEPS = 3

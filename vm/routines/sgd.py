@@ -27,7 +27,7 @@ cell, named with its unique `_` prefix.
 from __future__ import annotations
 
 from vm.functions.activations import ACTIVATIONS
-from vm.library import Expansion, Routine, RoutineCall, expect_shape
+from vm.routines.base import Expansion, Routine, RoutineCall, expect_shape
 from vm.routines import register_routine
 
 ACTIVATION_CODES = {0: "tanh", 1: "sigmoid", 2: "relu"}

@@ -23,16 +23,14 @@ import torch
 
 from assembler.program import Program
 from assembler.fleq_program import FleqProgram
-from assembler.punchcard import all_instructions
-from vm.encoding import pm1_code
-from vm.errors import InputError, PrecisionError
-from vm.geometry import Geometry
-from vm.layers import (ATTENTION_MODES, LoopedTransformer, cpu_threads, flush_denormals,
+from vm.common.encoding import pm1_code
+from vm.common.errors import InputError, PrecisionError
+from vm.common.geometry import Geometry
+from vm.transformer.layers import (ATTENTION_MODES, LoopedTransformer, cpu_threads, flush_denormals,
                        from_internal, to_internal)
 from vm.machines import machine_for
-from vm.machines.subleq import STATE_TOLERANCE
-from vm.fleq_reference import FleqStep
-from vm.reference import RunResult, TraceStep
+from vm.machines.subleq.machine import STATE_TOLERANCE
+from vm.machines.subleq.reference import RunResult
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_CHECK_EVERY = 16
@@ -111,8 +109,7 @@ class TransformerExecutor:
     def load(self, programs: list[Program]) -> torch.Tensor:
         """Punchcards of programs of this geometry as one (batch, rows, n) tensor."""
         for program in programs:
-            if isinstance(program, FleqProgram):
-                program.check_counters(self.dtype_name)
+            self.machine.check_program(program, self.dtype_name)
         return self.load_punchcards(np.stack([self.machine.encode(p) for p in programs]))
 
     def load_punchcards(self, cards: np.ndarray) -> torch.Tensor:
@@ -263,19 +260,7 @@ def run_traced(program: Program | FleqProgram, geometry: Geometry, max_steps: in
     while pc != program.eof and len(trace) < max_steps:
         X = executor.step(X, len(trace))
         new_memory, next_pc = executor.decode(X)[0]
-        trace.append(_trace_record(program, len(trace), pc, memory, new_memory, next_pc))
+        trace.append(executor.machine.step_record(program, len(trace), pc, memory, new_memory,
+                                                  next_pc))
         memory, pc = new_memory, next_pc
     return RunResult(memory, pc, len(trace), pc == program.eof, trace)
-
-
-def _trace_record(program, step: int, pc: int, memory: list, new_memory: list, next_pc: int):
-    """What one decoded pass did, in the reference's trace format."""
-    if isinstance(program, FleqProgram):
-        instruction = program.instructions[pc]
-        written = instruction.c if instruction.function is not None else None
-        return FleqStep(step, pc, written, memory[written] if written is not None else None,
-                        new_memory[written] if written is not None else None,
-                        bool(new_memory[instruction.flag][0, 0] <= 0), next_pc)
-    instruction = all_instructions(program)[pc]
-    return TraceStep(step, pc, instruction.a, instruction.b, instruction.c, memory[instruction.b],
-                     new_memory[instruction.b], new_memory[instruction.b] <= 0, next_pc)

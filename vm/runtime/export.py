@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from assembler.fleq_program import FleqProgram
-from vm.errors import InputError
-from vm.layout import Layout
-from vm.machines.fleq_layout import FleqGeometry
-from vm.weights import MachineWeights
+from vm.common.errors import InputError
+from vm.transformer.layout import Layout
+from vm.machines.fleq.layout import FleqGeometry
+from vm.transformer.weights import MachineWeights
 
 FORMAT = "looped-transformer/1"
 FILES = ("weights.npz", "layout.json", "punchcard.npy")

@@ -18,18 +18,18 @@ from typing import Callable
 import numpy as np
 import torch
 
-from assembler.fleq import assemble_fleq, assemble_fleq_file
+from vm.isa import FLEQ
 from assembler.fleq_program import FleqProgram
-from assembler.fleq_punchcard import fleq_geometry_for
+from vm.machines.fleq.punchcard import fleq_geometry_for
 from assembler.program import Program
-from assembler.punchcard import geometry_for
-from vm.errors import InputError
-from vm.executor import EngineConfig, TransformerExecutor
-from vm.layers import cpu_threads, flush_denormals, to_internal
-from vm.reference import ReferenceMachine
-from vm.workloads import looping_programs, workload_geometry
+from vm.machines.subleq.punchcard import geometry_for
+from vm.common.errors import InputError
+from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.transformer.layers import cpu_threads, flush_denormals, to_internal
+from vm.machines.subleq.reference import ReferenceMachine
+from vm.tools.workloads import looping_programs, workload_geometry
 
-PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "fleq"
+PROGRAMS = Path(__file__).resolve().parents[2] / "programs" / "fleq"
 
 
 @dataclass(frozen=True)
@@ -124,14 +124,14 @@ def inverse_workload(d: int = 8, seed: int = 0) -> str:
 def fleq_workload(name: str) -> FleqProgram:
     """A built-in workload by name, or a .fleq file by path."""
     if name == "calculator":
-        return assemble_fleq_file(PROGRAMS / "calculator.fleq")
+        return FLEQ.assemble_file(PROGRAMS / "calculator.fleq")
     if name == "inverse-d8":
-        return assemble_fleq(inverse_workload(), "inverse-d8.fleq")
+        return FLEQ.assemble_text(inverse_workload(), "inverse-d8.fleq")
     path = Path(name)
     if not path.is_file():
         raise InputError(f"no FLEQ workload or file named '{name}' (built-in: "
                          f"{', '.join(FLEQ_WORKLOADS)})")
-    return assemble_fleq_file(path)
+    return FLEQ.assemble_file(path)
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from functools import cached_property
 import numpy as np
 
 from assembler.fleq_program import ONE_CELL, ZERO_CELL, FleqInstruction, FleqProgram, padded
-from assembler.fleq_punchcard import fleq_geometry_for
-from vm.executor import EngineConfig, TransformerExecutor
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.functions import make_block
 from vm.functions.base import Domain, FunctionBlock, Shape
 

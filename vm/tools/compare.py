@@ -17,9 +17,9 @@ from typing import Callable
 import numpy as np
 
 from assembler.program import Program
-from vm.executor import EngineConfig, TransformerExecutor
-from vm.geometry import Geometry
-from vm.reference import ReferenceMachine
+from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.common.geometry import Geometry
+from vm.machines.subleq.reference import ReferenceMachine
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ def _relative(error: np.ndarray, exact: np.ndarray) -> float:
 def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = EngineConfig(),
                  progress: Callable[[int], None] | None = None) -> FleqComparison:
     """Run a FLEQ program on the transformer and the reference side by side."""
-    from vm.fleq_reference import FleqReference
+    from vm.machines.fleq.reference import FleqReference
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])
     reference = FleqReference(program)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from assembler.fleq_program import FleqProgram
-from vm.fleq_reference import FleqReference
+from vm.machines.fleq.reference import FleqReference
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vm.compare import compare_programs
-from vm.errors import PrecisionError
-from vm.executor import EngineConfig
-from vm.geometry import Geometry
-from vm.workloads import looping_programs
+from vm.tools.compare import compare_programs
+from vm.common.errors import PrecisionError
+from vm.runtime.executor import EngineConfig
+from vm.common.geometry import Geometry
+from vm.tools.workloads import looping_programs
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from assembler.fleq_program import FleqProgram
-from assembler.program import Program
-from vm.geometry import Geometry
-from vm.layers import LayerTrace, LoopedTransformer, trace_pass
-from vm.layout import Layout
-from vm.machines.fleq_layout import FleqGeometry
+from vm.transformer.layers import LayerTrace, LoopedTransformer, trace_pass
+from vm.transformer.layout import Layout
 
 MAX_LABELLED_COLUMNS = 80
 """Beyond this many columns, per-column names would overlap; only regions are named."""
@@ -46,17 +42,10 @@ class AxisLabels:
     fields: list[tuple[str, int, int]]
 
 
-def axis_labels(program: Program | FleqProgram, geometry: Geometry | FleqGeometry,
+def axis_labels(columns: list[str], regions: list[tuple[str, int, int]],
                 layout: Layout) -> AxisLabels:
-    """Column names from the program (cpu, cells, labels) and the layout's row fields."""
-    if isinstance(program, FleqProgram):
-        columns, regions = _fleq_columns(program, geometry)
-    else:
-        columns = ["cpu"] + [f"scratch{j}" for j in range(1, geometry.scratch)]
-        columns += [program.address_name(address) for address in range(geometry.memory)]
-        columns += [program.label_at(index) or f"i{index}"
-                    for index in range(geometry.instructions)]
-        regions = [(name, span.start, span.stop) for name, span in layout.regions.items()]
+    """Column names and regions (from the program's instruction set, `column_names`) with
+    the layout's row fields."""
     fields: list[tuple[str, int, int]] = []
     for row in range(layout.rows):
         name, _ = layout.field_of_row(row)
@@ -65,28 +54,6 @@ def axis_labels(program: Program | FleqProgram, geometry: Geometry | FleqGeometr
         else:
             fields.append((name, row, row + 1))
     return AxisLabels(columns, regions, fields)
-
-
-def _fleq_columns(program: FleqProgram, geometry: FleqGeometry
-                  ) -> tuple[list[str], list[tuple[str, int, int]]]:
-    """FLEQ columns: control, each block's A/B/C/extra columns under its function name,
-    memory cells by variable name (`name.k` for column k of a d-wide cell), instructions
-    by label. Each block is its own region, so its columns are bordered and named on top."""
-    d = geometry.d
-    columns, regions = ["control"], [("control", 0, 1)]
-    for index, block in enumerate(geometry.blocks):
-        span = geometry.block_columns(index)
-        names = [f"{block.name}.{part}{k}" for part in "ABC" for k in range(d)]
-        names += [f"{block.name}.x{k}" for k in range(len(span) - 3 * d)]
-        columns += names
-        regions.append((block.name, span.start, span.stop))
-    for cell in range(geometry.cells):
-        name = program.cell_name(cell)
-        columns += [name] if d == 1 else [f"{name}.{k}" for k in range(d)]
-    regions.append(("memory", geometry.memory_start, geometry.instruction_start))
-    columns += [program.label_at(index) or f"i{index}" for index in range(geometry.instructions)]
-    regions.append(("instructions", geometry.instruction_start, geometry.columns))
-    return columns, regions
 
 
 def _label_columns(axes: Axes, labels: AxisLabels, axis: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from assembler.program import ZERO_CELL, Instruction, Program, word_range
-from vm.geometry import Geometry
+from vm.common.geometry import Geometry
 
 
 def workload_geometry(columns: int, bits: int = 8) -> Geometry:

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from vm.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
+from vm.transformer.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
 
 ATTENTION_MODES = ("dense", "masked")
 MASK_AS_BIAS_MAX = 128

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vm.errors import InputError
+from vm.common.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from math import exp, log, sqrt
 import torch
 from torch import Tensor
 
-from vm.chunked.model import HeadWeights, LargeTransformer
-from vm.chunked.sampled import block_sizes
+from vm.attention.chunked.model import HeadWeights, LargeTransformer
+from vm.attention.chunked.sampled import block_sizes
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ M/4) and the sampled estimator (Theorem 4.1) run.
 
 Both sides use the same number of torch threads, one by default: on a small shared machine
 a second intra-op thread mostly waits for a busy core, which made timings erratic.
-Every configuration runs in a fresh Python process (`python -m vm.chunked.bench WORKER`),
+Every configuration runs in a fresh Python process (`python -m vm.attention.chunked.bench WORKER`),
 which builds its input first and then measures only the computation with `memory.measure`:
 peak RSS growth after resetting the kernel's high-water mark. A fresh process keeps one
 configuration's allocator caches and page-table state from inflating the next one's peak.
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import torch
 
-from vm.chunked.memory import measure
-from vm.chunked.model import Mask, random_instance
-from vm.chunked.reference import direct_forward, head_attention, relative_error
-from vm.chunked.simulate import mode_mask, simulate
-from vm.errors import InputError, RunFailure
+from vm.attention.chunked.memory import measure
+from vm.attention.chunked.model import Mask, random_instance
+from vm.attention.chunked.reference import direct_forward, head_attention, relative_error
+from vm.attention.chunked.simulate import mode_mask, simulate
+from vm.common.errors import InputError, RunFailure
 
 GIB = 2 ** 30
 SIMULATIONS = ("exact", "window", "sampled")
@@ -95,7 +95,7 @@ def measure_config(config: Config) -> dict:
 def run_worker_process(config: Config) -> dict:
     """`measure_config` in a fresh Python process."""
     process = subprocess.run(
-        [sys.executable, "-m", "vm.chunked.bench", json.dumps(asdict(config))],
+        [sys.executable, "-m", "vm.attention.chunked.bench", json.dumps(asdict(config))],
         capture_output=True, text=True, check=False)
     if process.returncode != 0:
         raise RunFailure(f"bench worker for {config.method} N={config.n} M={config.m} failed:\n"

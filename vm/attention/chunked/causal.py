@@ -26,9 +26,9 @@ from math import ceil
 
 import torch
 
-from vm.chunked.exact import blocks
-from vm.chunked.jobs import JobBatch, rows_where
-from vm.chunked.model import Mask
+from vm.attention.chunked.exact import blocks
+from vm.attention.chunked.jobs import JobBatch, rows_where
+from vm.attention.chunked.model import Mask
 
 CAUSAL_ORACLE = True
 

@@ -16,8 +16,8 @@ from math import ceil
 
 import torch
 
-from vm.chunked.jobs import JobBatch, rows_where
-from vm.chunked.model import Mask
+from vm.attention.chunked.jobs import JobBatch, rows_where
+from vm.attention.chunked.model import Mask
 
 CAUSAL_ORACLE = False
 

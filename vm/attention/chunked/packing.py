@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from vm.chunked.oracle import AttentionOracle, OracleHead
-from vm.chunked.parts import Projections
+from vm.attention.chunked.oracle import AttentionOracle, OracleHead
+from vm.attention.chunked.parts import Projections
 
 
 def run_packed(oracle: AttentionOracle, tokens: Tensor, slots: Sequence[Projections]) -> Tensor:

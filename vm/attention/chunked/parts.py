@@ -40,8 +40,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from vm.chunked.model import HeadWeights
-from vm.errors import RunFailure
+from vm.attention.chunked.model import HeadWeights
+from vm.common.errors import RunFailure
 
 
 class Step(enum.IntEnum):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from vm.chunked.model import HeadWeights, LargeTransformer, Mask
+from vm.attention.chunked.model import HeadWeights, LargeTransformer, Mask
 
 
 def head_attention(x_head: Tensor, head: HeadWeights, mask: Mask,

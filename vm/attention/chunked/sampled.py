@@ -21,8 +21,8 @@ from math import ceil
 import torch
 from torch import Tensor
 
-from vm.chunked.jobs import Combine, Contribution, JobBatch, rows_where
-from vm.chunked.model import Mask
+from vm.attention.chunked.jobs import Combine, Contribution, JobBatch, rows_where
+from vm.attention.chunked.model import Mask
 
 CAUSAL_ORACLE = False
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from vm.chunked.jobs import JobBatch
-from vm.chunked.merge import PartCombiner
-from vm.chunked.model import HeadWeights
-from vm.chunked.oracle import AttentionOracle
-from vm.chunked.packing import run_packed
-from vm.chunked.parts import Step, projections, read_normalizer, read_values, tokens, with_synthetic
+from vm.attention.chunked.jobs import JobBatch
+from vm.attention.chunked.merge import PartCombiner
+from vm.attention.chunked.model import HeadWeights
+from vm.attention.chunked.oracle import AttentionOracle
+from vm.attention.chunked.packing import run_packed
+from vm.attention.chunked.parts import Step, projections, read_normalizer, read_values, tokens, with_synthetic
 
 
 @dataclass

@@ -23,11 +23,11 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
-from vm.chunked import causal, exact, sampled, window
-from vm.chunked.model import LargeTransformer, Mask
-from vm.chunked.oracle import AttentionOracle
-from vm.chunked.scheduler import LayerScheduler
-from vm.errors import InputError
+from vm.attention.chunked import causal, exact, sampled, window
+from vm.attention.chunked.model import LargeTransformer, Mask
+from vm.attention.chunked.oracle import AttentionOracle
+from vm.attention.chunked.scheduler import LayerScheduler
+from vm.common.errors import InputError
 
 MODES = ("exact", "causal", "window", "sink", "sampled")
 _VARIANTS: dict[str, ModuleType] = {

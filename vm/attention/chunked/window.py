@@ -37,9 +37,9 @@ from math import ceil
 import torch
 from torch import Tensor
 
-from vm.chunked.jobs import Contribution, JobBatch, rows_where
-from vm.chunked.model import Mask
-from vm.errors import RunFailure
+from vm.attention.chunked.jobs import Contribution, JobBatch, rows_where
+from vm.attention.chunked.model import Mask
+from vm.common.errors import RunFailure
 
 CAUSAL_ORACLE = True
 

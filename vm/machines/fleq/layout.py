@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from vm.errors import InputError
+from vm.common.errors import InputError
 from vm.functions import FunctionBlock, make_block
-from vm.layout import Layout, LayoutBuilder
+from vm.transformer.layout import Layout, LayoutBuilder
 
 MAX_COLUMNS = 1 << 16
 

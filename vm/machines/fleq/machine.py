@@ -35,14 +35,15 @@ from vm.blocks import arith
 from vm.blocks.correct import clear, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
 from vm.functions.base import GATE_BIG, MOVE_TEMPERATURE, BlockContext, BlockLayer
-from vm.errors import InexactMovesError
-from vm.layers import mask_matrix
-from vm.layout import Layout
-from vm.machines.fleq_layout import POINTERS, FleqGeometry, fleq_layout
+from vm.common.errors import InexactMovesError
+from vm.transformer.layers import mask_matrix
+from vm.transformer.layout import Layout
+from vm.machines.fleq.layout import POINTERS, FleqGeometry, fleq_layout
 from assembler.fleq_program import FleqProgram
-from assembler.fleq_punchcard import decode_cells, decode_fleq_pc, encode_fleq
-from vm.machines.subleq import READ_TOLERANCE, WRITE_TOLERANCE, Check, read_error_bound
-from vm.weights import HeadWeights, LayerWeights, MachineWeights
+from vm.machines.fleq.reference import FleqStep
+from vm.machines.fleq.punchcard import decode_cells, decode_fleq_pc, encode_fleq
+from vm.machines.subleq.machine import READ_TOLERANCE, WRITE_TOLERANCE, Check, read_error_bound
+from vm.transformer.weights import HeadWeights, LayerWeights, MachineWeights
 
 NULL_BONUS = 2.0
 """Score a non-querying column gives the null key; above the write head's bonus of 1."""
@@ -69,6 +70,20 @@ class FleqMachine:
     def decode(self, card: np.ndarray) -> tuple[list[np.ndarray], int]:
         return (decode_cells(card, self.geometry, self.layout),
                 decode_fleq_pc(card, self.geometry, self.layout))
+
+    def check_program(self, program: FleqProgram, dtype: str) -> None:
+        """Integer counters must start where `dtype` holds every integer exactly."""
+        program.check_counters(dtype)
+
+    @staticmethod
+    def step_record(program: FleqProgram, step: int, pc: int, memory: list,
+                    new_memory: list, next_pc: int) -> FleqStep:
+        """What one decoded pass did, in the reference's trace format."""
+        instruction = program.instructions[pc]
+        written = instruction.c if instruction.function is not None else None
+        return FleqStep(step, pc, written, memory[written] if written is not None else None,
+                        new_memory[written] if written is not None else None,
+                        bool(new_memory[instruction.flag][0, 0] <= 0), next_pc)
 
     def temperature_is_safe(self, dtype: str) -> bool:
         """Pointer reads provably within the checked band, and reals moved bit-exactly."""

@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from assembler.fleq_program import FleqInstruction, FleqProgram
-from vm.encoding import code_value, pm1_code, pm1_codes
-from vm.errors import InputError
+from vm.common.encoding import code_value, pm1_code, pm1_codes
+from vm.common.errors import InputError
 from vm.functions.base import GATE_BIG
-from vm.layout import Layout
-from vm.machines.fleq_layout import FleqGeometry, fleq_layout
+from vm.transformer.layout import Layout
+from vm.machines.fleq.layout import FleqGeometry, fleq_layout
 
 
 def fleq_geometry_for(program: FleqProgram) -> FleqGeometry:

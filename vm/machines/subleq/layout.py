@@ -17,8 +17,8 @@ Working fields (zero between passes, used within a pass at the cpu column):
 from __future__ import annotations
 
 from vm.blocks.adder_plan import carry_blocks
-from vm.geometry import Geometry
-from vm.layout import Layout, LayoutBuilder
+from vm.common.geometry import Geometry
+from vm.transformer.layout import Layout, LayoutBuilder
 
 
 def subleq_layout(geometry: Geometry) -> Layout:

@@ -29,18 +29,19 @@ from functools import lru_cache
 
 import numpy as np
 
-from assembler.program import Program
-from assembler.punchcard import check_fits, decode_memory, decode_pc, encode
+from assembler.program import Program, all_instructions
+from vm.machines.subleq.reference import TraceStep
+from vm.machines.subleq.punchcard import check_fits, decode_memory, decode_pc, encode
 from vm.blocks import arith
 from vm.blocks.adder_plan import carry_blocks
 from vm.blocks.attention import read_head, write_head
 from vm.blocks.correct import add_ternary, clear, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
-from vm.geometry import Geometry
-from vm.layers import mask_matrix
-from vm.layout import Layout
-from vm.machines.subleq_layout import subleq_layout
-from vm.weights import LayerWeights, MachineWeights
+from vm.common.geometry import Geometry
+from vm.transformer.layers import mask_matrix
+from vm.transformer.layout import Layout
+from vm.machines.subleq.layout import subleq_layout
+from vm.transformer.weights import LayerWeights, MachineWeights
 
 DEFAULT_TARGET_ERROR = 2.0 ** -54
 """Off-match softmax weight the default temperature allows: below half an ulp
@@ -111,6 +112,18 @@ class SubleqMachine:
 
     def decode(self, card: np.ndarray) -> tuple[list[int], int]:
         return decode_memory(card, self.layout), decode_pc(card, self.layout)
+
+    def check_program(self, program: Program, dtype: str) -> None:
+        """Every word is exact in any dtype the machine runs in: nothing to check."""
+
+    @staticmethod
+    def step_record(program: Program, step: int, pc: int, memory: list, new_memory: list,
+                    next_pc: int) -> TraceStep:
+        """What one decoded pass did, in the reference's trace format."""
+        instruction = all_instructions(program)[pc]
+        return TraceStep(step, pc, instruction.a, instruction.b, instruction.c,
+                         memory[instruction.b], new_memory[instruction.b],
+                         new_memory[instruction.b] <= 0, next_pc)
 
     def temperature_is_safe(self, dtype: str) -> bool:
         return temperature_is_safe(self)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from assembler.program import Instruction, Program
-from vm.encoding import code_value, pm1_code, pm1_codes, word_values
-from vm.errors import InputError
-from vm.geometry import Geometry
-from vm.layout import Layout
-from vm.machines.subleq_layout import subleq_layout
+from assembler.program import Instruction, Program, all_instructions
+from vm.common.encoding import code_value, pm1_code, pm1_codes, word_values
+from vm.common.errors import InputError
+from vm.common.geometry import Geometry
+from vm.transformer.layout import Layout
+from vm.machines.subleq.layout import subleq_layout
 
 DEFAULT_SCRATCH = 1
 
@@ -37,12 +37,6 @@ def check_fits(program: Program, geometry: Geometry) -> None:
                          f"needs {len(program.instructions) + 1} (with EOF)")
     if geometry.bits != program.bits:
         raise InputError(f"geometry has {geometry.bits}-bit words, program uses {program.bits}")
-
-
-def all_instructions(program: Program) -> list[Instruction]:
-    """The program's instructions followed by its EOF instruction (jumps to itself)."""
-    a, b = program.eof_operands
-    return [*program.instructions, Instruction(a, b, program.eof, text="EOF")]
 
 
 def encode(program: Program, geometry: Geometry | None = None,

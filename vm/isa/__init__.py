@@ -1,0 +1,40 @@
+"""The instruction sets, one object each (`InstructionSet`): what commands ask instead of
+testing program types.
+
+Sits above the runtime and the tools: may import the assembler's parsers, the machines,
+the runtime and the tools; commands, applications and the REPL import it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vm.common.errors import InputError
+from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions, RunChecks
+from vm.isa.fleq import FLEQ
+from vm.isa.subleq import SUBLEQ
+
+INSTRUCTION_SETS: tuple[InstructionSet, ...] = (SUBLEQ, FLEQ)
+
+
+def for_path(path: str | Path) -> InstructionSet:
+    """The ISA of a source file, by its suffix."""
+    suffix = Path(path).suffix
+    for isa in INSTRUCTION_SETS:
+        if suffix in isa.suffixes:
+            return isa
+    known = " or ".join(s for isa in INSTRUCTION_SETS for s in isa.suffixes if s)
+    raise InputError(f"{path}: unknown program type '{suffix}' (expected {known})")
+
+
+def for_program(program: Any) -> InstructionSet:
+    """The ISA a program (or a geometry) belongs to."""
+    for isa in INSTRUCTION_SETS:
+        if isinstance(program, (isa.program_type, isa.geometry_type)):
+            return isa
+    raise TypeError(f"no instruction set for {type(program).__name__}")
+
+
+__all__ = ["FLEQ", "INSTRUCTION_SETS", "SUBLEQ", "InstructionSet", "PaperComparison",
+           "ProgramOptions", "RunChecks", "for_path", "for_program"]

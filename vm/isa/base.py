@@ -1,0 +1,148 @@
+"""What every instruction set offers the commands: one object per ISA.
+
+A command asks the object for the program's ISA once (`vm.isa.for_path`, `for_program`)
+and then calls it: assemble, choose a geometry, build the machine, run the reference,
+compare, print a state, name columns. Adding an instruction set is a grammar in
+`assembler/`, a folder in `vm/machines/` and one `InstructionSet` here, not an
+`isinstance` in every command.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from vm.common.errors import InputError
+from vm.machines.subleq.reference import RunResult
+from vm.runtime.executor import EngineConfig
+from vm.transformer.layout import Layout
+
+
+def format_value(value: int | float | list) -> str:
+    """A memory value as commands print it: integers as they are, reals to 10 digits,
+    lists (arrays, matrices) in brackets."""
+    if isinstance(value, list):
+        return f"[{', '.join(format_value(v) for v in value)}]"
+    return f"{value:.10g}" if isinstance(value, float) else str(value)
+
+
+@dataclass(frozen=True)
+class ProgramOptions:
+    """What the command line may say about how to assemble a program; each ISA takes the
+    options that apply to it and refuses the others."""
+
+    bits: int | None = None
+    scratch: int | None = None
+    block_size: int | None = None
+    parameters: dict[str, dict[str, float]] = field(default_factory=dict)
+    functions: list[str] | None = None
+    dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class PaperComparison:
+    """What `ltvm inspect` prints beside the built machine: the paper's numbers."""
+
+    layers: int
+    heads: int | None
+    statement: str
+    blocks: list[dict] = field(default_factory=list)
+    routines: list[dict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunChecks:
+    """Checks a finished transformer run must pass beyond halting (FLEQ: block domains)."""
+
+    lines: dict[str, str] = field(default_factory=dict)
+    ok: bool = True
+
+
+class InstructionSet(ABC):
+    """One instruction set: its sources, geometry, machine, reference and presentation."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    program_type: type
+    geometry_type: type
+    writes_csv: bool = False
+    """Whether `save_csv` can hold its programs (the column-index CSV pair)."""
+
+    # -- sources and geometry -----------------------------------------------------------
+    @abstractmethod
+    def load(self, path: Path, options: ProgramOptions) -> tuple[Any, Any]:
+        """(program, geometry) of a source file, assembled with the options that apply."""
+
+    @abstractmethod
+    def geometry_for(self, program: Any) -> Any:
+        """The smallest geometry that fits the program."""
+
+    # -- the machine ----------------------------------------------------------------------
+    @abstractmethod
+    def machine(self, geometry: Any, temperature: float | None = None) -> Any:
+        """The (cached) looped transformer of a geometry."""
+
+    @abstractmethod
+    def layout(self, geometry: Any) -> Layout:
+        """The residual-stream map of a geometry, without building weights."""
+
+    @abstractmethod
+    def encode(self, program: Any, geometry: Any, layout: Layout) -> np.ndarray:
+        """The punchcard X of the program before the first pass."""
+
+    @property
+    @abstractmethod
+    def default_dtype(self) -> str:
+        """The dtype runs use unless told otherwise."""
+
+    # -- the reference and comparison -------------------------------------------------------
+    @abstractmethod
+    def run_reference(self, program: Any, max_steps: int, trace: bool = False) -> RunResult:
+        """Run the exact interpreter."""
+
+    @abstractmethod
+    def compare(self, program: Any, geometry: Any, max_steps: int, config: EngineConfig,
+                progress: Callable[[int], None] | None = None) -> Any:
+        """Transformer and reference in lockstep; the result has `ok` and `halted`."""
+
+    @abstractmethod
+    def compare_report(self, result: Any, as_json: bool) -> str:
+        """The comparison as printed by `ltvm compare`."""
+
+    def run_checks(self, program: Any, steps: int) -> RunChecks:
+        """Checks after a transformer run; none unless the ISA has some."""
+        return RunChecks()
+
+    # -- presentation -------------------------------------------------------------------
+    @abstractmethod
+    def named_memory(self, program: Any, memory: list) -> dict:
+        """Final memory by name."""
+
+    @abstractmethod
+    def trace_line(self, program: Any, record: Any) -> str:
+        """One executed step as `ltvm run --trace` prints it."""
+
+    @abstractmethod
+    def listing(self, program: Any) -> str:
+        """The program one instruction a line (`ltvm asm --listing`)."""
+
+    @abstractmethod
+    def column_names(self, program: Any, geometry: Any, layout: Layout
+                     ) -> tuple[list[str], list[tuple[str, int, int]]]:
+        """A name for every column of X, and the named column regions (pictures)."""
+
+    @abstractmethod
+    def export_fields(self, program: Any, geometry: Any) -> tuple[int, dict]:
+        """(bits of the pc code, the ISA's part of layout.json) for `ltvm export`."""
+
+    @abstractmethod
+    def paper(self, program: Any, geometry: Any) -> PaperComparison:
+        """The paper's layer and head counts for this machine (`ltvm inspect`)."""
+
+    def save_csv(self, program: Any, directory: str, scratch: int) -> tuple[Path, Path]:
+        """Write the column-index CSV pair (only where `writes_csv`)."""
+        raise InputError(f"the CSV format has no {self.name.upper()} instructions")

@@ -1,0 +1,6 @@
+"""Running machines: the executor (loop, halting, batching, device, dtype, checked mode)
+and the weight export.
+
+Takes programs and punchcards; may import `vm.common`, `vm.transformer`, `vm.machines`
+and the program models, never a parser (`assembler.subleq`, `assembler.fleq`, ...).
+"""
