@@ -16,7 +16,7 @@ from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.tools.block_errors import measure
 from vm.attention.chunked.model import HeadWeights, Mask
 from vm.attention.chunked.reference import head_attention, relative_error
-from vm.tools.compare import compare_fleq
+from vm.runtime.compare import compare_fleq
 from vm.common.errors import InputError
 from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.fleq.reference import run_fleq_reference

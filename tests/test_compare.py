@@ -10,7 +10,7 @@ from assembler.program import Instruction, Program, word_range
 from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble
 from strategies import instructions as random_instruction
-from vm.tools.compare import compare_program, compare_programs
+from vm.runtime.compare import compare_program, compare_programs
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 
 

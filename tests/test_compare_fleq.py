@@ -13,7 +13,7 @@ import pytest
 from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli import main
-from vm.tools.compare import compare_fleq
+from vm.runtime.compare import compare_fleq
 from vm.common.errors import PrecisionError
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 

@@ -8,7 +8,7 @@ import pytest
 
 from vm.isa import FLEQ
 from vm.cli import main
-from vm.tools.domains import first_domain_violation
+from vm.machines.fleq.domains import first_domain_violation
 
 SOURCE = """.data
 x: {x}

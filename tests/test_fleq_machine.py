@@ -10,7 +10,7 @@ import pytest
 
 from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
-from vm.tools.compare import compare_fleq
+from vm.runtime.compare import compare_fleq
 from vm.common.errors import InexactMovesError, InputError, PrecisionError
 from vm.runtime.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
 from vm.machines.fleq.reference import run_fleq_reference

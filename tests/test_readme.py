@@ -8,7 +8,7 @@ from pathlib import Path
 from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from assembler.subleq import assemble
-from vm.tools.compare import compare_fleq
+from vm.runtime.compare import compare_fleq
 from vm.machines.subleq.reference import run_reference
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()

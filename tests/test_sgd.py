@@ -15,7 +15,7 @@ from assembler.diagnostics import SourceError
 from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli import main
-from vm.tools.compare import compare_fleq
+from vm.runtime.compare import compare_fleq
 from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.fleq.reference import FleqReference, run_fleq_reference
 from vm.functions import REGISTRY, make_block

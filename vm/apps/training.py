@@ -10,7 +10,7 @@ at a time and reads that cell and the weights after every epoch;
 weights, same sample order, loss 1/2 |y^ - y|^2 measured before each step.
 
 A bias is a weight on a constant input 1 appended to every x (`bias=True`).
-`vm.tools.domains.first_domain_violation` names the first block call whose operands
+`vm.machines.fleq.domains.first_domain_violation` names the first block call whose operands
 leave the block's documented domain: there the transformer's number carries no
 bound, and `ltvm train` says so (exit 1).
 """
@@ -29,7 +29,7 @@ from assembler.fleq_program import FleqProgram
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.common.errors import InputError, RunFailure
 from vm.runtime.executor import EngineConfig, TransformerExecutor
-from vm.tools.domains import DomainViolation, first_domain_violation
+from vm.machines.fleq.domains import DomainViolation, first_domain_violation
 from vm.functions import dtype_parameters
 from vm.functions.activations import ACTIVATIONS, sigmoid
 from vm.routines.base import matrix_literal

@@ -13,7 +13,7 @@ from pathlib import Path
 from vm.machines.subleq.punchcard import encode, geometry_for
 from assembler.subleq import assemble_file
 from vm.cli.common import format_value
-from vm.tools.compare import compare_program
+from vm.runtime.compare import compare_program
 from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.subleq.machine import subleq_machine
 from vm.machines.subleq.reference import run_reference

@@ -21,7 +21,7 @@ from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli.common import add_engine_arguments, block_parameters, engine_config
 from vm.common.errors import InputError, StepLimitExceeded
-from vm.tools.domains import first_domain_violation
+from vm.machines.fleq.domains import first_domain_violation
 from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.fleq.reference import run_fleq_reference
 from vm.routines.base import matrix_literal

@@ -26,8 +26,8 @@ from vm.machines.subleq.reference import RunResult
 from vm.routines import ROUTINES
 from vm.runtime.executor import EngineConfig
 from vm.runtime.export import fleq_layout_extra
-from vm.tools.compare import FleqComparison, compare_fleq
-from vm.tools.domains import first_domain_violation
+from vm.runtime.compare import FleqComparison, compare_fleq
+from vm.machines.fleq.domains import first_domain_violation
 from vm.transformer.layout import Layout
 
 CATALOGUE = Catalogue(REGISTRY, ROUTINES)

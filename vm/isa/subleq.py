@@ -21,7 +21,7 @@ from vm.machines.subleq.machine import SubleqMachine, subleq_machine
 from vm.machines.subleq.punchcard import encode, geometry_for
 from vm.machines.subleq.reference import RunResult, TraceStep, run_reference
 from vm.runtime.executor import EngineConfig
-from vm.tools.compare import Comparison, compare_program
+from vm.runtime.compare import Comparison, compare_program
 from vm.transformer.layout import Layout
 
 PAPER = PaperComparison(9, 2, "Lemma 4")

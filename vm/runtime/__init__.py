@@ -1,5 +1,5 @@
-"""Running machines: the executor (loop, halting, batching, device, dtype, checked mode)
-and the weight export.
+"""Running machines: the executor (loop, halting, batching, device, dtype, checked mode),
+the lockstep comparison with the reference interpreter, and the weight export.
 
 Takes programs and punchcards; may import `vm.common`, `vm.transformer`, `vm.machines`
 and the program models, never a parser (`assembler.subleq`, `assembler.fleq`, ...).

@@ -1,7 +1,6 @@
-"""Measurement, comparison and inspection tools: lockstep comparison, the exactness sweep,
-block error measurement, the domain replay, benchmarks and their workloads, pictures,
-progress lines.
+"""Measurement and inspection tools: the exactness sweep, block error measurement,
+benchmarks and their workloads, pictures, progress lines.
 
-Sits on top: may import the assembler, the runtime and the instruction-set objects
-(`vm.isa`).
+Sits on top of the runtime: may import the assembler, the runtime and the instruction-set
+objects (`vm.isa`).
 """

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vm.tools.compare import compare_programs
+from vm.runtime.compare import compare_programs
 from vm.common.errors import PrecisionError
 from vm.runtime.executor import EngineConfig
 from vm.common.geometry import Geometry
