@@ -17,29 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
-from vm.isa import FLEQ, InstructionSet, for_program
-from assembler.fleq_program import FleqProgram
-from vm.machines.fleq.punchcard import fleq_geometry_for
-from assembler.program import Program
-from vm.machines.subleq.punchcard import geometry_for
-from assembler.subleq import assemble
 from vm.common.errors import InputError, LtvmError
-from vm.runtime.executor import EngineConfig
-from vm.functions import dtype_parameters
-from vm.machines.fleq.machine import FleqMachine
-from vm.transformer.layers import trace_pass
-from vm.tools.progress import Progress
-from vm.repl.assemble import MNEMONICS, assemble_instruction, is_instruction
-from vm.repl.fleq import (FleqLockstep, assemble_fleq_instruction, fleq_changes, format_real,
-                          inline_real, parse_real_value, resolve_fleq_location, same_value)
-from vm.repl.names import (Location, changes, format_value, instruction_place, listing,
-                           location_line, parse_int, resolve_instruction, resolve_location)
+from vm.isa import for_path
+from vm.repl.assemble import MNEMONICS, is_instruction
+from vm.repl.dialects import DIALECTS, ReplDialect
+from vm.repl.fleq import FleqLockstep, same_value
+from vm.repl.names import (Location, instruction_place, listing, location_line, parse_int,
+                           resolve_instruction)
 from vm.repl.state import ENGINES, LockstepMachine
+from vm.runtime.executor import EngineConfig
+from vm.tools.progress import Progress
+from vm.transformer.layers import trace_pass
 
 DEFAULT_PICTURE_DIR = Path("out/repl")
 HELP_WIDTH = 78
-FLEQ_INSTRUCTION = re.compile(r"^\s*[A-Za-z_]\w*\s*=\s*[A-Za-z_]\w*\s*\(")
-"""`c = f(a, b)`: a typed FLEQ instruction (checked before command names: `c` is an alias)."""
 MAX_ROLES_LISTED = 8
 """`info` names the heads of a layer with at most this many; beyond, it counts them."""
 DEFAULT_MAX_STEPS = 1_000_000
@@ -132,17 +123,10 @@ class Loaded:
 
     path: str
     source: str
-    program: Program | FleqProgram
+    program: object
     machine: LockstepMachine | FleqLockstep
 
-    @property
-    def isa(self) -> InstructionSet:
-        return for_program(self.program)
-
-    @property
-    def fleq(self) -> bool:
-        """FLEQ sessions print, set and diff real cells (the FLEQ dialect of the commands)."""
-        return self.isa is FLEQ
+    dialect: ReplDialect
 
 
 class Repl:
@@ -172,7 +156,7 @@ class Repl:
         name = ALIASES.get(words[0], words[0])
         argument = words[1].strip() if len(words) > 1 else ""
         try:
-            if self.loaded is not None and self.loaded.fleq and FLEQ_INSTRUCTION.match(line):
+            if self.loaded is not None and self.loaded.dialect.typed_before_commands(line):
                 return self._typed(line.strip())
             if name in COMMANDS:
                 return self._handler(name)(argument)
@@ -200,9 +184,11 @@ class Repl:
     # -- programs -------------------------------------------------------------
     def load(self, path: str) -> str:
         """Assemble and load `path`; raises InputError (with location) when it cannot."""
-        if Path(path).suffix not in (".sq", ".fleq", ""):
+        try:
+            dialect = DIALECTS[for_path(path).name]
+        except (InputError, KeyError):
             raise InputError(f"{path}: the REPL runs SUBLEQ (.sq) and FLEQ (.fleq) sources, "
-                             f"not '{Path(path).suffix}'")
+                             f"not '{Path(path).suffix}'") from None
         try:
             source = Path(path).read_text()
         except OSError as error:
@@ -210,31 +196,10 @@ class Repl:
         except UnicodeDecodeError:
             raise InputError(f"{path} is not a text file") from None
         engine = self.loaded.machine.active if self.loaded else self.engine
-        if Path(path).suffix == ".fleq":
-            return self._load_fleq(path, source, engine)
-        program = assemble(source, path, self.bits)
-        machine = LockstepMachine(program, geometry_for(program, self.scratch), self.config,
-                                  engine)
-        self.loaded = Loaded(path, source, program, machine)
+        loading = dialect.load(path, source, self.config, engine, self.bits, self.scratch)
+        self.loaded = Loaded(path, source, loading.program, loading.machine, dialect)
         self.stops.clear()
-        return (f"loaded {path}: {len(program.instructions)} instructions, "
-                f"{len(program.memory)} memory cells, {program.bits}-bit words\n"
-                f"{self._where()}")
-
-    def _load_fleq(self, path: str, source: str, engine: str) -> str:
-        """FLEQ: the products get the dtype's eps as `ltvm run` gives them."""
-        if self.bits or self.scratch:
-            raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
-        dtype = self.config.dtype or FleqMachine.default_dtype
-        program = FLEQ.assemble_text(source, path, defaults=dtype_parameters(dtype))
-        geometry = fleq_geometry_for(program)
-        machine = FleqLockstep(program, geometry, self.config, engine)
-        self.loaded = Loaded(path, source, program, machine)
-        self.stops.clear()
-        blocks = ", ".join(name for name, _ in program.functions) or "none"
-        return (f"loaded {path}: {len(program.instructions)} instructions, "
-                f"{len(program.cells)} cells of {program.d}x{program.d}, blocks {blocks}\n"
-                f"{self._where()}")
+        return f"{loading.summary}\n{self._where()}"
 
     def _load(self, argument: str) -> str:
         if not argument:
@@ -315,8 +280,7 @@ class Repl:
 
     def _typed(self, line: str) -> str:
         loaded = self._loaded()
-        assembler = assemble_fleq_instruction if loaded.fleq else assemble_instruction
-        instruction = assembler(loaded.program, loaded.source, line)
+        instruction = loaded.dialect.assemble_typed(loaded.program, loaded.source, line)
         before = loaded.machine.state().memory
         loaded.machine.execute(instruction)
         changed = self._changes(before, loaded.machine.state().memory)
@@ -379,55 +343,10 @@ class Repl:
     # -- state ----------------------------------------------------------------
     def _print(self, argument: str) -> str:
         program, memory = self.machine.program, self.machine.state().memory
-        if self._loaded().fleq:
-            return self._print_fleq(argument, memory)
-        if argument:
-            location = resolve_location(program, argument)
-            return f"{location.name} = {format_value(location.read(memory))}"
-        named = program.named_memory(memory) if program.symbols else {"mem": memory}
-        return "\n".join(f"{name} = {format_value(value)}" for name, value in named.items())
-
-    def _print_fleq(self, argument: str, cells: list) -> str:
-        program = self.machine.program
-        names = [argument] if argument else sorted(program.variables,
-                                                   key=lambda n: program.variables[n].cell)
-        lines = []
-        for name in names:
-            location = resolve_fleq_location(program, name)
-            value = location.read(cells)
-            if isinstance(value, float):
-                lines.append(f"{location.name} = {format_real(value)}")
-            else:
-                rows, columns = location.shape
-                lines.append(f"{location.name} ({rows}x{columns}) =")
-                lines += [f"  {row}" for row in format_real(value).splitlines()]
-        return "\n".join(lines) or "no variables"
-
-    def _set_fleq(self, argument: str) -> str:
-        words = argument.split(maxsplit=1)
-        if len(words) != 2:
-            raise InputError("usage: set NAME VALUE")
-        location = resolve_fleq_location(self.machine.program, words[0])
-        value = parse_real_value(words[1], location.shape)
-        old = location.read(self.machine.state().memory)
-        self.machine.set_cell(location, value)
-        new = location.read(self.machine.state().memory)
-        return f"{location.name} = {self._inline(new)} (was {self._inline(old)})"
+        return self._loaded().dialect.print(program, memory, argument)
 
     def _set(self, argument: str) -> str:
-        if self._loaded().fleq:
-            return self._set_fleq(argument)
-        words = argument.split()
-        if len(words) != 2:
-            raise InputError("usage: set NAME VALUE")
-        location = resolve_location(self.machine.program, words[0])
-        if location.size != 1:
-            raise InputError(f"'{location.name}' is an array of {location.size} cells; set one "
-                             f"element ({location.name}[K] or {location.name}+K)")
-        value = parse_int(words[1])
-        old = location.read(self.machine.state().memory)
-        self.machine.set_word(location.address, value)
-        return f"{location.name} = {value} (was {old})"
+        return self._loaded().dialect.set(self.machine, argument)
 
     def _pc(self, argument: str) -> str:
         _no_argument("pc", argument)
@@ -460,33 +379,7 @@ class Repl:
 
     def _diff(self, argument: str) -> str:
         _no_argument("diff", argument)
-        machine = self.machine
-        if self._loaded().fleq:
-            return self._diff_fleq()
-        found = machine.differences()
-        if not found:
-            return f"the engines agree at step {machine.steps} (memory and pc)"
-        rows = [f"{'':<14} {'transformer':>12} {'reference':>12}"]
-        rows += [f"{name:<14} {ours:>12} {theirs:>12}" for name, ours, theirs in found]
-        return "\n".join([f"the engines disagree at step {machine.steps}:", *rows])
-
-    def _diff_fleq(self) -> str:
-        """Per variable: both engines' values and the max abs error between them."""
-        machine = self.machine
-        transformer, reference = machine.state("transformer").pc, machine.state("reference").pc
-        pcs = ("the program counters agree" if transformer == reference else
-               f"the program counters DIFFER: transformer {transformer}, reference {reference}")
-        rows = [f"step {machine.steps}: {pcs}",
-                f"{'':<12} {'transformer':>16} {'reference':>16} {'max abs error':>14}"]
-        for location, ours, theirs, error in machine.errors():
-            if isinstance(ours, float):
-                rows.append(f"{location.name:<12} {ours:>16.10g} {theirs:>16.10g} "
-                            f"{error:>14.3g}")
-            else:
-                shape = "x".join(map(str, location.shape))
-                rows.append(f"{location.name:<12} {shape + ' matrix':>16} "
-                            f"{shape + ' matrix':>16} {error:>14.3g}")
-        return "\n".join(rows)
+        return self._loaded().dialect.diff(self.machine)
 
     def _info(self, argument: str) -> str:
         _no_argument("info", argument)
@@ -499,7 +392,7 @@ class Repl:
         engine_line = (f"dtype: {machine.executor.dtype_name}  device: {config.device}  "
                        f"attention: {config.attention}")
         transformer = machine.executor.machine
-        cells = len(program.cells) if self.loaded.fleq else len(program.memory)
+        cells = self.loaded.dialect.memory_cells(program)
         lines = [(f"program: {self.loaded.path} ({len(program.instructions)} instructions, "
                   f"{cells} memory cells)"),
                  f"geometry: {machine.geometry.describe()}",
@@ -517,20 +410,13 @@ class Repl:
 
     # -- names and values of either machine ------------------------------------
     def _resolve(self, text: str):
-        program = self.machine.program
-        if self._loaded().fleq:
-            return resolve_fleq_location(program, text)
-        return resolve_location(program, text)
+        return self._loaded().dialect.resolve(self.machine.program, text)
 
     def _inline(self, value) -> str:
-        if self._loaded().fleq:
-            return inline_real(value)
-        return format_value(value)
+        return self._loaded().dialect.inline(value)
 
     def _changes(self, before: list, after: list) -> list[str]:
-        if self._loaded().fleq:
-            return fleq_changes(self.machine.program, before, after)
-        return changes(self.machine.program, before, after)
+        return self._loaded().dialect.changes(self.machine.program, before, after)
 
     # -- pictures -------------------------------------------------------------
     def _show(self, argument: str) -> str:
@@ -543,7 +429,7 @@ class Repl:
         loaded, machine = self._loaded(), self.machine
         layers = len(machine.executor.model.layers)
         layer = _layer(words[1], layers) if len(words) == 2 else None
-        labels = axis_labels(*loaded.isa.column_names(loaded.program, machine.geometry,
+        labels = axis_labels(*loaded.dialect.isa.column_names(loaded.program, machine.geometry,
                                                       machine.layout), machine.layout)
         step, name = machine.steps, Path(loaded.path).name
         self.picture_dir.mkdir(parents=True, exist_ok=True)
@@ -586,26 +472,20 @@ class Repl:
     # -- completion -----------------------------------------------------------
     def completions(self, line: str) -> list[str]:
         """Candidates for the word being typed at the end of `line` (for tab completion)."""
-        if self.loaded is not None and self.loaded.fleq and "=" in line:
-            return self._fleq_instruction_completions(line)
+        if self.loaded is not None:
+            inside = self.loaded.dialect.instruction_completions(self.loaded.program, line)
+            if inside is not None:
+                return inside
         word = re.split(r"[\s,]", line)[-1]
         before = line[:len(line) - len(word)].split()
         if not before:
-            fleq = self.loaded is not None and self.loaded.fleq
-            candidates = [*COMMANDS, *MNEMONICS, *(self.loaded.program.variables if fleq else [])]
+            extra = self.loaded.dialect.first_words(self.loaded.program) if self.loaded else []
+            candidates = [*COMMANDS, *MNEMONICS, *extra]
         else:
             name = ALIASES.get(before[0], before[0]).lower()
             if name == "load":
                 return _paths(word)
             candidates = self._argument_candidates(name, len(before))
-        return sorted(candidate for candidate in set(candidates) if candidate.startswith(word))
-
-    def _fleq_instruction_completions(self, line: str) -> list[str]:
-        """In `c = f(a, b)`: the machine's blocks after `=`, variables inside the call."""
-        program = self.loaded.program
-        word = re.split(r"[\s,(=]", line)[-1]
-        inside = "(" in line.split("=", 1)[1]
-        candidates = program.variables if inside else [name for name, _ in program.functions]
         return sorted(candidate for candidate in set(candidates) if candidate.startswith(word))
 
     def _argument_candidates(self, command: str, position: int) -> list[str]:
@@ -615,7 +495,7 @@ class Repl:
         if self.loaded is None:
             return []
         program = self.loaded.program
-        symbols = list(program.variables if self.loaded.fleq else program.symbols)
+        symbols = self.loaded.dialect.names(program)
         labels = [*program.labels, "EOF"]
         if command in ("print", "watch") or (command == "set" and position == 1):
             return symbols

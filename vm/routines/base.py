@@ -37,3 +37,9 @@ def register_routine(routine: Routine) -> Routine:
         raise ValueError(f"routine {routine.name!r} registered twice")
     ROUTINES[routine.name] = routine
     return routine
+
+
+__all__ = ["ROUTINES", "Expansion", "Operand", "Routine", "RoutineCall", "expect_shape",
+           "matrix_literal", "register_routine"]
+"""What a routine module needs, in one import (the signature types live in
+`vm.common.signatures`, where the assembler reads them)."""
