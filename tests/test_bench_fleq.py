@@ -20,7 +20,7 @@ def test_bench_fleq_prints_one_row_per_program_and_batch(capsys):
             if line.startswith("| calculator |")]
     assert code == 0 and len(rows) == 2
     assert [int(row.split("|")[7]) for row in rows] == [1, 2]
-    assert all(float(row.split("|")[11].replace(",", "")) > 0 for row in rows)
+    assert all(float(row.split("|")[12].replace(",", "")) > 0 for row in rows)
 
 
 def test_bench_fleq_refuses_an_unknown_workload(capsys):

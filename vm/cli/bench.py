@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import math
 import sys
 
 import torch
@@ -26,6 +28,25 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _add_common_arguments(parser: argparse.ArgumentParser, threads_default: str) -> None:
+    parser.add_argument("--seconds", type=_seconds, default=2.0,
+                        help="time budget per measurement, after a one-pass warm-up that is "
+                             "timed and shown apart (default 2)")
+    parser.add_argument("--threads", type=int,
+                        help=f"torch CPU threads (default: {threads_default})")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "bench", help="steps per second of the transformer and the reference interpreter",
@@ -40,9 +61,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--dtype", choices=list(DTYPES), default="float32")
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
-    parser.add_argument("--seconds", type=float, default=2.0,
-                        help="time budget per measurement (default 2)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    _add_common_arguments(parser, "1 up to 32K batch x columns, else torch's")
     parser.set_defaults(func=run)
     targets = parser.add_subparsers(dest="target", metavar="TARGET")
     for name in BENCH_TARGETS:
@@ -66,9 +85,7 @@ def _register_fleq(targets: argparse._SubParsersAction) -> None:
     parser.add_argument("--dtype", choices=list(DTYPES),
                         help="default: the machine's (float64 for FLEQ)")
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
-    parser.add_argument("--seconds", type=float, default=2.0,
-                        help="time budget per measurement (default 2)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: by workload)")
+    _add_common_arguments(parser, "by workload")
     parser.set_defaults(func=run_fleq)
 
 
@@ -78,19 +95,26 @@ def run_fleq(args: argparse.Namespace) -> int:
     rows = bench_fleq(args.programs, args.batch, config, args.seconds,
                       lambda message: print(message, file=sys.stderr, flush=True))
     device = torch.cuda.get_device_name() if config.device.startswith("cuda") else "cpu"
-    print(f"FLEQ looped transformer, {device}, torch {torch.__version__}")
-    print(format_fleq_table(rows))
+    title = f"FLEQ looped transformer, {device}, torch {torch.__version__}"
+    _report(title, [row.as_dict() for row in rows], format_fleq_table(rows), args.json)
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention)
+    config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
+                          threads=args.threads)
     rows = bench(args.columns, args.batch, config, args.seconds,
                  lambda message: print(message, file=sys.stderr, flush=True))
     device = torch.cuda.get_device_name() if config.device.startswith("cuda") else \
-        f"cpu ({torch.get_num_threads()} threads)"
-    print(f"SUBLEQ looped transformer, N = 8-bit words, {device}, torch {torch.__version__}")
-    print(format_table(rows))
+        f"cpu ({torch.get_num_threads()} cores available to torch)"
+    title = f"SUBLEQ looped transformer, N = 8-bit words, {device}, torch {torch.__version__}"
+    _report(title, [row.as_dict() for row in rows], format_table(rows), args.json)
     return 0
+
+
+def _report(title: str, rows: list[dict], table: str, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"title": title, "rows": rows}, indent=2))
+    else:
+        print(title)
+        print(table)

@@ -3,9 +3,14 @@ one FLEQ pass.
 
 SUBLEQ benchmark programs never halt (every jump stays inside the program and
 the last instruction jumps back), so every pass of the transformer and every
-step of the interpreter does real work; both run for a fixed time budget.
-Weights are built before timing starts, as in any real run. FLEQ passes are
-timed one by one on built-in workloads or given programs (`bench_fleq`).
+step of the interpreter does real work. Weights are built before timing starts,
+as in any real run. FLEQ passes are timed one by one on built-in workloads or
+given programs (`bench_fleq`).
+
+Every measurement is bounded: its first call (one pass) is timed apart as the
+warm-up (allocation, caches, a JIT's compile), then chunks of passes grow only
+while the next one fits in what is left of `--seconds`, so a cell takes about
+warm-up + budget whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -25,11 +30,42 @@ from assembler.program import Program
 from vm.machines.subleq.punchcard import geometry_for
 from vm.common.errors import InputError
 from vm.runtime.executor import EngineConfig, TransformerExecutor
-from vm.transformer.layers import cpu_threads, flush_denormals, to_internal
+from vm.transformer.layers import cpu_thread_count, cpu_threads, flush_denormals, to_internal
 from vm.machines.subleq.reference import ReferenceMachine
 from vm.tools.workloads import looping_programs, workload_geometry
 
 PROGRAMS = Path(__file__).resolve().parents[2] / "programs" / "fleq"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A bounded measurement: the rate after warm-up, and the warm-up itself."""
+
+    per_second: float
+    """Items (passes or steps) per second, first call excluded."""
+    warmup_seconds: float
+    """The first call, one item: allocation, caches, a JIT's compile."""
+    items: int
+
+
+def timed(work: Callable[[int], None], budget: float,
+          clock: Callable[[], float] = time.perf_counter) -> Timing:
+    """Time `work(k)` (k items) for about `budget` seconds after a one-item warm-up.
+
+    Chunks grow 1, 2, 4, ... and the next one runs only if, at the rate so far, it ends
+    within the budget: the wall time is warm-up + max(budget, one item), never a fixed
+    chunk that load can stretch to minutes."""
+    start = clock()
+    work(1)
+    warmup = clock() - start
+    done, chunk, begin = 0, 1, clock()
+    while True:
+        work(chunk)
+        done += chunk
+        elapsed = clock() - begin
+        if elapsed + 2 * chunk * elapsed / done > budget:
+            return Timing(done / elapsed, warmup, done)
+        chunk *= 2
 
 
 @dataclass(frozen=True)
@@ -39,22 +75,17 @@ class BenchRow:
     device: str
     dtype: str
     attention: str
+    threads: int
     transformer_steps_per_second: float
+    warmup_seconds: float
     reference_steps_per_second: float
 
     @property
     def ratio(self) -> float:
         return self.transformer_steps_per_second / self.reference_steps_per_second
 
-
-def _timed(work: Callable[[int], None], chunk: int, budget: float) -> float:
-    """Items per second of `work(chunk)`, repeated for about `budget` seconds."""
-    work(chunk)
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < budget or done == 0:
-        work(chunk)
-        done += chunk
-    return done / (time.perf_counter() - start)
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "ratio": self.ratio}
 
 
 def reference_speed(program: Program, budget: float) -> float:
@@ -63,11 +94,11 @@ def reference_speed(program: Program, budget: float) -> float:
     def work(steps: int) -> None:
         for _ in range(steps):
             machine.step()
-    return _timed(work, 1000, budget)
+    return timed(work, budget).per_second
 
 
 def transformer_speed(program: Program, batch: int, config: EngineConfig,
-                      budget: float) -> float:
+                      budget: float) -> Timing:
     """Program steps per second (passes x batch) of the looped transformer."""
     executor = TransformerExecutor(geometry_for(program), config)
     X = executor.load([program] * batch)
@@ -76,7 +107,8 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
         executor.run(X, passes)
         if config.device.startswith("cuda"):
             torch.cuda.synchronize()
-    return _timed(work, 64, budget) * batch
+    timing = timed(work, budget)
+    return Timing(timing.per_second * batch, timing.warmup_seconds, timing.items * batch)
 
 
 def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: float,
@@ -87,19 +119,23 @@ def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: 
         reference = reference_speed(program, budget)
         for batch in batches:
             progress(f"n={n} batch={batch} on {config.device} ...")
-            speed = transformer_speed(program, batch, config, budget)
+            timing = transformer_speed(program, batch, config, budget)
+            threads = (cpu_thread_count(batch * n, config.threads)
+                       if config.device == "cpu" else 0)
             rows.append(BenchRow(n, batch, config.device, config.dtype, config.attention,
-                                 speed, reference))
+                                 threads, timing.per_second, timing.warmup_seconds,
+                                 reference))
     return rows
 
 
 def format_table(rows: list[BenchRow]) -> str:
-    lines = ["| n | batch | device | dtype | attention | transformer steps/s | "
-             "reference steps/s | ratio |",
-             "|---:|---:|---|---|---|---:|---:|---:|"]
+    lines = ["| n | batch | device | dtype | attention | threads | transformer steps/s | "
+             "warm-up s | reference steps/s | ratio |",
+             "|---:|---:|---|---|---|---:|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row.columns} | {row.batch} | {row.device} | {row.dtype} | "
-                     f"{row.attention} | {row.transformer_steps_per_second:,.0f} | "
+                     f"{row.attention} | {row.threads or '-'} | "
+                     f"{row.transformer_steps_per_second:,.0f} | {row.warmup_seconds:.3f} | "
                      f"{row.reference_steps_per_second:,.0f} | {row.ratio:.3f} |")
     return "\n".join(lines)
 
@@ -146,11 +182,16 @@ class FleqBenchRow:
     device: str
     dtype: str
     attention: str
+    threads: int
     seconds_per_pass: float
+    warmup_seconds: float
+
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "program_steps_per_second": self.batch / self.seconds_per_pass}
 
 
 def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
-                      budget: float) -> tuple[TransformerExecutor, float]:
+                      budget: float) -> tuple[TransformerExecutor, Timing]:
     """Seconds per pass of the FLEQ transformer on `batch` copies of the program.
 
     Passes are timed directly (model.step_, unchecked), not through the run loop: a pass
@@ -167,7 +208,7 @@ def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
                 executor.model.step_(internal)
             if config.device.startswith("cuda"):
                 torch.cuda.synchronize()
-        return executor, 1.0 / _timed(work, 1, budget)
+        return executor, timed(work, budget)
 
 
 def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budget: float,
@@ -177,22 +218,25 @@ def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budge
         program = fleq_workload(name)
         for batch in batches:
             progress(f"{name} batch={batch} on {config.device} ...")
-            executor, seconds = fleq_pass_seconds(program, batch, config, budget)
+            executor, timing = fleq_pass_seconds(program, batch, config, budget)
             weights = executor.machine.weights
+            threads = (cpu_thread_count(batch * weights.columns, config.threads)
+                       if config.device == "cpu" else 0)
             rows.append(FleqBenchRow(name, program.d, weights.rows, weights.columns,
                                      len(weights.layers), sum(weights.heads), batch,
                                      config.device, executor.dtype_name, config.attention,
-                                     seconds))
+                                     threads, 1.0 / timing.per_second, timing.warmup_seconds))
     return rows
 
 
 def format_fleq_table(rows: list[FleqBenchRow]) -> str:
     lines = ["| program | d | rows | n | layers | heads | batch | device | dtype | attention | "
-             "ms per pass | program steps/s |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|"]
+             "threads | ms per pass | warm-up ms | program steps/s |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row.program} | {row.d} | {row.rows} | {row.columns} | {row.layers} | "
                      f"{row.heads} | {row.batch} | {row.device} | {row.dtype} | "
-                     f"{row.attention} | {row.seconds_per_pass * 1e3:,.3f} | "
+                     f"{row.attention} | {row.threads or '-'} | "
+                     f"{row.seconds_per_pass * 1e3:,.3f} | {row.warmup_seconds * 1e3:,.1f} | "
                      f"{row.batch / row.seconds_per_pass:,.1f} |")
     return "\n".join(lines)

@@ -1,0 +1,52 @@
+"""`vm.tools.bench`: bounded timing with the warm-up apart, and the JSON rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vm.cli import main
+from vm.tools.bench import timed
+
+
+class FakeClock:
+    """A clock that `work` advances by a fixed cost per item (plus a first-call cost)."""
+
+    def __init__(self, per_item: float, first_call: float) -> None:
+        self.now, self.per_item, self.first_call, self.calls = 0.0, per_item, first_call, 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def work(self, items: int) -> None:
+        self.now += items * self.per_item + (self.first_call if self.calls == 0 else 0.0)
+        self.calls += 1
+
+
+@pytest.mark.parametrize("per_item", [1e-6, 1e-3, 0.3, 5.0])
+def test_timed_stays_within_its_budget_and_reports_the_warmup_apart(per_item):
+    clock = FakeClock(per_item, first_call=7.0)
+    timing = timed(clock.work, budget=2.0, clock=clock)
+    assert timing.warmup_seconds == pytest.approx(7.0 + per_item)
+    assert timing.per_second == pytest.approx(1 / per_item)
+    measured = clock.now - timing.warmup_seconds
+    assert timing.items >= 1
+    assert measured <= max(2.0, per_item) + 1e-9
+
+
+def test_bench_json_rows_carry_the_reference_and_the_ratio(capsys):
+    code = main(["bench", "--columns", "16", "--batch", "1", "--seconds", "0.05", "--json"])
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert code == 0 and len(rows) == 1
+    row = rows[0]
+    assert row["ratio"] == pytest.approx(row["transformer_steps_per_second"]
+                                         / row["reference_steps_per_second"])
+    assert row["threads"] >= 1 and row["warmup_seconds"] > 0
+
+
+@pytest.mark.parametrize("seconds", ["-1", "0", "inf", "nan", "x"])
+def test_bench_refuses_a_budget_that_is_not_a_positive_number(capsys, seconds):
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "--seconds", seconds])
+    assert stop.value.code == 2 and "--seconds" in capsys.readouterr().err
