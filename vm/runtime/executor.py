@@ -31,9 +31,11 @@ from vm.transformer.layers import (ATTENTION_MODES, LoopedTransformer, cpu_threa
 from vm.machines import machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
 from vm.machines.subleq.reference import RunResult
+from vm.runtime.active import ActiveEvaluator
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_CHECK_EVERY = 16
+EVALUATIONS = ("active", "full")
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,19 @@ class EngineConfig:
     checked: bool | None = None
     check_every: int = DEFAULT_CHECK_EVERY
     threads: int | None = None
+    evaluation: str = "active"
+    """"active": runs compute only the columns a pass can change (vm/runtime/active.py),
+    bit-identical to "full", the definition, which they fall back to pass by pass when the
+    guard fails and which checked runs, single steps and machines the active evaluator does
+    not support use."""
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.attention not in ATTENTION_MODES:
             raise InputError(f"attention must be one of {', '.join(ATTENTION_MODES)}")
+        if self.evaluation not in EVALUATIONS:
+            raise InputError(f"evaluation must be one of {', '.join(EVALUATIONS)}")
         if self.temperature is not None and self.temperature <= 0:
             raise InputError(f"temperature must be positive, got {self.temperature}")
         if self.check_every < 1:
@@ -75,6 +84,14 @@ def _model(geometry: Geometry, temperature: float | None, dtype: str, device: st
            attention: str) -> LoopedTransformer:
     machine = machine_for(geometry, temperature)
     return LoopedTransformer(machine.weights, DTYPES[dtype], device, attention, geometry.scratch)
+
+
+@lru_cache(maxsize=16)
+def _active(geometry: Geometry, temperature: float | None, dtype: str, device: str,
+            attention: str) -> ActiveEvaluator:
+    machine = machine_for(geometry, temperature)
+    return ActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
+                           machine.weights, machine.layout, geometry.scratch, machine.real_fields)
 
 
 @dataclass
@@ -100,6 +117,13 @@ class TransformerExecutor:
                         if config.checked is None else config.checked)
         if self.checked:
             self.machine.check_exact_moves(self.dtype_name)
+        self.active: ActiveEvaluator | None = None
+        if config.evaluation == "active" and not self.checked:
+            active = _active(geometry, config.temperature, self.dtype_name, config.device,
+                             config.attention)
+            self.active = active if active.unsupported is None else None
+        self.fallbacks = 0
+        """Passes of the last `run` that the active evaluation ran in full."""
         self.device, self.dtype = torch.device(config.device), DTYPES[self.dtype_name]
         self._pc_rows = self.layout["pc"]
         eof = pm1_code(geometry.eof_column, geometry.pos_bits)
@@ -169,16 +193,21 @@ class TransformerExecutor:
                              device=self.device)
         steps = torch.zeros(X.shape[1], dtype=torch.long, device=self.device)
         done = 0
+        active = self.active.start(X) if self.active is not None else None
         while done < max_steps and bool(self.running(X[pc, :, 0]).any()):
             passes = min(window, max_steps - done)
             for offset in range(passes):
                 record[offset].copy_(X[pc, :, 0])
-                self._step_(X, done + offset)
+                if active is not None:
+                    active.step(done + offset)
+                else:
+                    self._step_(X, done + offset)
             steps += self.running(record[:passes]).sum(dim=0)
             done += passes
             if progress is not None:
                 progress(done)
         halted = ~self.running(X[pc, :, 0])
+        self.fallbacks = active.fallbacks if active is not None else 0
         return BatchRun(from_internal(X).contiguous(), steps.cpu().numpy(), halted.cpu().numpy())
 
     def results(self, run: BatchRun) -> list[RunResult]:

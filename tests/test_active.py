@@ -1,0 +1,202 @@
+"""Active-column evaluation (vm/runtime/active.py) against the full pass, its definition.
+
+Every lockstep test runs the full pass (`LoopedTransformer.step_`) on one copy of X and the
+active evaluation on another and asserts the two X bit-identical after every pass, and that
+the active passes really ran on the active columns (no fallback) where the guard should hold.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+
+from vm.machines.subleq.punchcard import geometry_for
+from assembler.subleq import assemble_file
+from tests.strategies import programs as random_programs
+from vm.runtime.active import ActiveEvaluator, exactness_bound
+from vm.common.errors import PrecisionError
+from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.common.geometry import Geometry
+from vm.transformer.layers import flush_denormals, to_internal
+from vm.isa import FLEQ
+from vm.tools.workloads import looping_programs
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBLEQ_PROGRAMS = sorted((ROOT / "programs" / "subleq").glob("*.sq"))
+FLEQ_PROGRAMS = sorted((ROOT / "programs" / "fleq").glob("*.fleq"))
+
+
+def evaluator(executor: TransformerExecutor, capacity: int | None = None) -> ActiveEvaluator:
+    machine = executor.machine
+    extra = {} if capacity is None else {"capacity": capacity}
+    return ActiveEvaluator(executor.model, machine.weights, machine.layout,
+                           executor.geometry.scratch, machine.real_fields, **extra)
+
+
+def lockstep(executor: TransformerExecutor, cards: torch.Tensor, passes: int,
+             strict: bool = True, capacity: int | None = None) -> int:
+    """Run full and active passes side by side, X equal after each; returns the fallbacks."""
+    with torch.inference_mode(), flush_denormals():
+        full, active = to_internal(cards), to_internal(cards)
+        run = evaluator(executor, capacity).start(active, strict=strict)
+        for step in range(passes):
+            executor.model.step_(full)
+            run.step(step)
+            assert torch.equal(full, active), f"X differs after pass {step}"
+        return run.fallbacks
+
+
+def geometry(columns: int, bits: int, scratch: int = 1) -> Geometry:
+    """n columns: a quarter memory (at least 3 cells), the rest instructions."""
+    memory = max(3, columns // 4)
+    return Geometry(scratch, memory, columns - scratch - memory, bits)
+
+
+@pytest.mark.parametrize("path", SUBLEQ_PROGRAMS, ids=lambda path: path.stem)
+def test_every_subleq_program_runs_bit_identically(path):
+    program = assemble_file(path)
+    executor = TransformerExecutor(geometry_for(program), EngineConfig())
+    assert lockstep(executor, executor.load([program]), 400) == 0
+
+
+@pytest.mark.parametrize(("columns", "bits", "batch", "dtype"), [
+    (16, 8, 1, "float32"), (16, 16, 4, "float64"), (16, 32, 4, "float32"),
+    (64, 8, 4, "float64"), (64, 16, 1, "float32"), (64, 32, 4, "float64"),
+    (256, 8, 4, "float32"), (256, 16, 4, "float64"), (256, 32, 1, "float64"),
+])
+def test_random_looping_programs_run_bit_identically_for_1000_passes(columns, bits, batch, dtype):
+    shape = geometry(columns, bits)
+    executor = TransformerExecutor(shape, EngineConfig(dtype=dtype))
+    cards = executor.load(looping_programs(shape, batch, seed=columns + bits + batch))
+    assert lockstep(executor, cards, 1000) == 0
+
+
+@settings(max_examples=15, deadline=None, database=None)
+@given(random_programs())
+def test_halting_random_programs_run_bit_identically(program):
+    """Random programs of the shared strategy (2- to 16-bit words): most halt early and then
+    loop on EOF, which the active evaluation must leave unchanged too."""
+    executor = TransformerExecutor(geometry_for(program), EngineConfig())
+    assert lockstep(executor, executor.load([program] * 2), 60) == 0
+
+
+@pytest.mark.parametrize("path", FLEQ_PROGRAMS, ids=lambda path: path.stem)
+def test_fleq_programs_are_evaluated_in_full(path):
+    """FLEQ's function blocks round differently on a subset of columns: the executor keeps the
+    full pass for them, and its runs stay identical to `evaluation="full"`."""
+    program = FLEQ.assemble_file(path)
+    shape = FLEQ.geometry_for(program)
+    active = TransformerExecutor(shape, EngineConfig())
+    full = TransformerExecutor(shape, EngineConfig(evaluation="full"))
+    assert active.active is None
+    assert "real-valued" in evaluator(active).unsupported
+    X = active.load([program])
+    assert torch.equal(active.run(X, 40).X, full.run(X, 40).X)
+
+
+@pytest.mark.parametrize(("columns", "temperature"), [(64, 1.0), (1024, 1.5)])
+def test_the_guard_fires_where_skipping_would_be_wrong(columns, temperature):
+    """At these temperatures some pass changes a second non-scratch column of a program
+    beside the cell it writes; the guard must refuse every active pass."""
+    shape = geometry(columns, 8)
+    executor = TransformerExecutor(shape, EngineConfig(temperature=temperature, checked=False))
+    cards = executor.load(looping_programs(shape, 1, seed=1))
+    changed = []
+    with torch.inference_mode(), flush_denormals():
+        X = to_internal(cards)
+        for _ in range(10):
+            before = X.clone()
+            executor.model.step_(X)
+            changed.append(int((before != X)[:, 0, shape.scratch:].any(0).sum()))
+    assert max(changed) >= 2
+    assert lockstep(executor, cards, 20, strict=False) == 20
+    with pytest.raises(PrecisionError, match="precision error at step 0"):
+        lockstep(executor, cards, 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_write_layer_keeps_every_column_within_the_skip_bound(dtype):
+    """The bound behind SKIP_BOUND, on the machine's own write-layer ReLU module: a memory word
+    comes back bit for bit from any write buffer within 1/4 of it, an instruction column's
+    zero from any buffer within 1/8 (weight below 1/16 moves the buffer by at most 1/8);
+    beyond those margins they do change."""
+    shape = geometry(64, 8)
+    executor = TransformerExecutor(shape, EngineConfig(dtype=dtype))
+    layout, ffn = executor.layout, executor.model.layers[-1].ffn
+    rng = np.random.default_rng(0)
+    columns = 4000
+    words = rng.choice([-1.0, 1.0], size=(shape.bits, columns))
+    words[:, : columns // 4] = 0.0
+    scales = np.where(rng.random((shape.bits, columns)) < 0.5, 1.0,
+                      2.0 ** -rng.integers(1, 60, (shape.bits, columns)))
+
+    def written(margin: float) -> np.ndarray:
+        X = torch.zeros((layout.rows, 1, columns), dtype=executor.dtype)
+        noise = rng.uniform(-margin, margin, (shape.bits, columns)) * scales
+        X[layout["mem"], 0] = torch.as_tensor(words, dtype=executor.dtype)
+        X[layout["wbuf"], 0] = torch.as_tensor(words + noise, dtype=executor.dtype)
+        with torch.inference_mode():
+            ffn(X)
+        assert not X[layout["wbuf"]].any()
+        return X[layout["mem"], 0].numpy()
+
+    assert np.array_equal(written(1 / 8), words)
+    assert not np.array_equal(written(0.3)[:, columns // 4:], words[:, columns // 4:])
+    assert written(0.2)[:, : columns // 4].any()
+
+
+def test_the_capacity_guard_falls_back_and_stays_identical():
+    """With room for no extra column, no pass can write memory on the active columns."""
+    shape = geometry(64, 8)
+    executor = TransformerExecutor(shape, EngineConfig())
+    cards = executor.load(looping_programs(shape, 1))
+    fallbacks = lockstep(executor, cards, 50, strict=False, capacity=0)
+    assert fallbacks == 50
+    with pytest.raises(PrecisionError, match="columns"):
+        lockstep(executor, cards, 1, capacity=0)
+
+
+def test_a_state_off_the_lattice_is_evaluated_in_full():
+    """A memory bit at 0.75 is off the lattice: that pass runs in full (whose write layer
+    snaps every memory word back to ±1), the next ones on the active columns."""
+    shape = geometry(64, 8)
+    executor = TransformerExecutor(shape, EngineConfig())
+    cards = executor.load(looping_programs(shape, 1)).clone()
+    cards[0, executor.layout.row("mem", 0), shape.scratch + 5] = 0.75
+    assert lockstep(executor, cards, 5, strict=False) == 1
+    with pytest.raises(PrecisionError, match="field 'state'"):
+        lockstep(executor, cards, 1)
+
+
+def test_a_wider_scratchpad_is_evaluated_in_full():
+    executor = TransformerExecutor(geometry(64, 8, scratch=2), EngineConfig())
+    assert executor.active is None
+    assert "scratchpad" in evaluator(executor).unsupported
+
+
+def test_the_bound_is_a_quarter_ulp_of_one():
+    assert exactness_bound(torch.float32) == 2.0 ** -26
+    assert exactness_bound(torch.float64) == 2.0 ** -55
+
+
+def test_runs_use_the_active_evaluation_by_default_and_agree_with_full_runs():
+    path = ROOT / "programs" / "subleq" / "bubble_sort.sq"
+    program = assemble_file(path)
+    shape = geometry_for(program)
+    active = TransformerExecutor(shape, EngineConfig())
+    full = TransformerExecutor(shape, EngineConfig(evaluation="full"))
+    assert active.active is not None and full.active is None
+    runs = [executor.run(executor.load([program] * 3), 5000) for executor in (active, full)]
+    assert torch.equal(runs[0].X, runs[1].X)
+    assert np.array_equal(runs[0].steps, runs[1].steps) and runs[0].halted.all()
+    assert active.fallbacks == 0
+
+
+@pytest.mark.parametrize("config", [EngineConfig(checked=True), EngineConfig(attention="dense")])
+def test_checked_and_dense_runs_are_evaluated_in_full(config):
+    program = assemble_file(ROOT / "programs" / "subleq" / "gcd.sq")
+    assert TransformerExecutor(geometry_for(program), config).active is None
