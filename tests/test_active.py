@@ -19,7 +19,7 @@ from assembler.subleq import assemble_file
 from tests.strategies import programs as random_programs
 from vm.runtime.active import ActiveEvaluator, exactness_bound
 from vm.common.errors import PrecisionError
-from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.runtime.executor import AUTO_ACTIVE_CELLS, EngineConfig, TransformerExecutor
 from vm.common.geometry import Geometry
 from vm.transformer.layers import flush_denormals, to_internal
 from vm.isa import FLEQ
@@ -183,17 +183,40 @@ def test_the_bound_is_a_quarter_ulp_of_one():
     assert exactness_bound(torch.float64) == 2.0 ** -55
 
 
-def test_runs_use_the_active_evaluation_by_default_and_agree_with_full_runs():
+def test_active_runs_agree_with_full_runs():
     path = ROOT / "programs" / "subleq" / "bubble_sort.sq"
     program = assemble_file(path)
     shape = geometry_for(program)
-    active = TransformerExecutor(shape, EngineConfig())
+    active = TransformerExecutor(shape, EngineConfig(evaluation="active"))
     full = TransformerExecutor(shape, EngineConfig(evaluation="full"))
     assert active.active is not None and full.active is None
     runs = [executor.run(executor.load([program] * 3), 5000) for executor in (active, full)]
     assert torch.equal(runs[0].X, runs[1].X)
     assert np.array_equal(runs[0].steps, runs[1].steps) and runs[0].halted.all()
     assert active.fallbacks == 0
+
+
+def test_a_run_advanced_in_parts_equals_one_run():
+    """The runner keeps the active evaluation's cache between parts; X and the step counts
+    come out as from one uninterrupted run, halting programs included."""
+    program = assemble_file(ROOT / "programs" / "subleq" / "gcd.sq")
+    executor = TransformerExecutor(geometry_for(program), EngineConfig(evaluation="active"))
+    X = executor.load([program] * 2)
+    runner = executor.runner(X)
+    for part in (1, 7, 30, 500):
+        runner.advance(part)
+    parts, whole = runner.result(), executor.run(X, 538)
+    assert torch.equal(parts.X, whole.X) and np.array_equal(parts.steps, whole.steps)
+    assert runner.evaluation == "active" and parts.halted.all()
+
+
+def test_auto_evaluation_chooses_active_columns_from_the_threshold_on():
+    shape = geometry(64, 8)
+    executor = TransformerExecutor(shape, EngineConfig())
+    small = AUTO_ACTIVE_CELLS // shape.columns - 1
+    programs = looping_programs(shape, small + 1)
+    assert executor.runner(executor.load(programs[:small])).evaluation == "full"
+    assert executor.runner(executor.load(programs)).evaluation == "active"
 
 
 @pytest.mark.parametrize("config", [EngineConfig(checked=True), EngineConfig(attention="dense")])

@@ -11,7 +11,7 @@ import sys
 import torch
 
 from vm.tools.bench import FLEQ_WORKLOADS, bench, bench_fleq, format_fleq_table, format_table
-from vm.runtime.executor import DTYPES, EngineConfig
+from vm.runtime.executor import DTYPES, EVALUATIONS, EngineConfig
 from vm.transformer.layers import ATTENTION_MODES
 
 BENCH_TARGETS = ["attention"]
@@ -61,6 +61,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--dtype", choices=list(DTYPES), default="float32")
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
+    parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
+                        help="active: only the columns a pass can change, bit-identical to "
+                             "full; full: every column, the definition; auto (default): what "
+                             "`ltvm run` uses (the evaluation column says which ran)")
     _add_common_arguments(parser, "1 up to 32K batch x columns, else torch's")
     parser.set_defaults(func=run)
     targets = parser.add_subparsers(dest="target", metavar="TARGET")
@@ -102,7 +106,7 @@ def run_fleq(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
-                          threads=args.threads)
+                          threads=args.threads, evaluation=args.evaluation)
     rows = bench(args.columns, args.batch, config, args.seconds,
                  lambda message: print(message, file=sys.stderr, flush=True))
     device = torch.cuda.get_device_name() if config.device.startswith("cuda") else \

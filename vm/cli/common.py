@@ -18,7 +18,7 @@ from vm.isa import SUBLEQ, InstructionSet, ProgramOptions, for_path, for_program
 from vm.isa.base import format_value
 from vm.machines.subleq.punchcard import DEFAULT_SCRATCH
 from vm.machines.subleq.reference import RunResult
-from vm.runtime.executor import DTYPES, EVALUATIONS, EngineConfig
+from vm.runtime.executor import AUTO_ACTIVE_CELLS, DTYPES, EVALUATIONS, EngineConfig
 from vm.transformer.layers import ATTENTION_MODES
 
 
@@ -105,12 +105,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                        help="validate every read and the state after every pass; stop with a "
                             "precision error instead of computing on (also on automatically "
                             "below the provably safe temperature)")
-    group.add_argument("--evaluation", choices=list(EVALUATIONS), default="active",
+    group.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
                        help="active: compute each pass only on the columns it can change, "
                             "bit-identical to full and falling back to it when a run-time guard "
-                            "cannot prove a skipped column unchanged (SUBLEQ, masked attention; "
-                            "default); full: every column in every layer, the definition (always "
-                            "used by --checked, by trace and by FLEQ programs)")
+                            "cannot prove a skipped column unchanged (SUBLEQ, masked attention); "
+                            "full: every column in every layer, the definition (always used by "
+                            "--checked, by trace and by FLEQ programs); auto (default): active "
+                            f"from {AUTO_ACTIVE_CELLS} batch x columns on, where it is faster")
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:

@@ -35,7 +35,13 @@ from vm.runtime.active import ActiveEvaluator
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_CHECK_EVERY = 16
-EVALUATIONS = ("active", "full")
+EVALUATIONS = ("auto", "active", "full")
+AUTO_ACTIVE_CELLS = 512
+"""`auto` evaluates a run on the active columns when batch x n reaches this: below it the
+full pass's few large operations beat the active pass's many small ones (`ltvm bench
+--evaluation active|full`: on 2 CPU cores at batch 1, n = 256 ran 1,385 steps/s in full
+against 1,183 active; n = 1024 ran 544 against 1,256; n = 64 at batch 16, 9,885 against
+16,700)."""
 
 
 @dataclass(frozen=True)
@@ -56,11 +62,11 @@ class EngineConfig:
     checked: bool | None = None
     check_every: int = DEFAULT_CHECK_EVERY
     threads: int | None = None
-    evaluation: str = "active"
+    evaluation: str = "auto"
     """"active": runs compute only the columns a pass can change (vm/runtime/active.py),
     bit-identical to "full", the definition, which they fall back to pass by pass when the
     guard fails and which checked runs, single steps and machines the active evaluator does
-    not support use."""
+    not support use; "auto": active from AUTO_ACTIVE_CELLS batch x columns on."""
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
@@ -118,7 +124,7 @@ class TransformerExecutor:
         if self.checked:
             self.machine.check_exact_moves(self.dtype_name)
         self.active: ActiveEvaluator | None = None
-        if config.evaluation == "active" and not self.checked:
+        if config.evaluation != "full" and not self.checked:
             active = _active(geometry, config.temperature, self.dtype_name, config.device,
                              config.attention)
             self.active = active if active.unsupported is None else None
@@ -174,41 +180,17 @@ class TransformerExecutor:
         self.model.step_(X, observer=lambda layer, stage, Y: self._observe(step, layer, stage, Y))
         self._check_state(step, from_internal(X))
 
-    @torch.inference_mode()
     def run(self, X: torch.Tensor, max_steps: int,
             progress: Callable[[int], None] | None = None) -> BatchRun:
-        """Loop until every program reached EOF or `max_steps` passes were made.
+        """Loop until every program reached EOF or `max_steps` passes were made."""
+        runner = self.runner(X)
+        runner.advance(max_steps, progress)
+        return runner.result()
 
-        Each pass copies the program counters into a small on-device record;
-        every `check_every` passes the record is turned into step counts and
-        the host learns whether everything halted: one sync per window.
-        """
-        with flush_denormals(), self._threads(X):
-            return self._run(to_internal(X), max_steps, progress)
-
-    def _run(self, X: torch.Tensor, max_steps: int,
-             progress: Callable[[int], None] | None) -> BatchRun:
-        window, pc = self.config.check_every, self._pc_rows
-        record = torch.empty((window, self.geometry.pos_bits, X.shape[1]), dtype=self.dtype,
-                             device=self.device)
-        steps = torch.zeros(X.shape[1], dtype=torch.long, device=self.device)
-        done = 0
-        active = self.active.start(X) if self.active is not None else None
-        while done < max_steps and bool(self.running(X[pc, :, 0]).any()):
-            passes = min(window, max_steps - done)
-            for offset in range(passes):
-                record[offset].copy_(X[pc, :, 0])
-                if active is not None:
-                    active.step(done + offset)
-                else:
-                    self._step_(X, done + offset)
-            steps += self.running(record[:passes]).sum(dim=0)
-            done += passes
-            if progress is not None:
-                progress(done)
-        halted = ~self.running(X[pc, :, 0])
-        self.fallbacks = active.fallbacks if active is not None else 0
-        return BatchRun(from_internal(X).contiguous(), steps.cpu().numpy(), halted.cpu().numpy())
+    def runner(self, X: torch.Tensor) -> "Runner":
+        """A run of X (batch, rows, n) that can be advanced in parts, keeping the active
+        evaluation's cache between them (`run` is one `advance`)."""
+        return Runner(self, X)
 
     def results(self, run: BatchRun) -> list[RunResult]:
         X = self._numpy(run.X)
@@ -269,6 +251,63 @@ class TransformerExecutor:
         if name == "cpu":
             return range(0, 1)
         return self.layout.regions[name]
+
+
+class Runner:
+    """One batch's run on one executor, advanced pass by pass.
+
+    Each pass copies the program counters into a small on-device record; every
+    `check_every` passes the record is turned into step counts and the host learns
+    whether everything halted: one sync per window.
+    """
+
+    def __init__(self, executor: TransformerExecutor, X: torch.Tensor) -> None:
+        self.executor = executor
+        with torch.inference_mode():
+            self.X = to_internal(X)
+            self.record = torch.empty((executor.config.check_every, executor.geometry.pos_bits,
+                                       self.X.shape[1]), dtype=executor.dtype,
+                                      device=executor.device)
+            self.steps = torch.zeros(self.X.shape[1], dtype=torch.long, device=executor.device)
+        self.done = 0
+        batch, _, columns = X.shape
+        chosen = executor.active is not None and (
+            executor.config.evaluation == "active" or batch * columns >= AUTO_ACTIVE_CELLS)
+        self.active = executor.active.start(self.X) if chosen else None
+        self.evaluation = "active" if chosen else "full"
+        """What this run uses."""
+
+    @property
+    def fallbacks(self) -> int:
+        """Passes so far that the active evaluation had to run in full."""
+        return self.active.fallbacks if self.active is not None else 0
+
+    @torch.inference_mode()
+    def advance(self, max_steps: int, progress: Callable[[int], None] | None = None) -> None:
+        """Up to `max_steps` more passes, fewer when every program reaches EOF first."""
+        executor, X = self.executor, self.X
+        pc, window, end = executor._pc_rows, executor.config.check_every, self.done + max_steps
+        with flush_denormals(), executor._threads(X):
+            while self.done < end and bool(executor.running(X[pc, :, 0]).any()):
+                passes = min(window, end - self.done)
+                for offset in range(passes):
+                    self.record[offset].copy_(X[pc, :, 0])
+                    if self.active is not None:
+                        self.active.step(self.done + offset)
+                    else:
+                        executor._step_(X, self.done + offset)
+                self.steps += executor.running(self.record[:passes]).sum(dim=0)
+                self.done += passes
+                if progress is not None:
+                    progress(self.done)
+        executor.fallbacks = self.fallbacks
+
+    @torch.inference_mode()
+    def result(self) -> BatchRun:
+        executor = self.executor
+        halted = ~executor.running(self.X[executor._pc_rows, :, 0])
+        return BatchRun(from_internal(self.X).contiguous(), self.steps.cpu().numpy(),
+                        halted.cpu().numpy())
 
 
 def run_transformer(program: Program, geometry: Geometry, max_steps: int = 100_000,

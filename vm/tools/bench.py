@@ -75,10 +75,13 @@ class BenchRow:
     device: str
     dtype: str
     attention: str
+    evaluation: str
     threads: int
     transformer_steps_per_second: float
     warmup_seconds: float
     reference_steps_per_second: float
+    full_passes: int
+    """Timed passes the active evaluation ran in full (its guard failed), 0 for "full"."""
 
     @property
     def ratio(self) -> float:
@@ -98,17 +101,22 @@ def reference_speed(program: Program, budget: float) -> float:
 
 
 def transformer_speed(program: Program, batch: int, config: EngineConfig,
-                      budget: float) -> Timing:
-    """Program steps per second (passes x batch) of the looped transformer."""
+                      budget: float) -> tuple[Timing, str, int]:
+    """Program steps per second (passes x batch) of one sustained run of the looped
+    transformer, the evaluation it used, and how many of its passes the active evaluation
+    had to run in full.
+    The run's set-up (the active evaluation projects every column once) falls in the
+    one-pass warm-up."""
     executor = TransformerExecutor(geometry_for(program), config)
-    X = executor.load([program] * batch)
+    runner = executor.runner(executor.load([program] * batch))
 
     def work(passes: int) -> None:
-        executor.run(X, passes)
+        runner.advance(passes)
         if config.device.startswith("cuda"):
             torch.cuda.synchronize()
     timing = timed(work, budget)
-    return Timing(timing.per_second * batch, timing.warmup_seconds, timing.items * batch)
+    return (Timing(timing.per_second * batch, timing.warmup_seconds, timing.items * batch),
+            runner.evaluation, runner.fallbacks)
 
 
 def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: float,
@@ -119,24 +127,25 @@ def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: 
         reference = reference_speed(program, budget)
         for batch in batches:
             progress(f"n={n} batch={batch} on {config.device} ...")
-            timing = transformer_speed(program, batch, config, budget)
+            timing, evaluation, full_passes = transformer_speed(program, batch, config, budget)
             threads = (cpu_thread_count(batch * n, config.threads)
                        if config.device == "cpu" else 0)
             rows.append(BenchRow(n, batch, config.device, config.dtype, config.attention,
-                                 threads, timing.per_second, timing.warmup_seconds,
-                                 reference))
+                                 evaluation, threads, timing.per_second,
+                                 timing.warmup_seconds, reference, full_passes))
     return rows
 
 
 def format_table(rows: list[BenchRow]) -> str:
-    lines = ["| n | batch | device | dtype | attention | threads | transformer steps/s | "
-             "warm-up s | reference steps/s | ratio |",
-             "|---:|---:|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| n | batch | device | dtype | attention | evaluation | threads | "
+             "transformer steps/s | warm-up s | reference steps/s | ratio | full passes |",
+             "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row.columns} | {row.batch} | {row.device} | {row.dtype} | "
-                     f"{row.attention} | {row.threads or '-'} | "
+                     f"{row.attention} | {row.evaluation} | {row.threads or '-'} | "
                      f"{row.transformer_steps_per_second:,.0f} | {row.warmup_seconds:.3f} | "
-                     f"{row.reference_steps_per_second:,.0f} | {row.ratio:.3f} |")
+                     f"{row.reference_steps_per_second:,.0f} | {row.ratio:.3f} | "
+                     f"{row.full_passes} |")
     return "\n".join(lines)
 
 
