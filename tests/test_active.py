@@ -18,8 +18,9 @@ from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble_file
 from tests.strategies import programs as random_programs
 from vm.runtime.active import ActiveEvaluator, exactness_bound
-from vm.common.errors import PrecisionError
+from vm.common.errors import InputError, PrecisionError
 from vm.runtime.executor import AUTO_ACTIVE_CELLS, EngineConfig, TransformerExecutor
+from vm.runtime.fused import FusedPass, available as fused_available
 from vm.common.geometry import Geometry
 from vm.transformer.layers import flush_denormals, to_internal
 from vm.isa import FLEQ
@@ -30,23 +31,47 @@ SUBLEQ_PROGRAMS = sorted((ROOT / "programs" / "subleq").glob("*.sq"))
 FLEQ_PROGRAMS = sorted((ROOT / "programs" / "fleq").glob("*.fleq"))
 
 
-def evaluator(executor: TransformerExecutor, capacity: int | None = None) -> ActiveEvaluator:
+EVALUATIONS = ["torch", pytest.param("fused", marks=pytest.mark.skipif(
+    not fused_available(), reason="numba is not installed"))]
+"""The active pass in torch (vm/runtime/active.py) and compiled (vm/runtime/fused.py)."""
+
+
+def evaluator(executor: TransformerExecutor, capacity: int | None = None,
+              fused: bool = False) -> ActiveEvaluator:
     machine = executor.machine
     extra = {} if capacity is None else {"capacity": capacity}
-    return ActiveEvaluator(executor.model, machine.weights, machine.layout,
-                           executor.geometry.scratch, machine.real_fields, **extra)
+    built = ActiveEvaluator(executor.model, machine.weights, machine.layout,
+                            executor.geometry.scratch, machine.real_fields, **extra)
+    if fused:
+        built.fused = FusedPass(built, machine.weights)
+        assert built.fused.unsupported is None
+    return built
 
 
 def lockstep(executor: TransformerExecutor, cards: torch.Tensor, passes: int,
-             strict: bool = True, capacity: int | None = None) -> int:
-    """Run full and active passes side by side, X equal after each; returns the fallbacks."""
+             strict: bool = True, capacity: int | None = None,
+             evaluation: str = "torch") -> int:
+    """Run full and active passes side by side, X equal after each; returns the fallbacks.
+    With the fused evaluation, also asserts that it computed at least one of the passes
+    that did not fall back to the full pass (the others ran on the torch active pass)."""
+    fused = evaluation == "fused"
+    pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
     with torch.inference_mode(), flush_denormals():
         full, active = to_internal(cards), to_internal(cards)
-        run = evaluator(executor, capacity).start(active, strict=strict)
+        run = evaluator(executor, capacity, fused).start(active, strict=strict, fused=fused)
+        record = torch.empty((1, len(pc), active.shape[1]), dtype=active.dtype)
+        compiled = 0
         for step in range(passes):
+            before = full[pc, :, 0].clone()
             executor.model.step_(full)
-            run.step(step)
+            if run.fused_steps(1, record, pc):
+                compiled += 1
+                assert torch.equal(record[0], before), "the recorded pc is not the pass's own"
+            else:
+                run.step(step)
             assert torch.equal(full, active), f"X differs after pass {step}"
+        if fused and run.fallbacks < passes:
+            assert compiled > 0
         return run.fallbacks
 
 
@@ -56,11 +81,12 @@ def geometry(columns: int, bits: int, scratch: int = 1) -> Geometry:
     return Geometry(scratch, memory, columns - scratch - memory, bits)
 
 
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
 @pytest.mark.parametrize("path", SUBLEQ_PROGRAMS, ids=lambda path: path.stem)
-def test_every_subleq_program_runs_bit_identically(path):
+def test_every_subleq_program_runs_bit_identically(path, evaluation):
     program = assemble_file(path)
     executor = TransformerExecutor(geometry_for(program), EngineConfig())
-    assert lockstep(executor, executor.load([program]), 400) == 0
+    assert lockstep(executor, executor.load([program]), 400, evaluation=evaluation) == 0
 
 
 @pytest.mark.parametrize(("columns", "bits", "batch", "dtype"), [
@@ -68,11 +94,13 @@ def test_every_subleq_program_runs_bit_identically(path):
     (64, 8, 4, "float64"), (64, 16, 1, "float32"), (64, 32, 4, "float64"),
     (256, 8, 4, "float32"), (256, 16, 4, "float64"), (256, 32, 1, "float64"),
 ])
-def test_random_looping_programs_run_bit_identically_for_1000_passes(columns, bits, batch, dtype):
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
+def test_random_looping_programs_run_bit_identically_for_1000_passes(columns, bits, batch, dtype,
+                                                                     evaluation):
     shape = geometry(columns, bits)
     executor = TransformerExecutor(shape, EngineConfig(dtype=dtype))
     cards = executor.load(looping_programs(shape, batch, seed=columns + bits + batch))
-    assert lockstep(executor, cards, 1000) == 0
+    assert lockstep(executor, cards, 1000, evaluation=evaluation) == 0
 
 
 @settings(max_examples=15, deadline=None, database=None)
@@ -81,7 +109,8 @@ def test_halting_random_programs_run_bit_identically(program):
     """Random programs of the shared strategy (2- to 16-bit words): most halt early and then
     loop on EOF, which the active evaluation must leave unchanged too."""
     executor = TransformerExecutor(geometry_for(program), EngineConfig())
-    assert lockstep(executor, executor.load([program] * 2), 60) == 0
+    for evaluation in ("torch", "fused") if fused_available() else ("torch",):
+        assert lockstep(executor, executor.load([program] * 2), 60, evaluation=evaluation) == 0
 
 
 @pytest.mark.parametrize("path", FLEQ_PROGRAMS, ids=lambda path: path.stem)
@@ -98,8 +127,9 @@ def test_fleq_programs_are_evaluated_in_full(path):
     assert torch.equal(active.run(X, 40).X, full.run(X, 40).X)
 
 
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
 @pytest.mark.parametrize(("columns", "temperature"), [(64, 1.0), (1024, 1.5)])
-def test_the_guard_fires_where_skipping_would_be_wrong(columns, temperature):
+def test_the_guard_fires_where_skipping_would_be_wrong(columns, temperature, evaluation):
     """At these temperatures some pass changes a second non-scratch column of a program
     beside the cell it writes; the guard must refuse every active pass."""
     shape = geometry(columns, 8)
@@ -113,9 +143,9 @@ def test_the_guard_fires_where_skipping_would_be_wrong(columns, temperature):
             executor.model.step_(X)
             changed.append(int((before != X)[:, 0, shape.scratch:].any(0).sum()))
     assert max(changed) >= 2
-    assert lockstep(executor, cards, 20, strict=False) == 20
+    assert lockstep(executor, cards, 20, strict=False, evaluation=evaluation) == 20
     with pytest.raises(PrecisionError, match="precision error at step 0"):
-        lockstep(executor, cards, 1)
+        lockstep(executor, cards, 1, evaluation=evaluation)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -149,27 +179,29 @@ def test_the_write_layer_keeps_every_column_within_the_skip_bound(dtype):
     assert written(0.2)[:, : columns // 4].any()
 
 
-def test_the_capacity_guard_falls_back_and_stays_identical():
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
+def test_the_capacity_guard_falls_back_and_stays_identical(evaluation):
     """With room for no extra column, no pass can write memory on the active columns."""
     shape = geometry(64, 8)
     executor = TransformerExecutor(shape, EngineConfig())
     cards = executor.load(looping_programs(shape, 1))
-    fallbacks = lockstep(executor, cards, 50, strict=False, capacity=0)
+    fallbacks = lockstep(executor, cards, 50, strict=False, capacity=0, evaluation=evaluation)
     assert fallbacks == 50
     with pytest.raises(PrecisionError, match="columns"):
-        lockstep(executor, cards, 1, capacity=0)
+        lockstep(executor, cards, 1, capacity=0, evaluation=evaluation)
 
 
-def test_a_state_off_the_lattice_is_evaluated_in_full():
+@pytest.mark.parametrize("evaluation", EVALUATIONS)
+def test_a_state_off_the_lattice_is_evaluated_in_full(evaluation):
     """A memory bit at 0.75 is off the lattice: that pass runs in full (whose write layer
     snaps every memory word back to ±1), the next ones on the active columns."""
     shape = geometry(64, 8)
     executor = TransformerExecutor(shape, EngineConfig())
     cards = executor.load(looping_programs(shape, 1)).clone()
     cards[0, executor.layout.row("mem", 0), shape.scratch + 5] = 0.75
-    assert lockstep(executor, cards, 5, strict=False) == 1
+    assert lockstep(executor, cards, 5, strict=False, evaluation=evaluation) == 1
     with pytest.raises(PrecisionError, match="field 'state'"):
-        lockstep(executor, cards, 1)
+        lockstep(executor, cards, 1, evaluation=evaluation)
 
 
 def test_a_wider_scratchpad_is_evaluated_in_full():
@@ -210,13 +242,37 @@ def test_a_run_advanced_in_parts_equals_one_run():
     assert runner.evaluation == "active" and parts.halted.all()
 
 
-def test_auto_evaluation_chooses_active_columns_from_the_threshold_on():
+def test_auto_evaluation_without_numba_chooses_active_columns_from_the_threshold_on(
+        monkeypatch):
     shape = geometry(64, 8)
     executor = TransformerExecutor(shape, EngineConfig())
+    monkeypatch.setattr(executor.active, "fused", None)
     small = AUTO_ACTIVE_CELLS // shape.columns - 1
     programs = looping_programs(shape, small + 1)
     assert executor.runner(executor.load(programs[:small])).evaluation == "full"
     assert executor.runner(executor.load(programs)).evaluation == "active"
+
+
+@pytest.mark.skipif(not fused_available(), reason="numba is not installed")
+def test_auto_evaluation_with_numba_is_fused_and_agrees_with_full_runs():
+    program = assemble_file(ROOT / "programs" / "subleq" / "bubble_sort.sq")
+    shape = geometry_for(program)
+    auto = TransformerExecutor(shape, EngineConfig())
+    full = TransformerExecutor(shape, EngineConfig(evaluation="full"))
+    X = auto.load([program] * 2)
+    runner = auto.runner(X)
+    runner.advance(5000)
+    assert runner.evaluation == "fused" and runner.result().halted.all()
+    whole = full.run(X, 5000)
+    assert torch.equal(runner.result().X, whole.X)
+    assert np.array_equal(runner.result().steps, whole.steps)
+    assert runner.active.fused_passes > 0
+
+
+def test_fused_evaluation_without_numba_is_refused(monkeypatch):
+    monkeypatch.setattr("vm.runtime.executor.fused_available", lambda: False)
+    with pytest.raises(InputError, match="numba"):
+        EngineConfig(evaluation="fused")
 
 
 @pytest.mark.parametrize("config", [EngineConfig(checked=True), EngineConfig(attention="dense")])

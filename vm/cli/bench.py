@@ -62,9 +62,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--dtype", choices=list(DTYPES), default="float32")
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
     parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
-                        help="active: only the columns a pass can change, bit-identical to "
-                             "full; full: every column, the definition; auto (default): what "
-                             "`ltvm run` uses (the evaluation column says which ran)")
+                        help="fused, active: only the columns a pass can change (compiled "
+                             "with numba, or in torch), bit-identical to full; full: every "
+                             "column, the definition; auto (default): what `ltvm run` uses "
+                             "(the evaluation column says which ran; a fused row's warm-up "
+                             "includes numba's compile when its cache is cold)")
     _add_common_arguments(parser, "1 up to 32K batch x columns, else torch's")
     parser.set_defaults(func=run)
     targets = parser.add_subparsers(dest="target", metavar="TARGET")

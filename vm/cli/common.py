@@ -109,9 +109,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                        help="active: compute each pass only on the columns it can change, "
                             "bit-identical to full and falling back to it when a run-time guard "
                             "cannot prove a skipped column unchanged (SUBLEQ, masked attention); "
-                            "full: every column in every layer, the definition (always used by "
-                            "--checked, by trace and by FLEQ programs); auto (default): active "
-                            f"from {AUTO_ACTIVE_CELLS} batch x columns on, where it is faster")
+                            "fused: the same pass compiled with numba into one call (pip "
+                            "install 'ltvm[fast]'; the first run on a machine compiles for about "
+                            "20 s); full: every column in every layer, the definition (always "
+                            "used by --checked, by trace and by FLEQ programs); auto (default): "
+                            "fused where numba is installed, else active from "
+                            f"{AUTO_ACTIVE_CELLS} batch x columns on, where it is faster"
+                            " (docs/speed.md)")
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:

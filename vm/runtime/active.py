@@ -42,6 +42,7 @@ before the next try), or raises `PrecisionError` when the run is `strict`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -50,6 +51,9 @@ from vm.common.errors import PrecisionError
 from vm.transformer.layers import LoopedTransformer
 from vm.transformer.layout import Layout
 from vm.transformer.weights import HeadWeights, MachineWeights
+
+if TYPE_CHECKING:
+    from vm.runtime.fused import FusedPass
 
 DEFAULT_CAPACITY = 8
 """Most extras (columns evaluated beyond the scratchpad) per program and pass; a pass that
@@ -157,6 +161,8 @@ class ActiveEvaluator:
         for layer in attending:
             stacked[layer.rows, torch.searchsorted(read, layer.read)] = layer.W
         self.read, self.W = read, stacked
+        self.fused: "FusedPass | None" = None
+        """The compiled form of this evaluator's pass (vm/runtime/fused.py), when set."""
         working = [row for name in layout.working()
                    for row in range(layout[name].start, layout[name].stop)]
         self.working = torch.as_tensor(working, device=self.device)
@@ -183,14 +189,15 @@ class ActiveEvaluator:
         flat = X.index_select(0, self.read).reshape(len(self.read), batch * m)
         return (self.W @ flat).view(self.width, batch, m).permute(1, 0, 2)
 
-    def start(self, X: torch.Tensor, strict: bool = False) -> "ActiveRun":
+    def start(self, X: torch.Tensor, strict: bool = False, fused: bool = False) -> "ActiveRun":
         """A run bound to X (rows, batch, n); X must change only through the run from now on.
 
         `strict`: raise PrecisionError when the guard fails instead of running in full.
+        `fused`: let `ActiveRun.fused_passes_` use the evaluator's fused form, if it has one.
         """
         if self.unsupported is not None:
             raise ValueError(f"active evaluation is not available: {self.unsupported}")
-        return ActiveRun(self, X, strict)
+        return ActiveRun(self, X, strict, fused)
 
 
 @dataclass
@@ -225,11 +232,15 @@ class _GuardFailure(Exception):
 class ActiveRun:
     """Passes of one evaluator on one bound X, with the projection cache between them."""
 
-    def __init__(self, evaluator: ActiveEvaluator, X: torch.Tensor, strict: bool) -> None:
+    def __init__(self, evaluator: ActiveEvaluator, X: torch.Tensor, strict: bool,
+                 fused: bool = False) -> None:
         self.evaluator, self.X, self.strict = evaluator, X, strict
+        self.fused = evaluator.fused if fused else None
         self.fallbacks = 0
         """Passes run in full: the guard failed, or the run was backing off after a failure."""
         self.backoff, self.wait, self.stale = 0, 0, True
+        self.fused_passes = 0
+        """Passes the fused form computed since the cache was last built."""
 
     def step(self, step: int = 0) -> bool:
         """One pass in place; True when it ran on the active columns."""
@@ -251,12 +262,33 @@ class ActiveRun:
         self.stale = True
         return False
 
+    def fused_steps(self, count: int, record: torch.Tensor, pc_rows: np.ndarray,
+                    threads: int | None = None) -> int:
+        """Up to `count` passes by the evaluator's fused form (vm/runtime/fused.py), each
+        after recording the program counters (rows `pc_rows` of the scratch column) into
+        `record[i]`; 0 when there is none or the run is not ready for it (a cache to
+        build, a back-off, pending checks). After a pass the fused form could not prove,
+        the cache is marked for rebuilding: the torch pass needs the own scores that the
+        fused form does not keep."""
+        fused = self.fused
+        if (fused is None or self.stale or self.wait
+                or not all(bool(check.ok.all()) for check in self.pending)):
+            return 0
+        done = fused.passes(self, count, record, pc_rows, threads)
+        if done:
+            self.pending = []
+            self.fused_passes += done
+        if done < count and self.fused_passes:
+            self.stale = True
+        return done
+
     # -- the cache ------------------------------------------------------------------------
     def _rebuild(self) -> None:
         """Project every column, classify every group's queries, check the lattice."""
         ev, X = self.evaluator, self.X
         s = ev.scratch
         self.stale = False
+        self.fused_passes = 0
         self.cache = ev.project(X).contiguous()
         self.self_query: dict[tuple[int, int], bool] = {}
         self.zero_queries: dict[tuple[int, int], bool] = {}

@@ -32,16 +32,17 @@ from vm.machines import machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
 from vm.machines.subleq.reference import RunResult
 from vm.runtime.active import ActiveEvaluator
+from vm.runtime.fused import FusedPass, available as fused_available
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_CHECK_EVERY = 16
-EVALUATIONS = ("auto", "active", "full")
+EVALUATIONS = ("auto", "fused", "active", "full")
 AUTO_ACTIVE_CELLS = 512
-"""`auto` evaluates a run on the active columns when batch x n reaches this: below it the
-full pass's few large operations beat the active pass's many small ones (`ltvm bench
---evaluation active|full`: on 2 CPU cores at batch 1, n = 256 ran 1,385 steps/s in full
-against 1,183 active; n = 1024 ran 544 against 1,256; n = 64 at batch 16, 9,885 against
-16,700)."""
+"""Without numba, `auto` evaluates a run on the active columns (torch) when batch x n
+reaches this: below it the full pass's few large operations beat the active pass's many
+small ones (`ltvm bench --evaluation active|full`: on 2 CPU cores at batch 1, n = 256 ran
+1,385 steps/s in full against 1,183 active; n = 1024 ran 544 against 1,256; n = 64 at
+batch 16, 9,885 against 16,700). With numba, `auto` is `fused` at every size."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,9 @@ class EngineConfig:
     """"active": runs compute only the columns a pass can change (vm/runtime/active.py),
     bit-identical to "full", the definition, which they fall back to pass by pass when the
     guard fails and which checked runs, single steps and machines the active evaluator does
-    not support use; "auto": active from AUTO_ACTIVE_CELLS batch x columns on."""
+    not support use; "fused": the active pass compiled into one call (vm/runtime/fused.py,
+    needs numba), falling back to "active" pass by pass; "auto": fused where numba is
+    installed, else active from AUTO_ACTIVE_CELLS batch x columns on."""
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPES:
@@ -75,6 +78,8 @@ class EngineConfig:
             raise InputError(f"attention must be one of {', '.join(ATTENTION_MODES)}")
         if self.evaluation not in EVALUATIONS:
             raise InputError(f"evaluation must be one of {', '.join(EVALUATIONS)}")
+        if self.evaluation == "fused" and not fused_available():
+            raise InputError("evaluation 'fused' needs numba: pip install 'ltvm[fast]'")
         if self.temperature is not None and self.temperature <= 0:
             raise InputError(f"temperature must be positive, got {self.temperature}")
         if self.check_every < 1:
@@ -96,8 +101,12 @@ def _model(geometry: Geometry, temperature: float | None, dtype: str, device: st
 def _active(geometry: Geometry, temperature: float | None, dtype: str, device: str,
             attention: str) -> ActiveEvaluator:
     machine = machine_for(geometry, temperature)
-    return ActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
-                           machine.weights, machine.layout, geometry.scratch, machine.real_fields)
+    evaluator = ActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
+                                machine.weights, machine.layout, geometry.scratch,
+                                machine.real_fields)
+    fused = FusedPass(evaluator, machine.weights)
+    evaluator.fused = fused if fused.unsupported is None else None
+    return evaluator
 
 
 @dataclass
@@ -270,12 +279,23 @@ class Runner:
                                       device=executor.device)
             self.steps = torch.zeros(self.X.shape[1], dtype=torch.long, device=executor.device)
         self.done = 0
+        self._pc_rows = np.arange(executor._pc_rows.start, executor._pc_rows.stop)
+        self.evaluation = self._evaluation(executor, X)
+        """What this run uses: fused, active or full."""
+        self.active = (executor.active.start(self.X, fused=self.evaluation == "fused")
+                       if self.evaluation != "full" else None)
+
+    @staticmethod
+    def _evaluation(executor: TransformerExecutor, X: torch.Tensor) -> str:
+        wanted, active = executor.config.evaluation, executor.active
+        if active is None:
+            return "full"
+        if wanted in ("fused", "auto") and active.fused is not None:
+            return "fused"
         batch, _, columns = X.shape
-        chosen = executor.active is not None and (
-            executor.config.evaluation == "active" or batch * columns >= AUTO_ACTIVE_CELLS)
-        self.active = executor.active.start(self.X) if chosen else None
-        self.evaluation = "active" if chosen else "full"
-        """What this run uses."""
+        if wanted == "auto" and batch * columns < AUTO_ACTIVE_CELLS:
+            return "full"
+        return "active"
 
     @property
     def fallbacks(self) -> int:
@@ -290,12 +310,20 @@ class Runner:
         with flush_denormals(), executor._threads(X):
             while self.done < end and bool(executor.running(X[pc, :, 0]).any()):
                 passes = min(window, end - self.done)
-                for offset in range(passes):
+                offset = 0
+                while offset < passes:
+                    if self.active is not None:
+                        offset += self.active.fused_steps(passes - offset,
+                                                          self.record[offset:passes],
+                                                          self._pc_rows, executor.config.threads)
+                        if offset == passes:
+                            break
                     self.record[offset].copy_(X[pc, :, 0])
                     if self.active is not None:
                         self.active.step(self.done + offset)
                     else:
                         executor._step_(X, self.done + offset)
+                    offset += 1
                 self.steps += executor.running(self.record[:passes]).sum(dim=0)
                 self.done += passes
                 if progress is not None:

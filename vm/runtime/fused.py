@@ -1,0 +1,650 @@
+"""A fused active pass: the whole of `ActiveRun`'s pass in one compiled call (numba).
+
+The torch active pass (vm/runtime/active.py) issues about 150 small operations a pass, so
+at batch 1 it is bound by per-operation overhead. This module runs the same pass, on the
+same columns, with the same guard, as one numba function over the batch (programs in
+parallel), and commits X and the projection cache only when every program passed.
+
+Bit-identity with the full pass does not depend on the order of any sum here: every
+product of a weight and an input, and every sum of them, is checked at run time to be a
+multiple of 2^-F whose numerators add up, in absolute value, to less than 2^p (p = 24 in
+float32, 52 in float64). Then every partial sum in any order is exactly representable, and
+the full pass's products (whatever order BLAS takes) give the same bits. A pass that does
+not meet this, or any of the active pass's own guard conditions, is handed back to the
+torch active pass, which either proves it there or runs it in full (or raises in strict
+mode). A head whose scratch query is zero averages every value into the scratch column;
+those rows are carried as an interval, which the next ReLU layer must provably clear
+(`_feed_forward_junk`). Heads of one layer that write the same rows make the fused pass
+decline the machine up front.
+
+numba is optional (`pip install ltvm[fast]`); without it runs use the torch active pass.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from vm.runtime.active import SKIP_BOUND, ActiveEvaluator, ActiveRun
+
+try:
+    import numba
+except ImportError:  # pragma: no cover - exercised where numba is not installed
+    numba = None
+
+MAX_FRACTION_BITS = 40
+"""Inputs needing more fractional bits than this are not checked for exact sums."""
+
+
+def available() -> bool:
+    """Whether numba is installed, so fused passes can be compiled."""
+    return numba is not None
+
+
+def fraction_bits(matrix: np.ndarray) -> int | None:
+    """The least F with every entry times 2^F an integer, None beyond MAX_FRACTION_BITS."""
+    values = np.asarray(matrix, dtype=np.float64)
+    for bits in range(MAX_FRACTION_BITS + 1):
+        scaled = values * 2.0 ** bits
+        if np.array_equal(scaled, np.floor(scaled)):
+            return bits
+    return None
+
+
+def _integral(matrix: np.ndarray, bits: int) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(matrix, dtype=np.float64) * 2.0 ** bits)
+
+
+def _sparse(matrix: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """matrix * 2^bits in CSR form (row pointers, column indices, values): the machine's
+    matrices read a few rows each, and only the non-zero terms need adding."""
+    scaled = np.atleast_2d(_integral(matrix, bits))
+    rows, columns = np.nonzero(scaled)
+    pointers = np.searchsorted(rows, np.arange(scaled.shape[0] + 1)).astype(np.int64)
+    return pointers, columns.astype(np.int64), scaled[rows, columns]
+
+
+def _columns_of(matrices: list[tuple]) -> tuple[tuple, tuple, tuple]:
+    """Per-layer CSR triples as three tuples (pointers, indices, values): numba's parallel
+    loops take tuples of arrays, not tuples of tuples."""
+    return tuple(zip(*matrices)) if matrices else ((), (), ())
+
+
+class FusedPass:
+    """The static tables of one evaluator's machine, laid out for the compiled pass.
+
+    `unsupported` says why this machine cannot be fused (then None of the rest is set)."""
+
+    def __init__(self, evaluator: ActiveEvaluator, weights) -> None:
+        self.evaluator = evaluator
+        self.unsupported = self._build(evaluator, weights)
+
+    def _build(self, ev: ActiveEvaluator, weights) -> str | None:
+        if numba is None:
+            return "numba is not installed"
+        if ev.device.type != "cpu":
+            return "fused passes run on the CPU"
+        if ev.unsupported is not None:
+            return ev.unsupported
+        self.limit = 2.0 ** (24 if ev.dtype == torch.float32 else 52)
+        att_read, att_W, att_bits, att_off, present = [], [], [], [], []
+        groups: list[tuple] = []
+        targets: list[np.ndarray] = []
+        layer_groups = []
+        target_start = 0
+        for layer in ev.layers:
+            if layer is None:
+                present.append(False)
+                att_read.append(np.zeros(0, np.int64))
+                att_W.append(_sparse(np.zeros((0, 0)), 0))
+                att_bits.append(0)
+                att_off.append(0)
+                layer_groups.append((len(groups), len(groups)))
+                continue
+            matrix = layer.W.double().cpu().numpy()
+            bits = fraction_bits(matrix)
+            if bits is None:
+                return "attention weights are not dyadic"
+            layer_targets = layer.targets.cpu().numpy()
+            if len(np.unique(layer_targets)) != len(layer_targets):
+                return "heads of one layer write the same rows"
+            present.append(True)
+            att_read.append(layer.read.cpu().numpy().astype(np.int64))
+            att_W.append(_sparse(matrix, bits))
+            att_bits.append(bits)
+            att_off.append(layer.rows.start)
+            first = len(groups)
+            offset = target_start
+            for group in layer.groups:
+                groups.append((group.count, group.r, group.k, group.q.start, group.key.start,
+                               group.v.start, offset, group.lam))
+                offset += group.count * group.k
+            layer_groups.append((first, len(groups)))
+            targets.append(layer_targets.astype(np.int64))
+            target_start += len(layer_targets)
+        ffn_read, ffn_W1, ffn_b1, ffn_rows, ffn_W2, ffn_b2, ffn_bits = [], [], [], [], [], [], []
+        for layer in weights.layers:
+            ffn = layer.ffn
+            read = np.flatnonzero(np.abs(ffn.W1).sum(axis=0)).astype(np.int64)
+            rows = np.asarray(ffn.written_rows, dtype=np.int64)
+            first = fraction_bits(np.concatenate([ffn.W1[:, read].ravel(), ffn.b1]))
+            second = fraction_bits(np.concatenate([ffn.W2[rows].ravel(), ffn.b2[rows]]))
+            if first is None or second is None:
+                return "ReLU-layer weights are not dyadic"
+            numpy_dtype = np.float32 if ev.dtype == torch.float32 else np.float64
+            if any(not np.array_equal(part.astype(numpy_dtype), part)
+                   for part in (ffn.W1, ffn.b1, ffn.W2, ffn.b2)):
+                return "ReLU-layer weights are not exact in the run's dtype"
+            ffn_read.append(read)
+            ffn_W1.append(_sparse(ffn.W1[:, read], first))
+            ffn_b1.append(_integral(ffn.b1, first))
+            ffn_rows.append(rows)
+            ffn_W2.append(_sparse(ffn.W2[rows], second))
+            ffn_b2.append(_integral(ffn.b2[rows], second))
+            ffn_bits.append((first, second))
+        self.tables = (
+            np.array(present), tuple(att_read), *_columns_of(att_W), np.array(att_bits, np.int64),
+            np.array(att_off, np.int64), np.array(layer_groups, np.int64).reshape(-1, 2),
+            np.array([g[:7] for g in groups], np.int64).reshape(-1, 7),
+            np.array([g[7] for g in groups], np.float64),
+            np.concatenate(targets) if targets else np.zeros(0, np.int64),
+            tuple(ffn_read), *_columns_of(ffn_W1), tuple(ffn_b1), tuple(ffn_rows),
+            *_columns_of(ffn_W2), tuple(ffn_b2), np.array(ffn_bits, np.int64).reshape(-1, 2),
+            ev.working.cpu().numpy().astype(np.int64),
+            max((len(part) for part in ffn_b1), default=0))
+        return None
+
+    def passes(self, run: ActiveRun, count: int, record: torch.Tensor, pc_rows: np.ndarray,
+               threads: int | None = None) -> int:
+        """Up to `count` passes of `run` in place, each after copying the program counters
+        (rows `pc_rows` of the scratch column) into `record[i]`; stops before the first
+        pass it cannot prove, which the caller evaluates another way. Returns the passes
+        made. `threads` caps the threads that evaluate programs in parallel."""
+        ev = self.evaluator
+        numba.set_num_threads(min(threads or numba.config.NUMBA_NUM_THREADS,
+                                  numba.config.NUMBA_NUM_THREADS))
+        if run.extras_layer is None or any(key not in run.zero_queries
+                                           for key in run.self_query):
+            return 0
+        X, cache = run.X.numpy(), run.cache.numpy()
+        rows, batch, _ = X.shape
+        slots = ev.capacity + 1
+        groups = [(layer.index, number) for layer in ev.layers if layer is not None
+                  for number in range(len(layer.groups))]
+        self_query = np.array([run.self_query[key] for key in groups])
+        zero_scratch = np.array([run.zero_queries[key] for key in groups])
+        work = (np.zeros(batch, np.int64), np.zeros((batch, rows, slots), X.dtype),
+                np.zeros((batch, cache.shape[1], slots), cache.dtype),
+                np.zeros((batch, slots), np.int64), np.zeros(batch, np.int64))
+        return _passes(count, record.numpy(), pc_rows, X, cache, *self.tables, self_query,
+                       zero_scratch, run.extras_layer, ev.capacity, ev.bound, SKIP_BOUND,
+                       self.limit, *work)
+
+
+if numba is not None:
+    _jit = numba.njit(cache=True, fastmath=False, nogil=True)
+    _parallel = numba.njit(cache=True, fastmath=False, nogil=True, parallel=True)
+else:  # pragma: no cover
+    def _jit(function):
+        return function
+    _parallel = _jit
+
+
+@_jit
+def _scale_bits(values: np.ndarray, count: int) -> int:
+    """Least F (<= 40) with values[:count] * 2^F integral, -1 if none."""
+    for bits in range(MAX_FRACTION_BITS + 1):
+        scale = 2.0 ** bits
+        exact = True
+        for i in range(count):
+            scaled = values[i] * scale
+            if scaled != math.floor(scaled):
+                exact = False
+                break
+        if exact:
+            return bits
+    return -1
+
+
+@_jit
+def _fits(values: np.ndarray, count: int, scale: float, limit: float) -> bool:
+    """Every value's numerator below 2^p: the value is exactly one of the machine's floats."""
+    for i in range(count):
+        if abs(values[i] * scale) >= limit:
+            return False
+    return True
+
+
+@_jit
+def _project(pointers: np.ndarray, indices: np.ndarray, values: np.ndarray, w_bits: int,
+             read: np.ndarray, column: np.ndarray, out: np.ndarray, buffer: np.ndarray,
+             limit: float, junk: np.ndarray) -> bool:
+    """out = W column[read] exactly (float64), or False when a float sum could round or a
+    read row holds a zero-query average."""
+    for i in range(len(read)):
+        if junk[read[i]]:
+            return False
+        buffer[i] = column[read[i]]
+    bits = _scale_bits(buffer, len(read))
+    if bits < 0 or not _fits(buffer, len(read), 2.0 ** bits, limit):
+        return False
+    scale = 2.0 ** bits
+    unscale = 2.0 ** -(bits + w_bits)
+    for i in range(len(pointers) - 1):
+        total = 0.0
+        size = 0.0
+        for e in range(pointers[i], pointers[i + 1]):
+            term = values[e] * (buffer[indices[e]] * scale)
+            total += term
+            size += abs(term)
+        if size >= limit:
+            return False
+        out[i] = total * unscale
+    return True
+
+
+@_jit
+def _feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W2_values, b2, read,
+                  rows, first, second, column, hidden, buffer, limit) -> bool:
+    """column += W2 relu(W1 column[read] + b1) + b2, exactly, or False (column untouched
+    unless True)."""
+    for i in range(len(read)):
+        buffer[i] = column[read[i]]
+    bits = _scale_bits(buffer, len(read))
+    if bits < 0 or not _fits(buffer, len(read), 2.0 ** bits, limit):
+        return False
+    scale = 2.0 ** bits
+    for i in range(len(pointers) - 1):
+        total = b1[i] * scale
+        size = abs(total)
+        for e in range(pointers[i], pointers[i + 1]):
+            term = values[e] * (buffer[indices[e]] * scale)
+            total += term
+            size += abs(term)
+        if size >= limit:
+            return False
+        hidden[i] = total if total > 0.0 else 0.0
+    hidden_bits = first + bits
+    out_scale = 2.0 ** (second + hidden_bits)
+    for r in range(len(rows)):
+        residual = column[rows[r]] * out_scale
+        if residual != math.floor(residual):
+            return False
+        total = residual + b2[r] * 2.0 ** hidden_bits
+        size = abs(residual) + abs(b2[r] * 2.0 ** hidden_bits)
+        for e in range(W2_pointers[r], W2_pointers[r + 1]):
+            term = W2_values[e] * hidden[W2_indices[e]]
+            total += term
+            size += abs(term)
+        if size >= limit:
+            return False
+        buffer[r] = total / out_scale
+    for r in range(len(rows)):
+        column[rows[r]] = buffer[r]
+    return True
+
+
+@_jit
+def _feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W2_values, b2,
+                       read, rows, first, second, column, junk, low, high, hidden, kind,
+                       source, buffer, limit) -> bool:
+    """The ReLU layer on the scratch column while some of its rows hold the average of a
+    zero-query head (`junk`, known only to lie in [low, high]). A hidden unit reading such a
+    row must either be negative over the whole interval (ReLU gives an exact 0 whatever the
+    rounding) or be relu(+-row) alone; a junk row must come out as row - relu(row) +
+    relu(-row) = 0 exactly, with nothing else added. Anything else: False."""
+    for i in range(len(read)):
+        buffer[i] = 0.0 if junk[read[i]] else column[read[i]]
+    bits = _scale_bits(buffer, len(read))
+    if bits < 0 or not _fits(buffer, len(read), 2.0 ** bits, limit):
+        return False
+    scale = 2.0 ** bits
+    unit_scale = 2.0 ** -(first + bits)
+    for i in range(len(pointers) - 1):
+        total = b1[i] * scale
+        size = abs(total)
+        junk_high = 0.0
+        junk_size = 0.0
+        junk_count = 0
+        junk_weight = 0.0
+        for e in range(pointers[i], pointers[i + 1]):
+            j = indices[e]
+            if junk[read[j]]:
+                weight = values[e] * 2.0 ** -first
+                lo, hi = weight * low[read[j]], weight * high[read[j]]
+                junk_high += max(lo, hi)
+                junk_size += max(abs(lo), abs(hi))
+                junk_count += 1
+                junk_weight = weight
+                source[i] = read[j]
+                continue
+            term = values[e] * (buffer[j] * scale)
+            total += term
+            size += abs(term)
+        if size >= limit:
+            return False
+        kind[i] = 0
+        if junk_count == 0:
+            hidden[i] = total if total > 0.0 else 0.0
+            continue
+        upper = total * unit_scale + junk_high
+        if upper + (size * unit_scale + junk_size) * 2.0 ** -10 < 0.0:
+            hidden[i] = 0.0
+        elif junk_count == 1 and size == 0.0 and abs(junk_weight) == 1.0:
+            kind[i] = 1 if junk_weight > 0 else -1
+            hidden[i] = 0.0
+        else:
+            return False
+    hidden_bits = first + bits
+    out_scale = 2.0 ** (second + hidden_bits)
+    for r in range(len(rows)):
+        row = rows[r]
+        total = b2[r] * 2.0 ** hidden_bits
+        size = abs(total)
+        plus = 0
+        minus = 0
+        for e in range(W2_pointers[r], W2_pointers[r + 1]):
+            i = W2_indices[e]
+            if kind[i] != 0:
+                if source[i] != row:
+                    return False
+                coefficient = W2_values[e] * 2.0 ** -second
+                if kind[i] == 1 and coefficient == -1.0:
+                    plus += 1
+                elif kind[i] == -1 and coefficient == 1.0:
+                    minus += 1
+                else:
+                    return False
+                continue
+            term = W2_values[e] * hidden[i]
+            total += term
+            size += abs(term)
+        if junk[row]:
+            if plus != 1 or minus != 1 or size != 0.0:
+                return False
+            buffer[r] = 0.0
+            continue
+        if plus or minus:
+            return False
+        residual = column[row] * out_scale
+        if residual != math.floor(residual):
+            return False
+        total += residual
+        size += abs(residual)
+        if size >= limit:
+            return False
+        buffer[r] = total / out_scale
+    for r in range(len(rows)):
+        column[rows[r]] = buffer[r]
+        junk[rows[r]] = False
+    return True
+
+
+@_jit
+def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
+    """One head's output at the extra columns, which see the scratch key and themselves:
+    exactly the average of the two values when the two scores tie, else False."""
+    exact = True
+    for c in range(1, m):
+        scratch = 0.0
+        own = 0.0
+        for t in range(r):
+            scratch += P[q + t, c] * P[key + t, 0]
+            own += P[q + t, c] * P[key + t, c]
+        if scratch != own:
+            exact = False
+        for t in range(k):
+            A[targets[target + t], c] += (P[v + t, 0] + P[v + t, c]) / 2
+    return exact
+
+
+@_jit
+def _slot(columns, count, column) -> int:
+    for slot in range(count):
+        if columns[slot] == column:
+            return slot
+    return -1
+
+
+@_parallel
+def _pass(X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits, att_off,
+          layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices, W1_values,
+          ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working,
+          hidden_width, self_query, zero_scratch, extras_layer, capacity, bound, skip_bound, limit,
+          status, state, fresh, columns, counts):
+    """Phase one of a pass: every program's evaluated columns computed and checked into
+    `state`/`fresh` (status 1), nothing of X or the cache written."""
+    rows, batch, n = X.shape
+    width = cache.shape[1]
+    for b in numba.prange(batch):
+        slots = capacity + 1
+        A = np.empty((rows, slots))
+        P = np.empty((width, slots))
+        buffer = np.empty(rows)
+        hidden = np.empty(max(hidden_width, 1))
+        kind = np.zeros(max(hidden_width, 1), np.int64)
+        source = np.zeros(max(hidden_width, 1), np.int64)
+        junk = np.zeros(rows, np.bool_)
+        clean = np.zeros(rows, np.bool_)
+        low = np.zeros(rows)
+        high = np.zeros(rows)
+        scores = np.empty(n)
+        mass = np.empty(n)
+        cols = np.zeros(slots, np.int64)
+        for r in range(rows):
+            A[r, 0] = X[r, b, 0]
+        m = 1
+        ok = True
+        for L in range(len(present)):
+            if not ok:
+                break
+            if present[L]:
+                off = att_off[L]
+                pointers, indices, values = att_pointers[L], att_indices[L], att_values[L]
+                for c in range(m):
+                    if not _project(pointers, indices, values, att_bits[L], att_read[L], A[:, c], P[off:, c], buffer,
+                                    limit, junk if c == 0 else clean):
+                        ok = False
+                if not ok:
+                    break
+                if L == extras_layer:
+                    for j in range(n):
+                        mass[j] = -math.inf
+                    for g in range(layer_groups[L, 0], layer_groups[L, 1]):
+                        if not self_query[g]:
+                            continue
+                        h, r = groups[g, 0], groups[g, 1]
+                        for head in range(h):
+                            q = off + groups[g, 3] + head * r
+                            key = off + groups[g, 4] + head * r
+                            for j in range(n):
+                                scores[j] = 0.0
+                            for t in range(r):
+                                scratch_key = P[key + t, 0]
+                                for j in range(n):
+                                    scores[j] += cache[b, q + t, j] * (
+                                        scratch_key - cache[b, key + t, j])
+                            for j in range(n):
+                                exponent = lams[g] * scores[j]
+                                if exponent > mass[j]:
+                                    mass[j] = exponent
+                    threshold = math.log(skip_bound) - 1e-9
+                    for j in range(1, n):
+                        if mass[j] >= threshold:
+                            if m == slots:
+                                ok = False
+                                break
+                            cols[m] = j
+                            for r in range(rows):
+                                A[r, m] = X[r, b, j]
+                            for i in range(len(pointers) - 1):
+                                P[off + i, m] = cache[b, off + i, j]
+                            m += 1
+                    if not ok:
+                        break
+                for g in range(layer_groups[L, 0], layer_groups[L, 1]):
+                    h, r, k = groups[g, 0], groups[g, 1], groups[g, 2]
+                    for head in range(h):
+                        q = off + groups[g, 3] + head * r
+                        key = off + groups[g, 4] + head * r
+                        v = off + groups[g, 5] + head * k
+                        target = groups[g, 6] + head * k
+                        live = False
+                        for t in range(r):
+                            if P[q + t, 0] != 0.0:
+                                live = True
+                        if live == zero_scratch[g]:
+                            ok = False
+                            break
+                        if not live:
+                            for t in range(k):
+                                row = targets[target + t]
+                                if junk[row]:
+                                    ok = False
+                                lo = math.inf
+                                hi = -math.inf
+                                for i in range(n):
+                                    slot = _slot(cols, m, i)
+                                    value = P[v + t, slot] if slot >= 0 else cache[b, v + t, i]
+                                    lo = min(lo, value)
+                                    hi = max(hi, value)
+                                low[row] = A[row, 0] + lo
+                                high[row] = A[row, 0] + hi
+                                junk[row] = True
+                                A[row, 0] = 0.0
+                            if not _extra_outputs(P, A, cols, m, q, key, v, r, k, targets,
+                                                  target):
+                                ok = False
+                            continue
+                        for i in range(n):
+                            scores[i] = 0.0
+                        for t in range(r):
+                            query = P[q + t, 0]
+                            if query != 0.0:
+                                for i in range(n):
+                                    scores[i] += query * cache[b, key + t, i]
+                        for c in range(m):
+                            score = 0.0
+                            for t in range(r):
+                                score += P[q + t, 0] * P[key + t, c]
+                            scores[cols[c]] = score
+                        top = -math.inf
+                        winner = -1
+                        for i in range(n):
+                            if scores[i] > top:
+                                top = scores[i]
+                                winner = i
+                        off_weight = 0.0
+                        for i in range(n):
+                            exponent = lams[g] * (scores[i] - top)
+                            if i != winner and exponent > -800.0:
+                                off_weight += math.exp(exponent)
+                        if not off_weight < bound:
+                            ok = False
+                            break
+                        slot = _slot(cols, m, winner)
+                        for t in range(k):
+                            value = P[v + t, slot] if slot >= 0 else cache[b, v + t, winner]
+                            if value == 0.0:
+                                ok = False
+                            A[targets[target + t], 0] += value
+                        if not _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target):
+                            ok = False
+                    if not ok:
+                        break
+            if not ok:
+                break
+            if len(ffn_rows[L]) > 0:
+                for c in range(m):
+                    if c == 0 and junk.any():
+                        done = _feed_forward_junk(
+                            W1_pointers[L], W1_indices[L], W1_values[L], ffn_b1[L],
+                            W2_pointers[L], W2_indices[L], W2_values[L], ffn_b2[L], ffn_read[L],
+                            ffn_rows[L], ffn_bits[L, 0], ffn_bits[L, 1], A[:, 0], junk, low,
+                            high, hidden, kind, source, buffer, limit)
+                    else:
+                        done = _feed_forward(W1_pointers[L], W1_indices[L], W1_values[L],
+                                             ffn_b1[L], W2_pointers[L], W2_indices[L],
+                                             W2_values[L], ffn_b2[L], ffn_read[L], ffn_rows[L], ffn_bits[L, 0],
+                                             ffn_bits[L, 1], A[:, c], hidden, buffer, limit)
+                    if not done:
+                        ok = False
+                        break
+        if ok and junk.any():
+            ok = False
+        if ok:
+            for c in range(m):
+                for r in range(rows):
+                    value = A[r, c]
+                    if value != 0.0 and value != 1.0 and value != -1.0:
+                        ok = False
+                for r in working:
+                    if A[r, c] != 0.0:
+                        ok = False
+        if ok:
+            for c in range(1, m):
+                for L in range(len(present)):
+                    if not present[L]:
+                        continue
+                    off = att_off[L]
+                    if not _project(att_pointers[L], att_indices[L], att_values[L], att_bits[L], att_read[L], A[:, c], P[off:, c],
+                                    buffer, limit, clean):
+                        ok = False
+                    for g in range(layer_groups[L, 0], layer_groups[L, 1]):
+                        if self_query[g]:
+                            continue
+                        for t in range(groups[g, 0] * groups[g, 1]):
+                            if P[off + groups[g, 3] + t, c] != 0.0:
+                                ok = False
+        if ok:
+            for c in range(m):
+                for r in range(rows):
+                    state[b, r, c] = A[r, c]
+                for i in range(width):
+                    fresh[b, i, c] = P[i, c]
+                columns[b, c] = cols[c]
+            counts[b] = m
+            status[b] = 1
+
+
+@_jit
+def _passes(count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
+            att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
+            W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
+            W2_values, ffn_b2, ffn_bits, working, hidden_width, self_query, zero_scratch,
+            extras_layer, capacity, bound, skip_bound, limit, status, state, fresh, columns,
+            counts) -> int:
+    """`count` passes, each recorded, proven and committed, or fewer (see FusedPass.passes)."""
+    batch = X.shape[1]
+    for done in range(count):
+        for i in range(len(pc_rows)):
+            for b in range(batch):
+                record[done, i, b] = X[pc_rows[i], b, 0]
+        status[:] = 0
+        _pass(X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits,
+              att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
+              W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits,
+              working, hidden_width, self_query, zero_scratch, extras_layer, capacity, bound,
+              skip_bound, limit, status, state, fresh, columns, counts)
+        for b in range(batch):
+            if status[b] == 0:
+                return done
+        _commit(X, cache, state, fresh, columns, counts)
+    return count
+
+
+@_jit
+def _commit(X, cache, state, fresh, columns, counts):
+    """Phase two, once every program passed: the evaluated columns into X, the new
+    projections of the changed non-scratch columns into the cache."""
+    rows, batch, _ = X.shape
+    for b in range(batch):
+        for c in range(counts[b]):
+            column = columns[b, c]
+            for r in range(rows):
+                X[r, b, column] = state[b, r, c]
+            if c > 0:
+                for i in range(cache.shape[1]):
+                    cache[b, i, column] = fresh[b, i, c]
