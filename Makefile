@@ -1,5 +1,5 @@
 # `make demo` and `make test` work on a fresh machine: they create .venv if it
-# is missing and install the package with its test extras, pinned by
+# is missing and install the package with its test and fast (numba) extras, pinned by
 # constraints.txt (the CPU build of torch on these machines).
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,7 +12,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,fast]'
 	touch $(STAMP)
 
 demo: $(STAMP)

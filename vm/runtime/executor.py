@@ -292,6 +292,8 @@ class Runner:
             return "full"
         if wanted in ("fused", "auto") and active.fused is not None:
             return "fused"
+        if wanted == "auto" and executor.device.type != "cpu":
+            return "full"
         batch, _, columns = X.shape
         if wanted == "auto" and batch * columns < AUTO_ACTIVE_CELLS:
             return "full"
