@@ -13,9 +13,9 @@ the full pass's products (whatever order BLAS takes) give the same bits. A pass 
 not meet this, or any of the active pass's own guard conditions, is handed back to the
 torch active pass, which either proves it there or runs it in full (or raises in strict
 mode). A head whose scratch query is zero averages every value into the scratch column;
-those rows are carried as an interval, which the next ReLU layer must provably clear
-(`_feed_forward_junk`). Heads of one layer that write the same rows make the fused pass
-decline the machine up front.
+those rows are carried as an interval containing every value averaged, which the next
+ReLU layer must provably clear (`_feed_forward_junk`). Heads of one layer that write the
+same rows make the fused pass decline the machine up front.
 
 numba is optional (`pip install ltvm[fast]`); without it runs use the torch active pass.
 """
@@ -400,14 +400,6 @@ def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
     return exact
 
 
-@_jit
-def _slot(columns, count, column) -> int:
-    for slot in range(count):
-        if columns[slot] == column:
-            return slot
-    return -1
-
-
 @_parallel
 def _pass(X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits, att_off,
           layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices, W1_values,
@@ -506,10 +498,11 @@ def _pass(X, cache, present, att_read, att_pointers, att_indices, att_values, at
                                 lo = math.inf
                                 hi = -math.inf
                                 for i in range(n):
-                                    slot = _slot(cols, m, i)
-                                    value = P[v + t, slot] if slot >= 0 else cache[b, v + t, i]
-                                    lo = min(lo, value)
-                                    hi = max(hi, value)
+                                    lo = min(lo, cache[b, v + t, i])
+                                    hi = max(hi, cache[b, v + t, i])
+                                for c in range(m):
+                                    lo = min(lo, P[v + t, c])
+                                    hi = max(hi, P[v + t, c])
                                 low[row] = A[row, 0] + lo
                                 high[row] = A[row, 0] + hi
                                 junk[row] = True
@@ -544,7 +537,10 @@ def _pass(X, cache, present, att_read, att_pointers, att_indices, att_values, at
                         if not off_weight < bound:
                             ok = False
                             break
-                        slot = _slot(cols, m, winner)
+                        slot = -1
+                        for c in range(m):
+                            if cols[c] == winner:
+                                slot = c
                         for t in range(k):
                             value = P[v + t, slot] if slot >= 0 else cache[b, v + t, winner]
                             if value == 0.0:
