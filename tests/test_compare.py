@@ -11,7 +11,7 @@ from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble
 from strategies import instructions as random_instruction
 from vm.runtime.compare import compare_program, compare_programs
-from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.runtime.executor import EngineConfig, Runner, TransformerExecutor
 
 
 @st.composite
@@ -60,17 +60,16 @@ def test_wide_programs_use_the_linear_masked_path_and_agree():
 def test_a_fault_is_reported_with_step_instruction_field_and_values(monkeypatch):
     program = assemble(".data\nx: 5\ny: 9\n.code\nsubleq x, y\nsubleq x, y\nhalt\n", "t.sq")
     geometry = geometry_for(program)
-    real_step = TransformerExecutor.step
+    real_advance = Runner.advance
 
-    def faulty_step(self, X, step=0):
-        X = real_step(self, X, step)
-        if step == 1:  # flip the lowest bit of y after the second instruction
-            row = self.layout.row("mem", geometry.bits - 1)
-            X = X.clone()
-            X[:, row, geometry.memory_column(program.symbols["y"].address)] *= -1
-        return X
+    def faulty_advance(self, max_steps, progress=None):
+        real_advance(self, max_steps, progress)
+        if self.done == 2:  # flip the lowest bit of y after the second instruction
+            row = self.executor.layout.row("mem", geometry.bits - 1)
+            with torch.inference_mode():
+                self.X[row, :, geometry.memory_column(program.symbols["y"].address)] *= -1
 
-    monkeypatch.setattr(TransformerExecutor, "step", faulty_step)
+    monkeypatch.setattr(Runner, "advance", faulty_advance)
     result = compare_program(program, geometry, 100)
     assert not result.ok
     divergence = result.divergence

@@ -77,7 +77,7 @@ def compare_programs(programs: list[Program], geometry: Geometry, max_steps: int
     `max_steps`; the batch keeps stepping while any program is still running.
     """
     executor = TransformerExecutor(geometry, config)
-    X = executor.load(programs)
+    runner = executor.runner(executor.load(programs))
     references = [ReferenceMachine(program) for program in programs]
     outcome: list[Comparison | None] = [None] * len(programs)
     for step in range(max_steps):
@@ -86,8 +86,8 @@ def compare_programs(programs: list[Program], geometry: Geometry, max_steps: int
         pcs = [reference.pc for reference in references]
         for reference in references:
             reference.step()
-        X = executor.step(X, step)
-        for index, (memory, pc) in enumerate(executor.decode(X)):
+        runner.advance(1)
+        for index, (memory, pc) in enumerate(executor.decode(runner.state())):
             if outcome[index] is not None:
                 continue
             program, reference = programs[index], references[index]

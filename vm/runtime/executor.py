@@ -333,6 +333,11 @@ class Runner:
         executor.fallbacks = self.fallbacks
 
     @torch.inference_mode()
+    def state(self) -> torch.Tensor:
+        """X now, as (batch, rows, n)."""
+        return from_internal(self.X).contiguous()
+
+    @torch.inference_mode()
     def result(self) -> BatchRun:
         executor = self.executor
         halted = ~executor.running(self.X[executor._pc_rows, :, 0])
