@@ -43,6 +43,13 @@ def available() -> bool:
     return numba is not None
 
 
+def thread_count(requested: int | None) -> int:
+    """Threads a fused pass over many programs uses: `requested`, at most numba's pool."""
+    if numba is None:
+        return 1
+    return min(requested or numba.config.NUMBA_NUM_THREADS, numba.config.NUMBA_NUM_THREADS)
+
+
 def fraction_bits(matrix: np.ndarray) -> int | None:
     """The least F with every entry times 2^F an integer, None beyond MAX_FRACTION_BITS."""
     values = np.asarray(matrix, dtype=np.float64)
@@ -163,8 +170,7 @@ class FusedPass:
         pass it cannot prove, which the caller evaluates another way. Returns the passes
         made. `threads` caps the threads that evaluate programs in parallel."""
         ev = self.evaluator
-        numba.set_num_threads(min(threads or numba.config.NUMBA_NUM_THREADS,
-                                  numba.config.NUMBA_NUM_THREADS))
+        numba.set_num_threads(thread_count(threads))
         if run.extras_layer is None or any(key not in run.zero_queries
                                            for key in run.self_query):
             return 0

@@ -30,6 +30,7 @@ from assembler.program import Program
 from vm.machines.subleq.punchcard import geometry_for
 from vm.common.errors import InputError
 from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.runtime.fused import thread_count as fused_thread_count
 from vm.transformer.layers import cpu_thread_count, cpu_threads, flush_denormals, to_internal
 from vm.machines.subleq.reference import ReferenceMachine
 from vm.tools.workloads import looping_programs, workload_geometry
@@ -137,8 +138,12 @@ def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: 
         for batch in batches:
             progress(f"n={n} batch={batch} on {config.device} ...")
             timing, evaluation, full_passes = transformer_speed(program, batch, config, budget)
-            threads = (cpu_thread_count(batch * n, config.threads)
-                       if config.device == "cpu" else 0)
+            if config.device != "cpu":
+                threads = 0
+            elif evaluation == "fused":
+                threads = min(batch, fused_thread_count(config.threads))
+            else:
+                threads = cpu_thread_count(batch * n, config.threads)
             rows.append(BenchRow(n, batch, config.device, config.dtype, config.attention,
                                  evaluation, threads, timing.per_second,
                                  timing.warmup_seconds, reference, full_passes))
