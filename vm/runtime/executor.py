@@ -13,6 +13,7 @@ or dtype that is not enough is reported, never returned as a wrong number.
 
 from __future__ import annotations
 
+import math
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,7 +28,8 @@ from vm.common.encoding import pm1_code
 from vm.common.errors import InputError, PrecisionError
 from vm.common.geometry import Geometry
 from vm.transformer.layers import (ATTENTION_MODES, LoopedTransformer, cpu_threads, flush_denormals,
-                       from_internal, to_internal)
+                                   from_internal, to_internal)
+from vm.transformer.sampling import ReadNoise
 from vm.machines import machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
 from vm.machines.subleq.reference import RunResult
@@ -67,6 +69,10 @@ class EngineConfig:
     checked: bool | None = None
     check_every: int = DEFAULT_CHECK_EVERY
     threads: int | None = None
+    sampling: float | None = None
+    """Temperature of stochastic reads (vm/transformer/sampling.py); None: exact runs."""
+    seed: int = 0
+    """Seed of the stochastic reads' noise: the same seed gives the same samples."""
     evaluation: str = "auto"
     """"active": runs compute only the columns a pass can change (vm/runtime/active.py),
     bit-identical to "full", the definition, which they fall back to pass by pass when the
@@ -88,6 +94,10 @@ class EngineConfig:
             raise InputError(f"temperature must be positive, got {self.temperature}")
         if self.check_every < 1:
             raise InputError("check_every must be at least 1")
+        if self.sampling is not None and not (math.isfinite(self.sampling)
+                                              and self.sampling > 0):
+            raise InputError(f"sampling temperature must be positive and finite, got "
+                             f"{self.sampling}")
         if self.threads is not None and self.threads < 1:
             raise InputError(f"threads must be at least 1, got {self.threads}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
@@ -186,11 +196,12 @@ class TransformerExecutor:
             self._step_(internal, step)
             return from_internal(internal).contiguous()
 
-    def _step_(self, X: torch.Tensor, step: int) -> None:
+    def _step_(self, X: torch.Tensor, step: int, noise: ReadNoise | None = None) -> None:
         if not self.checked:
-            self.model.step_(X)
+            self.model.step_(X, noise=noise)
             return
-        self.model.step_(X, observer=lambda layer, stage, Y: self._observe(step, layer, stage, Y))
+        self.model.step_(X, observer=lambda layer, stage, Y: self._observe(step, layer, stage, Y),
+                         noise=noise)
         self._check_state(step, from_internal(X))
 
     def run(self, X: torch.Tensor, max_steps: int,
@@ -287,6 +298,10 @@ class Runner:
         self._pc_rows = np.arange(executor._pc_rows.start, executor._pc_rows.stop)
         self.evaluation = self._evaluation(executor, X)
         """What this run uses: fused, active or full."""
+        config = executor.config
+        self.noise = (ReadNoise(config.sampling, config.seed, executor.device)
+                      if config.sampling is not None else None)
+        """Stochastic reads, for sampling runs (always evaluated in full)."""
         if self.evaluation == "fused":
             self.window = max(self.window, FUSED_CHECK_EVERY)
         self.active = (executor.active.start(self.X, fused=self.evaluation == "fused")
@@ -295,7 +310,7 @@ class Runner:
     @staticmethod
     def _evaluation(executor: TransformerExecutor, X: torch.Tensor) -> str:
         wanted, active = executor.config.evaluation, executor.active
-        if active is None:
+        if active is None or executor.config.sampling is not None:
             return "full"
         if wanted in ("fused", "auto") and active.fused is not None:
             return "fused"
@@ -331,7 +346,7 @@ class Runner:
                     if self.active is not None:
                         self.active.step(self.done + offset)
                     else:
-                        executor._step_(X, self.done + offset)
+                        executor._step_(X, self.done + offset, self.noise)
                     offset += 1
                 self.steps += executor.running(self.record[:passes]).sum(dim=0)
                 self.done += passes

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from vm.transformer.sampling import ReadNoise
 from vm.transformer.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
 
 ATTENTION_MODES = ("dense", "masked")
@@ -209,6 +210,7 @@ class Attention(_RowIndexed):
             start = self.groups[-1].stop
         self.writing_groups = [group for group in self.groups if group.k]
         self.register_buffer("QKV", torch.as_tensor(np.concatenate(stacked), dtype=dtype))
+        self.register_buffer("lams", torch.as_tensor([head.lam for head in heads], dtype=dtype))
         target = np.concatenate(targets).astype(int)
         written = np.unique(target)
         self._set_rows("rows", written)
@@ -231,8 +233,10 @@ class Attention(_RowIndexed):
         return part[:, :r], part[:, r:2 * r], part[:, 2 * r:]
 
     def forward(self, X: torch.Tensor, mode: str, scratch: int,
-                bias: torch.Tensor | None) -> torch.Tensor:
-        """Sum of the heads' outputs on the written rows, shape (R, batch, n)."""
+                bias: torch.Tensor | None, noise: ReadNoise | None = None) -> torch.Tensor:
+        """Sum of the heads' outputs on the written rows, shape (R, batch, n).
+
+        `noise`: stochastic reads (vm/transformer/sampling.py); None computes Eq. (1a)."""
         _, batch, n = X.shape
         projected = self._project(X)
         score_columns = n if mode == "dense" or bias is not None else 2 * scratch + 1
@@ -241,11 +245,18 @@ class Attention(_RowIndexed):
         for group in self.writing_groups:
             queries, keys, values = self._split(projected, group, batch, n)
             heads = queries.shape[0]
+            scales = None
+            if noise is not None:
+                lams = self.lams[torch.as_tensor(group.heads, device=X.device)]
+                scales = (lams * noise.temperature).repeat(batch)
             if size >= heads:
-                out = self._heads(queries, keys, values, mode, scratch, bias)
+                out = self._heads(queries, keys, values, mode, scratch, bias,
+                                  self._noise(noise, scales, 0, heads, scratch, n))
             else:
                 out = torch.cat([self._heads(queries[start:start + size], keys[start:start + size],
-                                             values[start:start + size], mode, scratch, bias)
+                                             values[start:start + size], mode, scratch, bias,
+                                             self._noise(noise, scales, start,
+                                                         min(heads, start + size), scratch, n))
                                  for start in range(0, heads, size)])
             outputs.append(out.view(batch, group.count * group.k, n).transpose(0, 1))
         if not outputs:
@@ -270,26 +281,43 @@ class Attention(_RowIndexed):
             maps.index_copy_(0, heads, torch.softmax(scores, dim=2))
         return maps
 
+    @staticmethod
+    def _noise(noise: ReadNoise | None, scales: torch.Tensor | None, start: int, stop: int,
+               scratch: int, n: int) -> torch.Tensor | None:
+        """Gumbel noise for the scratch queries' scores of heads start:stop, scaled by each
+        head's lam x temperature: (heads, scratch, n), or None for exact reads."""
+        if noise is None:
+            return None
+        gumbel = noise.gumbel((stop - start, scratch, n), scales)
+        return gumbel * scales[start:stop, None, None]
+
     @classmethod
     def _heads(cls, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mode: str,
-               scratch: int, bias: torch.Tensor | None) -> torch.Tensor:
-        """Eq. (1a)'s V X softmax(...) for a batch of heads: (heads, k, n)."""
+               scratch: int, bias: torch.Tensor | None,
+               noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Eq. (1a)'s V X softmax(...) for a batch of heads: (heads, k, n); `noise` is
+        added to the scratch queries' scores (stochastic reads)."""
         if mode == "dense" or bias is not None:
             scores = queries.transpose(1, 2) @ keys
             if bias is not None:
                 scores += bias
+            if noise is not None:
+                scores[:, :scratch] += noise
             return values @ torch.softmax(scores, dim=2).transpose(1, 2)
-        return cls._masked(queries, keys, values, scratch)
+        return cls._masked(queries, keys, values, scratch, noise)
 
     @staticmethod
     def _masked(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                scratch: int) -> torch.Tensor:
+                scratch: int, noise: torch.Tensor | None = None) -> torch.Tensor:
         """Scratch queries over all keys; other queries over the scratch keys and themselves.
 
         Scores are laid out (query, key) so each softmax runs over the last,
         contiguous dimension.
         """
-        global_weights = torch.softmax(queries[..., :scratch].transpose(1, 2) @ keys, dim=2)
+        global_scores = queries[..., :scratch].transpose(1, 2) @ keys
+        if noise is not None:
+            global_scores += noise
+        global_weights = torch.softmax(global_scores, dim=2)
         local_scores = torch.cat([
             queries[..., scratch:].transpose(1, 2) @ keys[..., :scratch],
             (keys[..., scratch:] * queries[..., scratch:]).sum(dim=1)[..., None],
@@ -365,9 +393,9 @@ class TransformerLayer(nn.Module):
         self.ffn = FeedForward(weights.ffn, dtype, sparse)
 
     def attend(self, X: torch.Tensor, mode: str, scratch: int,
-               bias: torch.Tensor | None) -> None:
+               bias: torch.Tensor | None, noise: ReadNoise | None = None) -> None:
         if self.attention is not None:
-            _add_rows(X, self.attention.rows, self.attention(X, mode, scratch, bias))
+            _add_rows(X, self.attention.rows, self.attention(X, mode, scratch, bias, noise))
 
 
 class LoopedTransformer(nn.Module):
@@ -399,13 +427,16 @@ class LoopedTransformer(nn.Module):
         self.step_(internal, observer)
         return from_internal(internal)
 
-    def step_(self, X: torch.Tensor, observer: Observer | None = None) -> None:
+    def step_(self, X: torch.Tensor, observer: Observer | None = None,
+              noise: ReadNoise | None = None) -> None:
         """One pass in place on X in the internal (rows, batch, n) layout.
 
-        The observer sees X in the public (batch, rows, n) layout (a view).
+        The observer sees X in the public (batch, rows, n) layout (a view). `noise` makes
+        the scratch column's reads stochastic (vm/transformer/sampling.py); without it the
+        pass is Eq. (1) exactly.
         """
         for index, layer in enumerate(self.layers):
-            layer.attend(X, self.attention, self.scratch, self.mask_bias)
+            layer.attend(X, self.attention, self.scratch, self.mask_bias, noise)
             if observer is not None:
                 observer(index, "attention", from_internal(X))
             layer.ffn(X)
