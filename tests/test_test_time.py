@@ -1,0 +1,163 @@
+"""Test-time strategies and their sample complexity (vm/tools/test_time.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from assembler.subleq import assemble_file
+from vm.cli import main
+from vm.common.errors import InputError
+from vm.machines.subleq.punchcard import geometry_for
+from vm.tools.test_time import (CheckerReward, best_of_n, best_of_n_hard_instance, best_of_n_success,
+                                distribution, fitted_exponent, majority, majority_success_two,
+                                reference_reward, sample_answers, samples_needed, self_consistency_hard_instance,
+                                simulated_success)
+
+ROOT = Path(__file__).resolve().parents[1]
+FACTORIAL = str(ROOT / "programs" / "subleq" / "factorial.sq")
+
+
+def test_distribution_orders_answers_and_measures_the_gap():
+    shown = distribution(["a", "b", "a", "c", "a", "b"])
+    assert shown.answers == ("a", "b", "c")
+    assert shown.probabilities == pytest.approx((3 / 6, 2 / 6, 1 / 6))
+    assert shown.gap("a") == pytest.approx(1 / 6)
+    assert shown.gap("b") == pytest.approx(-1 / 6)
+    assert shown.gap("z") == pytest.approx(-1 / 2)
+
+
+def test_majority_and_best_of_n_pick_as_defined():
+    assert majority([3, 1, 3, 2, 1, 3]) == 3
+    rng = np.random.default_rng(0)
+    assert {majority([1, 2], rng) for _ in range(50)} == {1, 2}
+    assert best_of_n([5, 9, 7], reward=lambda a: -abs(a - 7)) == 7
+
+
+@pytest.mark.parametrize("p_correct, n", [(0.55, 1), (0.55, 10), (0.6, 31), (0.52, 100)])
+def test_exact_majority_success_matches_simulation(p_correct, n):
+    simulated = simulated_success("majority", [p_correct, 1 - p_correct], n, 40_000,
+                                  np.random.default_rng(1))
+    assert majority_success_two(p_correct, n) == pytest.approx(simulated, abs=0.01)
+
+
+def test_exact_best_of_n_success_matches_simulation():
+    probabilities = best_of_n_hard_instance(0.05, 20)
+    simulated = simulated_success("best-of-n", probabilities, 30, 40_000,
+                                  np.random.default_rng(2))
+    assert best_of_n_success(probabilities[0], 30) == pytest.approx(simulated, abs=0.01)
+
+
+def test_samples_needed_is_the_least_sufficient_n():
+    def success(n: int) -> float:
+        return best_of_n_success(0.1, n)
+
+    needed = samples_needed(success, 0.1)
+    assert success(needed) >= 0.9 > success(needed - 1)
+    assert needed == math.ceil(math.log(0.1) / math.log(0.9))
+    with pytest.raises(ValueError):
+        samples_needed(lambda n: 0.0, 0.1, limit=64)
+
+
+def test_hard_instances_have_the_theorems_exponents():
+    gaps = np.geomspace(0.01, 0.3, 8)
+    majority_n = [samples_needed(lambda n, g=g: majority_success_two(
+        self_consistency_hard_instance(g)[0], n), 0.1) for g in gaps]
+    best_n = [samples_needed(lambda n, g=g: best_of_n_success(
+        best_of_n_hard_instance(g, 1000)[0], n), 0.1) for g in gaps]
+    assert abs(fitted_exponent(gaps, majority_n) - 2) < 0.2
+    assert abs(fitted_exponent(gaps, best_n) - 1) < 0.2
+
+
+def test_hard_instances_have_the_stated_gap():
+    for gap in (0.01, 0.2):
+        assert distribution_gap(self_consistency_hard_instance(gap)) == pytest.approx(gap)
+        assert distribution_gap(best_of_n_hard_instance(gap, 50)) == pytest.approx(gap)
+        assert sum(best_of_n_hard_instance(gap, 50)) == pytest.approx(1)
+
+
+def distribution_gap(probabilities) -> float:
+    return probabilities[0] - max(probabilities[1:])
+
+
+def test_sample_answers_refuses_an_unknown_cell():
+    program = assemble_file(FACTORIAL)
+    with pytest.raises(InputError, match="no memory cell named 'nope'"):
+        sample_answers(program, geometry_for(program), 4, 0.2, 0, "nope", 100)
+
+
+def test_ltvm_sample_returns_the_reference_answer_when_delta_is_large(capsys):
+    for strategy in ("majority", "best-of-n"):
+        code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.1",
+                     "--samples", "32", "--strategy", strategy, "--json"])
+        out = capsys.readouterr().out
+        assert code == 0 and '"correct": true' in out and '"answer": 720' in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--cell", "nope"], "no memory cell named 'nope'"),
+    (["--cell", "fact", "--noise", "inf"], "must be positive and finite"),
+    (["--cell", "fact", "--samples", "100000000"], "exceeds the limit"),
+])
+def test_ltvm_sample_rejects_bad_input_with_exit_2(capsys, argv, message):
+    with pytest.raises(SystemExit) as raised:
+        code = main(["sample", FACTORIAL, *argv])
+        raise SystemExit(code)
+    assert raised.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_checker_program_accepts_exactly_the_proper_factors():
+    checker = assemble_file(ROOT / "programs" / "subleq" / "check_factor.sq")
+    reward = CheckerReward(checker, geometry_for(checker), 2_000)
+    candidates = [-32768, -7, 0, 1, 2, 7, 13, 14, 90, 91, 92, 32767, None]
+    reward.prepare(candidates)
+    accepted = [c for c in candidates if reward(c) == 1.0]
+    assert accepted == [c for c in candidates if c is not None and 1 < c < 91 and 91 % c == 0]
+    assert all(reward(c) == 0.0 for c in candidates if c not in accepted)
+
+
+def test_a_checker_without_the_named_cells_is_refused():
+    program = assemble_file(FACTORIAL)
+    with pytest.raises(InputError, match="no memory cell named 'candidate'"):
+        CheckerReward(program, geometry_for(program), 100)
+
+
+def test_reference_reward_is_one_only_at_the_answer():
+    reward = reference_reward(720)
+    assert [reward(a) for a in (720, 719, None)] == [1.0, 0.0, 0.0]
+
+
+def test_ltvm_sample_best_of_n_with_a_checker_program(capsys):
+    code = main(["sample", str(ROOT / "programs" / "subleq" / "smallest_factor.sq"),
+                 "--cell", "f", "--noise", "0.2", "--samples", "32", "--strategy", "best-of-n",
+                 "--reward", str(ROOT / "programs" / "subleq" / "check_factor.sq"), "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 0 and payload["answer"] == 7 and payload["chosen_reward"] == 1.0
+
+
+def test_ltvm_sample_best_of_n_with_a_reward_script(capsys, tmp_path):
+    script = tmp_path / "closest.py"
+    script.write_text("def reward(answer):\n    return 0.0 if answer is None else "
+                      "-abs(answer - 720)\n")
+    code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.2", "--samples", "32",
+                 "--strategy", "best-of-n", "--reward", str(script), "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 0 and payload["answer"] == 720 and payload["chosen_reward"] == 0.0
+
+
+@pytest.mark.parametrize("text, message", [
+    ("x = 1 / 0\n", "ZeroDivisionError"),
+    ("reward = 3\n", "defines no function reward"),
+    ("def reward(answer):\n    return float('nan')\n", "is not finite"),
+])
+def test_a_broken_reward_script_is_bad_input(capsys, tmp_path, text, message):
+    script = tmp_path / "broken.py"
+    script.write_text(text)
+    code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.1", "--samples", "4",
+                 "--strategy", "best-of-n", "--reward", str(script)])
+    assert code == 2 and message in capsys.readouterr().err

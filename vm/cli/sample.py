@@ -1,0 +1,159 @@
+"""`ltvm sample`: many stochastic runs of a SUBLEQ program, and a test-time strategy over them."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+from pathlib import Path
+from typing import Callable
+
+from assembler.program import Program
+from vm.cli.common import load_program, positive_int
+from vm.common.errors import InputError
+from vm.isa import ProgramOptions, for_path, for_program
+from vm.tools.test_time import (Answer, CheckerReward, best_of_n, distribution, majority,
+                                reference_reward, sample_answers)
+
+DEFAULT_SAMPLES = 64
+DEFAULT_MAX_STEPS = 10_000
+MAX_SAMPLES = 1 << 16
+
+
+def _temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
+    return value
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "sample", help="sample a program's answer with stochastic reads; majority or best-of-n",
+        description="Run a SUBLEQ program many times on the looped transformer with "
+                    "stochastic reads (Gumbel noise on the scratch column's attention scores "
+                    "at --noise T, seeded), take the value of memory cell --cell as each run's "
+                    "answer, print the answer distribution and its gap Delta to the reference "
+                    "interpreter's answer, and the answer a strategy picks: majority "
+                    "(self-consistency) or best-of-n under --reward. Exit 0 when the pick is "
+                    "the reference's answer, 1 when not. docs/test_time_scaling.md.")
+    parser.add_argument("program", metavar="PROG", help="SUBLEQ source (.sq)")
+    parser.add_argument("--cell", required=True, metavar="NAME",
+                        help="the memory cell whose final value is the answer")
+    parser.add_argument("--noise", type=_temperature, default=0.2, metavar="T",
+                        help="temperature of the stochastic reads (default 0.2)")
+    parser.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES, metavar="N",
+                        help=f"runs (default {DEFAULT_SAMPLES}, at most {MAX_SAMPLES})")
+    parser.add_argument("--strategy", choices=["majority", "best-of-n"], default="majority")
+    parser.add_argument("--reward", default="reference", metavar="R",
+                        help="best-of-n's reward: 'reference' (1 for the reference "
+                             "interpreter's answer, else 0; the default), CHECK.sq (a SUBLEQ "
+                             "verifier run on the transformer with the answer in its cell "
+                             "'candidate'; its cell 'ok' is the reward) or SCRIPT.py (a Python "
+                             "file defining reward(answer) -> float; answer None for a run "
+                             "that did not halt)")
+    parser.add_argument("--seed", type=int, default=0, help="noise seed (default 0)")
+    parser.add_argument("--max-steps", type=positive_int, default=DEFAULT_MAX_STEPS,
+                        metavar="K", help="step limit per run; a run that does not halt "
+                                          f"answers 'none' (default {DEFAULT_MAX_STEPS})")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(func=run, csv=None, bits=None, scratch=None, block_size=None,
+                        param=[], functions=None)
+
+
+def script_reward(path: Path) -> Callable[[Answer], float]:
+    """`reward` from a user's Python file (run as a module, never unpickled)."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    spec = importlib.util.spec_from_file_location(f"ltvm_reward_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # the user's code: any failure is bad input
+        raise InputError(f"{path}: {type(error).__name__}: {error}") from None
+    reward = getattr(module, "reward", None)
+    if not callable(reward):
+        raise InputError(f"{path} defines no function reward(answer)")
+
+    def checked(answer: Answer) -> float:
+        try:
+            value = float(reward(answer))
+        except Exception as error:
+            raise InputError(f"{path}: reward({answer!r}) failed: "
+                             f"{type(error).__name__}: {error}") from None
+        if not math.isfinite(value):
+            raise InputError(f"{path}: reward({answer!r}) = {value} is not finite")
+        return value
+
+    return checked
+
+
+def _reward(spec: str, correct: Answer, max_steps: int) -> Callable[[Answer], float]:
+    if spec == "reference":
+        return reference_reward(correct)
+    path = Path(spec)
+    if path.suffix == ".py":
+        return script_reward(path)
+    if path.suffix == ".sq":
+        checker, geometry = for_path(path).load(path, ProgramOptions())
+        return CheckerReward(checker, geometry, max_steps)
+    raise InputError(f"--reward must be 'reference', a .sq checker or a .py script, got "
+                     f"{spec!r}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.samples > MAX_SAMPLES:
+        raise InputError(f"--samples {args.samples} exceeds the limit of {MAX_SAMPLES}")
+    program, geometry = load_program(args)
+    if not isinstance(program, Program):
+        raise InputError("ltvm sample runs SUBLEQ programs (.sq)")
+    if args.cell not in program.symbols:
+        raise InputError(f"no memory cell named {args.cell!r}; named cells: "
+                         f"{', '.join(sorted(program.symbols)) or 'none'}")
+    reference = for_program(program).run_reference(program, args.max_steps)
+    if not reference.halted:
+        raise InputError(f"the reference run does not halt within {args.max_steps} steps")
+    correct = reference.memory[program.symbols[args.cell].address]
+    reward = _reward(args.reward, correct, args.max_steps) \
+        if args.strategy == "best-of-n" else None
+    answers = sample_answers(program, geometry, args.samples, args.noise, args.seed,
+                             args.cell, args.max_steps)
+    shown = distribution(answers)
+    if reward is None:
+        chosen = majority(answers)
+    else:
+        if isinstance(reward, CheckerReward):
+            reward.prepare(answers)
+        chosen = best_of_n(answers, reward)
+    report = {"cell": args.cell, "noise": args.noise, "samples": args.samples,
+              "seed": args.seed, "reference": correct,
+              "distribution": [{"answer": answer, "p": p}
+                               for answer, p in zip(shown.answers, shown.probabilities)],
+              "delta": shown.gap(correct), "strategy": args.strategy, "answer": chosen,
+              "correct": chosen == correct}
+    if reward is not None:
+        report["reward"] = args.reward
+        report["chosen_reward"] = reward(chosen)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print(report, shown)
+    return 0 if report["correct"] else 1
+
+
+def _print(report: dict, shown) -> None:
+    print(f"reference: {report['reference']}")
+    for answer, p in list(zip(shown.answers, shown.probabilities))[:10]:
+        print(f"  p({'none' if answer is None else answer}) = {p:.3f}")
+    if len(shown.answers) > 10:
+        print(f"  ... {len(shown.answers) - 10} more answers")
+    print(f"delta: {report['delta']:.3f}")
+    chosen = "none" if report["answer"] is None else report["answer"]
+    verdict = "correct" if report["correct"] else "wrong"
+    if "chosen_reward" in report:
+        verdict += f", reward {report['chosen_reward']:g} from {report['reward']}"
+    print(f"{report['strategy']}: {chosen} ({verdict})")

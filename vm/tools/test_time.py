@@ -1,0 +1,200 @@
+"""Test-time strategies over sampled answers, and their sample complexity.
+
+Self-consistency (majority vote) and best-of-n (the answer a reward ranks highest) as in
+Section 3 of test-time-scaling-sample-complexity.md. `samples_needed` finds the least n at
+which a strategy returns the correct answer with probability at least 1 - delta; on the
+paper's hard instances it grows as 1/Delta^2 (majority) and 1/Delta (best-of-n), where
+Delta is the gap between the correct answer's probability and the runner-up's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Callable, Hashable, Sequence
+
+import numpy as np
+
+from assembler.program import Program, word_range
+from vm.common.errors import InputError
+from vm.common.geometry import Geometry
+from vm.runtime.executor import EngineConfig, TransformerExecutor
+
+Answer = Hashable
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """An empirical answer distribution: answers by decreasing probability."""
+
+    answers: tuple[Answer, ...]
+    probabilities: tuple[float, ...]
+
+    def gap(self, correct: Answer) -> float:
+        """Delta = p(correct) - max over other answers of p(answer) (negative when another
+        answer is more likely)."""
+        p_correct = dict(zip(self.answers, self.probabilities)).get(correct, 0.0)
+        others = [p for a, p in zip(self.answers, self.probabilities) if a != correct]
+        return p_correct - (max(others) if others else 0.0)
+
+
+def distribution(answers: Sequence[Answer]) -> Distribution:
+    counts = Counter(answers).most_common()
+    total = len(answers)
+    return Distribution(tuple(a for a, _ in counts), tuple(c / total for _, c in counts))
+
+
+def majority(answers: Sequence[Answer], rng: np.random.Generator | None = None) -> Answer:
+    """Self-consistency: the most frequent answer; ties broken at random (or by first seen)."""
+    counts = Counter(answers)
+    top = max(counts.values())
+    tied = [answer for answer, count in counts.items() if count == top]
+    return tied[int(rng.integers(len(tied)))] if rng is not None and len(tied) > 1 else tied[0]
+
+
+def best_of_n(answers: Sequence[Answer], reward: Callable[[Answer], float]) -> Answer:
+    """Best-of-n: the answer with the highest reward (the first one among equals)."""
+    return max(answers, key=reward)
+
+
+def simulated_success(strategy: str, probabilities: Sequence[float], n: int, trials: int,
+                      rng: np.random.Generator) -> float:
+    """The fraction of `trials` in which a strategy over n samples of answers 0, 1, ...
+    (answer 0 correct) returns answer 0. best-of-n uses a reward maximized only at 0."""
+    p = np.asarray(probabilities, dtype=float)
+    draws = rng.choice(len(p), size=(trials, n), p=p / p.sum())
+    if strategy == "best-of-n":
+        return float((draws == 0).any(axis=1).mean())
+    counts = np.stack([(draws == answer).sum(axis=1) for answer in range(len(p))], axis=1)
+    top = counts.max(axis=1)
+    tied = (counts == top[:, None]).sum(axis=1)
+    wins = counts[:, 0] == top
+    return float((wins / tied).mean())
+
+
+def _log(p: float) -> float:
+    return math.log(p) if p > 0 else -math.inf
+
+
+def majority_success_two(p_correct: float, n: int) -> float:
+    """P(majority correct) with exactly two answers, in O(n): the self-consistency hard
+    instance p = ((1 + Delta)/2, (1 - Delta)/2)."""
+    k = np.arange(n + 1)
+    log_pmf = (math.lgamma(n + 1) - np.array([math.lgamma(i + 1) for i in k])
+               - np.array([math.lgamma(n - i + 1) for i in k])
+               + k * _log(p_correct) + (n - k) * _log(1 - p_correct))
+    pmf = np.exp(log_pmf)
+    return float(pmf[2 * k > n].sum() + 0.5 * pmf[2 * k == n].sum())
+
+
+def best_of_n_success(p_correct: float, n: int) -> float:
+    """P(the correct answer is among n samples), which a reward maximized only at the correct
+    answer then selects: 1 - (1 - p)^n."""
+    return 1.0 - (1.0 - p_correct) ** n
+
+
+def samples_needed(success: Callable[[int], float], delta: float, limit: int = 1 << 22) -> int:
+    """Least n with success(n) >= 1 - delta (success assumed increasing in n): doubling,
+    then bisection. Raises ValueError past `limit`."""
+    high = 1
+    while success(high) < 1 - delta:
+        high *= 2
+        if high > limit:
+            raise ValueError(f"more than {limit} samples needed")
+    low = high // 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if success(middle) >= 1 - delta:
+            high = middle
+        else:
+            low = middle
+    return max(high, 1)
+
+
+def fitted_exponent(gaps: Sequence[float], samples: Sequence[int]) -> float:
+    """Slope of log(samples) against log(1/gap): 2 for majority, 1 for best-of-n."""
+    x = np.log(1.0 / np.asarray(gaps, dtype=float))
+    y = np.log(np.asarray(samples, dtype=float))
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def self_consistency_hard_instance(gap: float) -> tuple[float, float]:
+    """Theorem 3.1's lower-bound instance: two answers, (1 + Delta)/2 and (1 - Delta)/2."""
+    return (1 + gap) / 2, (1 - gap) / 2
+
+
+def best_of_n_hard_instance(gap: float, answers: int) -> tuple[float, ...]:
+    """Theorem 3.2's lower-bound instance: the correct answer Delta + (1 - Delta)/O, the
+    other O - 1 answers (1 - Delta)/O each."""
+    rest = (1 - gap) / answers
+    return (gap + rest,) + (rest,) * (answers - 1)
+
+
+def reference_reward(correct: Answer) -> Callable[[Answer], float]:
+    """1 for the reference interpreter's answer, 0 for any other."""
+    return lambda answer: 1.0 if answer == correct else 0.0
+
+
+class CheckerReward:
+    """A SUBLEQ verifier as the reward: an answer is written into the checker's cell
+    `candidate`, the checker runs on the transformer (exactly; the distinct answers of a
+    `prepare` call in one batch, cached), and its cell `verdict` is the reward. An answer
+    that does not fit the checker's word, a checker run that does not halt within
+    `max_steps`, and None (a sample that did not halt) reward 0."""
+
+    def __init__(self, checker: Program, geometry: Geometry, max_steps: int,
+                 candidate: str = "candidate", verdict: str = "ok") -> None:
+        for name in (candidate, verdict):
+            if name not in checker.symbols:
+                raise InputError(f"the checker {checker.source} has no memory cell named "
+                                 f"{name!r}")
+        self.checker, self.geometry, self.max_steps = checker, geometry, max_steps
+        self.candidate = checker.symbols[candidate].address
+        self.verdict = checker.symbols[verdict].address
+        self.rewards: dict[Answer, float] = {None: 0.0}
+
+    def prepare(self, answers: Sequence[Answer]) -> None:
+        """Verify every answer not seen yet, in one batched run."""
+        low, high = word_range(self.checker.bits)
+        fresh = sorted({a for a in answers if a not in self.rewards})
+        programs = []
+        for answer in fresh:
+            if not low <= answer <= high:
+                self.rewards[answer] = 0.0
+                continue
+            memory = list(self.checker.memory)
+            memory[self.candidate] = answer
+            programs.append((answer, replace(self.checker, memory=memory)))
+        if not programs:
+            return
+        executor = TransformerExecutor(self.geometry, EngineConfig())
+        results = executor.results(executor.run(executor.load([p for _, p in programs]),
+                                                self.max_steps))
+        for (answer, _), result in zip(programs, results):
+            self.rewards[answer] = (float(result.memory[self.verdict])
+                                    if result.halted else 0.0)
+
+    def __call__(self, answer: Answer) -> float:
+        self.prepare([answer])
+        return self.rewards[answer]
+
+
+def sample_answers(program: Program, geometry: Geometry, samples: int, temperature: float,
+                   seed: int, cell: str, max_steps: int, batch: int = 256) -> list[int | None]:
+    """The value of memory cell `cell` after `samples` runs of a SUBLEQ program on the
+    transformer with stochastic reads at `temperature` (None for a run that did not halt
+    within `max_steps`), in batches of `batch` runs seeded seed, seed + 1, ..."""
+    if cell not in program.symbols:
+        raise InputError(f"no memory cell named {cell!r}; named cells: "
+                         f"{', '.join(sorted(program.symbols)) or 'none'}")
+    address = program.symbols[cell].address
+    answers: list[int | None] = []
+    for index, start in enumerate(range(0, samples, batch)):
+        size = min(batch, samples - start)
+        executor = TransformerExecutor(geometry, EngineConfig(sampling=temperature,
+                                                              seed=seed + index))
+        for result in executor.results(executor.run(executor.load([program] * size),
+                                                    max_steps)):
+            answers.append(result.memory[address] if result.halted else None)
+    return answers
