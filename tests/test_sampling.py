@@ -88,3 +88,12 @@ def test_gumbel_max_picks_each_key_with_its_softmax_probability():
     observed = np.bincount(picked.numpy(), minlength=scores.numel()) / draws
     expected = torch.softmax(scores / temperature, dim=0).numpy()
     assert np.abs(observed - expected).max() < 0.01
+
+
+def test_a_halted_program_stops_sampling_so_its_answer_stays():
+    """Runs that halt early keep their answer while the others go on sampling."""
+    short = sample_answers(FACTORIAL, GEOMETRY, 128, 0.25, 3, "fact", 220)
+    long = sample_answers(FACTORIAL, GEOMETRY, 128, 0.25, 3, "fact", 3_000)
+    halted = [index for index, answer in enumerate(short) if answer is not None]
+    assert 64 < len(halted) < 128
+    assert [long[index] for index in halted] == [short[index] for index in halted]

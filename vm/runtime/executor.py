@@ -346,6 +346,8 @@ class Runner:
                     if self.active is not None:
                         self.active.step(self.done + offset)
                     else:
+                        if self.noise is not None:
+                            self.noise.running = executor.running(X[pc, :, 0])
                         executor._step_(X, self.done + offset, self.noise)
                     offset += 1
                 self.steps += executor.running(self.record[:passes]).sum(dim=0)

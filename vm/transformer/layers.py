@@ -247,8 +247,8 @@ class Attention(_RowIndexed):
             heads = queries.shape[0]
             scales = None
             if noise is not None:
-                lams = self.lams[torch.as_tensor(group.heads, device=X.device)]
-                scales = (lams * noise.temperature).repeat(batch)
+                scales = noise.scales(self.lams[torch.as_tensor(group.heads, device=X.device)],
+                                      batch)
             if size >= heads:
                 out = self._heads(queries, keys, values, mode, scratch, bias,
                                   self._noise(noise, scales, 0, heads, scratch, n))

@@ -27,6 +27,17 @@ class ReadNoise:
         self.temperature = temperature
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
+        self.running: torch.Tensor | None = None
+        """Which programs of the batch still sample, shape (batch,): a program that has
+        halted reads exactly, so its answer stays what it was when it halted."""
+
+    def scales(self, lams: torch.Tensor, batch: int) -> torch.Tensor:
+        """Each (program, head) pair's noise scale lam * temperature, program-major
+        (heads x batch,), zero for the programs that no longer sample."""
+        scales = (lams * self.temperature).repeat(batch)
+        if self.running is not None:
+            scales = scales * self.running.to(lams.dtype).repeat_interleave(lams.numel())
+        return scales
 
     def gumbel(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
         """Standard Gumbel samples of `shape`, in `like`'s dtype and device."""
