@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import lark
+
 from vm.common.errors import InputError
 
 
@@ -17,3 +19,22 @@ class SourceError(InputError):
         source_line = lines[line - 1] if 0 < line <= len(lines) else ""
         caret = " " * (column - 1) + "^" + "~" * max(0, width - 1)
         super().__init__(f"{file}:{line}:{column}: error: {message}\n    {source_line}\n    {caret}")
+
+
+MAX_NESTING = 200
+"""Deepest expression the assemblers accept: evaluation recurses once per level, and a chain
+`a + b + c ...` is one level per term."""
+
+
+def deepest(tree: lark.Tree) -> tuple[int, lark.Tree]:
+    """The depth of `tree` and its deepest subtree, without recursion (the tree may be
+    deeper than Python's recursion limit)."""
+    best, best_node = 0, tree
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > best:
+            best, best_node = depth, node
+        stack.extend((child, depth + 1) for child in node.children
+                     if isinstance(child, lark.Tree))
+    return best, best_node

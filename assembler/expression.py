@@ -12,7 +12,7 @@ from pathlib import Path
 
 import lark
 
-from assembler.diagnostics import SourceError
+from assembler.diagnostics import MAX_NESTING, SourceError, deepest
 
 SOURCE_NAME = "<expression>"
 
@@ -66,6 +66,12 @@ def parse_expression(text: str) -> Node:
                               1, len(text) + 1) from None
         raise SourceError(f"unexpected '{token}'", SOURCE_NAME, text, 1, token.column,
                           len(str(token))) from None
+    if isinstance(tree, lark.Tree):
+        depth, node = deepest(tree)
+        if depth > MAX_NESTING:
+            raise SourceError(f"expression nested more than {MAX_NESTING} levels deep (each "
+                              f"term of a + - * / chain is a level); split it with --set",
+                              SOURCE_NAME, text, 1, node.meta.column)
     return _node(tree)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import lark
 
-from assembler.diagnostics import SourceError
+from assembler.diagnostics import MAX_NESTING, SourceError, deepest
 from assembler.program import (
     MINUS_ONE_CELL,
     RESERVED_NAMES,
@@ -28,10 +28,13 @@ from assembler.program import (
     word_range,
 )
 from vm.common.errors import InputError
+from vm.common.geometry import MAX_COLUMNS
 
 DEFAULT_MIN_BITS = 8
 """Word size used when neither `.bits` nor `--bits` is given and literals fit."""
 MAX_BITS = 64
+STRUCTURE_DEPTH = 5
+"""Levels of the parse tree above an expression (start, section, line, statement, list)."""
 OPERAND_COUNTS = {"subleq": (2, 3), "goto": (1, 1), "halt": (0, 0)}
 
 
@@ -60,6 +63,7 @@ class _Constant:
 class _Assembler:
     def __init__(self, text: str, file: str, bits: int | None) -> None:
         self.text, self.file, self.bits_override = text, file, bits
+        self.lines = text.splitlines()
         self.constants: dict[str, _Constant] = {}
         self.symbols: dict[str, Symbol] = {}
         self.labels: dict[str, int] = {}
@@ -121,11 +125,13 @@ class _Assembler:
             values = [self.literal(node.children[1])]
         elif node.data == "array":
             values = [self.literal(expr) for expr in node.children[2:]]
+            self.check_room(len(values), node)
         else:
             size_node = node.children[2]
             size = self.number(size_node)
             if size < 1:
                 raise self.error(f"'.zero' needs a positive size, got {size}", size_node)
+            self.check_room(size, size_node)
             values = [0] * size
         self.symbols[str(name)] = Symbol(str(name), len(self.memory), len(values), self.pos(name))
         self.memory.extend(values)
@@ -138,7 +144,17 @@ class _Assembler:
                 self.labels[str(name)] = len(self.code)
                 self.label_pos[str(name)] = self.pos(name)
             else:
+                self.check_room(1, node)
                 self.code.append(node)
+
+    def check_room(self, words: int, where: lark.Tree) -> None:
+        """Refuse, where it happens, the first definition that takes the program past the
+        columns a machine can have (scratch, memory, code and the EOF instruction)."""
+        used = 1 + len(self.memory) + len(self.code) + 1
+        if used + words > MAX_COLUMNS:
+            raise self.error(f"the program would need more than {MAX_COLUMNS} columns "
+                             f"({len(self.memory)} memory words and {len(self.code)} "
+                             f"instructions so far, {words} more here)", where)
 
     def check_new_name(self, name: lark.Token) -> None:
         first = self.first_definition(name)
@@ -254,7 +270,7 @@ class _Assembler:
         return value.value
 
     def source_text(self, node: lark.Tree) -> str:
-        line = self.text.splitlines()[node.meta.line - 1]
+        line = self.lines[node.meta.line - 1]
         return line[node.meta.column - 1:node.meta.end_column - 1].strip()
 
     def word_size(self) -> int:
@@ -293,7 +309,7 @@ def parse_number(literal: str) -> int:
 def parse(text: str, file: str) -> lark.Tree:
     """Parse `.sq` source, turning lark's exceptions into located `SourceError`s."""
     try:
-        return _parser().parse(text if text.endswith("\n") else text + "\n")
+        tree = _parser().parse(text if text.endswith("\n") else text + "\n")
     except lark.UnexpectedCharacters as error:
         line_text = text.splitlines()[error.line - 1] if text else ""
         rest = line_text[error.column - 1:]
@@ -311,6 +327,12 @@ def parse(text: str, file: str) -> lark.Tree:
         shown = "end of line" if token.type == "_NEWLINE" else f"'{token}'"
         raise SourceError(f"unexpected {shown}{_expectation(error.expected)}", file, text,
                           token.line, token.column, len(str(token).strip()) or 1)
+    depth, node = deepest(tree)
+    if depth > MAX_NESTING + STRUCTURE_DEPTH:
+        raise SourceError(f"expression nested more than {MAX_NESTING} levels deep (each term "
+                          f"of a + or - chain is a level); split it with .const",
+                          file, text, node.meta.line, node.meta.column)
+    return tree
 
 
 def _expectation(expected: set[str]) -> str:
