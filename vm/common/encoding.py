@@ -13,10 +13,13 @@ def pm1_code(value: int, width: int) -> np.ndarray:
 
 
 def pm1_codes(values: np.ndarray, width: int) -> np.ndarray:
-    """Codes of many values at once: shape (len(values), width)."""
-    values = np.asarray(values, dtype=np.int64) % (1 << width)
-    shifts = np.arange(width - 1, -1, -1)
-    return ((values[:, None] >> shifts) & 1).astype(np.float64) * 2 - 1
+    """Codes of many values at once: shape (len(values), width).
+
+    Signed values of up to 64 bits; unsigned arithmetic (mod 2^64) so that width 63 and
+    64 and the value -2^63 need no wider integer."""
+    values = np.asarray(values, dtype=np.int64).view(np.uint64)
+    shifts = np.arange(width - 1, -1, -1, dtype=np.uint64)
+    return ((values[:, None] >> shifts) & np.uint64(1)).astype(np.float64) * 2 - 1
 
 
 def code_value(code: np.ndarray) -> int:
