@@ -115,6 +115,14 @@ class _FleqAssembler:
             raise self.error(str(error), node) from None
         self.function_parameters[str(name)] = values
 
+    def check_cli_parameters(self) -> None:
+        """--param settings name registered blocks and their parameters, used or not."""
+        for name, values in self.cli_parameters.items():
+            if name not in self.catalogue.blocks:
+                raise InputError(f"--param {name}.{next(iter(values), '')}: unknown function "
+                                 f"'{name}' (registered: {self.catalogue.block_names()})")
+            self.catalogue.make_block(name, **values)
+
     def check_new_name(self, name: lark.Token) -> None:
         first = (self.variables[name].pos if name in self.variables
                  else self.label_pos.get(name))
@@ -161,6 +169,9 @@ class _FleqAssembler:
         rows, columns = (int(part) for part in token.lower().split("x"))
         if rows < 1 or columns < 1:
             raise self.error("shapes need at least one row and one column", token)
+        if rows > MAX_BLOCK or columns > MAX_BLOCK:
+            raise self.error(f"a variable is at most {MAX_BLOCK}x{MAX_BLOCK} (the largest block "
+                             f"size), got {rows}x{columns}", token)
         return rows, columns
 
     def code_line(self, line: lark.Tree) -> None:
@@ -357,6 +368,7 @@ class _FleqAssembler:
                 raise SourceError(message, self.file, self.text, widest.pos.line,
                                   widest.pos.column, len(widest.name))
             raise InputError(f"{self.file}: {message}")
+        self.check_cli_parameters()
         used = {i.function for i in instructions if i.function} | set(self.forced_functions)
         functions = []
         for name in sorted(used):

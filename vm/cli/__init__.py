@@ -63,3 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as error:
+        # A path the user named that cannot be read or written (permissions, a file where
+        # a directory should be, a full disk): what went wrong and where, exit 2.
+        where = f": {error.filename}" if error.filename else ""
+        print(f"ltvm: error: {error.strerror or error}{where}", file=sys.stderr)
+        return 2

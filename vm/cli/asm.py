@@ -6,6 +6,7 @@ import argparse
 
 import numpy as np
 
+from assembler.csv_format import SETTINGS_FILE
 from vm.cli.common import add_program_arguments, atomic_path, load_program
 from vm.common.errors import InputError
 from vm.isa import for_program
@@ -32,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
                          f"{isa.name.upper()} instructions)")
     layout = isa.layout(geometry)
     X = isa.encode(program, geometry, layout)
+    if args.output:
+        with atomic_path(args.output) as path:
+            with open(path, "wb") as handle:
+                np.save(handle, X)
     print(f"program: {program.source}")
     print(f"geometry: {geometry.describe()}")
     print(f"punchcard: X has {layout.rows} rows x {layout.columns} columns, "
@@ -46,11 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if args.listing:
         print(isa.listing(program), end="")
     if args.output:
-        with atomic_path(args.output) as path:
-            with open(path, "wb") as handle:
-                np.save(handle, X)
         print(f"wrote {args.output}")
     if args.export_csv:
         commands, memory = isa.save_csv(program, args.export_csv, geometry.scratch)
-        print(f"wrote {commands} and {memory}")
+        print(f"wrote {commands}, {memory} and {commands.parent / SETTINGS_FILE}")
     return 0

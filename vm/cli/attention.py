@@ -74,6 +74,13 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_bench_command)
 
 
+SIZE_LIMITS = {"n": 1 << 16, "heads": 64, "layers": 64, "head_dim": 1024, "oracle_heads": 64,
+               "oracle_layers": 64, "threads": 256}
+"""Largest sizes one instance may ask for, checked before any allocation."""
+SIZE_REASONS = {"n": " (the check against full attention costs N^2: at N = 65536 it takes "
+                     "minutes)"}
+
+
 def _int_list(text: str) -> list[int]:
     try:
         return [int(item) for item in text.split(",") if item.strip()]
@@ -89,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be positive, got "
                              f"{getattr(args, name)}")
+    for name, limit in SIZE_LIMITS.items():
+        if getattr(args, name) > limit:
+            raise InputError(f"--{name.replace('_', '-')} {getattr(args, name)} exceeds the "
+                             f"limit of {limit}{SIZE_REASONS.get(name, '')}")
     torch.set_num_threads(args.threads)
     window = args.m // 2 if args.window is None else args.window
     mask = mode_mask(args.mode, window, args.sinks)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from assembler.csv_format import DEFAULT_CSV_SCRATCH, load_csv
+from assembler.csv_format import DEFAULT_CSV_SCRATCH, SETTINGS_FILE, csv_settings, load_csv
 from vm.common.errors import InputError
 from vm.isa import SUBLEQ, InstructionSet, ProgramOptions, for_path, for_program
 from vm.isa.base import format_value
@@ -80,6 +82,8 @@ def block_parameters(settings: list[str]) -> dict[str, dict[str, float]]:
             raise InputError(f"--param {setting}: expected FUNC.KEY=NUMBER") from None
         if not (function and key):
             raise InputError(f"--param {setting}: expected FUNC.KEY=NUMBER")
+        if not math.isfinite(number):
+            raise InputError(f"--param {setting}: the value must be a finite number")
         parameters.setdefault(function, {})[key] = number
     return parameters
 
@@ -129,8 +133,17 @@ def load_program(args: argparse.Namespace) -> tuple[object, object]:
     if args.csv and args.program:
         raise InputError("give either PROG or --csv CMDS MEM, not both")
     if args.csv:
-        scratch = args.scratch or DEFAULT_CSV_SCRATCH
-        program = load_csv(args.csv[0], args.csv[1], scratch=scratch, bits=args.bits)
+        saved = csv_settings(args.csv[0]) or {}
+        scratch = args.scratch or saved.get("scratch") or DEFAULT_CSV_SCRATCH
+        if not saved:
+            assumed = [] if args.scratch else [f"scratch {scratch}"]
+            if not args.bits:
+                assumed.append("the fewest bits a word needs to hold the values")
+            if assumed:
+                print(f"ltvm: note: no {SETTINGS_FILE} beside {args.csv[0]}; assumed "
+                      f"{' and '.join(assumed)} (--scratch, --bits)", file=sys.stderr)
+        program = load_csv(args.csv[0], args.csv[1], scratch=scratch,
+                           bits=args.bits or saved.get("bits"))
         return program, SUBLEQ.geometry_for(program, scratch)
     if not args.program:
         raise InputError("no program given (PROG or --csv CMDS MEM)")
@@ -146,10 +159,19 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     so a failed command never leaves a half-written file. The file gets the mode a plain
     open() would give it (mkstemp's is 0600)."""
     target = Path(target)
-    if target.parent and not target.parent.exists():
+    if target.is_dir():
+        raise InputError(f"cannot write {target}: it is a directory")
+    if not target.parent.exists():
         raise InputError(f"cannot write {target}: directory {target.parent} does not exist")
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
-                                         suffix=target.suffix)
+    if not target.parent.is_dir():
+        raise InputError(f"cannot write {target}: {target.parent} is not a directory")
+    if not os.access(target.parent, os.W_OK):
+        raise InputError(f"cannot write {target}: directory {target.parent} is not writable")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                             suffix=target.suffix)
+    except OSError as error:
+        raise InputError(f"cannot write {target}: {error.strerror}") from None
     os.close(handle)
     umask = os.umask(0)
     os.umask(umask)

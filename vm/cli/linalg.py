@@ -30,6 +30,8 @@ from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
                                 rayleigh_error_bound)
 
 MAX_STEPS = 1_000_000
+MAX_ITERS = 1000
+"""Most iterations a command line may ask for: the routine is expanded into the program."""
 CONVERGED = 1e-8
 """Relative error of the exact Newton-Schulz iterate below which it counts as converged."""
 
@@ -38,11 +40,17 @@ def load_matrix(path: str) -> np.ndarray:
     """A square real matrix of size <= 16 from a .npy file (no pickles), or InputError."""
     try:
         matrix = np.load(path, allow_pickle=False)
+    except EOFError:
+        raise InputError(f"{path} is empty (expected a .npy array)") from None
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror or error}") from None
     except ValueError as error:
         raise InputError(f"{path} is not a numeric .npy array ({error})") from None
-    if not isinstance(matrix, np.ndarray) or matrix.dtype.kind not in "iuf":
+    if not isinstance(matrix, np.ndarray):
+        matrix.close()
+        raise InputError(f"{path} is an .npz archive; give one matrix as a .npy file "
+                         f"(np.save)")
+    if matrix.dtype.kind not in "iuf":
         raise InputError(f"{path}: expected a real numeric array, got dtype {matrix.dtype}")
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
         raise InputError(f"{path}: expected a square matrix, got shape {matrix.shape}")
@@ -226,8 +234,10 @@ def _format(value: np.ndarray) -> str:
 def run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     iters = args.iters if args.iters is not None else (20 if args.kind == "inverse" else 30)
-    if iters < 1:
-        raise InputError(f"--iters must be at least 1, got {iters}")
+    if not 1 <= iters <= MAX_ITERS:
+        raise InputError(f"--iters must be between 1 and {MAX_ITERS}, got {iters} (each "
+                         f"iteration is several instructions of the program; Newton-Schulz "
+                         f"converges quadratically, so 20-60 suffice)")
     config = engine_config(args)
     if config.dtype is None:
         config = replace(config, dtype="float64")

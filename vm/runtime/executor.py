@@ -100,11 +100,28 @@ class EngineConfig:
                              f"{self.sampling}")
         if self.threads is not None and self.threads < 1:
             raise InputError(f"threads must be at least 1, got {self.threads}")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise InputError("device 'cuda' requested but no CUDA device is available")
+        check_device(self.device)
 
 
 @lru_cache(maxsize=16)
+def check_device(name: str) -> None:
+    """Refuse, before any work, a device torch does not know or that cannot run the machine:
+    only the CPU and present CUDA devices hold real tensors."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise InputError(f"unknown device {name!r} (expected cpu, cuda or cuda:N)") from None
+    if device.type not in ("cpu", "cuda"):
+        raise InputError(f"device {name!r} cannot run the machine (expected cpu, cuda or "
+                         f"cuda:N)")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"device {name!r} requested but no CUDA device is available")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise InputError(f"device {name!r}: there are {torch.cuda.device_count()} CUDA "
+                             f"devices")
+
+
 def _model(geometry: Geometry, temperature: float | None, dtype: str, device: str,
            attention: str) -> LoopedTransformer:
     machine = machine_for(geometry, temperature)
