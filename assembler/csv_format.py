@@ -3,12 +3,15 @@
 A commands file with header `a,b,c`, one instruction a row, 0-based absolute
 column indices (memory columns s..s+m-1, instruction columns s+m..n-1, the
 last row the EOF instruction), and a memory file with header `mem`, one
-initial value a row.
+initial value a row. `save_csv` also writes `program.json` beside them (the scratch width
+and word size the column indices and values assume), which `csv_settings` reads back so
+an exported program re-imports identically.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 from assembler.diagnostics import SourceError
@@ -18,19 +21,23 @@ from assembler.subleq import DEFAULT_MIN_BITS, MAX_BITS
 from vm.common.errors import InputError
 
 DEFAULT_CSV_SCRATCH = 2
+SETTINGS_FILE = "program.json"
+SETTINGS_FORMAT = "ltvm-csv/1"
 
 
 def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]]]]:
     """Rows of integers with their 1-based line numbers, after checking the header."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror}") from None
     except UnicodeDecodeError:
         raise InputError(f"{path} is not a text file") from None
     rows = list(csv.reader(text.splitlines()))
     if not rows or [cell.strip().lower() for cell in rows[0]] != header:
-        raise SourceError(f"expected the header '{','.join(header)}'", str(path), text, 1, 1)
+        found = f", found '{','.join(rows[0])}'" if rows else " (the file is empty)"
+        raise SourceError(f"expected the header '{','.join(header)}'{found}", str(path), text,
+                          1, 1)
     parsed = []
     for line_number, row in enumerate(rows[1:], start=2):
         if not row or all(not cell.strip() for cell in row):
@@ -113,4 +120,25 @@ def save_csv(program: Program, directory: str | Path, scratch: int = DEFAULT_CSV
             for i in all_instructions(program)]
     commands.write_text("a,b,c\n" + "\n".join(rows) + "\n")
     memory.write_text("mem\n" + "\n".join(map(str, program.memory)) + "\n")
+    settings = {"format": SETTINGS_FORMAT, "scratch": scratch, "bits": program.bits}
+    (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
     return commands, memory
+
+
+def csv_settings(commands: str | Path) -> dict[str, int] | None:
+    """The scratch width and word size saved beside a commands file by `save_csv`, or None
+    when there is no program.json there."""
+    path = Path(commands).parent / SETTINGS_FILE
+    if not path.is_file():
+        return None
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"cannot read {path}: {error}") from None
+    if not isinstance(settings, dict) or settings.get("format") != SETTINGS_FORMAT:
+        raise InputError(f"{path}: not an ltvm CSV settings file (format {SETTINGS_FORMAT})")
+    values = {key: settings.get(key) for key in ("scratch", "bits")}
+    if not all(isinstance(value, int) and not isinstance(value, bool) and value >= 1
+               for value in values.values()):
+        raise InputError(f"{path}: scratch and bits must be positive integers, got {values}")
+    return values

@@ -50,15 +50,14 @@ def run(args: argparse.Namespace) -> int:
     labels = axis_labels(*for_program(program).column_names(program, geometry, executor.layout),
                          executor.layout)
     name = Path(args.program).name if args.program else "csv program"
-    X = executor.load([program])
+    runner = executor.runner(executor.load([program]))
     progress = Progress("steps", args.step)
-    for step in range(args.step):
-        X = executor.step(X, step)
-        progress(step + 1)
+    runner.advance(args.step, progress)
     progress.done()
+    X = runner.state()
     if executor.decode(X)[0][1] == program.eof:
-        print(f"note: the program is at EOF at step {args.step}; the pictures show the EOF "
-              "pass, which changes nothing")
+        print(f"note: the program reached EOF after {int(runner.steps[0])} steps; the pictures "
+              f"at step {args.step} show the EOF pass, which changes nothing")
     if args.png:
         paths = save_pass_pictures(executor.model, X[0], labels, _directory(args.png), args.step,
                                    f"{name} step {args.step}")

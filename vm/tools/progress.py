@@ -34,7 +34,10 @@ class Progress:
         self.last, self.shown = now, True
         rate = (count - self.first) / (now - self.start)
         of = f"/{self.total}" if self.total else ""
-        line = f"{self.label}: {count}{of} ({rate:,.0f}/s)"
+        left = ""
+        if self.total and rate > 0 and count < self.total:
+            left = f", at most {_duration((self.total - count) / rate)} left"
+        line = f"{self.label}: {count}{of} ({rate:,.0f}/s{left})"
         self.stream.write(f"\r{line}" if self.tty else f"{line}\n")
         self.stream.flush()
 
@@ -42,3 +45,14 @@ class Progress:
         if self.shown and self.tty:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    """A rough human duration: 40 s, 12 min, 3.5 h, 9 days."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86_400:,.0f} days"
