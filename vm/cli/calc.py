@@ -13,7 +13,7 @@ from vm.common.errors import InputError
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "calc", help="evaluate an arithmetic expression on the transformer (Section 7)",
-        description="Compile EXPR (+ - * / with the usual precedence, postfix %% for /100, "
+        description="Compile EXPR (+ - * / with the usual precedence, postfix % for /100, "
                     "unary minus, sqrt(...), parentheses, numbers and named inputs) to a FLEQ "
                     "program with one function-block call per operator, run it on the looped "
                     "transformer and on the exact reference, and print the transformer's "
