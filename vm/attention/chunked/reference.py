@@ -3,7 +3,10 @@
 `head_attention` forms the scores of a block of queries against all N keys at once; with
 `row_chunk=None` that block is the whole N x N score matrix ("full attention" in the
 bench). It works in place on that one buffer, so its peak memory is about
-N * row_chunk * itemsize plus O(N * m).
+N * row_chunk * itemsize plus O(N * m). A block of queries scores only the keys its mask
+can show (`visible_keys`): a causal block the keys up to its last query, a window block
+the band behind it (and the sinks), so checking a window or sink simulation costs
+O(N * (row_chunk + window)) instead of O(N^2).
 """
 
 from __future__ import annotations
@@ -21,17 +24,17 @@ def head_attention(x_head: Tensor, head: HeadWeights, mask: Mask,
     n = x_head.shape[0]
     step = n if row_chunk is None else row_chunk
     outputs, log_normalizers = [], []
-    keys = torch.arange(n)
     for start in range(0, n, step):
-        rows = torch.arange(start, min(start + step, n))
-        scores = q[rows] @ k.T
+        stop = min(start + step, n)
+        rows, keys = torch.arange(start, stop), visible_keys(mask, start, stop, n)
+        scores = q[rows] @ k[keys].T
         if mask.kind != "none":
             scores.masked_fill_(~mask.visible(rows, keys), float("-inf"))
         peak = scores.amax(dim=1, keepdim=True)
         scores.sub_(peak).exp_()
         total = scores.sum(dim=1, keepdim=True)
         scores.div_(total)
-        outputs.append(scores @ v)
+        outputs.append(scores @ v[keys])
         log_normalizers.append((peak + total.log()).squeeze(1))
     return torch.cat(outputs), torch.cat(log_normalizers)
 
@@ -54,3 +57,16 @@ def relative_error(approx: Tensor, exact: Tensor) -> float:
     diff = torch.linalg.vector_norm(approx - exact, dim=-1)
     scale = torch.linalg.vector_norm(exact, dim=-1)
     return float((diff / scale).max())
+
+
+def visible_keys(mask: Mask, start: int, stop: int, n: int) -> Tensor:
+    """The keys some query in start..stop-1 may see, in increasing order (a superset that
+    the mask then trims): every key when nothing is masked, the keys up to the block's
+    last query when causal, the band behind the block and the sinks for a window."""
+    if mask.kind == "none":
+        return torch.arange(n)
+    if mask.kind == "causal":
+        return torch.arange(stop)
+    first = max(0, start - mask.window + 1)
+    sinks = torch.arange(min(mask.sinks, first))
+    return torch.cat([sinks, torch.arange(first, stop)])
