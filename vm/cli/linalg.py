@@ -39,7 +39,7 @@ CONVERGED = 1e-8
 def load_matrix(path: str) -> np.ndarray:
     """A square real matrix of size <= 16 from a .npy file (no pickles), or InputError."""
     try:
-        matrix = np.load(path, allow_pickle=False)
+        matrix = np.load(path, mmap_mode="r", allow_pickle=False)  # shape before data
     except EOFError:
         raise InputError(f"{path} is empty (expected a .npy array)") from None
     except OSError as error:
@@ -59,7 +59,7 @@ def load_matrix(path: str) -> np.ndarray:
                          f"largest block size d = {MAX_BLOCK}")
     if not np.isfinite(matrix).all():
         raise InputError(f"{path}: the matrix has entries that are not finite")
-    return matrix.astype(float)
+    return np.array(matrix, dtype=float)
 
 
 def linalg_source(kind: str, matrix: np.ndarray, iters: int) -> str:
