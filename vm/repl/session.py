@@ -25,7 +25,7 @@ from vm.repl.fleq import FleqLockstep, same_value
 from vm.repl.names import (Location, instruction_place, listing, location_line, parse_int,
                            resolve_instruction)
 from vm.repl.state import ENGINES, LockstepMachine
-from vm.runtime.executor import EngineConfig
+from vm.runtime.config import EngineConfig
 from vm.tools.progress import Progress
 from vm.transformer.layers import trace_pass
 
