@@ -47,6 +47,9 @@ def ltvm(*argv: str) -> dict:
     (["--version"], "ltvm "),
     (["asm", FACTORIAL], "geometry: n="),
     (["run", FACTORIAL, "--engine", "reference"], "fact = 720"),
+    (["run", "programs/fleq/calculator.fleq", "--engine", "reference"], "halted: yes"),
+    (["inspect", FACTORIAL], "parameters"),
+    (["bench", "--help"], "usage: ltvm bench"),
 ])
 def test_commands_that_need_no_transformer_start_without_heavy_modules(argv, expected):
     result = ltvm(*argv)
