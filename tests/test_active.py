@@ -270,7 +270,7 @@ def test_auto_evaluation_with_numba_is_fused_and_agrees_with_full_runs():
 
 
 def test_fused_evaluation_without_numba_is_refused(monkeypatch):
-    monkeypatch.setattr("vm.runtime.executor.fused_available", lambda: False)
+    monkeypatch.setattr("vm.runtime.fused.available", lambda: False)
     with pytest.raises(InputError, match="numba"):
         EngineConfig(evaluation="fused")
 

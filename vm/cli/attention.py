@@ -12,17 +12,10 @@ import argparse
 import json
 from pathlib import Path
 
-import torch
-
-from vm.attention.chunked.average_case import check_first_layer
-from vm.attention.chunked.bench import run_bench
-from vm.attention.chunked.memory import measure
-from vm.attention.chunked.model import random_instance
-from vm.attention.chunked.reference import direct_forward, relative_error
-from vm.attention.chunked.simulate import MODES, check_sizes, mode_mask, simulate
+from vm.attention.chunked import MODES
 from vm.common.errors import InputError, RunFailure
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPE_NAMES = ("float32", "float64")
 REFERENCE_CHUNK_BYTES = 2 ** 28
 
 
@@ -93,7 +86,15 @@ def _int_list(text: str) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     """Simulate one random instance and print its figures."""
-    if args.dtype not in DTYPES:
+    import torch  # here, not at the top: every `ltvm` call imports this module
+
+    from vm.attention.chunked.average_case import check_first_layer
+    from vm.attention.chunked.memory import measure
+    from vm.attention.chunked.model import random_instance
+    from vm.attention.chunked.reference import direct_forward, relative_error
+    from vm.attention.chunked.simulate import check_sizes, mode_mask, simulate
+
+    if args.dtype not in DTYPE_NAMES:
         raise InputError(f"unknown dtype '{args.dtype}' (choose float32 or float64)")
     for name in ("heads", "layers", "head_dim", "threads"):
         if getattr(args, name) < 1:
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     mask = mode_mask(args.mode, window, args.sinks)
     check_sizes(args.mode, args.n, args.m, mask, args.oracle_heads, args.oracle_layers)
     x, model = random_instance(args.n, args.heads, args.layers, args.head_dim, mask,
-                               DTYPES[args.dtype], args.seed, args.score_scale)
+                               getattr(torch, args.dtype), args.seed, args.score_scale)
     result, taken = measure(lambda: simulate(model, x, args.mode, args.m, args.oracle_heads,
                                              args.oracle_layers, args.seed))
     reference, log_normalizers = direct_forward(
@@ -155,6 +156,8 @@ def _print(report: dict, as_json: bool) -> None:
 
 def run_bench_command(args: argparse.Namespace) -> int:
     """Run the attention bench and say where its table and plot are."""
+    from vm.attention.chunked.bench import run_bench  # torch: see `run`
+
     run_bench(args.out, args.n_values, args.m_values, args.full_limit_gib, args.head_dim,
               args.seed, threads=args.threads)
     print((args.out / "attention.md").read_text(), end="")

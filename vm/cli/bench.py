@@ -8,11 +8,9 @@ import json
 import math
 import sys
 
-import torch
-
-from vm.tools.bench import FLEQ_WORKLOADS, bench, bench_fleq, format_fleq_table, format_table
-from vm.runtime.executor import DTYPES, EVALUATIONS, EngineConfig
-from vm.transformer.layers import ATTENTION_MODES
+from vm.runtime.config import DTYPE_NAMES, EVALUATIONS, EngineConfig
+from vm.tools.workloads import FLEQ_WORKLOADS
+from vm.transformer.modes import ATTENTION_MODES
 
 BENCH_TARGETS = ["attention"]
 """Modules of vm.cli that add a `register_bench(targets)` sub-target."""
@@ -59,7 +57,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch", type=_int_list, default=[1, 256], metavar="B,...",
                         help="batch sizes (default 1,256)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--dtype", choices=list(DTYPES), default="float32")
+    parser.add_argument("--dtype", choices=list(DTYPE_NAMES), default="float32")
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
     parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
                         help="fused, active: only the columns a pass can change (compiled "
@@ -88,7 +86,7 @@ def _register_fleq(targets: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch", type=_int_list, default=[1], metavar="B,...",
                         help="batch sizes (default 1)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--dtype", choices=list(DTYPES),
+    parser.add_argument("--dtype", choices=list(DTYPE_NAMES),
                         help="default: the machine's (float64 for FLEQ)")
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
     _add_common_arguments(parser, "by workload")
@@ -96,6 +94,10 @@ def _register_fleq(targets: argparse._SubParsersAction) -> None:
 
 
 def run_fleq(args: argparse.Namespace) -> int:
+    import torch  # here, not at the top: every `ltvm` call imports this module
+
+    from vm.tools.bench import bench_fleq, format_fleq_table
+
     config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
                           threads=args.threads)
     rows = bench_fleq(args.programs, args.batch, config, args.seconds,
@@ -107,6 +109,10 @@ def run_fleq(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch  # see `run_fleq`
+
+    from vm.tools.bench import bench, format_table
+
     config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
                           threads=args.threads, evaluation=args.evaluation)
     rows = bench(args.columns, args.batch, config, args.seconds,

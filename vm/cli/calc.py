@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from vm.apps.calc import calculate, compile_expression
 from vm.cli.common import add_engine_arguments, block_parameters, engine_config
 from vm.common.errors import InputError
 
@@ -51,6 +50,8 @@ def parse_inputs(settings: list[str]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vm.apps.calc import calculate, compile_expression  # torch: not for every `ltvm` call
+
     inputs = parse_inputs(args.inputs)
     if args.show:
         print(compile_expression(args.expression, inputs).source, end="\n" if not args.json

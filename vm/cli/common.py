@@ -20,8 +20,8 @@ from vm.isa import SUBLEQ, InstructionSet, ProgramOptions, for_path, for_program
 from vm.isa.base import format_value
 from vm.machines.subleq.punchcard import DEFAULT_SCRATCH
 from vm.machines.subleq.reference import RunResult
-from vm.runtime.executor import AUTO_ACTIVE_CELLS, DTYPES, EVALUATIONS, EngineConfig
-from vm.transformer.layers import ATTENTION_MODES
+from vm.runtime.config import AUTO_ACTIVE_CELLS, DTYPE_NAMES, EVALUATIONS, EngineConfig
+from vm.transformer.modes import ATTENTION_MODES
 
 
 def _int_at_least(text: str, minimum: int) -> int:
@@ -91,7 +91,7 @@ def block_parameters(settings: list[str]) -> dict[str, dict[str, float]]:
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """How the transformer runs: dtype, device, attention, temperature, checked mode."""
     group = parser.add_argument_group("transformer")
-    group.add_argument("--dtype", choices=list(DTYPES),
+    group.add_argument("--dtype", choices=list(DTYPE_NAMES),
                        help="floating-point type of X and the weights (default float32 for "
                             "SUBLEQ, float64 for FLEQ)")
     group.add_argument("--device", default="cpu",

@@ -13,8 +13,6 @@ from pathlib import Path
 from vm.machines.subleq.punchcard import encode, geometry_for
 from assembler.subleq import assemble_file
 from vm.cli.common import format_value
-from vm.runtime.compare import compare_program
-from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.subleq.machine import subleq_machine
 from vm.machines.subleq.reference import run_reference
 
@@ -33,6 +31,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vm.runtime.compare import compare_program  # torch: not for every `ltvm` call
+    from vm.runtime.executor import EngineConfig, run_transformer
+
     program = assemble_file(args.program)
     geometry = geometry_for(program)
     machine = subleq_machine(geometry)

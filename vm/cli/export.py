@@ -7,7 +7,7 @@ import argparse
 from vm.cli.common import add_program_arguments, load_program
 from vm.isa import for_program
 from vm.runtime.export import FLEQ_DTYPE, export
-from vm.transformer.layers import ATTENTION_MODES
+from vm.transformer.modes import ATTENTION_MODES
 DESCRIPTION = """\
 Write DIR/weights.npz (every Q, K, V, lam, mask, W1, b1, W2, b2 and a JSON meta string),
 DIR/layout.json (how to decode memory and the program counter) and DIR/punchcard.npy (X

@@ -22,7 +22,7 @@ from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli.common import add_engine_arguments, block_parameters, engine_config
 from vm.common.errors import InputError, StepLimitExceeded
 from vm.machines.fleq.domains import first_domain_violation
-from vm.runtime.executor import EngineConfig, run_transformer
+from vm.runtime.config import EngineConfig
 from vm.machines.fleq.reference import run_fleq_reference
 from vm.routines.base import matrix_literal
 from vm.functions import dtype_parameters, make_block
@@ -146,6 +146,8 @@ def _aligned(vector: np.ndarray, reference: np.ndarray) -> np.ndarray:
 def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
           given: dict[str, dict[str, float]] | None = None) -> LinalgResult:
     """Run `kind` ("inverse" or "eig") on the transformer and exactly; compare with numpy."""
+    from vm.runtime.executor import run_transformer  # torch: not for every `ltvm` call
+
     check_domain(kind, matrix)
     dtype = config.dtype or "float64"
     source = linalg_source(kind, matrix, iters)

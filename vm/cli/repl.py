@@ -7,9 +7,7 @@ import os
 from pathlib import Path
 
 from vm.cli.common import add_engine_arguments, engine_config, positive_int
-from vm.repl.session import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, Repl
-from vm.repl.state import ENGINES
-from vm.repl.terminal import interact
+from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, ENGINES
 
 DEFAULT_HISTORY = os.path.expanduser("~/.ltvm_history")
 
@@ -42,6 +40,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vm.repl.session import Repl  # torch: not for every `ltvm` call
+    from vm.repl.terminal import interact
+
     repl = Repl(engine_config(args), bits=args.bits, scratch=args.scratch,
                 picture_dir=Path(args.out), max_steps=args.max_steps, engine=args.engine)
     if args.program:

@@ -7,7 +7,6 @@ import argparse
 from vm.cli.common import (add_engine_arguments, add_program_arguments, engine_config,
                            load_program, positive_int, print_result)
 from vm.isa import for_program
-from vm.runtime.executor import run_traced, run_transformer
 from vm.tools.progress import Progress
 
 DEFAULT_MAX_STEPS = 100_000
@@ -42,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
         result = isa.run_reference(program, args.max_steps, trace=args.trace)
         print_result(program, result, "reference", args.json)
         return 0 if result.halted else 1
+    from vm.runtime.executor import run_traced, run_transformer  # torch: transformer runs only
+
     config = engine_config(args)
     if args.trace:
         result = run_traced(program, geometry, args.max_steps, config)

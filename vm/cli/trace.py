@@ -9,7 +9,6 @@ from vm.cli.common import (add_engine_arguments, add_program_arguments, atomic_p
                            engine_config, load_program, positive_int)
 from vm.common.errors import InputError
 from vm.isa import for_program
-from vm.runtime.executor import TransformerExecutor
 from vm.tools.progress import Progress
 
 DEFAULT_GIF_STEPS = 32
@@ -42,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--step must be at least 0, got {args.step}")
     if args.gif and Path(args.gif).suffix.lower() != ".gif":
         raise InputError(f"{args.gif}: the animation file must end in .gif")
-    # matplotlib takes about a second to import: load it only when drawing
+    # matplotlib and torch take seconds to import: load them only when drawing
+    from vm.runtime.executor import TransformerExecutor
     from vm.tools.pictures import axis_labels, save_pass_pictures, save_x_animation
 
     program, geometry = load_program(args)

@@ -9,7 +9,6 @@ from dataclasses import replace
 from vm.cli.common import add_engine_arguments, engine_config, non_negative_int, positive_int
 from vm.functions.activations import ACTIVATIONS
 from vm.tools.progress import Progress
-from vm.apps.training import TrainingSetup, load_dataset, program_source, starting_point, train
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -45,6 +44,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vm.apps.training import (TrainingSetup, load_dataset,  # torch: not for every call
+                                  program_source, starting_point, train)
+
     x, y = load_dataset(args.data)
     config = engine_config(args)
     setup = TrainingSetup(args.hidden, args.lr, args.epochs, args.activation,

@@ -18,7 +18,7 @@ import numpy as np
 
 from vm.common.errors import InputError
 from vm.machines.subleq.reference import RunResult
-from vm.runtime.executor import EngineConfig
+from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -24,11 +24,13 @@ from vm.machines.fleq.punchcard import encode_fleq, fleq_geometry_for
 from vm.machines.fleq.reference import FleqStep, run_fleq_reference
 from vm.machines.subleq.reference import RunResult
 from vm.routines import ROUTINES
-from vm.runtime.executor import EngineConfig
+from vm.runtime.config import EngineConfig
 from vm.runtime.export import fleq_layout_extra
-from vm.runtime.compare import FleqComparison, compare_fleq
 from vm.machines.fleq.domains import first_domain_violation
 from vm.transformer.layout import Layout
+
+if TYPE_CHECKING:
+    from vm.runtime.compare import FleqComparison
 
 CATALOGUE = Catalogue(REGISTRY, ROUTINES)
 """Every registered block and routine: what FLEQ sources may call."""
@@ -91,6 +93,7 @@ class Fleq(InstructionSet):
     def compare(self, program: FleqProgram, geometry: FleqGeometry, max_steps: int,
                 config: EngineConfig, progress: Callable[[int], None] | None = None
                 ) -> FleqComparison:
+        from vm.runtime.compare import compare_fleq  # torch: only runs that compare pay it
         return compare_fleq(program, geometry, max_steps, config, progress)
 
     def compare_report(self, result: FleqComparison, as_json: bool) -> str:

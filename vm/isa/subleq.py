@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -20,9 +20,11 @@ from vm.machines.subleq.layout import subleq_layout
 from vm.machines.subleq.machine import SubleqMachine, subleq_machine
 from vm.machines.subleq.punchcard import encode, geometry_for
 from vm.machines.subleq.reference import RunResult, TraceStep, run_reference
-from vm.runtime.executor import EngineConfig
-from vm.runtime.compare import Comparison, compare_program
+from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
+
+if TYPE_CHECKING:
+    from vm.runtime.compare import Comparison
 
 PAPER = PaperComparison(9, 2, "Lemma 4")
 
@@ -66,6 +68,7 @@ class Subleq(InstructionSet):
     def compare(self, program: Program, geometry: Geometry, max_steps: int,
                 config: EngineConfig, progress: Callable[[int], None] | None = None
                 ) -> Comparison:
+        from vm.runtime.compare import compare_program  # torch: only runs that compare pay it
         return compare_program(program, geometry, max_steps, config, progress)
 
     def compare_report(self, result: Comparison, as_json: bool) -> str:

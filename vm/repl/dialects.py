@@ -22,7 +22,7 @@ from vm.repl.fleq import (FleqLockstep, assemble_fleq_instruction, fleq_changes,
                           inline_real, parse_real_value, resolve_fleq_location)
 from vm.repl.names import changes, format_value, parse_int, resolve_location
 from vm.repl.state import LockstepMachine
-from vm.runtime.executor import EngineConfig
+from vm.runtime.config import EngineConfig
 
 FLEQ_INSTRUCTION = re.compile(r"^\s*[A-Za-z_]\w*\s*=\s*[A-Za-z_]\w*\s*\(")
 """`c = f(a, b)`: a typed FLEQ instruction (checked before command names: `c` is an alias)."""

@@ -19,22 +19,20 @@ from typing import Callable, TextIO
 
 from vm.common.errors import InputError, LtvmError
 from vm.isa import for_path
+from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR
 from vm.repl.assemble import MNEMONICS, is_instruction
 from vm.repl.dialects import DIALECTS, ReplDialect
 from vm.repl.fleq import FleqLockstep, same_value
 from vm.repl.names import (Location, instruction_place, listing, location_line, parse_int,
                            resolve_instruction)
 from vm.repl.state import ENGINES, LockstepMachine
-from vm.runtime.executor import EngineConfig
+from vm.runtime.config import EngineConfig
 from vm.tools.progress import Progress
 from vm.transformer.layers import trace_pass
 
-DEFAULT_PICTURE_DIR = Path("out/repl")
 HELP_WIDTH = 78
 MAX_ROLES_LISTED = 8
 """`info` names the heads of a layer with at most this many; beyond, it counts them."""
-DEFAULT_MAX_STEPS = 1_000_000
-"""Steps one `run` or `continue` may take before it stops by itself (Ctrl-C stops it sooner)."""
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,7 @@ from vm.common.geometry import Geometry
 from vm.transformer.layout import Layout
 from vm.machines.fleq.layout import FleqGeometry
 from vm.machines.subleq.reference import ReferenceMachine
-
-ENGINES = ("transformer", "reference")
+from vm.repl import ENGINES
 
 
 @dataclass(frozen=True)

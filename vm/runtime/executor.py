@@ -13,7 +13,6 @@ or dtype that is not enough is reported, never returned as a wrong number.
 
 from __future__ import annotations
 
-import math
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,101 +26,22 @@ from assembler.fleq_program import FleqProgram
 from vm.common.encoding import pm1_code
 from vm.common.errors import InputError, PrecisionError
 from vm.common.geometry import Geometry
-from vm.transformer.layers import (ATTENTION_MODES, LoopedTransformer, cpu_threads, flush_denormals,
+from vm.transformer.layers import (LoopedTransformer, cpu_threads, flush_denormals,
                                    from_internal, to_internal)
 from vm.transformer.sampling import ReadNoise
 from vm.machines import machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
 from vm.machines.subleq.reference import RunResult
 from vm.runtime.active import ActiveEvaluator
-from vm.runtime.fused import FusedPass, available as fused_available
+from vm.runtime.config import (AUTO_ACTIVE_CELLS, DEFAULT_CHECK_EVERY, DTYPE_NAMES, EVALUATIONS,
+                               FUSED_CHECK_EVERY, EngineConfig)
+from vm.runtime.fused import FusedPass
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-DEFAULT_CHECK_EVERY = 16
-FUSED_CHECK_EVERY = 128
-"""Fused runs learn whether everything halted every this many passes: a fused pass costs
-microseconds, so the window's own host work (step counts, the halting test) would
-otherwise cost a quarter of it. Passes after a halt are no-ops at EOF and not counted."""
-EVALUATIONS = ("auto", "fused", "active", "full")
-AUTO_ACTIVE_CELLS = 512
-"""Without numba, `auto` evaluates a run on the active columns (torch) when batch x n
-reaches this: below it the full pass's few large operations beat the active pass's many
-small ones (`ltvm bench --evaluation active|full`: on 2 CPU cores at batch 1, n = 256 ran
-1,385 steps/s in full against 1,183 active; n = 1024 ran 544 against 1,256; n = 64 at
-batch 16, 9,885 against 16,700). With numba, `auto` is `fused` at every size."""
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """How the transformer runs: none of this changes the weights except temperature.
-
-    `checked`: None (default) turns the checked mode on exactly when the
-    temperature is below the provably safe one (`temperature_is_safe`), so no
-    default run can return a wrong number silently; True always checks; False
-    never does, an explicit opt-out for studying how runs fail.
-    """
-
-    dtype: str | None = None
-    """None: the machine's default (float32 for SUBLEQ, float64 for FLEQ)."""
-    device: str = "cpu"
-    attention: str = "masked"
-    temperature: float | None = None
-    checked: bool | None = None
-    check_every: int = DEFAULT_CHECK_EVERY
-    threads: int | None = None
-    sampling: float | None = None
-    """Temperature of stochastic reads (vm/transformer/sampling.py); None: exact runs."""
-    seed: int = 0
-    """Seed of the stochastic reads' noise: the same seed gives the same samples."""
-    evaluation: str = "auto"
-    """"active": runs compute only the columns a pass can change (vm/runtime/active.py),
-    bit-identical to "full", the definition, which they fall back to pass by pass when the
-    guard fails and which checked runs, single steps and machines the active evaluator does
-    not support use; "fused": the active pass compiled into one call (vm/runtime/fused.py,
-    needs numba), falling back to "active" pass by pass; "auto": fused where numba is
-    installed, else active from AUTO_ACTIVE_CELLS batch x columns on."""
-
-    def __post_init__(self) -> None:
-        if self.dtype is not None and self.dtype not in DTYPES:
-            raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.attention not in ATTENTION_MODES:
-            raise InputError(f"attention must be one of {', '.join(ATTENTION_MODES)}")
-        if self.evaluation not in EVALUATIONS:
-            raise InputError(f"evaluation must be one of {', '.join(EVALUATIONS)}")
-        if self.evaluation == "fused" and not fused_available():
-            raise InputError("evaluation 'fused' needs numba: pip install 'ltvm[fast]'")
-        if self.temperature is not None and self.temperature <= 0:
-            raise InputError(f"temperature must be positive, got {self.temperature}")
-        if self.check_every < 1:
-            raise InputError("check_every must be at least 1")
-        if self.sampling is not None and not (math.isfinite(self.sampling)
-                                              and self.sampling > 0):
-            raise InputError(f"sampling temperature must be positive and finite, got "
-                             f"{self.sampling}")
-        if self.threads is not None and self.threads < 1:
-            raise InputError(f"threads must be at least 1, got {self.threads}")
-        check_device(self.device)
+"""The torch dtype of each of `DTYPE_NAMES`."""
 
 
 @lru_cache(maxsize=16)
-def check_device(name: str) -> None:
-    """Refuse, before any work, a device torch does not know or that cannot run the machine:
-    only the CPU and present CUDA devices hold real tensors."""
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise InputError(f"unknown device {name!r} (expected cpu, cuda or cuda:N)") from None
-    if device.type not in ("cpu", "cuda"):
-        raise InputError(f"device {name!r} cannot run the machine (expected cpu, cuda or "
-                         f"cuda:N)")
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise InputError(f"device {name!r} requested but no CUDA device is available")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise InputError(f"device {name!r}: there are {torch.cuda.device_count()} CUDA "
-                             f"devices")
-
-
 def _model(geometry: Geometry, temperature: float | None, dtype: str, device: str,
            attention: str) -> LoopedTransformer:
     machine = machine_for(geometry, temperature)

@@ -33,7 +33,7 @@ from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.runtime.fused import thread_count as fused_thread_count
 from vm.transformer.layers import cpu_thread_count, cpu_threads, flush_denormals, to_internal
 from vm.machines.subleq.reference import ReferenceMachine
-from vm.tools.workloads import looping_programs, workload_geometry
+from vm.tools.workloads import FLEQ_WORKLOADS, looping_programs, workload_geometry
 
 PROGRAMS = Path(__file__).resolve().parents[2] / "programs" / "fleq"
 
@@ -161,11 +161,6 @@ def format_table(rows: list[BenchRow]) -> str:
                      f"{row.reference_steps_per_second:,.0f} | {row.ratio:.3f} | "
                      f"{row.full_passes} |")
     return "\n".join(lines)
-
-
-FLEQ_WORKLOADS = ("calculator", "inverse-d8")
-"""Built-in FLEQ benchmark programs: the paper's calculator (d = 1) and a d = 8 program
-with many heads per layer (Newton-Schulz matrix inverse, then inv)."""
 
 
 def inverse_workload(d: int = 8, seed: int = 0) -> str:

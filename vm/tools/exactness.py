@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from vm.runtime.compare import compare_programs
 from vm.common.errors import PrecisionError
-from vm.runtime.executor import EngineConfig
+from vm.runtime.config import EngineConfig
 from vm.common.geometry import Geometry
 from vm.tools.workloads import looping_programs
 

@@ -19,7 +19,7 @@ import numpy as np
 from assembler.program import Program, word_range
 from vm.common.errors import InputError
 from vm.common.geometry import Geometry
-from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.runtime.config import EngineConfig
 
 Answer = Hashable
 
@@ -168,6 +168,7 @@ class CheckerReward:
             programs.append((answer, replace(self.checker, memory=memory)))
         if not programs:
             return
+        from vm.runtime.executor import TransformerExecutor  # torch: only when runs are made
         executor = TransformerExecutor(self.geometry, EngineConfig())
         results = executor.results(executor.run(executor.load([p for _, p in programs]),
                                                 self.max_steps))
@@ -189,6 +190,7 @@ def sample_answers(program: Program, geometry: Geometry, samples: int, temperatu
         raise InputError(f"no memory cell named {cell!r}; named cells: "
                          f"{', '.join(sorted(program.symbols)) or 'none'}")
     address = program.symbols[cell].address
+    from vm.runtime.executor import TransformerExecutor  # torch: see `CheckerReward.prepare`
     answers: list[int | None] = []
     for index, start in enumerate(range(0, samples, batch)):
         size = min(batch, samples - start)

@@ -1,4 +1,5 @@
-"""Random non-halting programs of a given width, for benchmarks and exactness sweeps."""
+"""Random non-halting programs of a given width, for benchmarks and exactness sweeps, and the
+names of the built-in FLEQ benchmark programs (torch-free: `ltvm bench`'s options list them)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import random
 
 from assembler.program import ZERO_CELL, Instruction, Program, word_range
 from vm.common.geometry import Geometry
+
+FLEQ_WORKLOADS = ("calculator", "inverse-d8")
+"""Built-in FLEQ benchmark programs: the paper's calculator (d = 1) and a d = 8 program
+with many heads per layer (Newton-Schulz matrix inverse, then inv)."""
 
 
 def workload_geometry(columns: int, bits: int = 8) -> Geometry:

@@ -34,10 +34,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from vm.transformer.modes import ATTENTION_MODES, mask_matrix
 from vm.transformer.sampling import ReadNoise
 from vm.transformer.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
 
-ATTENTION_MODES = ("dense", "masked")
 MASK_AS_BIAS_MAX = 128
 Observer = Callable[[int, str, torch.Tensor], None]
 """Called with (layer index, "attention" | "ffn", X after that sublayer); observes only."""
@@ -88,14 +88,6 @@ def cpu_threads(batch_columns: int, requested: int | None = None) -> Iterator[No
         yield
     finally:
         torch.set_num_threads(previous)
-
-
-def mask_matrix(columns: int, scratch: int) -> np.ndarray:
-    """allowed[i, j]: key i may be attended by query j (the `masked` mode)."""
-    allowed = np.eye(columns, dtype=bool)
-    allowed[:scratch, :] = True
-    allowed[:, :scratch] = True
-    return allowed
 
 
 def _rows(rows: np.ndarray) -> slice | torch.Tensor:

@@ -8,3 +8,7 @@ variants plan the problems: `exact` (Lemma 3.1, Theorem 3.4), `causal` (Theorem 
 `simulate` runs a multi-layer, multi-head model with one of them. See
 docs/chunked_attention.md.
 """
+
+MODES = ("exact", "causal", "window", "sink", "sampled")
+"""The variants `simulate` runs, by name; here, torch-free, so that the command line can list
+them without importing torch."""

@@ -23,13 +23,12 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
-from vm.attention.chunked import causal, exact, sampled, window
+from vm.attention.chunked import MODES, causal, exact, sampled, window
 from vm.attention.chunked.model import LargeTransformer, Mask
 from vm.attention.chunked.oracle import AttentionOracle
 from vm.attention.chunked.scheduler import LayerScheduler
 from vm.common.errors import InputError
 
-MODES = ("exact", "causal", "window", "sink", "sampled")
 _VARIANTS: dict[str, ModuleType] = {
     "exact": exact, "causal": causal, "window": window, "sink": window, "sampled": sampled,
 }

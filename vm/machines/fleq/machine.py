@@ -36,7 +36,7 @@ from vm.blocks.correct import clear, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
 from vm.functions.base import GATE_BIG, MOVE_TEMPERATURE, BlockContext, BlockLayer
 from vm.common.errors import InexactMovesError
-from vm.transformer.layers import mask_matrix
+from vm.transformer.modes import mask_matrix
 from vm.transformer.layout import Layout
 from vm.machines.fleq.layout import POINTERS, FleqGeometry, fleq_layout
 from assembler.fleq_program import FleqProgram

@@ -38,7 +38,7 @@ from vm.blocks.attention import read_head, write_head
 from vm.blocks.correct import add_ternary, clear, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
 from vm.common.geometry import Geometry
-from vm.transformer.layers import mask_matrix
+from vm.transformer.modes import mask_matrix
 from vm.transformer.layout import Layout
 from vm.machines.subleq.layout import subleq_layout
 from vm.transformer.weights import LayerWeights, MachineWeights
