@@ -144,6 +144,8 @@ FLAG_CASES = {
     "max_steps_zero": (["run", FACTORIAL, "--max-steps", "0"], None),
     "max_steps_negative": (["run", FACTORIAL, "--max-steps", "-5"], None),
     "max_steps_text": (["run", FACTORIAL, "--max-steps", "many"], None),
+    "max_seconds_negative": (["run", FACTORIAL, "--max-seconds", "-1"], None),
+    "max_seconds_infinite": (["compare", FACTORIAL, "--max-seconds", "inf"], None),
     "bits_one": (["run", FACTORIAL, "--bits", "1"], None),
     "bits_huge": (["asm", FACTORIAL, "--bits", "65"], None),
     "scratch_zero": (["asm", FACTORIAL, "--scratch", "0"], None),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import sys
 
+from vm.cli.common import positive_float
 from vm.runtime.config import DTYPE_NAMES, EVALUATIONS, EngineConfig
 from vm.tools.workloads import FLEQ_WORKLOADS
 from vm.transformer.modes import ATTENTION_MODES
@@ -26,18 +26,8 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
-
-
 def _add_common_arguments(parser: argparse.ArgumentParser, threads_default: str) -> None:
-    parser.add_argument("--seconds", type=_seconds, default=2.0,
+    parser.add_argument("--seconds", type=positive_float, default=2.0,
                         help="time budget per measurement, after a one-pass warm-up that is "
                              "timed and shown apart (default 2)")
     parser.add_argument("--threads", type=int,

@@ -39,6 +39,23 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+def positive_float(text: str) -> float:
+    """A finite number above 0 (seconds, temperatures), for argparse."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
+    return value
+
+
+def add_time_limit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-seconds", type=positive_float, metavar="S",
+                        help="stop a run that has not halted after S seconds of wall time "
+                             "(exit 1, with the step it reached); default: no limit")
+
+
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
     return _int_at_least(text, 0)

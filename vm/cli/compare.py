@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from vm.cli.common import (add_engine_arguments, add_program_arguments, engine_config,
-                           load_program, positive_int)
+from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
+                           engine_config, load_program, positive_int)
 from vm.isa import for_program
 from vm.tools.progress import Progress
 
@@ -26,6 +26,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-steps", type=positive_int, default=DEFAULT_MAX_STEPS,
                         metavar="K", help=f"step limit (default {DEFAULT_MAX_STEPS})")
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -33,7 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
     isa = for_program(program)
-    progress = Progress("compared steps", args.max_steps)
+    progress = Progress("compared steps", args.max_steps, max_seconds=args.max_seconds)
     result = isa.compare(program, geometry, args.max_steps, engine_config(args), progress)
     progress.done()
     print(isa.compare_report(result, args.json))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from vm.cli.common import (add_engine_arguments, add_program_arguments, engine_config,
+from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
+                           engine_config,
                            load_program, positive_int, print_result)
 from vm.isa import for_program
 from vm.tools.progress import Progress
@@ -30,6 +31,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--trace", action="store_true",
                         help="print every executed instruction (pc, cell written, branch)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -47,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         result = run_traced(program, geometry, args.max_steps, config)
     else:
-        progress = Progress("steps", args.max_steps)
+        progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds)
         result = run_transformer(program, geometry, args.max_steps, config, progress)
         progress.done()
     checks = isa.run_checks(program, result.steps)

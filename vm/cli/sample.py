@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from assembler.program import Program
-from vm.cli.common import load_program, positive_int
+from vm.cli.common import load_program, positive_float, positive_int
 from vm.common.errors import InputError
 from vm.isa import ProgramOptions, for_path, for_program
 from vm.tools.test_time import (Answer, CheckerReward, best_of_n, distribution, majority,
@@ -19,16 +19,6 @@ from vm.tools.test_time import (Answer, CheckerReward, best_of_n, distribution, 
 DEFAULT_SAMPLES = 64
 DEFAULT_MAX_STEPS = 10_000
 MAX_SAMPLES = 1 << 16
-
-
-def _temperature(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
-    return value
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -44,7 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("program", metavar="PROG", help="SUBLEQ source (.sq)")
     parser.add_argument("--cell", required=True, metavar="NAME",
                         help="the memory cell whose final value is the answer")
-    parser.add_argument("--noise", type=_temperature, default=0.2, metavar="T",
+    parser.add_argument("--noise", type=positive_float, default=0.2, metavar="T",
                         help="temperature of the stochastic reads (default 0.2)")
     parser.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES, metavar="N",
                         help=f"runs (default {DEFAULT_SAMPLES}, at most {MAX_SAMPLES})")

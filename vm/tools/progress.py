@@ -6,6 +6,12 @@ import sys
 import time
 from typing import TextIO
 
+from vm.common.errors import RunFailure
+
+
+class TimeLimitExceeded(RunFailure):
+    """A run stopped by its --max-seconds limit before it halted."""
+
 
 class Progress:
     """Call with a count; prints only after `delay` seconds, then at most every
@@ -13,8 +19,11 @@ class Progress:
     The clock starts at the first call, so set-up time is not counted as work."""
 
     def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,
-                 delay: float = 1.0) -> None:
+                 delay: float = 1.0, max_seconds: float | None = None) -> None:
         self.label, self.total = label, total
+        self.max_seconds = max_seconds
+        """Wall-time limit from construction; a call past it raises TimeLimitExceeded."""
+        self.created = time.monotonic()
         self.stream = stream or sys.stderr
         self.start: float | None = None
         self.delay = delay
@@ -25,6 +34,10 @@ class Progress:
 
     def __call__(self, count: int) -> None:
         now = time.monotonic()
+        if self.max_seconds is not None and now - self.created >= self.max_seconds:
+            self.done()
+            raise TimeLimitExceeded(f"stopped by --max-seconds {self.max_seconds:g} after "
+                                    f"{count:,} {self.label}, before the program halted")
         if self.start is None:
             self.start, self.first = now, count
             self.last = now + self.delay - self.interval
@@ -45,6 +58,7 @@ class Progress:
         if self.shown and self.tty:
             self.stream.write("\n")
             self.stream.flush()
+            self.shown = False
 
 
 def _duration(seconds: float) -> str:

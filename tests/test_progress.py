@@ -1,0 +1,50 @@
+"""Progress lines (vm/tools/progress.py): shown only for long work, with an upper bound on the
+time left, and a wall-time limit that stops a run with a clear message."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from vm.cli import main
+from vm.tools.progress import Progress, TimeLimitExceeded
+
+
+def test_nothing_is_printed_for_short_work():
+    stream = io.StringIO()
+    progress = Progress("steps", 100, stream=stream)
+    for count in range(100):
+        progress(count)
+    progress.done()
+    assert stream.getvalue() == ""
+
+
+def test_long_work_prints_the_rate_and_an_upper_bound_on_the_time_left():
+    stream = io.StringIO()
+    progress = Progress("steps", 1_000_000, stream=stream, delay=0.0)
+    progress(0)
+    time.sleep(0.01)
+    progress(1000)
+    line = stream.getvalue()
+    assert line.startswith("steps: 1000/1000000 (") and "/s, at most " in line
+    assert line.rstrip().endswith("left)")
+
+
+def test_a_call_past_the_limit_stops_the_work():
+    progress = Progress("steps", 10, stream=io.StringIO(), max_seconds=0.01)
+    progress(1)
+    time.sleep(0.02)
+    with pytest.raises(TimeLimitExceeded, match="--max-seconds 0.01 after 2 steps"):
+        progress(2)
+
+
+def test_run_and_compare_obey_max_seconds(capsys, tmp_path):
+    source = tmp_path / "loop.sq"
+    source.write_text(".data\nx: 1\n.code\ntop: subleq x, x, top\n")
+    for command in ("run", "compare"):
+        started = time.monotonic()
+        code = main([command, str(source), "--max-steps", "100000000", "--max-seconds", "1"])
+        assert code == 1 and time.monotonic() - started < 60
+        assert "stopped by --max-seconds 1 after" in capsys.readouterr().err
