@@ -21,6 +21,8 @@ from assembler.subleq import DEFAULT_MIN_BITS, MAX_BITS
 from vm.common.errors import InputError
 
 DEFAULT_CSV_SCRATCH = 2
+MAX_FIELD = 80
+"""Longest field read: a signed 64-bit decimal integer has at most 20 characters."""
 SETTINGS_FILE = "program.json"
 SETTINGS_FORMAT = "ltvm-csv/1"
 
@@ -33,7 +35,16 @@ def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]
         raise InputError(f"cannot read {path}: {error.strerror}") from None
     except UnicodeDecodeError:
         raise InputError(f"{path} is not a text file") from None
-    rows = list(csv.reader(text.splitlines()))
+    try:
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as error:
+        raise InputError(f"{path}: not a CSV file the importer can read ({error}); fields are "
+                         f"integers of at most {MAX_FIELD} characters") from None
+    for line_number, row in enumerate(rows, start=1):
+        for cell in row:
+            if len(cell) > MAX_FIELD:
+                raise SourceError(f"a field of {len(cell):,} characters (at most {MAX_FIELD})",
+                                  str(path), text, line_number, 1)
     if not rows or [cell.strip().lower() for cell in rows[0]] != header:
         found = f", found '{','.join(rows[0])}'" if rows else " (the file is empty)"
         raise SourceError(f"expected the header '{','.join(header)}'{found}", str(path), text,

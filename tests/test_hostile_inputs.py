@@ -307,6 +307,10 @@ CSV_CASES = {
     "wrong_width": ("a,b,c\n1,1\n", "mem\n0\n-1\n", "expected 3 value(s)"),
     "not_memory_column": ("a,b,c\n0,1,3\n", "mem\n0\n-1\n", "not a memory column"),
     "memory_header": ("a,b,c\n1,1,3\n", "value\n0\n-1\n", "expected the header 'mem'"),
+    "field_beyond_csv_limit": ("a,b,c\n" + "1" * 200_000 + ",1,1\n", "mem\n0\n-1\n",
+                               "not a CSV file the importer can read"),
+    "long_field": ("a,b,c\n" + "1" * 1000 + ",1,1\n", "mem\n0\n-1\n",
+                   "a field of 1,000 characters"),
 }
 
 
