@@ -17,7 +17,7 @@ the pc code differs from halt_pc.
 --format safetensors writes DIR/weights.safetensors instead: the same tensors under the
 same names, and the meta JSON string in the header's metadata under "meta" (pip install
 'ltvm[formats]'). --format onnx writes DIR/pass.onnx instead: one pass, every layer, as
-an ONNX graph (opset 17) from input X (rows x columns, the punchcard's dtype, float64) to
+an ONNX graph (opset 17) from input X (rows x columns, float64 like the punchcard) to
 output X_next, the weights as initializers and meta in the model's metadata_props; loop
 it while the pc code differs from halt_pc (pip install 'ltvm[onnx]').
 

@@ -14,6 +14,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def layout_document(layout: Layout, bits: int, extra: dict) -> dict:
             "encoding": "pm1-twos-complement-msb-first", **extra}
 
 
-def require_safetensors():
+def require_safetensors() -> ModuleType:
     """safetensors.numpy, or an InputError saying which extra installs it."""
     try:
         import safetensors.numpy

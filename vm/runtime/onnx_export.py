@@ -11,11 +11,16 @@ only here.
 from __future__ import annotations
 
 import json
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from vm.common.errors import InputError
 from vm.transformer.weights import MachineWeights
+
+if TYPE_CHECKING:
+    import onnx
 
 OPSET = 17
 """Softmax over one axis needs opset 13; 17 with IR version 8 loads in onnxruntime >= 1.13."""
@@ -25,7 +30,7 @@ PROTOBUF_LIMIT = 2 ** 31 - 1
 """A single ONNX file holds at most 2 GiB (protobuf); larger weights need external data."""
 
 
-def require_onnx():
+def require_onnx() -> ModuleType:
     """The onnx module, or an InputError saying which extra installs it."""
     try:
         import onnx
@@ -35,7 +40,8 @@ def require_onnx():
     return onnx
 
 
-def pass_model(weights: MachineWeights, masked: bool, dtype: str, meta: dict):
+def pass_model(weights: MachineWeights, masked: bool, dtype: str,
+               meta: dict) -> onnx.ModelProto:
     """The ONNX ModelProto of one pass; `meta` goes into its metadata_props."""
     onnx = require_onnx()
     from onnx import TensorProto, helper, numpy_helper
