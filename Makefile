@@ -1,6 +1,7 @@
 # `make demo` and `make test` work on a fresh machine: they create .venv if it
-# is missing and install the package with its test and fast (numba) extras, pinned by
-# constraints.txt (the CPU build of torch on these machines).
+# is missing and install the package with its test, fast (numba), formats (safetensors) and
+# onnx (onnx, onnxruntime) extras, pinned by constraints.txt (the CPU build of torch on these
+# machines).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -12,7 +13,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,fast]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,fast,formats,onnx]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,4 +1,4 @@
-"""`ltvm export`: weights.npz, layout.json and punchcard.npy for other tools."""
+"""`ltvm export`: weights (npz, safetensors or ONNX), layout.json and punchcard.npy."""
 
 from __future__ import annotations
 
@@ -6,13 +6,20 @@ import argparse
 
 from vm.cli.common import add_program_arguments, load_program
 from vm.isa import for_program
-from vm.runtime.export import FLEQ_DTYPE, export
+from vm.runtime.export import FLEQ_DTYPE, FORMATS, export, files
 from vm.transformer.modes import ATTENTION_MODES
 DESCRIPTION = """\
 Write DIR/weights.npz (every Q, K, V, lam, mask, W1, b1, W2, b2 and a JSON meta string),
 DIR/layout.json (how to decode memory and the program counter) and DIR/punchcard.npy (X
 before the first pass). Run by repeating X <- TF(X) (Eq. 1, every layer in order) while
 the pc code differs from halt_pc.
+
+--format safetensors writes DIR/weights.safetensors instead: the same tensors under the
+same names, and the meta JSON string in the header's metadata under "meta" (pip install
+'ltvm[formats]'). --format onnx writes DIR/pass.onnx instead: one pass, every layer, as
+an ONNX graph (opset 17) from input X (rows x columns, float64 like the punchcard) to
+output X_next, the weights as initializers and meta in the model's metadata_props; loop
+it while the pc code differs from halt_pc (pip install 'ltvm[onnx]').
 
 layout.json, both machines: fields {name: [first row, stop]}, regions {name: [first
 column, stop]}, memory_field, pc_field, pc_column (the column whose pc_field rows hold the
@@ -42,6 +49,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--temperature", type=float, metavar="LAM",
                         help="softmax temperature (default: the exact-read rule for SUBLEQ, "
                              "the exact-move temperature 800 for FLEQ)")
+    parser.add_argument("--format", choices=FORMATS, default="npz",
+                        help="weights as weights.npz (default), weights.safetensors, or one "
+                             "pass as pass.onnx")
     parser.set_defaults(func=run)
 
 
@@ -53,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
     punchcard = machine.encode(program)
     bits, extra = isa.export_fields(program, geometry)
     directory = export(args.output, machine.weights, machine.layout, punchcard, bits,
-                       args.attention == "masked", extra)
-    print(f"wrote {directory}/{{weights.npz, layout.json, punchcard.npy}}: "
+                       args.attention == "masked", extra, args.format)
+    print(f"wrote {directory}/{{{', '.join(files(args.format))}}}: "
           f"{len(machine.weights.layers)} layers, heads {machine.weights.heads}, "
           f"X {punchcard.shape[0]} x {punchcard.shape[1]}")
     return 0

@@ -1,9 +1,11 @@
-"""Weight export (DESIGN.md §3): weights.npz, layout.json and punchcard.npy.
+"""Weight export (DESIGN.md §3): weights, layout.json and punchcard.npy.
 
 Anyone with numpy and these three files can run the program with a short
-implementation of Eq. (1) and read the result; nothing is pickled. SUBLEQ
-memory is ±1 two's-complement words; FLEQ memory is real-valued cells of d
-columns (`fleq_layout_extra` says how to read them).
+implementation of Eq. (1) and read the result; nothing is pickled. The weights
+come as weights.npz (numpy), weights.safetensors (the same tensors, `meta` in
+the header) or pass.onnx (one pass as an ONNX graph). SUBLEQ memory is ±1
+two's-complement words; FLEQ memory is real-valued cells of d columns
+(`fleq_layout_extra` says how to read them).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -22,7 +25,14 @@ from vm.machines.fleq.layout import FleqGeometry
 from vm.transformer.weights import MachineWeights
 
 FORMAT = "looped-transformer/1"
-FILES = ("weights.npz", "layout.json", "punchcard.npy")
+WEIGHT_FILES = {"npz": "weights.npz", "safetensors": "weights.safetensors", "onnx": "pass.onnx"}
+FORMATS = tuple(WEIGHT_FILES)
+COMMON_FILES = ("layout.json", "punchcard.npy")
+
+
+def files(fmt: str) -> tuple[str, ...]:
+    """The files an export in format `fmt` writes."""
+    return (WEIGHT_FILES[fmt], *COMMON_FILES)
 
 
 def weight_arrays(weights: MachineWeights, masked: bool) -> dict[str, np.ndarray]:
@@ -52,17 +62,51 @@ def layout_document(layout: Layout, bits: int, extra: dict) -> dict:
             "encoding": "pm1-twos-complement-msb-first", **extra}
 
 
-def export(directory: str | Path, weights: MachineWeights, layout: Layout, punchcard: np.ndarray,
-           bits: int, masked: bool, extra_layout: dict) -> Path:
-    """Write the three files into `directory`, all or nothing.
+def require_safetensors() -> ModuleType:
+    """safetensors.numpy, or an InputError saying which extra installs it."""
+    try:
+        import safetensors.numpy
+    except ImportError:
+        raise InputError("--format safetensors needs the safetensors package: "
+                         "pip install 'ltvm[formats]'") from None
+    return safetensors.numpy
 
-    The directory must not exist, be empty, or hold only a previous export.
+
+def write_weights(path: Path, fmt: str, weights: MachineWeights, masked: bool,
+                  dtype: str) -> None:
+    """The weights file of format `fmt` at `path`."""
+    arrays = weight_arrays(weights, masked)
+    if fmt == "npz":
+        np.savez(path, **arrays)
+    elif fmt == "safetensors":
+        meta = str(arrays.pop("meta"))  # safetensors holds tensors; strings go in the header
+        require_safetensors().save_file(arrays, path, metadata={"meta": meta})
+    else:
+        from vm.runtime.onnx_export import pass_model
+        model = pass_model(weights, masked, dtype, json.loads(str(arrays["meta"])))
+        path.write_bytes(model.SerializeToString())
+
+
+def export(directory: str | Path, weights: MachineWeights, layout: Layout, punchcard: np.ndarray,
+           bits: int, masked: bool, extra_layout: dict, fmt: str = "npz") -> Path:
+    """Write the format's three files into `directory`, all or nothing.
+
+    The directory must not exist, be empty, or hold only a previous export (of any
+    format: the other formats' weight files are removed, so one export remains).
     """
+    if fmt not in WEIGHT_FILES:
+        raise InputError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "safetensors":
+        require_safetensors()
+    elif fmt == "onnx":
+        from vm.runtime.onnx_export import require_onnx
+        require_onnx()
     directory = Path(directory)
+    known = set(WEIGHT_FILES.values()) | set(COMMON_FILES)
     if directory.exists():
         if not directory.is_dir():
             raise InputError(f"{directory} exists and is not a directory")
-        strangers = sorted(p.name for p in directory.iterdir() if p.name not in FILES)
+        strangers = sorted(p.name for p in directory.iterdir() if p.name not in known)
         if strangers:
             raise InputError(f"{directory} holds other files ({', '.join(strangers[:3])}); "
                              "export into an empty or new directory")
@@ -71,13 +115,15 @@ def export(directory: str | Path, weights: MachineWeights, layout: Layout, punch
         raise InputError(f"cannot write {directory}: {parent} does not exist")
     staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{directory.name}."))
     try:
-        np.savez(staging / "weights.npz", **weight_arrays(weights, masked))
+        write_weights(staging / WEIGHT_FILES[fmt], fmt, weights, masked, str(punchcard.dtype))
         document = layout_document(layout, bits, extra_layout)
         (staging / "layout.json").write_text(json.dumps(document, indent=2) + "\n")
         np.save(staging / "punchcard.npy", punchcard)
         directory.mkdir(exist_ok=True)
-        for name in FILES:
+        for name in files(fmt):
             (staging / name).replace(directory / name)
+        for name in set(WEIGHT_FILES.values()) - {WEIGHT_FILES[fmt]}:
+            (directory / name).unlink(missing_ok=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return directory
