@@ -184,6 +184,12 @@ FLAG_CASES = {
     "linalg_iters_zero": (["linalg", "inverse", "--matrix", "MATRIX", "--iters", "0"], None),
     "linalg_iters_huge": (["linalg", "inverse", "--matrix", "MATRIX", "--iters", "1000000"],
                           "between 1 and"),
+    "train_lr_infinite": (["train", "--data", "DATA", "--lr", "inf"], "finite"),
+    "train_epochs_huge": (["train", "--data", "DATA", "--epochs", "1000000000"],
+                          "exceeds the limit"),
+    "train_hidden_huge": (["train", "--data", "DATA", "--hidden", "100000"], "at most 16"),
+    "sample_max_seconds_zero": (["sample", FACTORIAL, "--cell", "fact", "--max-seconds", "0"],
+                                None),
     "no_program": (["run"], None),
     "csv_and_program": (["run", FACTORIAL, "--csv", "a.csv", "b.csv"], "not both"),
 }
@@ -193,10 +199,11 @@ FLAG_CASES = {
 def test_bad_flags_are_refused_before_work(name, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     np.save(tmp_path / "MATRIX", np.array([[2.0, 0.5], [0.5, 1.0]]))
+    np.savez(tmp_path / "DATA", x=np.ones((3, 2)), y=np.ones((3, 1)))
     argv, message = FLAG_CASES[name]
-    argv = [str(tmp_path / "MATRIX.npy") if a == "MATRIX" else a for a in argv]
-    refused(argv, capsys, message)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["MATRIX.npy"]
+    files = {"MATRIX": str(tmp_path / "MATRIX.npy"), "DATA": str(tmp_path / "DATA.npz")}
+    refused([files.get(a, a) for a in argv], capsys, message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["DATA.npz", "MATRIX.npy"]
 
 
 def _matrix_files(directory: Path) -> dict[str, tuple[Path, str]]:

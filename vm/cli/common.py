@@ -39,13 +39,21 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
-def positive_float(text: str) -> float:
-    """A finite number above 0 (seconds, temperatures), for argparse."""
+def finite_float(text: str) -> float:
+    """Any finite number (a learning rate, an offset), for argparse."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not (math.isfinite(value) and value > 0):
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number above 0 (seconds, temperatures), for argparse."""
+    value = finite_float(text)
+    if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
     return value
 

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Callable
 
 from assembler.program import Program
-from vm.cli.common import load_program, positive_float, positive_int
+from vm.cli.common import add_time_limit, load_program, positive_float, positive_int
 from vm.common.errors import InputError
 from vm.isa import ProgramOptions, for_path, for_program
-from vm.tools.test_time import (Answer, CheckerReward, best_of_n, distribution, majority,
-                                reference_reward, sample_answers)
+from vm.tools.progress import Progress
+from vm.tools.test_time import (SAMPLE_BATCH, Answer, CheckerReward, best_of_n, distribution,
+                                majority, reference_reward, sample_answers)
 
 DEFAULT_SAMPLES = 64
 DEFAULT_MAX_STEPS = 10_000
@@ -51,6 +52,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         metavar="K", help="step limit per run; a run that does not halt "
                                           f"answers 'none' (default {DEFAULT_MAX_STEPS})")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_time_limit(parser)
     parser.set_defaults(func=run, csv=None, bits=None, scratch=None, block_size=None,
                         param=[], functions=None)
 
@@ -110,8 +112,13 @@ def run(args: argparse.Namespace) -> int:
     correct = reference.memory[program.symbols[args.cell].address]
     reward = _reward(args.reward, correct, args.max_steps) \
         if args.strategy == "best-of-n" else None
-    answers = sample_answers(program, geometry, args.samples, args.noise, args.seed,
-                             args.cell, args.max_steps)
+    batches = -(-args.samples // SAMPLE_BATCH)
+    progress = Progress("passes", batches * args.max_steps, max_seconds=args.max_seconds)
+    try:
+        answers = sample_answers(program, geometry, args.samples, args.noise, args.seed,
+                                 args.cell, args.max_steps, progress=progress)
+    finally:
+        progress.done()
     shown = distribution(answers)
     if reward is None:
         chosen = majority(answers)

@@ -6,9 +6,14 @@ import argparse
 import json
 from dataclasses import replace
 
-from vm.cli.common import add_engine_arguments, engine_config, non_negative_int, positive_int
+from vm.cli.common import (add_engine_arguments, add_time_limit, engine_config, finite_float,
+                           non_negative_int, positive_int)
+from vm.common.errors import InputError
 from vm.functions.activations import ACTIVATIONS
 from vm.tools.progress import Progress
+
+MAX_EPOCHS = 100_000
+"""Most epochs one command may ask for (each is thousands of passes for a few samples)."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -26,10 +31,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="arrays x (n x d_in) and y (n x d_out)")
     parser.add_argument("--hidden", type=non_negative_int, default=0, metavar="H",
                         help="hidden units (default 0: the linear model y = W x)")
-    parser.add_argument("--lr", type=float, default=0.1, metavar="ETA",
+    parser.add_argument("--lr", type=finite_float, default=0.1, metavar="ETA",
                         help="learning rate (default 0.1)")
     parser.add_argument("--epochs", type=positive_int, default=5, metavar="E",
-                        help="passes over the data (default 5)")
+                        help=f"passes over the data (default 5, at most {MAX_EPOCHS})")
     parser.add_argument("--activation", choices=list(ACTIVATIONS), default="tanh",
                         help="hidden-layer activation (default tanh)")
     parser.add_argument("--no-bias", action="store_true",
@@ -39,6 +44,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--show-program", action="store_true",
                         help="print the generated FLEQ program and exit")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -47,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from vm.apps.training import (TrainingSetup, load_dataset,  # torch: not for every call
                                   program_source, starting_point, train)
 
+    if args.epochs > MAX_EPOCHS:
+        raise InputError(f"--epochs {args.epochs} exceeds the limit of {MAX_EPOCHS}")
     x, y = load_dataset(args.data)
     config = engine_config(args)
     setup = TrainingSetup(args.hidden, args.lr, args.epochs, args.activation,
@@ -56,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         inputs, targets, weights = starting_point(x, y, setup)
         print(program_source(inputs, targets, setup, weights), end="")
         return 0
-    progress = Progress("steps")
+    progress = Progress("steps", max_seconds=args.max_seconds)
     try:
         result = train(x, y, setup, config, progress)
     finally:

@@ -22,6 +22,8 @@ from vm.common.geometry import Geometry
 from vm.runtime.config import EngineConfig
 
 Answer = Hashable
+SAMPLE_BATCH = 256
+"""Stochastic runs per batch (one noise seed each)."""
 
 
 @dataclass(frozen=True)
@@ -182,10 +184,12 @@ class CheckerReward:
 
 
 def sample_answers(program: Program, geometry: Geometry, samples: int, temperature: float,
-                   seed: int, cell: str, max_steps: int, batch: int = 256) -> list[int | None]:
+                   seed: int, cell: str, max_steps: int, batch: int = SAMPLE_BATCH,
+                   progress: Callable[[int], None] | None = None) -> list[int | None]:
     """The value of memory cell `cell` after `samples` runs of a SUBLEQ program on the
     transformer with stochastic reads at `temperature` (None for a run that did not halt
-    within `max_steps`), in batches of `batch` runs seeded seed, seed + 1, ..."""
+    within `max_steps`), in batches of `batch` runs seeded seed, seed + 1, ...
+    `progress` is told the passes done so far over all batches."""
     if cell not in program.symbols:
         raise InputError(f"no memory cell named {cell!r}; named cells: "
                          f"{', '.join(sorted(program.symbols)) or 'none'}")
@@ -196,7 +200,9 @@ def sample_answers(program: Program, geometry: Geometry, samples: int, temperatu
         size = min(batch, samples - start)
         executor = TransformerExecutor(geometry, EngineConfig(sampling=temperature,
                                                               seed=seed + index))
-        for result in executor.results(executor.run(executor.load([program] * size),
-                                                    max_steps)):
+        run = executor.run(executor.load([program] * size), max_steps,
+                           None if progress is None else
+                           (lambda done, offset=index * max_steps: progress(offset + done)))
+        for result in executor.results(run):
             answers.append(result.memory[address] if result.halted else None)
     return answers
