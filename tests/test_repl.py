@@ -290,7 +290,7 @@ def test_long_runs_report_progress_on_stderr(repl, monkeypatch):
     monkeypatch.setattr(vm.repl.session, "Progress",
                         lambda label, total, _: Progress(label, total, stream, delay=0))
     repl.execute("run")
-    assert re.match(r"steps: \d+ \([\d,]+/s\)\n", stream.getvalue())
+    assert re.search(r"steps: \d+ \[[\d:]+, [\d.]+/s\]\n$", stream.getvalue())
 
 
 def test_completion_of_commands_names_labels_and_paths(repl):

@@ -1,4 +1,4 @@
-"""Progress lines on stderr for runs that take more than a second."""
+"""Progress of long work on stderr, through tqdm, and a wall-time limit."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import sys
 import time
 from typing import TextIO
 
+from tqdm import tqdm
+
 from vm.common.errors import RunFailure
+
+TERMINAL_INTERVAL = 0.2
+LOG_INTERVAL = 5.0
+"""Seconds between updates on a terminal (one rewritten line) and in a log (one line each)."""
 
 
 class TimeLimitExceeded(RunFailure):
@@ -14,59 +20,33 @@ class TimeLimitExceeded(RunFailure):
 
 
 class Progress:
-    """Call with a count; prints only after `delay` seconds, then at most every
-    `interval` seconds (rewriting one line on a terminal, new lines otherwise).
-    The clock starts at the first call, so set-up time is not counted as work."""
+    """Called with a running count. Shows nothing during the first `delay` seconds of work,
+    then tqdm's count, rate and time left; the clock starts at the first call, so set-up is
+    not counted as work. `max_seconds` limits wall time from construction: a call past it
+    raises TimeLimitExceeded."""
 
     def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,
                  delay: float = 1.0, max_seconds: float | None = None) -> None:
         self.label, self.total = label, total
-        self.max_seconds = max_seconds
-        """Wall-time limit from construction; a call past it raises TimeLimitExceeded."""
-        self.created = time.monotonic()
         self.stream = stream or sys.stderr
-        self.start: float | None = None
-        self.delay = delay
-        self.tty = self.stream.isatty()
-        self.interval = 0.2 if self.tty else 5.0
-        self.last = 0.0
-        self.shown = False
+        self.delay, self.max_seconds = delay, max_seconds
+        self.created = time.monotonic()
+        self.bar: tqdm | None = None
 
     def __call__(self, count: int) -> None:
-        now = time.monotonic()
-        if self.max_seconds is not None and now - self.created >= self.max_seconds:
+        if self.max_seconds is not None and time.monotonic() - self.created >= self.max_seconds:
             self.done()
             raise TimeLimitExceeded(f"stopped by --max-seconds {self.max_seconds:g} after "
                                     f"{count:,} {self.label}, before the program halted")
-        if self.start is None:
-            self.start, self.first = now, count
-            self.last = now + self.delay - self.interval
+        if self.bar is None:
+            self.bar = tqdm(total=self.total, initial=count, desc=self.label, unit="",
+                            file=self.stream, delay=self.delay, leave=True,
+                            mininterval=TERMINAL_INTERVAL if self.stream.isatty()
+                            else LOG_INTERVAL)
             return
-        if now - self.start < self.delay or now - self.last < self.interval:
-            return
-        self.last, self.shown = now, True
-        rate = (count - self.first) / (now - self.start)
-        of = f"/{self.total}" if self.total else ""
-        left = ""
-        if self.total and rate > 0 and count < self.total:
-            left = f", at most {_duration((self.total - count) / rate)} left"
-        line = f"{self.label}: {count}{of} ({rate:,.0f}/s{left})"
-        self.stream.write(f"\r{line}" if self.tty else f"{line}\n")
-        self.stream.flush()
+        self.bar.update(count - self.bar.n)
 
     def done(self) -> None:
-        if self.shown and self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.shown = False
-
-
-def _duration(seconds: float) -> str:
-    """A rough human duration: 40 s, 12 min, 3.5 h, 9 days."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172_800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86_400:,.0f} days"
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
