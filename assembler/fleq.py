@@ -20,7 +20,8 @@ from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstructi
                                     Variable, padded)
 from assembler.program import SourcePos
 from vm.common.errors import InputError
-from vm.common.signatures import Catalogue, Operand, Routine, RoutineCall
+from vm.common.signatures import (MAGNITUDE, MAGNITUDE_BITS, Catalogue, Operand, Routine,
+                                  RoutineCall)
 
 MAX_BLOCK = 16
 
@@ -160,6 +161,10 @@ class _FleqAssembler:
             array = np.array(rows)
         if not np.isfinite(array).all():
             raise self.error("values must be finite", value)
+        if np.abs(array).max() > MAGNITUDE:
+            raise self.error(f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about "
+                             f"{MAGNITUDE:.3g}), the magnitudes the machine keeps exact "
+                             f"(docs/fleq_machine.md)", value)
         cell = len(RESERVED) + len(self.variables)
         self.variables[str(name)] = Variable(str(name), cell, array.shape, integer,
                                              self.pos(name))

@@ -120,7 +120,8 @@ class FleqProgram:
             value = np.asarray(cells[variable.cell])[:rows, :columns]
             if variable.shape == (1, 1):
                 number = float(value[0, 0])
-                named[variable.name] = int(round(number)) if variable.integer else number
+                whole = variable.integer and np.isfinite(number)
+                named[variable.name] = int(round(number)) if whole else number
             else:
                 named[variable.name] = value.tolist()
         return named

@@ -207,3 +207,14 @@ y: 2.0
 y = mul(x, y)
 halt
 """
+
+
+def test_compare_fails_when_a_cell_the_instruction_does_not_write_changes():
+    """Doubling past the magnitude domain breaks block isolation: another cell changes."""
+    source = (".data\nx: 1.0\nk: -69\none: 1\n.code\nloop: k = add(k, one)\n"
+              "      x = add(x, x) if k <= 0 goto loop\n      halt\n")
+    program = FLEQ.assemble_text(source, "double.fleq")
+    result = compare_fleq(program, fleq_geometry_for(program), 1000)
+    assert not result.ok
+    assert result.branch.field.startswith("cell ") and "not written" in result.branch.field
+    assert result.branch.step > 101

@@ -54,3 +54,50 @@ def test_run_prints_the_domain_line_and_exits_1_outside(tmp_path, capsys):
     assert main(["run", str(outside), "--json"]) == 1
     payload = json.loads(capsys.readouterr().out)
     assert payload["halted"] and payload["domain"].startswith("step 2: r = mul(x, y)")
+
+
+DOUBLING = """.data
+x: 1.0
+k: -69
+one: 1
+.code
+loop: k = add(k, one)
+      x = add(x, x) if k <= 0 goto loop
+      halt
+"""
+
+
+def test_a_value_past_the_machine_magnitude_is_flagged_at_the_step_that_writes_it():
+    """x doubles 70 times; 2^51 is the first value past 2^50 (step 2 * 51 - 1 = 101)."""
+    violation = first_domain_violation(FLEQ.assemble_text(DOUBLING, "double.fleq"), 1000)
+    assert violation is not None and violation.function == "the machine"
+    assert violation.step == 101
+    assert "|x| <= 2^50" in violation.describe()
+
+
+def test_a_run_past_the_magnitude_exits_1_and_its_json_holds_no_nan(capsys, tmp_path):
+    source = tmp_path / "double.fleq"
+    source.write_text(DOUBLING)
+    assert main(["run", str(source), "--json"]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert "the machine's domain" in payload["domain"]
+    assert all(value is None or abs(value) < float("inf")
+               for value in payload["memory"].values())
+
+
+@pytest.mark.parametrize("literal", ["2e18", "-1.2e15", "1e400"])
+def test_literals_beyond_the_magnitude_are_refused_where_they_stand(literal, capsys, tmp_path):
+    source = tmp_path / "big.fleq"
+    source.write_text(f".data\nx: {literal}\n.code\nhalt\n")
+    assert main(["asm", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert "big.fleq:2:4: error:" in err and "^" in err
+
+
+def test_values_inside_the_magnitude_stay_exact_on_the_transformer(capsys, tmp_path):
+    source = tmp_path / "edge.fleq"
+    source.write_text(".data\nx: 5e14\ny: 0.0\nc: 3.0\nd: 4.0\ne: 0.0\n.code\n"
+                      "y = add(x, x)\ne = add(c, d)\nhalt\n")
+    assert main(["run", str(source), "--json"]) == 0
+    memory = json.loads(capsys.readouterr().out)["memory"]
+    assert (memory["y"], memory["c"], memory["e"]) == (1e15, 3.0, 7.0)

@@ -15,6 +15,14 @@ from vm.common.errors import InputError
 
 Shape = tuple[int, int]
 
+MAGNITUDE_BITS = 50
+MAGNITUDE = 2.0 ** MAGNITUDE_BITS
+"""Every value a FLEQ program holds stays within |x| <= 2^50. The machine isolates blocks
+by offsets of 2^60 (docs/fleq_machine.md, offset gating); values near 2^59 defeat them and
+corrupt other cells (2e18 + 2e18 turned 3 + 4 into 2.3e18). 2^50 leaves a factor 512 for
+what one step computes from values in the domain; the assembler refuses literals outside
+it and the exact replay flags the first value that leaves it."""
+
 
 class BlockSignature(Protocol):
     """A function block as the assembler sees it: built with parameter values, it knows

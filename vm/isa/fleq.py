@@ -114,7 +114,8 @@ class Fleq(InstructionSet):
             lines.append(f"{e.step:>6} {e.pc:>4}  {e.instruction:<32} {e.cell:<8} "
                          f"{e.absolute:>10.3g} {e.relative:>10.3g} {e.local_absolute:>11.3g}")
         if result.branch is not None:
-            lines.append(f"branch {result.branch.describe()}")
+            prefix = "branch " if result.branch.field == "pc" else ""
+            lines.append(f"{prefix}{result.branch.describe()}")
         else:
             ending = "halted" if result.halted else "step limit reached"
             lines.append(f"OK: branches agree for {result.steps} steps ({ending}); max abs "

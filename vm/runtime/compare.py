@@ -148,6 +148,25 @@ class FleqComparison:
         return max((e.relative for e in self.errors), default=0.0)
 
 
+def _damaged_cell(program, before: list[np.ndarray], after: list[np.ndarray],
+                  written: int | None, exact: list[np.ndarray]) -> tuple | None:
+    """A cell the step changed although its instruction does not write it (moves are exact,
+    so nothing else may change), or a written value that is not finite: (field, the
+    reference's value, the transformer's value), else None."""
+    for index, (old, new) in enumerate(zip(before, after)):
+        changed = index != written and not np.array_equal(old, new)
+        if changed or not np.isfinite(new).all():
+            kind = "not written by this instruction" if changed else "not finite"
+            return (f"cell {program.cell_name(index)} ({kind})", _shown(exact[index]),
+                    _shown(new))
+    return None
+
+
+def _shown(cell: np.ndarray) -> float | list:
+    """A cell's value for a message: its scalar, or its entries when it holds more."""
+    return float(cell[0, 0]) if not np.any(cell.ravel()[1:]) else cell.tolist()
+
+
 def _relative(error: np.ndarray, exact: np.ndarray) -> float:
     """Normwise: max |error| / max |exact| over the written value, so the exact zeros of a
     matrix do not make every small error infinitely relative (inf only for an all-zero
@@ -192,6 +211,10 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
             divergence = Divergence(step, pc, program.instruction_text(pc), "pc", reference.pc,
                                     new_pc)
             return FleqComparison(step + 1, False, errors, divergence)
+        damaged = _damaged_cell(program, cells, new_cells, record.written, reference.cells)
+        if damaged is not None:
+            return FleqComparison(step + 1, False, errors,
+                                  Divergence(step, pc, program.instruction_text(pc), *damaged))
         cells = new_cells
         if progress is not None:
             progress(step + 1)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from assembler.fleq_program import FleqProgram
+from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.machines.fleq.reference import FleqReference
 
 
@@ -27,8 +30,13 @@ class DomainViolation:
     domain: str
 
     def describe(self) -> str:
-        return (f"step {self.step}: {self.instruction} leaves {self.function}'s domain "
+        owner = "the machine's" if self.function == "the machine" else f"{self.function}'s"
+        return (f"step {self.step}: {self.instruction} leaves {owner} domain "
                 f"({self.domain}), where its error bound does not hold")
+
+
+def _within_magnitude(value: np.ndarray) -> bool:
+    return bool(np.isfinite(value).all() and np.abs(value).max(initial=0.0) <= MAGNITUDE)
 
 
 def first_domain_violation(program: FleqProgram, max_steps: int) -> DomainViolation | None:
@@ -47,6 +55,9 @@ def first_domain_violation(program: FleqProgram, max_steps: int) -> DomainViolat
         if block.arity == 2:
             values.append(reference.cells[instruction.b][:hb, :wb])
         record = reference.step()
+        if record.new is not None and not _within_magnitude(record.new):
+            return DomainViolation(step, program.instruction_text(pc), "the machine",
+                                   f"every value within |x| <= 2^{MAGNITUDE_BITS}, finite")
         domain = block.domain()
         if domain.applies_to == "result":
             rows, columns = instruction.shape
