@@ -343,8 +343,8 @@ class _FleqAssembler:
         if shape != result.shape:
             raise self.error(f"{function}(...) is {shape[0]}x{shape[1]} but '{result.name}' is "
                              f"{result.shape[0]}x{result.shape[1]}", destination)
-        if result.integer and not (block.integer_preserving and all(o.integer
-                                                                    for o in operands)):
+        if result.integer and not (block.integer_result or (
+                block.integer_preserving and all(o.integer for o in operands))):
             raise self.error(f"'{result.name}' is an integer counter; {function} of these "
                              "operands gives a real number", destination)
         return FleqInstruction(str(function), a.cell, b.cell if b else ZERO_CELL, result.cell,

@@ -4,14 +4,19 @@ ramp."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+from vm.common.errors import InputError
 from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.runtime.executor import EngineConfig, run_transformer
-from vm.functions import make_block
+from vm.functions import REGISTRY, make_block
+from vm.machines.fleq.domains import first_domain_violation
+from vm.runtime.compare import compare_fleq
 from vm.routines.base import matrix_literal
 from vm.machines.fleq.machine import fleq_machine
 
@@ -103,3 +108,39 @@ def test_parameters_are_checked():
         make_block("sigmoid_prime", step=0.0)
     with pytest.raises(Exception, match="slope"):
         make_block("relu_prime", slope=0.5)
+
+
+NEWTON = Path(__file__).resolve().parents[1] / "programs" / "fleq" / "newton_reciprocal.fleq"
+
+
+def test_relu_prime_may_write_a_counter_and_relu_may_not():
+    assert REGISTRY["relu_prime"]().integer_result and not REGISTRY["relu"]().integer_result
+    FLEQ.assemble_text(".data\nx: 0.5\nn: 1\n.code\nn = relu_prime(x)\nhalt\n", "ok.fleq")
+    with pytest.raises(InputError, match="'n' is an integer counter"):
+        FLEQ.assemble_text(".data\nx: 0.5\nn: 1\n.code\nn = relu(x)\nhalt\n", "bad.fleq")
+
+
+def test_a_loop_stops_on_a_real_tolerance_on_both_engines():
+    """Newton's iteration for 1/3 from 0.1 stops when its step is at most 1e-6: the number
+    of iterations an exact float computation of the same recurrence takes."""
+    x, iterations = 0.1, 0
+    while True:
+        iterations += 1
+        step = x * (2 - 3.0 * x) - x
+        x += step
+        if step <= 1e-6:
+            break
+    program = FLEQ.assemble_file(NEWTON)
+    comparison = compare_fleq(program, fleq_geometry_for(program), 1000)
+    assert comparison.ok and comparison.halted
+    result = run_transformer(program, fleq_geometry_for(program), 1000)
+    memory = program.named_memory(result.memory)
+    assert memory["steps"] == iterations
+    assert abs(memory["x"] - 1 / 3) < 1e-9
+    assert first_domain_violation(program, 1000) is None
+
+
+def test_a_decision_inside_the_ramp_is_flagged():
+    source = ".data\ng: 1e-12\nn: 1\n.code\nn = relu_prime(g)\nhalt\n"
+    violation = first_domain_violation(FLEQ.assemble_text(source, "ramp.fleq"), 10)
+    assert violation is not None and violation.function == "relu_prime"

@@ -31,6 +31,7 @@ class BlockSignature(Protocol):
     name: str
     arity: int
     integer_preserving: bool
+    integer_result: bool
     values: dict[str, float]
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:

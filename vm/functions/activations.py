@@ -157,6 +157,7 @@ class TanhPrime(CentralDifference):
 class ReluPrime(ExplicitSigmoidSum):
     name = "relu_prime"
     summary = "c = 1 if a > 0 else 0, elementwise: one sigmoid term at a huge slope (hardmax)"
+    integer_result = True
     lemma = "Lemma 5 (one term, hardmax)"
     parameters = (Parameter("slope", 1e12, "slope of the step: exact outside "
                             "(0, 1600 / slope)"),)

@@ -87,6 +87,10 @@ class FunctionBlock:
     parameters: tuple[Parameter, ...] = ()
     integer_preserving: bool = False
     """True when integer operands give an integer result (counters may use the block)."""
+    integer_result: bool = False
+    """True when the result is an integer whatever the (real) operands, on the block's domain:
+    a counter may hold it and a branch test it, which turns a real decision into control
+    flow (relu_prime: x > 0)."""
 
     def __init__(self, **values: float) -> None:
         known = {p.name: p.default for p in self.parameters}
