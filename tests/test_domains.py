@@ -101,3 +101,11 @@ def test_values_inside_the_magnitude_stay_exact_on_the_transformer(capsys, tmp_p
     assert main(["run", str(source), "--json"]) == 0
     memory = json.loads(capsys.readouterr().out)["memory"]
     assert (memory["y"], memory["c"], memory["e"]) == (1e15, 3.0, 7.0)
+
+
+def test_a_counter_past_2_to_the_24_is_flagged_in_float32_only():
+    source = ".data\nn: 16777200\nstep: 100\n.code\nloop: n = add(n, step)\nhalt\n"
+    program = FLEQ.assemble_text(source, "count.fleq")
+    assert first_domain_violation(program, 10, "float64") is None
+    violation = first_domain_violation(program, 10, "float32")
+    assert violation is not None and "2^24 in float32" in violation.describe()

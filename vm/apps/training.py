@@ -297,4 +297,4 @@ def train(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
     exact = exact_sgd(inputs, y, setup, weights)
     steps = epoch_length(program) * setup.epochs
     return TrainingComparison(setup, transformer, exact, steps, len(program.instructions),
-                              first_domain_violation(program, steps))
+                              first_domain_violation(program, steps, setup.dtype))

@@ -157,7 +157,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     if not result.halted:
         raise StepLimitExceeded(f"the program did not halt within {MAX_STEPS} steps")
     reference = run_fleq_reference(program, MAX_STEPS)
-    violation = first_domain_violation(program, MAX_STEPS)
+    violation = first_domain_violation(program, MAX_STEPS, dtype)
     domain = "ok" if violation is None else violation.describe()
     got = program.named_memory(result.memory)
     exact = program.named_memory(reference.cells)

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds)
         result = run_transformer(program, geometry, args.max_steps, config, progress)
         progress.done()
-    checks = isa.run_checks(program, result.steps)
+    checks = isa.run_checks(program, result.steps, config.dtype)
     extra = {"dtype": config.dtype or isa.default_dtype, "attention": config.attention,
              **checks.lines}
     print_result(program, result, "transformer", args.json, extra)

@@ -113,8 +113,9 @@ class InstructionSet(ABC):
     def compare_report(self, result: Any, as_json: bool) -> str:
         """The comparison as printed by `ltvm compare`."""
 
-    def run_checks(self, program: Any, steps: int) -> RunChecks:
-        """Checks after a transformer run; none unless the ISA has some."""
+    def run_checks(self, program: Any, steps: int, dtype: str | None = None) -> RunChecks:
+        """Checks after a transformer run in `dtype` (None: the ISA's default); none unless
+        the ISA has some."""
         return RunChecks()
 
     # -- presentation -------------------------------------------------------------------

@@ -123,10 +123,12 @@ class Fleq(InstructionSet):
                          f"{result.max_relative:.3g}")
         return "\n".join(lines)
 
-    def run_checks(self, program: FleqProgram, steps: int) -> RunChecks:
-        """Every block call of the run inside the domain its error bound covers (found by
+    def run_checks(self, program: FleqProgram, steps: int, dtype: str | None = None
+                   ) -> RunChecks:
+        """Every block call of the run inside the domain its error bound covers, every value
+        inside the machine's magnitude domain and every counter exact in `dtype` (found by
         an exact replay of the same steps)."""
-        violation = first_domain_violation(program, steps)
+        violation = first_domain_violation(program, steps, dtype or self.default_dtype)
         return RunChecks({"domain": "ok" if violation is None else violation.describe()},
                          violation is None)
 

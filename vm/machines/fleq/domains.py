@@ -39,9 +39,18 @@ def _within_magnitude(value: np.ndarray) -> bool:
     return bool(np.isfinite(value).all() and np.abs(value).max(initial=0.0) <= MAGNITUDE)
 
 
-def first_domain_violation(program: FleqProgram, max_steps: int) -> DomainViolation | None:
+EXACT_INTEGERS = {"float32": 2 ** 24, "float64": 2 ** 53}
+"""Above these magnitudes a dtype no longer holds every integer, so a counter stops counting."""
+
+
+def first_domain_violation(program: FleqProgram, max_steps: int,
+                           dtype: str = "float64") -> DomainViolation | None:
     """Run the program exactly (the reference interpreter) and check every block call's
-    operands, or its result for blocks whose domain bounds the result."""
+    operands, or its result for blocks whose domain bounds the result; every written
+    value against the machine's magnitude domain, and every counter against the largest
+    integer `dtype` holds exactly."""
+    counters = {v.cell for v in program.variables.values() if v.integer}
+    exact_integers = EXACT_INTEGERS[dtype]
     reference = FleqReference(program)
     while not reference.halted and reference.steps < max_steps:
         step, pc = reference.steps, reference.pc
@@ -58,6 +67,10 @@ def first_domain_violation(program: FleqProgram, max_steps: int) -> DomainViolat
         if record.new is not None and not _within_magnitude(record.new):
             return DomainViolation(step, program.instruction_text(pc), "the machine",
                                    f"every value within |x| <= 2^{MAGNITUDE_BITS}, finite")
+        if record.written in counters and abs(record.new[0, 0]) > exact_integers:
+            return DomainViolation(step, program.instruction_text(pc), "the machine",
+                                   f"counters within |n| <= 2^{exact_integers.bit_length() - 1}"
+                                   f" in {dtype}")
         domain = block.domain()
         if domain.applies_to == "result":
             rows, columns = instruction.shape
