@@ -144,3 +144,20 @@ def test_a_decision_inside_the_ramp_is_flagged():
     source = ".data\ng: 1e-12\nn: 1\n.code\nn = relu_prime(g)\nhalt\n"
     violation = first_domain_violation(FLEQ.assemble_text(source, "ramp.fleq"), 10)
     assert violation is not None and violation.function == "relu_prime"
+
+
+def test_newton_schulz_stops_on_its_residual_like_numpy():
+    """inverse_to_tolerance.fleq updates X until ||I - A X||_F^2 <= 1e-8: as many updates as
+    the same rule in numpy, and the transformer's X meets the tolerance."""
+    program = FLEQ.assemble_file(NEWTON.with_name("inverse_to_tolerance.fleq"))
+    A = np.array(program.named_memory([np.asarray(c) for c in program.cells])["A"])
+    X, updates = A.T / np.sum(A * A), 0
+    while np.sum((np.eye(3) - A @ X) ** 2) > 1e-8:
+        X, updates = X @ (2 * np.eye(3) - A @ X), updates + 1
+    comparison = compare_fleq(program, fleq_geometry_for(program), 1000)
+    assert comparison.ok and comparison.halted
+    result = run_transformer(program, fleq_geometry_for(program), 1000)
+    memory = program.named_memory(result.memory)
+    assert memory["iters"] == updates
+    assert np.sum((np.eye(3) - A @ np.array(memory["X"])) ** 2) <= 1e-8
+    assert first_domain_violation(program, result.steps) is None
