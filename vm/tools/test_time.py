@@ -183,26 +183,34 @@ class CheckerReward:
         return self.rewards[answer]
 
 
+def sample_runs(programs: Sequence[Program], geometry: Geometry, temperature: float,
+                seed: int, max_steps: int, batch: int = SAMPLE_BATCH,
+                progress: Callable[[int], None] | None = None) -> list:
+    """One run on the transformer with stochastic reads at `temperature` per program (all of
+    one geometry), in batches of `batch` runs seeded seed, seed + 1, ...: their RunResults.
+    `progress` is told the passes done so far over all batches."""
+    from vm.runtime.executor import TransformerExecutor  # torch: see `CheckerReward.prepare`
+    results = []
+    for index, start in enumerate(range(0, len(programs), batch)):
+        executor = TransformerExecutor(geometry, EngineConfig(sampling=temperature,
+                                                              seed=seed + index))
+        run = executor.run(executor.load(list(programs[start:start + batch])), max_steps,
+                           None if progress is None else
+                           (lambda done, offset=index * max_steps: progress(offset + done)))
+        results.extend(executor.results(run))
+    return results
+
+
 def sample_answers(program: Program, geometry: Geometry, samples: int, temperature: float,
                    seed: int, cell: str, max_steps: int, batch: int = SAMPLE_BATCH,
                    progress: Callable[[int], None] | None = None) -> list[int | None]:
     """The value of memory cell `cell` after `samples` runs of a SUBLEQ program on the
     transformer with stochastic reads at `temperature` (None for a run that did not halt
-    within `max_steps`), in batches of `batch` runs seeded seed, seed + 1, ...
-    `progress` is told the passes done so far over all batches."""
+    within `max_steps`), seeded as `sample_runs` seeds them."""
     if cell not in program.symbols:
         raise InputError(f"no memory cell named {cell!r}; named cells: "
                          f"{', '.join(sorted(program.symbols)) or 'none'}")
     address = program.symbols[cell].address
-    from vm.runtime.executor import TransformerExecutor  # torch: see `CheckerReward.prepare`
-    answers: list[int | None] = []
-    for index, start in enumerate(range(0, samples, batch)):
-        size = min(batch, samples - start)
-        executor = TransformerExecutor(geometry, EngineConfig(sampling=temperature,
-                                                              seed=seed + index))
-        run = executor.run(executor.load([program] * size), max_steps,
-                           None if progress is None else
-                           (lambda done, offset=index * max_steps: progress(offset + done)))
-        for result in executor.results(run):
-            answers.append(result.memory[address] if result.halted else None)
-    return answers
+    return [result.memory[address] if result.halted else None
+            for result in sample_runs([program] * samples, geometry, temperature, seed,
+                                      max_steps, batch, progress)]

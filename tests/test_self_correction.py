@@ -1,0 +1,66 @@
+"""Self-correction with a verifier (vm/tools/self_correction.py): the FLEQ bandit chooses as
+the same algorithm in Python does, the experts compute what they claim, and the protocol
+ends on the expert that solves the task, for satisfiable and unsatisfiable instances."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from assembler.subleq import assemble
+from vm.machines.subleq.reference import run_reference
+from vm.tools.self_correction import (EXPERTS, BanditState, bandit_choice, expert_source,
+                                      explore_then_commit, random_3sat, satisfiable,
+                                      self_correct, target)
+
+UNSAT = [tuple(s * v for s, v in zip(signs, (1, 2, 3)))
+         for signs in itertools.product((1, -1), repeat=3)]
+"""All eight sign patterns over x1, x2, x3: every assignment falsifies one clause."""
+
+
+@pytest.mark.parametrize("seed, explore", [(0, 6), (1, 3), (2, 9)])
+def test_the_fleq_bandit_chooses_as_explore_then_commit_does(seed, explore):
+    rewards = np.random.default_rng(seed).integers(0, 2, size=(11, 3)).tolist()
+    state, choices = BanditState(3, explore), []
+    for round_, paid in enumerate(rewards):
+        arm = bandit_choice(state)
+        choices.append(arm)
+        state.last, state.reward, state.round = arm, paid[arm], round_ + 1
+    assert choices == explore_then_commit(rewards, explore)
+
+
+def test_explore_then_commit_breaks_ties_toward_the_first_arm():
+    assert explore_then_commit([[1, 1, 0]] * 5, 3) == [0, 1, 2, 0, 0]
+    assert explore_then_commit([[0, 1, 1]] * 5, 3) == [0, 1, 2, 1, 1]
+
+
+def test_satisfiability_by_brute_force():
+    assert not satisfiable(UNSAT, 3)
+    assert satisfiable(UNSAT[:-1], 3)
+    assert satisfiable([(1, -2, 3)], 3)
+    rng = np.random.default_rng(4)
+    verdicts = {satisfiable(random_3sat(rng), 4) for _ in range(40)}
+    assert verdicts == {True, False}
+
+
+@pytest.mark.parametrize("expert", EXPERTS)
+def test_each_expert_program_computes_its_function(expert):
+    data = [3, 1, 4, 1, 5]
+    program = assemble(expert_source(expert, data), expert)
+    ys = program.symbols["ys"]
+    result = run_reference(program, 1000)
+    got = result.memory[ys.address:ys.address + ys.size]
+    expected = {"copy": data, "reverse": data[::-1], "rotate": data[-1:] + data[:-1]}[expert]
+    assert result.halted and got == expected
+
+
+@pytest.mark.parametrize("clauses", [UNSAT[:-1], UNSAT], ids=["satisfiable", "unsatisfiable"])
+def test_self_correction_ends_on_the_expert_that_solves_the_task(clauses):
+    data = [0, 1, 1, 0, 0]
+    run = self_correct(data, clauses, 3, rounds=9, explore=6, noise=0.1, seed=5)
+    wanted = EXPERTS.index("copy" if target(data, clauses, 3) == data else "reverse")
+    assert run.correct_arm == wanted
+    assert run.choices[6:] == [wanted] * 3
+    assert run.rewards[6:] == [1, 1, 1]
