@@ -12,10 +12,12 @@ halted after twice the reference's steps answers None); the empirical answer dis
 and its Delta, and the samples each strategy needs on it (by resampling the transformer's
 own answers).
 
+Part 3: the answer distribution of five programs at three noise temperatures.
+
     python examples/test_time_scaling.py [--out DIR] [--samples N]
 
-prints both tables and writes test_time_scaling.png and .json into DIR (default
-examples/out). About two minutes on the project's 2-core machine.
+prints the tables and writes test_time_scaling.png and .json into DIR (default
+examples/out). About three to four minutes on the project's 2-core machine.
 """
 
 from __future__ import annotations
@@ -82,6 +84,29 @@ def transformer_rows(samples: int, temperatures: list[float]) -> list[dict]:
     return rows
 
 
+PROGRAMS = [("factorial.sq", "fact"), ("gcd.sq", "g"), ("multiply.sq", "prod"),
+            ("isqrt.sq", "root"), ("smallest_factor.sq", "f")]
+"""Programs and the cell holding their answer, for the distribution per temperature."""
+SURVEY_TEMPERATURES = [0.2, 0.25, 0.3]
+
+
+def survey(samples: int) -> list[dict]:
+    """p(correct), the number of distinct answers and Delta per program and temperature."""
+    rows = []
+    for name, cell in PROGRAMS:
+        program = assemble_file(ROOT / "programs" / "subleq" / name)
+        reference = run_reference(program, 100_000)
+        correct = reference.memory[program.symbols[cell].address]
+        for temperature in SURVEY_TEMPERATURES:
+            answers = sample_answers(program, geometry_for(program), samples, temperature,
+                                     seed=23, cell=cell, max_steps=2 * reference.steps)
+            shown = distribution(answers)
+            rows.append({"program": name, "noise": temperature, "answer": correct,
+                         "p_correct": answers.count(correct) / samples,
+                         "answers": len(shown.answers), "delta": shown.gap(correct)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "examples" / "out")
@@ -109,6 +134,13 @@ def main() -> None:
               f"{fitted_exponent(gaps, [row['majority'] for row in fitted]):.2f}, best-of-n "
               f"{fitted_exponent(gaps, [row['best-of-n'] for row in fitted]):.2f} (these are "
               f"not the hard instances: the theorems bound the worst case)")
+    survey_rows = survey(args.samples // 2)
+    print(f"\nAnswer distributions, {args.samples // 2} samples per program and temperature:")
+    print("| program | answer | noise | p(answer) | distinct answers | Delta |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for row in survey_rows:
+        print(f"| {row['program']} | {row['answer']} | {row['noise']} | {row['p_correct']:.3f} | "
+              f"{row['answers']} | {row['delta']:.3f} |")
     args.out.mkdir(parents=True, exist_ok=True)
     figure, axis = plt.subplots(figsize=(5, 4))
     gaps = 1 / np.asarray(hard["gaps"])
@@ -127,7 +159,8 @@ def main() -> None:
     figure.tight_layout()
     figure.savefig(args.out / "test_time_scaling.png", dpi=120)
     (args.out / "test_time_scaling.json").write_text(json.dumps(
-        {"hard_instances": hard, "transformer": rows}, indent=2, default=str))
+        {"hard_instances": hard, "transformer": rows, "survey": survey_rows}, indent=2,
+        default=str))
     print(f"\nwrote {args.out / 'test_time_scaling.png'} and test_time_scaling.json")
 
 
