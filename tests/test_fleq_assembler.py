@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -349,3 +352,13 @@ def test_counters_may_be_compared_with_each_other():
     source = ".data\nn: 0\nk: 4\n.code\nloop: n = add(n, 1)\nif n <= k goto loop\n"
     reference, transformer = run_on_both(source)
     assert reference["n"] == transformer["n"] == 5
+
+
+def test_the_readme_conveniences_example_runs_as_its_comments_say():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    source = next(block for block in re.findall(r"```\n(.*?)```", readme, flags=re.S)
+                  if block.startswith("; conveniences"))
+    reference, transformer = run_on_both(source)
+    for memory in (reference, transformer):
+        assert memory["x"] == pytest.approx(12.0, rel=1e-9)
+        assert memory["y"] == pytest.approx(11.5, rel=1e-9) and memory["n"] == 3
