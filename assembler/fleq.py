@@ -3,6 +3,12 @@
 Checks function names against the registry, arity, operand shapes against
 each block's signature, that integer counters only receive integer results,
 and that branches test integer counters; every error names file:line:col.
+
+Conveniences the machine lacks are lowered here: a numeric literal operand becomes a
+read-only constant cell (`_const_2.0` for a real, `_const_3` for a counter), `c = a`
+becomes the exact `add(a, @zero)`, and `if n <= k goto L` (k an integer literal or a
+counter, not 0) becomes `_cmp = sub(n, k)` followed by the instruction branching on
+`_cmp <= 0`: one step more, and the comparison sees n before the instruction writes.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from vm.common.signatures import (MAGNITUDE, MAGNITUDE_BITS, Catalogue, Operand,
                                   RoutineCall)
 
 MAX_BLOCK = 16
+COMPARE_CELL = "_cmp"
+"""The counter cell an `if n <= k` comparison writes n - k into."""
 
 
 @lru_cache(maxsize=1)
@@ -63,6 +71,7 @@ class _FleqAssembler:
         self.pending_labels: list[lark.Token] = []
         self.source = (file, text)
         self.expansions = 0
+        self.constants: dict[tuple[bool, float], Variable] = {}
 
     # -- errors ---------------------------------------------------------------------
     def error(self, message: str, where: lark.Token | lark.Tree) -> SourceError:
@@ -198,9 +207,10 @@ class _FleqAssembler:
         expanded: list[_Statement] = []
         for statement in self.statements:
             node = statement.node
-            function = node.children[0].children[1] if node.data == "assign" else None
+            function = (node.children[0].children[1] if node.data == "assign" and
+                        node.children[0].data == "assignment" else None)
             if function is None or function not in self.catalogue.routines:
-                expanded.append(statement)
+                expanded.extend(self.lower_comparison(statement))
                 continue
             self.source = (statement.file, statement.text)
             generated = self.expansion(self.catalogue.routines[str(function)], node)
@@ -226,6 +236,10 @@ class _FleqAssembler:
         destination, _, *arguments = assignment.children
         arguments = [a for a in arguments if a is not None]
         positional = [a for a in arguments if a.data == "positional"]
+        for argument in [destination] + [a.children[0] for a in positional]:
+            if self.literal(argument) is not None:
+                raise self.error(f"'{routine.name}' is a routine: its operands must be "
+                                 "variables (define the value in .data)", argument)
         keywords = {}
         for argument in arguments:
             if argument.data != "keyword":
@@ -241,8 +255,8 @@ class _FleqAssembler:
                              assignment)
         operand = lambda v: Operand(v.name, v.shape, v.integer)  # noqa: E731
         self.expansions += 1
-        call = RoutineCall(operand(self.variable(destination)),
-                           tuple(operand(self.variable(a.children[0])) for a in positional),
+        call = RoutineCall(operand(self.operand(destination)),
+                           tuple(operand(self.operand(a.children[0])) for a in positional),
                            {**routine.keywords, **keywords},
                            f"_{routine.name}{self.expansions}")
         try:
@@ -276,6 +290,72 @@ class _FleqAssembler:
             raise self.error(f"'{token}' is a label, not a variable", token)
         raise self.error(f"undefined variable '{token}'", token)
 
+    @staticmethod
+    def literal(node: lark.Tree) -> lark.Tree | None:
+        """The number an `operand` node holds, or None for a name."""
+        child = node.children[0]
+        return child if isinstance(child, lark.Tree) else None
+
+    def operand(self, node: lark.Tree) -> Variable:
+        """The variable an operand names, or the constant cell of its literal."""
+        literal = self.literal(node)
+        return self.variable(node.children[0]) if literal is None else self.constant(literal)
+
+    def constant(self, literal: lark.Tree) -> Variable:
+        """The read-only cell holding `literal` (one per distinct value and kind)."""
+        integer = literal.data == "integer"
+        value = self.number(literal)
+        if not np.isfinite(value):
+            raise self.error("values must be finite", literal)
+        key = (integer, value)
+        if key not in self.constants:
+            name = f"_const_{int(value) if integer else repr(value)}"
+            cell = len(RESERVED) + len(self.variables)
+            self.variables[name] = Variable(name, cell, (1, 1), integer, self.pos(literal))
+            self.values[name] = np.array([[value]])
+            self.constants[key] = self.variables[name]
+        return self.constants[key]
+
+    def destination(self, node: lark.Tree) -> Variable:
+        """The variable an instruction writes: not a literal, not a constant."""
+        literal = self.literal(node)
+        if literal is not None:
+            raise self.error(f"cannot assign to the literal {literal.children[0]}; the "
+                             "destination must be a variable", literal)
+        variable = self.variable(node.children[0])
+        if variable in self.constants.values() or variable.name == COMPARE_CELL:
+            raise self.error(f"'{variable.name}' is the assembler's own read-only cell", node)
+        return variable
+
+    def compare_cell(self) -> Variable:
+        """The counter cell comparisons write n - k into (allocated on first use)."""
+        if COMPARE_CELL not in self.variables:
+            cell = len(RESERVED) + len(self.variables)
+            self.variables[COMPARE_CELL] = Variable(COMPARE_CELL, cell, (1, 1), True)
+            self.values[COMPARE_CELL] = np.zeros((1, 1))
+        return self.variables[COMPARE_CELL]
+
+    @staticmethod
+    def branch_of(node: lark.Tree) -> lark.Tree | None:
+        if node.data == "branch":
+            return node
+        return node.children[1] if node.data == "assign" else None
+
+    def is_zero_bound(self, branch: lark.Tree) -> bool:
+        literal = self.literal(branch.children[2])
+        return literal is not None and literal.data == "integer" and self.number(literal) == 0
+
+    def lower_comparison(self, statement: _Statement) -> list[_Statement]:
+        """`if n <= k goto L` with k not the literal 0: a `compare` statement (n - k into
+        the comparison cell) first, carrying the labels, then the statement itself."""
+        branch = self.branch_of(statement.node)
+        if branch is None or self.is_zero_bound(branch):
+            return [statement]
+        compare = _Statement(lark.Tree("compare", [branch], branch.meta), statement.labels,
+                             statement.file, statement.text)
+        statement.labels = []
+        return [compare, statement]
+
     def target(self, token: lark.Token) -> int:
         if token in self.labels:
             return self.labels[token]
@@ -285,15 +365,44 @@ class _FleqAssembler:
             raise self.error(f"'{token}' is a variable, not a label", token)
         raise self.error(f"undefined label '{token}'", token)
 
-    def branch(self, node: lark.Tree | None) -> tuple[int, int]:
-        """(flag cell, target) of an `if x <= 0 goto L`, or never-branch."""
-        if node is None:
-            return ONE_CELL, 0
-        flag = self.variable(node.children[1])
+    def tested(self, node: lark.Tree) -> tuple[Variable, Variable | None]:
+        """The counter a branch tests and what it is compared with (None for 0)."""
+        left, right = node.children[1], node.children[2]
+        if self.literal(left) is not None:
+            raise self.error("a branch tests a counter variable, not a literal (write "
+                             "`if n <= k goto L`)", left)
+        flag = self.variable(left.children[0])
         if not flag.integer:
             raise self.error(f"'{flag.name}' is not an integer counter; a branch tests one",
-                             node.children[1])
-        return flag.cell, self.target(node.children[4])
+                             left)
+        literal = self.literal(right)
+        if literal is not None:
+            if literal.data != "integer":
+                raise self.error(f"a counter is compared with an integer; {literal.children[0]}"
+                                 " is a real literal", literal)
+            return flag, None if self.number(literal) == 0 else self.constant(literal)
+        bound = self.variable(right.children[0])
+        if not bound.integer:
+            raise self.error(f"'{bound.name}' is not an integer counter; `if n <= k` compares "
+                             "two counters, or a counter and an integer literal", right)
+        return flag, bound
+
+    def branch(self, node: lark.Tree | None) -> tuple[int, int]:
+        """(flag cell, target) of an `if n <= k goto L`, or never-branch. k other than 0
+        tests the comparison cell its `compare` statement wrote just before."""
+        if node is None:
+            return ONE_CELL, 0
+        flag, bound = self.tested(node)
+        cell = flag.cell if bound is None else self.compare_cell().cell
+        return cell, self.target(node.children[4])
+
+    def comparison(self, node: lark.Tree, index: int, pos: SourcePos) -> FleqInstruction:
+        """`_cmp = sub(n, k)` for the branch `node`, falling through to the next statement."""
+        flag, bound = self.tested(node)
+        result = self.compare_cell()
+        text = f"{result.name} = sub({flag.name}, {bound.name})"
+        return FleqInstruction("sub", flag.cell, bound.cell, result.cell, ONE_CELL, index + 1,
+                               (1, 1), (1, 1), (1, 1), pos, text)
 
     def instruction(self, statement: _Statement) -> FleqInstruction:
         node, index = statement.node, statement.index
@@ -306,6 +415,8 @@ class _FleqAssembler:
         if node.data == "goto":
             return FleqInstruction(None, 0, 0, 0, ZERO_CELL, self.target(node.children[1]),
                                    (1, 1), pos=pos, text=text)
+        if node.data == "compare":
+            return self.comparison(node.children[0], index, pos)
         if node.data == "branch":
             flag, target = self.branch(node)
             return FleqInstruction(None, 0, 0, 0, flag, target, (1, 1), pos=pos, text=text)
@@ -313,13 +424,17 @@ class _FleqAssembler:
         flag, target = self.branch(branch)
         if flag == ONE_CELL:
             target = index + 1
+        result = self.destination(assignment.children[0])
+        if branch is not None:
+            for side in branch.children[1:3]:
+                if self.literal(side) is None and side.children[0] == result.name:
+                    raise self.error(f"'{result.name}' is written by this instruction and "
+                                     "tested by its branch; the machine reads the flag before "
+                                     "the write, so test it on the next line", side)
+        if assignment.data == "copy":
+            return self.copy(assignment, result, flag, target, pos, text)
         destination, function, *arguments = assignment.children
         arguments = [a for a in arguments if a is not None]
-        result = self.variable(destination)
-        if branch is not None and flag == result.cell:
-            raise self.error(f"'{result.name}' is written by this instruction and tested by its "
-                             "branch; the machine reads the flag before the write, so test it "
-                             "on the next line", branch.children[1])
         if function not in self.catalogue.blocks:
             raise self.error(f"unknown function '{function}' (registered: "
                              f"{self.catalogue.block_names()})", function)
@@ -333,7 +448,14 @@ class _FleqAssembler:
             raise self.error(f"'{function}' takes {block.arity} operand"
                              f"{'s' if block.arity != 1 else ''}, got {len(arguments)}",
                              assignment)
-        operands = [self.variable(a.children[0]) for a in arguments]
+        operands = [self.operand(a.children[0]) for a in arguments]
+        if result.integer and block.integer_preserving:
+            for argument in arguments:
+                literal = self.literal(argument.children[0])
+                if literal is not None and literal.data != "integer":
+                    raise self.error(f"'{result.name}' is an integer counter; write the "
+                                     f"integer literal {literal.children[0]} without a "
+                                     "fraction or exponent", literal)
         a = operands[0]
         b = operands[1] if block.arity == 2 else None
         try:
@@ -349,6 +471,23 @@ class _FleqAssembler:
                              "operands gives a real number", destination)
         return FleqInstruction(str(function), a.cell, b.cell if b else ZERO_CELL, result.cell,
                                flag, target, shape, a.shape, b.shape if b else (1, 1), pos, text)
+
+    def copy(self, node: lark.Tree, result: Variable, flag: int, target: int,
+             pos: SourcePos, text: str) -> FleqInstruction:
+        """`c = a` as `add(a, @zero)`: the zero cell is zero in every entry, so the sum is
+        exact whatever a's shape, and add keeps counters integer."""
+        source = self.operand(node.children[1])
+        literal = self.literal(node.children[1])
+        if source.shape != result.shape:
+            raise self.error(f"'{source.name}' is {source.shape[0]}x{source.shape[1]} but "
+                             f"'{result.name}' is {result.shape[0]}x{result.shape[1]}",
+                             node.children[0])
+        if result.integer and not source.integer:
+            what = (f"{literal.children[0]} is a real literal" if literal is not None
+                    else f"'{source.name}' is real")
+            raise self.error(f"'{result.name}' is an integer counter; {what}", node.children[1])
+        return FleqInstruction("add", source.cell, ZERO_CELL, result.cell, flag, target,
+                               source.shape, source.shape, source.shape, pos, text)
 
     def source_text(self, node: lark.Tree) -> str:
         line = self.source[1].splitlines()[node.meta.line - 1]

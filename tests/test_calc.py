@@ -164,8 +164,25 @@ def test_cli_json_and_show(capsys):
     (["calc", "x", "--set", "x=1", "--set", "y=2"], "the expression has no input 'y'"),
     (["calc", "x", "--set", "x=inf"], "must be finite"),
     (["calc", "1/x", "--set", "x=0"], "inv is accurate only for"),
+    (["calc", "1e400+1"], "<expression>:1:1: error: the number is too large for float64"),
+    (["calc", "2*-1e999", "--show"], "<expression>:1:4: error: the number is too large"),
 ])
 def test_cli_bad_input_exits_2_without_traceback(capsys, argv, message):
     code, _, err = run_cli(capsys, *argv)
     assert code == 2
     assert message in err and "Traceback" not in err
+
+
+def test_a_literal_too_large_for_float64_is_shown_under_the_expression(capsys):
+    code, out, err = run_cli(capsys, "calc", "1 + 1e400")
+    assert code == 2 and out == ""
+    assert err.splitlines()[1:] == ["    1 + 1e400", "        ^~~~~"]
+
+
+@pytest.mark.parametrize("expression, inputs, exact", [
+    ("-1/7", [], -1 / 7), ("-x*2", ["--set", "x=3"], -6.0), ("-(2+1)", [], -3.0)])
+def test_an_expression_may_start_with_a_minus_without_a_double_dash(capsys, expression,
+                                                                    inputs, exact):
+    code, out, err = run_cli(capsys, "calc", expression, *inputs, "--json")
+    assert code == 0, err
+    assert json.loads(out)["exact"] == pytest.approx(exact, rel=1e-15)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -155,7 +158,7 @@ BAD = [
     (DATA + "x = add(x x)\n", "unexpected 'x'", 7, 11),
     (DATA + "x = add(x, x\n", "unexpected end of line", 7, 13),
     (DATA + "if n < 0 goto L\n", "unexpected character '<'", 7, 6),
-    (DATA + "if n <= 1 goto L\n", "unexpected '1'", 7, 9),
+    (DATA + "if n <= x y goto L\n", "unexpected 'y'", 7, 11),
     (".data\nx: 1.0 $\n.code\nhalt\n", "unexpected character '$'", 2, 8),
     (".data\nx: 1.0\n.d 2\n.code\nhalt\n", "unexpected '.d'", 3, 1),
     (".data\nx: 1.0\n", "empty program", 1, 1),
@@ -217,6 +220,30 @@ BAD = [
     (DATA + "n = inv(one)\n", "'n' is an integer counter; inv of these operands", 7, 1),
     (DATA + "n = sub(n, one) if n <= 0 goto L\nL: halt\n",
      "'n' is written by this instruction and tested by its branch", 7, 20),
+    # literals, copies and comparisons
+    (DATA + "2.0 = add(x, x)\n", "cannot assign to the literal 2.0", 7, 1),
+    (DATA + "x = add(x, 1e400)\n", "values must be finite", 7, 12),
+    (DATA + "n = add(n, 1.0)\n", "write the integer literal 1.0 without a fraction", 7, 12),
+    (DATA + "n = add(n, x)\n", "'n' is an integer counter; add of these operands", 7, 1),
+    (DATA + "n = 2.5\n", "'n' is an integer counter; 2.5 is a real literal", 7, 5),
+    (DATA + "n = x\n", "'n' is an integer counter; 'x' is real", 7, 5),
+    (DATA + "x = M\n", "'M' is 2x2 but 'x' is 1x1", 7, 1),
+    (DATA + "3 = n\n", "cannot assign to the literal 3", 7, 1),
+    (DATA + "x = y\n", "undefined variable 'y'", 7, 5),
+    (DATA + "if n <= 2.5 goto L\nL: halt\n", "compared with an integer; 2.5 is a real literal",
+     7, 9),
+    (DATA + "if n <= 1e3 goto L\nL: halt\n", "1e3 is a real literal", 7, 9),
+    (DATA + "if 3 <= n goto L\nL: halt\n", "a branch tests a counter variable, not a literal",
+     7, 4),
+    (DATA + "if n <= x goto L\nL: halt\n", "'x' is not an integer counter; `if n <= k`", 7, 9),
+    (DATA + "if x <= 3 goto L\nL: halt\n", "'x' is not an integer counter", 7, 4),
+    (DATA + "n = sub(n, 1) if n <= 3 goto L\nL: halt\n", "'n' is written by this instruction",
+     7, 18),
+    (DATA + "x = add(x, 1.0)\n_const_1.0 = add(x, x)\n", "unexpected '.0'", 8, 9),
+    (DATA + "n = add(n, 1)\n_const_1 = add(n, n)\n", "the assembler's own read-only cell",
+     8, 1),
+    (DATA + "M = inverse(2.0)\n", "'inverse' is a routine: its operands must be variables",
+     7, 13),
 ]
 
 
@@ -244,3 +271,94 @@ def test_cli_run_of_a_bad_program_exits_2_with_the_located_message(tmp_path, cap
     assert code == 2
     assert err.startswith(f"{path}:7:12: error: undefined variable 'y'")
     assert "x = add(x, y)" in err and "^" in err and "Traceback" not in err
+
+
+CONVENIENCES = """\
+.data
+n: 0
+x: 1.5
+y: 0.0
+v: .vector [1.0, -2.0]
+w: .zeros 2x1
+.code
+loop: x = mul(x, 2.0)        ; a real literal operand
+      n = add(n, 1)          ; an integer literal keeps n a counter
+      if n <= 2 goto loop    ; runs the body three times
+      y = x                  ; copy
+      w = v
+      y = sub(y, 0.5) if n <= 3 goto end
+      y = 100.0
+end:  halt
+"""
+
+
+def run_on_both(source: str) -> tuple[dict, dict]:
+    """Named memory after running `source` on the exact reference and on the transformer."""
+    from vm.machines.fleq.punchcard import fleq_geometry_for
+    from vm.machines.fleq.reference import run_fleq_reference
+    from vm.runtime.executor import EngineConfig, run_transformer
+    program = FLEQ.assemble_text(source, "conv.fleq")
+    reference = run_fleq_reference(program, 200)
+    transformer = run_transformer(program, fleq_geometry_for(program), 200,
+                                  EngineConfig(dtype="float64"))
+    assert reference.halted and transformer.halted
+    assert transformer.steps == reference.steps and transformer.pc == reference.pc
+    return program.named_memory(reference.cells), program.named_memory(transformer.memory)
+
+
+def test_literals_copies_and_integer_comparisons_run_alike_on_both_engines():
+    reference, transformer = run_on_both(CONVENIENCES)
+    for memory in (reference, transformer):
+        assert memory["n"] == 3
+        assert memory["x"] == pytest.approx(12.0, rel=1e-9)
+        assert memory["y"] == pytest.approx(11.5, rel=1e-9), "the n <= 3 branch skipped y = 100"
+        assert memory["w"] == [[1.0], [-2.0]]
+
+
+def test_each_distinct_literal_gets_one_read_only_named_constant_cell():
+    program = FLEQ.assemble_text(".data\nx: 1.0\nn: 0\n.code\nx = mul(x, 2.0)\n"
+                                 "x = add(x, 2.0)\nx = mul(x, 2)\nn = add(n, 2)\n"
+                                 "if n <= 7 goto EOF\nif n <= 7 goto EOF\n")
+    constants = {name: (v.integer, float(program.cells[v.cell][0, 0]))
+                 for name, v in program.variables.items() if name.startswith("_const")}
+    assert constants == {"_const_2.0": (False, 2.0), "_const_2": (True, 2.0),
+                         "_const_7": (True, 7.0)}
+    texts = [program.instruction_text(i) for i in range(program.eof)]
+    assert texts[4] == "_cmp = sub(n, _const_7)" and texts[6] == "_cmp = sub(n, _const_7)"
+    assert program.instructions[5].flag == program.variables["_cmp"].cell
+
+
+def test_a_copy_is_exact_add_of_the_zero_cell_and_keeps_counters_counters():
+    program = FLEQ.assemble_text(".data\nn: 5\nm: 0\n.code\nm = n\nif m <= 4 goto EOF\n")
+    copy = program.instructions[0]
+    assert (copy.function, copy.a, copy.b) == ("add", program.variables["n"].cell, ZERO_CELL)
+    assert program.variables["m"].integer
+
+
+def test_a_comparison_keeps_the_label_and_runs_before_the_instruction_it_guards():
+    source = (".data\nn: 3\none: 1\nhits: 0\n.code\n"
+              "top: hits = add(hits, one) if n <= 1 goto done\n"
+              "     n = sub(n, one)\n     goto top\n"
+              "done: halt\n")
+    program = FLEQ.assemble_text(source)
+    assert program.labels == {"top": 0, "done": 4} and program.instructions[0].function == "sub"
+    reference, transformer = run_on_both(source)
+    # n = 3, 2: no jump; n = 1: jump, and the guarded instruction still writes (hits = 3)
+    assert reference == transformer
+    assert (reference["n"], reference["hits"]) == (1, 3)
+
+
+def test_counters_may_be_compared_with_each_other():
+    source = ".data\nn: 0\nk: 4\n.code\nloop: n = add(n, 1)\nif n <= k goto loop\n"
+    reference, transformer = run_on_both(source)
+    assert reference["n"] == transformer["n"] == 5
+
+
+def test_the_readme_conveniences_example_runs_as_its_comments_say():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    source = next(block for block in re.findall(r"```\n(.*?)```", readme, flags=re.S)
+                  if block.startswith("; conveniences"))
+    reference, transformer = run_on_both(source)
+    for memory in (reference, transformer):
+        assert memory["x"] == pytest.approx(12.0, rel=1e-9)
+        assert memory["y"] == pytest.approx(11.5, rel=1e-9) and memory["n"] == 3

@@ -137,10 +137,32 @@ def test_inspect_puts_the_programs_beside_table_1(capsys, program, name):
     assert f"here {len(weights.layers)} layers, {most} heads per layer at most" in line
 
 
-def test_too_few_iterations_say_not_converged_and_exit_0(capsys, saved):
+def test_too_few_iterations_say_not_converged_and_exit_1(capsys, saved):
     a = np.array([[2.0, 0.5], [-0.3, 1.5]])
     code, out, err = run_cli(capsys, "linalg", "inverse", "--matrix", saved("a.npy", a),
                              "--iters", "1")
     shown = lines(out)
-    assert code == 0 and shown["converged"] == "no" and "has not converged" in err
+    assert code == 1 and shown["converged"] == "no"
+    assert "Newton-Schulz has not converged in 1 iterations" in err and "--iters" in err
     assert float(shown["exact_algorithm_error"]) > 1e-3
+
+
+def test_eig_says_converged_only_when_the_exact_iteration_reached_numpy(capsys, saved):
+    slow = np.array([[1.0, 0.0], [0.0, 0.9]])  # |lam2 / lam1| = 0.9: 0.9^30 = 4 % off
+    code, out, err = run_cli(capsys, "linalg", "eig", "--matrix", saved("slow.npy", slow))
+    shown = lines(out)
+    assert float(shown["exact_algorithm_error"]) > 1e-2
+    assert code == 1 and shown["converged"] == "no"
+    assert "power iteration has not converged in 30 iterations" in err
+    code, out, _ = run_cli(capsys, "linalg", "eig", "--matrix", saved("slow.npy", slow),
+                           "--iters", "300")
+    assert code == 0 and lines(out)["converged"] == "yes"
+
+
+def test_eig_refuses_a_start_whose_norm_leaves_rsqrts_domain_before_running(capsys, saved):
+    """|lam|^2 = 3.96 is inside [0.01, 100], but the start (1, 1) / sqrt(2) is nearly
+    orthogonal to the top eigenvector: ||A v_0||^2 = 1e-4 is what rsqrt first sees."""
+    a = np.array([[1.0, -0.99], [-0.99, 1.0]])
+    code, out, err = run_cli(capsys, "linalg", "eig", "--matrix", saved("near.npy", a))
+    assert code == 2 and out == ""
+    assert "(iteration 1: 0.0001), not inside rsqrt's domain" in err

@@ -212,3 +212,33 @@ def test_the_repl_command_loads_a_fleq_program(source, monkeypatch, capsys, tmp_
     assert out[-3] == "w (2x1) ="
     shown = [float(number) for line in out[-2:] for number in re.findall(NUMBER, line)]
     assert np.allclose(shown, cell(reference_after(9), "w").ravel(), atol=1e-9)
+
+
+def test_set_refuses_non_integers_and_unrepresentable_values_in_a_counter(session):
+    for value, message in (("2.5", "'k' is an integer counter; 2.5 is not an integer"),
+                           ("1e20", "beyond 9007199254740992, the largest integer float64")):
+        out = session.execute(f"set k {value}")
+        assert out.startswith("error: ") and message in out, out
+    for engine in ("transformer", "reference"):
+        session.execute(f"engine {engine}")
+        assert printed(session, "k") == [-2], "a refused set changes nothing"
+    assert session.execute("set k 7").startswith("k = 7 (was -2)")
+    assert session.execute("set x 2.5").startswith("x = 2.5"), "reals take any finite value"
+
+
+def test_a_typed_instruction_outside_its_blocks_domain_is_refused_like_run_flags_it(session):
+    session.execute("set x 1000")
+    out = session.execute("y = inv(x)")
+    assert out.startswith("error: not run: its operands leave inv's domain") and \
+        "0.1 <= |a| <= 100" in out, out
+    for engine in ("transformer", "reference"):
+        session.execute(f"engine {engine}")
+        assert printed(session, "y") == [0], "nothing was written"
+    session.execute("set x 4")
+    assert session.execute("y = inv(x)").startswith("executed")
+
+
+def test_a_typed_copy_is_an_exact_add_of_the_zero_cell(session):
+    out = session.execute("w = v")
+    assert out.splitlines()[0].startswith("executed w = v"), out
+    assert np.array_equal(printed(session, "w"), [1, 2])

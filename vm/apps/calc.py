@@ -68,6 +68,13 @@ class _Compiler:
     def error(self, message: str, node: Node) -> SourceError:
         return SourceError(message, SOURCE_NAME, self.expression, 1, node.column, node.width)
 
+    def number(self, node: Number) -> str:
+        """A literal's constant cell; a literal float64 cannot hold is refused at itself."""
+        if not math.isfinite(node.value):
+            raise self.error(f"the number is too large for float64 (at most "
+                             f"{np.finfo(np.float64).max:.4g})", node)
+        return self.constant(node.value)
+
     def constant(self, value: float) -> str:
         if value not in self.constants:
             self.constants[value] = f"k{len(self.constants) + 1}"
@@ -81,7 +88,7 @@ class _Compiler:
 
     def cell(self, node: Node) -> str:
         if isinstance(node, Number):
-            return self.constant(node.value)
+            return self.number(node)
         if isinstance(node, Name):
             return self.name(node)
         assert isinstance(node, Operation)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 from vm.cli.common import add_engine_arguments, block_parameters, engine_config
 from vm.common.errors import InputError
@@ -20,7 +21,11 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "when the error is within the bound, 1 when not, 2 for bad input (an "
                     "operand outside a block's domain included).",
         epilog='example: ltvm calc "sqrt(1/(((a+b)-c)*d))/100" --set a=3 --set b=5 '
-               '--set c=1 --set d=2')
+               '--set c=1 --set d=2; an expression may start with a minus: ltvm calc "-1/7"')
+    # argparse takes any word starting with '-' for an option unless it looks like a negative
+    # number (-7, -.5); calc's options are all long (and -h), so a word starting with one '-'
+    # is EXPR: `ltvm calc "-1/7"` and `ltvm calc "-x*2"` work without `--`.
+    parser._negative_number_matcher = re.compile(r"^-[^-]")
     parser.add_argument("expression", metavar="EXPR", help="the expression, quoted")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         dest="inputs", help="value of a named input (repeatable)")

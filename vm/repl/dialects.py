@@ -24,8 +24,9 @@ from vm.repl.names import changes, format_value, parse_int, resolve_location
 from vm.repl.state import LockstepMachine
 from vm.runtime.config import EngineConfig
 
-FLEQ_INSTRUCTION = re.compile(r"^\s*[A-Za-z_]\w*\s*=\s*[A-Za-z_]\w*\s*\(")
-"""`c = f(a, b)`: a typed FLEQ instruction (checked before command names: `c` is an alias)."""
+FLEQ_INSTRUCTION = re.compile(r"^\s*[A-Za-z_]\w*\s*=\s*\S")
+"""`c = f(a, b)` or `c = a`: a typed FLEQ instruction (checked before command names: `c` is
+an alias)."""
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,7 @@ class FleqLockstep(Lockstep):
         """
         if not self.program.instructions:
             raise InputError("the program has no instruction column to run it in")
+        self.check_domain(instruction)
         pc = min(max(self.state("transformer").pc, 0), len(self.program.instructions) - 1)
         typed = replace(instruction, flag=ONE_CELL, target=pc + 1)  # no jump: pc stays
         patched_program = replace(self.program, instructions=[
@@ -193,10 +194,46 @@ class FleqLockstep(Lockstep):
         reference.cells = alone.cells
         self.X, self.reference = new_X, reference
 
+    def check_domain(self, instruction: FleqInstruction) -> None:
+        """Refuse a typed instruction whose exact operands (or result, for blocks whose
+        domain bounds the result) leave its block's domain, as `run`'s `domain:` check would
+        flag it: the transformer's number would carry no error bound."""
+        block = self.reference.blocks[instruction.function]
+        (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
+        cells = self.reference.cells
+        a = cells[instruction.a][:ha, :wa]
+        b = cells[instruction.b][:hb, :wb] if block.arity == 2 else None
+        domain = block.domain()
+        values = [a] if b is None else [a, b]
+        if domain.applies_to == "result":
+            values = [np.asarray(block.reference(a, b))]
+        if not all(domain.contains(v) for v in values):
+            what = "result" if domain.applies_to == "result" else "operands"
+            raise InputError(f"not run: its {what} leave {instruction.function}'s domain "
+                             f"({domain.description}), where its error bound does not hold")
+
+    def check_counter(self, location: FleqLocation, value: np.ndarray) -> None:
+        """An integer counter takes only integers the machine's dtype holds exactly (2^24
+        in float32, 2^53 in float64), as the assembler and the loader demand."""
+        variable = next((v for v in self.program.variables.values()
+                         if v.cell == location.cell), None)
+        if variable is None or not variable.integer:
+            return
+        number = float(value[0, 0])
+        dtype = str(self.X.dtype).removeprefix("torch.")
+        limit = 2.0 ** (np.finfo(dtype).nmant + 1)
+        if number != int(number):
+            raise InputError(f"'{variable.name}' is an integer counter; {number:g} is not an "
+                             "integer")
+        if abs(number) > limit:
+            raise InputError(f"'{variable.name}' is an integer counter; {number:g} is beyond "
+                             f"{limit:.0f}, the largest integer {dtype} counts exactly")
+
     def set_cell(self, location: FleqLocation, value: np.ndarray) -> None:
         """Store `value` (of the variable's shape) in its cell on both engines."""
         if location.cell in RESERVED:
             raise InputError(f"cell {RESERVED[location.cell]} is reserved")
+        self.check_counter(location, value)
         cell = padded(value, self.program.d)
         new_X = self.X.clone()
         self._write_cell(new_X, location.cell, cell)
