@@ -170,10 +170,7 @@ class _FleqAssembler:
             array = np.array(rows)
         if not np.isfinite(array).all():
             raise self.error("values must be finite", value)
-        if np.abs(array).max() > MAGNITUDE:
-            raise self.error(f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about "
-                             f"{MAGNITUDE:.3g}), the magnitudes the machine keeps exact "
-                             f"(docs/fleq_machine.md)", value)
+        self.check_magnitude(array, value)
         cell = len(RESERVED) + len(self.variables)
         self.variables[str(name)] = Variable(str(name), cell, array.shape, integer,
                                              self.pos(name))
@@ -301,12 +298,19 @@ class _FleqAssembler:
         literal = self.literal(node)
         return self.variable(node.children[0]) if literal is None else self.constant(literal)
 
+    def check_magnitude(self, values: np.ndarray, where: lark.Tree) -> None:
+        if np.abs(values).max() > MAGNITUDE:
+            raise self.error(f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about "
+                             f"{MAGNITUDE:.3g}), the magnitudes the machine keeps exact "
+                             f"(docs/fleq_machine.md)", where)
+
     def constant(self, literal: lark.Tree) -> Variable:
         """The read-only cell holding `literal` (one per distinct value and kind)."""
         integer = literal.data == "integer"
         value = self.number(literal)
         if not np.isfinite(value):
             raise self.error("values must be finite", literal)
+        self.check_magnitude(np.array([value]), literal)
         key = (integer, value)
         if key not in self.constants:
             name = f"_const_{int(value) if integer else repr(value)}"
@@ -490,7 +494,7 @@ class _FleqAssembler:
                                source.shape, source.shape, source.shape, pos, text)
 
     def source_text(self, node: lark.Tree) -> str:
-        line = self.source[1].splitlines()[node.meta.line - 1]
+        line = _lines(self.source[1])[node.meta.line - 1]
         return line[node.meta.column - 1:node.meta.end_column - 1].strip()
 
     def run(self) -> FleqProgram:
@@ -525,6 +529,12 @@ class _FleqAssembler:
             [padded(self.values[name], d) for name in self.variables]
         return FleqProgram(instructions, cells, dict(self.variables), dict(self.labels), d,
                            tuple(functions), self.file)
+
+
+@lru_cache(maxsize=8)
+def _lines(text: str) -> list[str]:
+    """The lines of a source, split once (every instruction's text is cut from them)."""
+    return text.splitlines()
 
 
 def parse_fleq(text: str, file: str) -> lark.Tree:

@@ -109,3 +109,10 @@ def test_a_counter_past_2_to_the_24_is_flagged_in_float32_only():
     assert first_domain_violation(program, 10, "float64") is None
     violation = first_domain_violation(program, 10, "float32")
     assert violation is not None and "2^24 in float32" in violation.describe()
+
+
+def test_a_literal_operand_beyond_the_magnitude_is_refused(capsys, tmp_path):
+    source = tmp_path / "lit.fleq"
+    source.write_text(".data\nx: 1.0\ny: 0.0\n.code\ny = mul(x, 1e20)\nhalt\n")
+    assert main(["asm", str(source)]) == 2
+    assert "lit.fleq:5:12: error: values must lie within |x| <= 2^50" in capsys.readouterr().err
