@@ -9,6 +9,9 @@ read-only constant cell (`_const_2.0` for a real, `_const_3` for a counter), `c 
 becomes the exact `add(a, @zero)`, and `if n <= k goto L` (k an integer literal or a
 counter, not 0) becomes `_cmp = sub(n, k)` followed by the instruction branching on
 `_cmp <= 0`: one step more, and the comparison sees n before the instruction writes.
+A comparison of reals, `if x <= y goto L` or `if x <= 0 goto L` with x, y real scalars or
+a real literal, becomes `_diff = sub(x, y)` and `_cmp = relu_prime(_diff)` (exactly 1 when
+x - y is above relu_prime's ramp, exactly 0 when x <= y; docs/fleq_machine.md), two steps.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from vm.common.signatures import (MAGNITUDE, MAGNITUDE_BITS, Catalogue, Operand,
 MAX_BLOCK = 16
 COMPARE_CELL = "_cmp"
 """The counter cell an `if n <= k` comparison writes n - k into."""
+DIFFERENCE_CELL = "_diff"
+"""The real cell a comparison of reals writes x - y into."""
 
 
 @lru_cache(maxsize=1)
@@ -327,17 +332,33 @@ class _FleqAssembler:
             raise self.error(f"cannot assign to the literal {literal.children[0]}; the "
                              "destination must be a variable", literal)
         variable = self.variable(node.children[0])
-        if variable in self.constants.values() or variable.name == COMPARE_CELL:
+        if variable in self.constants.values() or variable.name in (COMPARE_CELL,
+                                                                      DIFFERENCE_CELL):
             raise self.error(f"'{variable.name}' is the assembler's own read-only cell", node)
         return variable
 
     def compare_cell(self) -> Variable:
         """The counter cell comparisons write n - k into (allocated on first use)."""
-        if COMPARE_CELL not in self.variables:
+        return self.hidden_cell(COMPARE_CELL, integer=True)
+
+    def hidden_cell(self, name: str, integer: bool) -> Variable:
+        """One of the assembler's own 1x1 cells, allocated on first use."""
+        if name not in self.variables:
             cell = len(RESERVED) + len(self.variables)
-            self.variables[COMPARE_CELL] = Variable(COMPARE_CELL, cell, (1, 1), True)
-            self.values[COMPARE_CELL] = np.zeros((1, 1))
-        return self.variables[COMPARE_CELL]
+            self.variables[name] = Variable(name, cell, (1, 1), integer)
+            self.values[name] = np.zeros((1, 1))
+        return self.variables[name]
+
+    def is_real_comparison(self, branch: lark.Tree) -> bool:
+        """Whether a branch compares reals: a real variable on either side or a real literal
+        on the right."""
+        left, right = branch.children[1], branch.children[2]
+        if self.literal(left) is not None:
+            return False
+        literal = self.literal(right)
+        right_real = (literal.data != "integer" if literal is not None
+                      else not self.variable(right.children[0]).integer)
+        return not self.variable(left.children[0]).integer or right_real
 
     @staticmethod
     def branch_of(node: lark.Tree) -> lark.Tree | None:
@@ -353,12 +374,19 @@ class _FleqAssembler:
         """`if n <= k goto L` with k not the literal 0: a `compare` statement (n - k into
         the comparison cell) first, carrying the labels, then the statement itself."""
         branch = self.branch_of(statement.node)
-        if branch is None or self.is_zero_bound(branch):
+        if branch is None:
             return [statement]
-        compare = _Statement(lark.Tree("compare", [branch], branch.meta), statement.labels,
-                             statement.file, statement.text)
-        statement.labels = []
-        return [compare, statement]
+        self.source = (statement.file, statement.text)
+        if self.is_real_comparison(branch):
+            kinds = ["difference", "decision"]
+        elif self.is_zero_bound(branch):
+            return [statement]
+        else:
+            kinds = ["compare"]
+        lowered = [_Statement(lark.Tree(kind, [branch], branch.meta), [], statement.file,
+                              statement.text) for kind in kinds]
+        lowered[0].labels, statement.labels = statement.labels, []
+        return lowered + [statement]
 
     def target(self, token: lark.Token) -> int:
         if token in self.labels:
@@ -396,6 +424,8 @@ class _FleqAssembler:
         tests the comparison cell its `compare` statement wrote just before."""
         if node is None:
             return ONE_CELL, 0
+        if self.is_real_comparison(node):
+            return self.compare_cell().cell, self.target(node.children[4])
         flag, bound = self.tested(node)
         cell = flag.cell if bound is None else self.compare_cell().cell
         return cell, self.target(node.children[4])
@@ -407,6 +437,22 @@ class _FleqAssembler:
         text = f"{result.name} = sub({flag.name}, {bound.name})"
         return FleqInstruction("sub", flag.cell, bound.cell, result.cell, ONE_CELL, index + 1,
                                (1, 1), (1, 1), (1, 1), pos, text)
+
+    def difference(self, node: lark.Tree, index: int, pos: SourcePos) -> FleqInstruction:
+        """`_diff = sub(x, y)` for a comparison of reals (y the zero cell for `x <= 0`)."""
+        left, right = node.children[1], node.children[2]
+        if self.literal(left) is not None:
+            raise self.error("a branch tests a variable, not a literal", left)
+        x = self.variable(left.children[0])
+        y = (None if self.is_zero_bound(node) else self.operand(right))
+        for side, variable in ((left, x), (right, y)):
+            if variable is not None and variable.shape != (1, 1):
+                raise self.error(f"a comparison takes scalars; '{variable.name}' is "
+                                 f"{variable.shape[0]}x{variable.shape[1]}", side)
+        result = self.hidden_cell(DIFFERENCE_CELL, False)
+        text = f"{result.name} = sub({x.name}, {y.name if y else '0'})"
+        return FleqInstruction("sub", x.cell, y.cell if y else ZERO_CELL, result.cell,
+                               ONE_CELL, index + 1, (1, 1), (1, 1), (1, 1), pos, text)
 
     def instruction(self, statement: _Statement) -> FleqInstruction:
         node, index = statement.node, statement.index
@@ -421,6 +467,13 @@ class _FleqAssembler:
                                    (1, 1), pos=pos, text=text)
         if node.data == "compare":
             return self.comparison(node.children[0], index, pos)
+        if node.data == "difference":
+            return self.difference(node.children[0], index, pos)
+        if node.data == "decision":
+            difference, result = self.hidden_cell(DIFFERENCE_CELL, False), self.compare_cell()
+            return FleqInstruction("relu_prime", difference.cell, ZERO_CELL, result.cell,
+                                   ONE_CELL, index + 1, (1, 1), (1, 1), (1, 1), pos,
+                                   f"{result.name} = relu_prime({difference.name})")
         if node.data == "branch":
             flag, target = self.branch(node)
             return FleqInstruction(None, 0, 0, 0, flag, target, (1, 1), pos=pos, text=text)
