@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vm.attention.rope.forward import support
+from vm.attention.rope.forward import rotate, rotation_blocks, support
 
 
 @dataclass(frozen=True)
@@ -48,19 +48,23 @@ class Instance:
         return torch.kron(self.x1, self.x2)
 
 
-def toeplitz_index(n: int) -> torch.Tensor:
-    """The n x n matrix of i - j + n - 1: gathers W_{i-j} from the offsets tensor."""
-    return torch.arange(n)[:, None] - torch.arange(n)[None, :] + n - 1
+def toeplitz_index(n: int, rows: slice | None = None) -> torch.Tensor:
+    """i - j + n - 1 for the given rows i (default all) and every j: gathers W_{i-j}."""
+    rows = rows or slice(0, n)
+    return torch.arange(rows.start, rows.stop)[:, None] - torch.arange(n)[None, :] + n - 1
 
 
-def scores(inst: Instance, x: torch.Tensor) -> torch.Tensor:
-    """The n x n scores (A1[i] (x) A2[j]) X vec(W_{i-j}) / d for a free d^2 x d^2 X."""
+def scores(inst: Instance, x: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
+    """The scores (A1[i] (x) A2[j]) X vec(W_{i-j}) / d for a free d^2 x d^2 X, rows i given
+    (default all: n x n)."""
     n, d = inst.a1.shape
+    rows = rows or slice(0, n)
     blocks = x.reshape(d, d, d, d)
-    index = toeplitz_index(n)
-    out = torch.zeros(n, n, dtype=torch.float64)
+    index = toeplitz_index(n, rows)
+    out = torch.zeros(rows.stop - rows.start, n, dtype=torch.float64)
     for r, s in support(inst.offsets):
-        out = out + (inst.a1 @ blocks[:, :, r, s] @ inst.a2.T) * inst.offsets[:, r, s][index]
+        out = out + ((inst.a1[rows] @ blocks[:, :, r, s] @ inst.a2.T)
+                     * inst.offsets[:, r, s][index])
     return out / d
 
 
@@ -77,25 +81,67 @@ class Gradient:
 
     dx: torch.Tensor
     loss: float
-    gamma: torch.Tensor
+    gamma: torch.Tensor | None
 
 
-def exact_gradient(inst: Instance, x: torch.Tensor | None = None) -> Gradient:
-    """Lemma 5.3's closed form, exact: every n x n term formed explicitly (Theorem 5.7)."""
+def exact_gradient(inst: Instance, x: torch.Tensor | None = None,
+                   block: int | None = None) -> Gradient:
+    """Lemma 5.3's closed form, exact (Theorem 5.7: O(|S| n^2 d) time).
+
+    Every row j0 of s, l, beta and gamma depends on row j0's scores only, so `block` rows
+    are done at a time (default all n: the n x n terms formed whole, as the paper writes
+    them); memory O(block n). `gamma` is returned only when it is formed whole.
+    """
     x = inst.x if x is None else x
     n, d = inst.a1.shape
-    a = scores(inst, x).exp()                              # u(x), row j0 = u(x)_j0
-    s = a / a.sum(1, keepdim=True)                         # s(x) = D^-1 A
-    v = inst.a3 @ inst.y                                   # v(y)
-    ell = s @ v - inst.e                                   # l(x)
-    beta = ell @ v.T                                       # beta(x), row j0 = A3 Y l_j0
-    gamma1 = s * beta                                      # diag(s_j0) beta_j0
-    gamma = gamma1 - gamma1.sum(1, keepdim=True) * s       # minus s_j0 <s_j0, beta_j0>
-    index = toeplitz_index(n)
+    v = inst.a3 @ inst.y                                       # v(y)
     dx = torch.zeros(d, d, d, d, dtype=torch.float64)
-    for r, c in support(inst.offsets):
-        dx[:, :, r, c] = inst.a1.T @ (gamma * inst.offsets[:, r, c][index]) @ inst.a2 / d
-    return Gradient(dx.reshape(d * d, d * d), float(0.5 * (ell ** 2).sum()), gamma)
+    total, gamma = 0.0, None
+    for start in range(0, n, block or n):
+        rows = slice(start, min(n, start + (block or n)))
+        a = scores(inst, x, rows).exp()                        # u(x), row j0 = u(x)_j0
+        s = a / a.sum(1, keepdim=True)                         # s(x) = D^-1 A
+        ell = s @ v - inst.e[rows]                             # l(x)
+        beta = ell @ v.T                                       # beta(x)_j0 = A3 Y l_j0
+        gamma1 = s * beta                                      # diag(s_j0) beta_j0
+        gamma = gamma1 - gamma1.sum(1, keepdim=True) * s       # - s_j0 <s_j0, beta_j0>
+        index = toeplitz_index(n, rows)
+        for r, c in support(inst.offsets):
+            dx[:, :, r, c] += (inst.a1[rows].T @ (gamma * inst.offsets[:, r, c][index])
+                               @ inst.a2) / d
+        total += 0.5 * float((ell ** 2).sum())
+    return Gradient(dx.reshape(d * d, d * d), total, gamma if block in (None, n) else None)
+
+
+def exact_rotary_gradient(inst: Instance, block: int | None = None) -> Gradient:
+    """The same closed form for the standard rotary form (W_delta = R_{-delta}), at
+    X = X1 (x) X2, with the n x n products done by matrix multiplication instead of |S|
+    Toeplitz gathers: the scores are rotated rows' dot products, and
+    W_{i-j}[r, s] = (R_i^T R_j)[r, s] = sum_t R_i[t, r] R_j[t, s] splits the gradient block
+    into (A1 o R[t, r])^T gamma (A2 o R[t, s]). Still O(n^2 d^2) time: the exact baseline."""
+    n, d = inst.a1.shape
+    v = inst.a3 @ inst.y
+    keys = rotate(inst.a2 @ inst.x2)
+    positions = torch.arange(n)
+    right = torch.einsum("jq,jbts->jqbts", inst.a2, rotation_blocks(positions, d))
+    right = right.reshape(n, -1)
+    per_block = torch.zeros(d, d, d // 2, 2, 2, dtype=torch.float64)
+    total, gamma = 0.0, None
+    for start in range(0, n, block or n):
+        rows = slice(start, min(n, start + (block or n)))
+        a = (rotate(inst.a1[rows] @ inst.x1, start) @ keys.T / d).exp()
+        s = a / a.sum(1, keepdim=True)
+        ell = s @ v - inst.e[rows]
+        gamma1 = s * (ell @ v.T)
+        gamma = gamma1 - gamma1.sum(1, keepdim=True) * s
+        left = torch.einsum("ip,ibtr->ipbtr", inst.a1[rows], rotation_blocks(positions[rows], d))
+        mixed = (gamma @ right).reshape(-1, d, d // 2, 2, 2)
+        per_block += torch.einsum("ipbtr,iqbts->pqbrs", left, mixed) / d
+        total += 0.5 * float((ell ** 2).sum())
+    dx = torch.zeros(d, d, d, d, dtype=torch.float64)
+    for b in range(d // 2):
+        dx[:, :, 2 * b:2 * b + 2, 2 * b:2 * b + 2] = per_block[:, :, b]
+    return Gradient(dx.reshape(d * d, d * d), total, gamma if block in (None, n) else None)
 
 
 def factor_gradients(dx: torch.Tensor, x1: torch.Tensor,
