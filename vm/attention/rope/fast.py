@@ -157,6 +157,17 @@ def general_gradient(inst: Instance, degree: int, bound: float,
                         factor_bytes)
 
 
+def working_bytes(n: int, d: int, degree: int, form: str) -> int:
+    """The bytes of factors the fast route of `form` holds at once (checked before a run)."""
+    if form == "rotary":
+        k = rank(d, degree)
+        side = (d + 1) * d * (d // 2) * 4
+        chunk = min(n, max(1, CHUNK_ENTRIES // max(k, side)))
+        return 8 * (2 * chunk * k + 2 * side * k + k * (d + 1))
+    k = rank(2 * d, degree)                            # |S| = 2d, as in instance.py
+    return 8 * 3 * n * k
+
+
 def fast_gradient(inst: Instance, form: str, degree: int, bound: float) -> FastGradient:
     """The approximate gradient of the given form (rotary or general)."""
     if form == "rotary":
