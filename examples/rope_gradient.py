@@ -227,7 +227,7 @@ def main() -> int:
     error_sweep(128 if args.quick else 512, 4, [0.5, 1.0, 2.0, 4.0], list(range(0, 9)), rows)
     d8_sweep(128 if args.quick else 512, 1 << (10 if args.quick else 14), [2, 3, 4], rows)
     general_sweep([128, 256] if args.quick else [256, 512, 1024, 2048], 4, rows)
-    command = "python examples/rope_gradient.py" + (" --quick" if args.quick else "")
+    command = " ".join(["python examples/rope_gradient.py", *sys.argv[1:]])
     (args.out / "rope_gradient.md").write_text(markdown(rows, fast_slope, exact_slope, command))
     keys = sorted({key for row in rows for key in row})
     with open(args.out / "rope_gradient.csv", "w", newline="") as handle:
