@@ -222,7 +222,7 @@ def main() -> int:
     rows: list[dict] = []
     top = 10 if args.quick else 16
     fast_slope, exact_slope = time_sweep([1 << p for p in range(8, top + 1)],
-                                         min(args.max_exact_n, 1 << (top - 1)), 4, 1.0,
+                                         min(args.max_exact_n, 1 << top) if not args.quick else 1 << (top - 1), 4, 1.0,
                                          args.degree, rows)
     error_sweep(128 if args.quick else 512, 4, [0.5, 1.0, 2.0, 4.0], list(range(0, 9)), rows)
     d8_sweep(128 if args.quick else 512, 1 << (10 if args.quick else 14), [2, 3, 4], rows)
