@@ -1,0 +1,43 @@
+"""`ltvm rope`: figures on a small instance, exit 2 with one message for bad sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vm.cli import main
+
+
+def test_small_run_reports_error_time_memory_and_rank(capsys):
+    assert main(["rope", "--n", "64", "--d", "4", "--degree", "8", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rank"] == 495
+    assert report["error"] < 1e-6
+    assert report["exact_time"] > 0 and report["fast_time"] > 0
+    assert report["factor_memory"] > 0
+
+
+def test_skip_exact_runs_only_the_fast_path(capsys):
+    assert main(["rope", "--n", "32", "--form", "general", "--degree", "2", "--skip-exact"]) == 0
+    out = capsys.readouterr().out
+    assert "rank: 45" in out and "error:" not in out.replace("exp_error:", "")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n", "200000"], "--n must be between 1 and 131072"),
+    (["--n", "0"], "--n must be between"),
+    (["--n", "8", "--d", "17"], "--d must be between 1 and 16"),
+    (["--n", "8", "--d", "5"], "--d must be even"),
+    (["--n", "8", "--degree", "9"], "--degree must be between 0 and 8"),
+    (["--n", "8", "--bound", "inf"], "--bound must be finite and positive"),
+    (["--n", "8", "--bound", "-1"], "--bound must be finite and positive"),
+    (["--n", "8", "--form", "diagonal"], "unknown form"),
+    (["--n", "8", "--d", "16", "--degree", "8"], "GiB of factors"),
+    (["--n", "65536"], "pass --skip-exact"),
+])
+def test_bad_sizes_exit_2_with_one_message(capsys, argv, message):
+    assert main(["rope", *argv]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "Traceback" not in captured.err
+    assert captured.out == ""

@@ -1,0 +1,51 @@
+"""The almost-linear gradient of Section 6 against the exact closed form."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vm.attention.rope.fast import fast_gradient
+from vm.attention.rope.forward import general_attention, rotary_attention
+from vm.attention.rope.gradient import exact_gradient
+from vm.attention.rope.instance import random_instance
+from vm.attention.rope.polynomial import exp_error_bound
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("form, degree", [("rotary", 8), ("rotary", 5), ("general", 4)])
+@pytest.mark.parametrize("n", [2, 13, 64])
+def test_fast_gradient_is_within_the_documented_bound(form, n, degree):
+    # docs/rope_attention.md: relative error at most 100 x exp's relative error on [-B, B]
+    inst = random_instance(n, 4, 1.0, form, seed=n)
+    exact = exact_gradient(inst)
+    fast = fast_gradient(inst, form, degree, 1.0)
+    assert relative(fast.dx, exact.dx) <= 100 * exp_error_bound(1.0, degree)
+    assert fast.loss == pytest.approx(exact.loss, rel=100 * exp_error_bound(1.0, degree))
+
+
+def test_degree_eight_meets_the_target_at_d4_b1():
+    inst = random_instance(300, 4, 1.0, "rotary", seed=7)
+    assert relative(fast_gradient(inst, "rotary", 8, 1.0).dx, exact_gradient(inst).dx) < 1e-6
+
+
+@pytest.mark.parametrize("form", ["rotary", "general"])
+def test_fast_output_is_the_attention_forward(form):
+    inst = random_instance(20, 4, 1.0, form, seed=1)
+    q, k, v = inst.a1 @ inst.x1, inst.a2 @ inst.x2, inst.a3 @ inst.y
+    exact = (rotary_attention(q, k, v) if form == "rotary"
+             else general_attention(q, k, v, inst.offsets))
+    assert torch.allclose(fast_gradient(inst, form, 6, 1.0).output, exact, atol=1e-5)
+
+
+def test_error_grows_as_the_bound_leaves_the_bounded_regime():
+    errors = []
+    for bound in (0.5, 1.0, 2.0, 4.0):
+        inst = random_instance(48, 4, bound, "rotary", seed=3)
+        fast = fast_gradient(inst, "rotary", 4, bound)
+        errors.append(relative(fast.dx, exact_gradient(inst).dx))
+    assert errors == sorted(errors)
+    assert errors[-1] > 100 * errors[0]

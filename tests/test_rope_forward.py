@@ -1,0 +1,46 @@
+"""RoPE attention forward: the rotary form is the general form with W_delta = R_{-delta}."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from vm.attention.rope.forward import (general_attention, rotary_attention, rotary_offsets,
+                                       rotate, support)
+
+
+def test_rotary_form_is_the_general_form_with_rotation_offsets():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(9, 6, dtype=torch.float64, generator=gen) for _ in range(3))
+    assert torch.allclose(rotary_attention(q, k, v),
+                          general_attention(q, k, v, rotary_offsets(9, 6)), atol=1e-13)
+
+
+def test_rotation_of_a_pair_by_its_position_angle():
+    x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    expected = torch.tensor([[1.0, 0.0], [math.cos(1), math.sin(1)],
+                             [-math.sin(2), math.cos(2)]], dtype=torch.float64)
+    assert torch.allclose(rotate(x), expected)
+
+
+def test_general_attention_matches_a_loop_over_i_and_j():
+    gen = torch.Generator().manual_seed(1)
+    n, d = 5, 3
+    q, k, v = (torch.randn(n, d, dtype=torch.float64, generator=gen) for _ in range(3))
+    offsets = torch.randn(2 * n - 1, d, d, dtype=torch.float64, generator=gen)
+    a = torch.tensor([[math.exp(float(q[i] @ offsets[i - j + n - 1] @ k[j]) / d)
+                       for j in range(n)] for i in range(n)], dtype=torch.float64)
+    expected = (a @ v) / a.sum(1, keepdim=True)
+    assert torch.allclose(general_attention(q, k, v, offsets), expected, atol=1e-12)
+
+
+def test_rotary_support_is_the_two_by_two_diagonal_blocks():
+    assert support(rotary_offsets(4, 4)) == [(0, 0), (0, 1), (1, 0), (1, 1),
+                                             (2, 2), (2, 3), (3, 2), (3, 3)]
+
+
+def test_odd_dimension_has_no_rotary_form():
+    with pytest.raises(ValueError):
+        rotate(torch.zeros(2, 3, dtype=torch.float64))

@@ -1,0 +1,63 @@
+"""The closed-form gradient of Lemma 5.3 against torch autograd, both forms, in float64."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vm.attention.rope.forward import rotary_attention
+from vm.attention.rope.gradient import (exact_gradient, exact_rotary_gradient,
+                                        factor_gradients, loss)
+from vm.attention.rope.instance import random_instance
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("form", ["rotary", "general"])
+@pytest.mark.parametrize("n, d, bound", [(2, 2, 1.0), (6, 2, 0.5), (17, 4, 1.0),
+                                         (11, 6, 2.0), (8, 8, 4.0)])
+def test_closed_form_matches_autograd(form, n, d, bound):
+    inst = random_instance(n, d, bound, form, seed=n + d)
+    x = inst.x.clone().requires_grad_(True)
+    loss(inst, x).backward()
+    closed = exact_gradient(inst)
+    assert closed.dx.shape == (d * d, d * d)
+    assert relative(closed.dx, x.grad) <= 1e-10
+    assert closed.loss == pytest.approx(float(loss(inst, inst.x)), rel=1e-12)
+
+
+@pytest.mark.parametrize("form", ["rotary", "general"])
+def test_one_token_has_zero_gradient(form):
+    # softmax over a single key is 1 whatever the score: the loss does not depend on X
+    inst = random_instance(1, 2, 1.0, form, seed=0)
+    x = inst.x.clone().requires_grad_(True)
+    loss(inst, x).backward()
+    assert float(exact_gradient(inst).dx.abs().max()) == 0.0
+    assert float(x.grad.abs().max()) < 1e-15
+
+
+def test_closed_form_at_a_free_x_not_a_kronecker_product():
+    inst = random_instance(7, 4, 1.0, "general", seed=3)
+    x = (inst.x + 0.1 * torch.randn(16, 16, dtype=torch.float64)).requires_grad_(True)
+    loss(inst, x).backward()
+    assert relative(exact_gradient(inst, x.detach()).dx, x.grad) <= 1e-10
+
+
+def test_row_blocks_and_the_rotary_baseline_give_the_same_gradient():
+    inst = random_instance(23, 4, 1.0, "rotary", seed=5)
+    whole = exact_gradient(inst)
+    assert relative(exact_gradient(inst, block=5).dx, whole.dx) <= 1e-12
+    assert relative(exact_rotary_gradient(inst, block=4).dx, whole.dx) <= 1e-12
+    assert relative(exact_rotary_gradient(inst).gamma, whole.gamma) <= 1e-12
+
+
+def test_chain_rule_to_the_query_and_key_weights_of_plain_rotary_attention():
+    inst = random_instance(10, 4, 1.0, "rotary", seed=2)
+    x1, x2 = inst.x1.clone().requires_grad_(True), inst.x2.clone().requires_grad_(True)
+    out = rotary_attention(inst.a1 @ x1, inst.a2 @ x2, inst.a3 @ inst.y)
+    (0.5 * ((out - inst.e) ** 2).sum()).backward()
+    d1, d2 = factor_gradients(exact_gradient(inst).dx, inst.x1, inst.x2)
+    assert relative(d1, x1.grad) <= 1e-10
+    assert relative(d2, x2.grad) <= 1e-10

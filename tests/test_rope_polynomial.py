@@ -1,0 +1,30 @@
+"""The polynomial method: exp on [-B, B] and its monomial feature map."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from vm.attention.rope.polynomial import exp_error_bound, features, rank, weights
+
+
+def test_feature_count_is_the_number_of_monomials():
+    for d, g in [(1, 3), (2, 2), (4, 8), (6, 3)]:
+        assert features(torch.ones(1, d, dtype=torch.float64), g).shape[1] == rank(d, g)
+    assert rank(4, 8) == math.comb(12, 8) == 495
+
+
+def test_features_turn_the_polynomial_of_a_dot_product_into_a_dot_product():
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(5, 3, dtype=torch.float64, generator=gen) * 0.5
+    b = torch.randn(6, 3, dtype=torch.float64, generator=gen) * 0.5
+    bound = float((a @ b.T).abs().max())
+    approx = (features(a, 8) * weights(3, bound, 8)) @ features(b, 8).T
+    assert torch.allclose(approx, (a @ b.T).exp(), rtol=1e-6)
+
+
+def test_error_falls_with_the_degree_and_grows_with_the_bound():
+    assert exp_error_bound(1.0, 8) < 1e-7 < exp_error_bound(1.0, 4)
+    errors = [exp_error_bound(b, 4) for b in (0.5, 1.0, 2.0, 4.0)]
+    assert errors == sorted(errors) and errors[-1] > 100 * errors[0]

@@ -1,0 +1,175 @@
+"""The almost-linear gradient of Section 6 (Lemmas 6.2-6.6, Theorem 6.7): no n x n matrix.
+
+The polynomial method (`polynomial`) replaces exp(score) by P(score) = phi(i) . psi(j), so
+the attention matrix is U V^T with rank k, and every n x n term of Lemma 5.3 follows:
+
+    s ~ diag(1/alpha) U V^T                  (Lemma 6.2, alpha = U (V^T 1))
+    l ~ s A3 Y - E                           (Lemma 6.3: n x d, from U (V^T A3 Y))
+    beta = l (A3 Y)^T                        (Lemma 6.4: rank d, never formed)
+    gamma1 = s o beta = diag(1/alpha) (U o l)(V o A3 Y)^T           (Lemma 6.5, Fact 3.8)
+    gamma2 = diag(rho) s, rho = rowsum(s o beta) = rowsum(l o s A3 Y)  (Lemma 6.6)
+
+so gamma = sum_c diag(L_c) U V^T diag(R_c) over c = 1..d+1 (L_c = l_c / alpha, R_c = the
+value column c, and L = -rho/alpha, R = 1 for gamma2), and the gradient block
+sum_ij gamma_ij A1[i,p] A2[j,q] W_{i-j}[r,s] is a sum of products of n-long sums.
+
+Standard rotary form (`rotary_gradient`): rotations compose, R_i^T R_j = R_{j-i}, so the
+scores are plain dot products of rotated rows (the features are those of the rotated
+rows: k = C(d+g, g)), and W_{i-j}[r,s] = sum_t R_i[t,r] R_j[t,s] splits into a factor
+of i and a factor of j too. Every n x n sum becomes (features of i)^T (features of j): two
+passes over row chunks, O(n k d^3) time and O(chunk k + d^3 k) memory.
+
+General form (`general_gradient`): W_{i-j} is an arbitrary sequence, the score
+sum_{(r,s) in S} Q[i,r] K[j,s] W_{i-j}[r,s] / d is not a dot product of i- and j-vectors.
+Expanding P over the |S| products z_rs = Q[i,r] K[j,s] W_{i-j}[r,s] / d, each monomial
+z^alpha is (a function of i)(a function of i-j)(a function of j): the attention matrix is a
+sum of k = C(|S|+g, g) terms diag(.) T_alpha diag(.) with T_alpha Toeplitz, applied by FFT
+(`toeplitz`), and each gradient block is a sum of Toeplitz bilinear forms, evaluated by
+Parseval. Time O(k d^2 (d + |S|) n log n): almost linear in n, but k = C(2d+g, g) for
+|S| = 2d is large, so this route only wins at very large n (see docs/rope_attention.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from vm.attention.rope.forward import rotate, rotation_blocks, support
+from vm.attention.rope.gradient import Instance
+from vm.attention.rope.polynomial import features, rank, weights
+from vm.attention.rope.toeplitz import circulant_column, fft_size, toeplitz_matvec
+
+CHUNK_ENTRIES = 1 << 21
+"""Entries of one row chunk's feature block (16 MiB of float64)."""
+
+
+@dataclass(frozen=True)
+class FastGradient:
+    """The approximate dLoss/dX, loss and attention output, the rank k of the factors, and
+    the bytes of the largest factors held at once (the method's working memory)."""
+
+    dx: torch.Tensor
+    loss: float
+    output: torch.Tensor
+    rank: int
+    factor_bytes: int
+
+
+def _chunks(n: int, size: int) -> list[slice]:
+    return [slice(start, min(n, start + size)) for start in range(0, n, size)]
+
+
+def rotary_gradient(inst: Instance, degree: int, bound: float) -> FastGradient:
+    """Section 6's approximate gradient for the standard rotary form (W_delta = R_{-delta})."""
+    n, d = inst.a1.shape
+    k = rank(d, degree)
+    poly = weights(d, bound, degree)
+    q, key, v = inst.a1 @ inst.x1, inst.a2 @ inst.x2, inst.a3 @ inst.y
+    side = (d + 1) * d * (d // 2) * 4
+    chunk = max(1, CHUNK_ENTRIES // max(k, side))
+    ones = torch.ones(n, 1, dtype=torch.float64)
+    right = torch.cat([v, ones], 1)                    # R_c: value columns, then 1
+    kv = torch.zeros(k, d + 1, dtype=torch.float64)    # V^T [A3 Y | 1]
+    key_side = torch.zeros(side, k, dtype=torch.float64)
+    for rows in _chunks(n, chunk):
+        psi = features(rotate(key[rows], rows.start), degree)
+        kv += psi.T @ right[rows]
+        blocks = rotation_blocks(torch.arange(rows.start, rows.stop), d)
+        h = torch.einsum("mc,mq,mbts->mcqbts", right[rows], inst.a2[rows], blocks)
+        key_side += h.reshape(len(h), -1).T @ psi
+    query_side = torch.zeros(side, k, dtype=torch.float64)
+    outputs, total = [], 0.0
+    for rows in _chunks(n, chunk):
+        phi = features(rotate(q[rows], rows.start) / d, degree) * poly
+        alpha = phi @ kv[:, d]
+        out = (phi @ kv[:, :d]) / alpha[:, None]
+        ell = out - inst.e[rows]
+        rho = (ell * out).sum(1, keepdim=True)
+        left = torch.cat([ell, -rho], 1) / alpha[:, None]
+        blocks = rotation_blocks(torch.arange(rows.start, rows.stop), d)
+        f = torch.einsum("mc,mp,mbtr->mcpbtr", left, inst.a1[rows], blocks)
+        query_side += f.reshape(len(f), -1).T @ phi
+        outputs.append(out)
+        total += 0.5 * float((ell ** 2).sum())
+    shape = (d + 1, d, d // 2, 2, 2, k)
+    per_block = torch.einsum("cpbtrk,cqbtsk->pqbrs", query_side.reshape(shape),
+                             key_side.reshape(shape)) / d
+    dx = torch.zeros(d, d, d, d, dtype=torch.float64)
+    for b in range(d // 2):
+        dx[:, :, 2 * b:2 * b + 2, 2 * b:2 * b + 2] = per_block[:, :, b]
+    factor_bytes = 8 * (2 * chunk * k + 2 * side * k + k * (d + 1))
+    return FastGradient(dx.reshape(d * d, d * d), total, torch.cat(outputs), k, factor_bytes)
+
+
+def general_gradient(inst: Instance, degree: int, bound: float,
+                     batch: int | None = None) -> FastGradient:
+    """Section 6's approximate gradient for the general form, by FFT on the Toeplitz parts.
+
+    `batch` monomials are handled at once (default: as many as fit CHUNK_ENTRIES).
+    """
+    n, d = inst.a1.shape
+    pairs = support(inst.offsets)
+    rows_of, cols_of = [r for r, _ in pairs], [s for _, s in pairs]
+    q, key, v = inst.a1 @ inst.x1, inst.a2 @ inst.x2, inst.a3 @ inst.y
+    k = rank(len(pairs), degree)
+    phi = features(q[:, rows_of] / d, degree) * weights(len(pairs), bound, degree)
+    psi = features(key[:, cols_of], degree)
+    diagonals = inst.offsets[:, rows_of, cols_of]                    # (2n-1) x |S|
+    toeplitz = features(diagonals, degree)                           # (2n-1) x k
+    size = fft_size(n)
+    bins = size // 2 + 1
+    batch = batch or max(1, CHUNK_ENTRIES // ((d + 1) * d * bins))
+    right = torch.cat([v, torch.ones(n, 1, dtype=torch.float64)], 1)  # [A3 Y | 1]
+    applied = torch.zeros(d + 1, n, dtype=torch.float64)              # (A~ [A3 Y | 1])^T
+    for part in _chunks(k, batch):
+        product = toeplitz_matvec(toeplitz[:, part].T[:, None, :],
+                                  psi[:, part].T[:, None, :] * right.T[None])
+        applied += (phi[:, part].T[:, None, :] * product).sum(0)
+    alpha = applied[d]
+    out = applied[:d].T / alpha[:, None]
+    ell = out - inst.e
+    rho = (ell * out).sum(1, keepdim=True)
+    left = torch.cat([ell, -rho], 1) / alpha[:, None]
+    # x^T T y = (1/N) sum over all N frequencies of conj(x^) t^ y^; with rfft bins, the
+    # frequencies other than 0 and N/2 stand for their mirror image too: weight 2.
+    weight = torch.full((bins,), 2.0, dtype=torch.float64)
+    weight[0] = 1.0
+    if size % 2 == 0:
+        weight[-1] = 1.0
+    side_left = (left[:, :, None] * inst.a1[:, None, :]).reshape(n, -1)   # (c, p)
+    side_right = (right[:, :, None] * inst.a2[:, None, :]).reshape(n, -1)  # (c, q)
+    grad = torch.zeros(d, d, len(pairs), dtype=torch.float64)
+    for part in _chunks(k, batch):
+        xs = torch.fft.rfft((phi[:, part].T[:, None, :] * side_left.T[None]), size)
+        ys = torch.fft.rfft((psi[:, part].T[:, None, :] * side_right.T[None]), size)
+        xs = xs.reshape(len(xs), d + 1, d, bins)
+        ys = ys.reshape(len(ys), d + 1, d, bins)
+        mixed = torch.einsum("acpw,acqw->apqw", xs.conj(), ys) * weight
+        ts = torch.fft.rfft(circulant_column(
+            (toeplitz[:, part, None] * diagonals[:, None, :]).permute(1, 2, 0), size))
+        grad += torch.einsum("apqw,amw->pqm", mixed, ts).real
+    dx = torch.zeros(d, d, d, d, dtype=torch.float64)
+    for m, (r, s) in enumerate(pairs):
+        dx[:, :, r, s] = grad[:, :, m] / (size * d)
+    factor_bytes = 8 * (3 * n * k + 2 * batch * (d + 1) * d * bins * 2)
+    return FastGradient(dx.reshape(d * d, d * d), 0.5 * float((ell ** 2).sum()), out, k,
+                        factor_bytes)
+
+
+def working_bytes(n: int, d: int, degree: int, form: str) -> int:
+    """The bytes of factors the fast route of `form` holds at once (checked before a run)."""
+    if form == "rotary":
+        k = rank(d, degree)
+        side = (d + 1) * d * (d // 2) * 4
+        chunk = min(n, max(1, CHUNK_ENTRIES // max(k, side)))
+        return 8 * (2 * chunk * k + 2 * side * k + k * (d + 1))
+    k = rank(2 * d, degree)                            # |S| = 2d, as in instance.py
+    return 8 * 3 * n * k
+
+
+def fast_gradient(inst: Instance, form: str, degree: int, bound: float) -> FastGradient:
+    """The approximate gradient of the given form (rotary or general)."""
+    if form == "rotary":
+        return rotary_gradient(inst, degree, bound)
+    return general_gradient(inst, degree, bound)

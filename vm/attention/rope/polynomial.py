@@ -1,0 +1,87 @@
+"""The polynomial method (Lemma 3.4): exp on [-B, B] by a degree-g polynomial, and the
+monomial feature map that turns P(<a, b>) into a dot product of two feature vectors.
+
+The polynomial is the Chebyshev interpolant of exp on [-B, B] (near-minimax: its error is
+about 2 (B/2)^(g+1) e^B / (g+1)!, far below the Taylor remainder B^(g+1) e^B / (g+1)! as B
+grows), converted to monomial coefficients c_0..c_g. Since
+(a . b)^k = sum over multi-indices |alpha| = k of k!/alpha! a^alpha b^alpha, the features
+phi(a)[alpha] = c_|alpha| |alpha|!/alpha! a^alpha and psi(b)[alpha] = b^alpha give
+P(a . b) = phi(a) . psi(b) with C(d+g, g) features: the rank of the factors U V^T.
+"""
+
+from __future__ import annotations
+
+from math import comb, factorial
+
+import numpy as np
+import torch
+
+
+def exp_coefficients(bound: float, degree: int) -> np.ndarray:
+    """Monomial coefficients c_0..c_g of the Chebyshev interpolant of exp on [-B, B]."""
+    cheb = np.polynomial.Chebyshev.interpolate(np.exp, degree, domain=[-bound, bound])
+    coef = cheb.convert(kind=np.polynomial.Polynomial).coef
+    return np.pad(coef, (0, degree + 1 - len(coef)))
+
+
+def rank(d: int, degree: int) -> int:
+    """The number of monomials of degree <= g in d variables: C(d+g, g)."""
+    return comb(d + degree, degree)
+
+
+def monomials(d: int, degree: int) -> tuple[list[torch.Tensor], list[torch.Tensor],
+                                            torch.Tensor, torch.Tensor]:
+    """Every multiset of variables of size 1..g, built one variable at a time.
+
+    Returns, per degree k >= 1, the parent (a degree k-1 monomial's index) and the appended
+    variable of each degree-k monomial (variables never decrease, so each multiset appears
+    once), plus the degree and the multinomial k!/alpha! of all C(d+g, g) monomials.
+    """
+    parents, variables = [], []
+    last = [-1]                                   # the degree-0 monomial ends "before" 0
+    counts = [np.zeros(d, dtype=np.int64)]
+    degrees, multinomials = [0], [1]
+    previous = list(range(1))
+    for k in range(1, degree + 1):
+        parent, variable, current = [], [], []
+        for index in previous:
+            for t in range(max(last[index], 0), d):
+                parent.append(index - previous[0])
+                variable.append(t)
+                alpha = counts[index].copy()
+                alpha[t] += 1
+                counts.append(alpha)
+                last.append(t)
+                current.append(len(counts) - 1)
+                degrees.append(k)
+                multinomials.append(factorial(k) // int(np.prod([factorial(a) for a in alpha])))
+        parents.append(torch.tensor(parent))
+        variables.append(torch.tensor(variable))
+        previous = current
+    return (parents, variables, torch.tensor(degrees),
+            torch.tensor(multinomials, dtype=torch.float64))
+
+
+def features(rows: torch.Tensor, degree: int) -> torch.Tensor:
+    """All monomials rows^alpha, |alpha| <= g, of each row: n x C(d+g, g)."""
+    parents, variables, _, _ = monomials(rows.shape[1], degree)
+    level = torch.ones(rows.shape[0], 1, dtype=torch.float64)
+    levels = [level]
+    for parent, variable in zip(parents, variables):
+        level = level[:, parent] * rows[:, variable]
+        levels.append(level)
+    return torch.cat(levels, 1)
+
+
+def weights(d: int, bound: float, degree: int) -> torch.Tensor:
+    """c_|alpha| |alpha|!/alpha! for every monomial: phi(a) = weights * a^alpha."""
+    _, _, degrees, multinomials = monomials(d, degree)
+    coef = torch.tensor(exp_coefficients(bound, degree), dtype=torch.float64)
+    return coef[degrees] * multinomials
+
+
+def exp_error_bound(bound: float, degree: int, samples: int = 4001) -> float:
+    """max |P(x) - e^x| / e^x over [-B, B], measured on a fine grid (relative error of A)."""
+    grid = np.linspace(-bound, bound, samples)
+    value = np.polynomial.Polynomial(exp_coefficients(bound, degree))(grid)
+    return float(np.max(np.abs(value - np.exp(grid)) / np.exp(grid)))

@@ -1,0 +1,41 @@
+"""Toeplitz products by FFT: the route the general form W_{i-j} needs (Section 6 via [AS24a]).
+
+A Toeplitz matrix T[i, j] = t(i - j) is given by its 2n-1 diagonals, t at index
+delta + n - 1 (the layout of the offsets tensor). Embedded in a circulant of size N >= 2n-1,
+T x is a circular convolution: O(N log N) instead of O(n^2), and the n x n matrix is never
+formed. The bilinear form x^T T y = sum_delta t(delta) sum_i x_i y_{i-delta} is a
+correlation, so by Parseval it is (1/N) sum_w conj(t^(w)) x^(w) conj(y^(w)).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def fft_size(n: int) -> int:
+    """The power of two N >= 2n - 1 used for the circulant embedding."""
+    return 1 << (2 * n - 2).bit_length()
+
+
+def circulant_column(diagonals: torch.Tensor, size: int) -> torch.Tensor:
+    """t(delta) at circular index delta mod N, for the trailing (2n-1) axis of `diagonals`."""
+    n = (diagonals.shape[-1] + 1) // 2
+    column = diagonals.new_zeros(*diagonals.shape[:-1], size)
+    column[..., :n] = diagonals[..., n - 1:]          # delta = 0 .. n-1
+    column[..., size - n + 1:] = diagonals[..., :n - 1]  # delta = -(n-1) .. -1
+    return column
+
+
+def toeplitz_matvec(diagonals: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """T x for T[i, j] = t(i - j), batched: diagonals (..., 2n-1), x (..., n) -> (..., n)."""
+    n = x.shape[-1]
+    size = fft_size(n)
+    spectrum = torch.fft.rfft(circulant_column(diagonals, size)) * torch.fft.rfft(x, size)
+    return torch.fft.irfft(spectrum, size)[..., :n]
+
+
+def dense_toeplitz(diagonals: torch.Tensor) -> torch.Tensor:
+    """The n x n matrix T[i, j] = t(i - j) (for checks and the exact path)."""
+    n = (diagonals.shape[-1] + 1) // 2
+    index = torch.arange(n)[:, None] - torch.arange(n)[None, :] + n - 1
+    return diagonals[..., index]

@@ -1,0 +1,124 @@
+"""`ltvm rope`: the RoPE-attention gradient, exact against almost-linear (the RoPE paper).
+
+One random instance with scores in [-B, B] (docs/rope_attention.md): the closed-form
+gradient of Lemma 5.3 computed exactly (O(n^2)) and by the polynomial method of Section 6
+(degree g, factors of rank k, no n x n matrix), with the relative error of the fast one,
+the time and peak extra memory of both and the rank. One `name: value` line per figure,
+or one JSON object with --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from vm.common.errors import InputError
+
+MAX_N = 1 << 17
+MAX_D = 16
+MAX_DEGREE = 8
+MEMORY_LIMIT = 4 * 2 ** 30
+"""The largest n x n matrix (exact path) or set of factors (fast path) a run may hold."""
+BLOCK_ENTRIES = 1 << 24
+"""Rows of the exact gradient done at once: block x n entries (128 MiB)."""
+FORMS = ("rotary", "general")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add the `rope` subcommand."""
+    parser = commands.add_parser(
+        "rope", help="RoPE attention gradient: exact vs. the almost-linear polynomial method",
+        description="Compute the gradient of the RoPE attention loss for one random instance "
+        "exactly and by the polynomial method; report the error, time, memory and rank.")
+    parser.add_argument("--n", type=int, required=True, help=f"sequence length (<= {MAX_N})")
+    parser.add_argument("--d", type=int, default=4, help=f"head dimension (<= {MAX_D}, "
+                        "even for the rotary form; default 4)")
+    parser.add_argument("--bound", type=float, default=1.0,
+                        help="B: every score lies in [-B, B] (default 1)")
+    parser.add_argument("--degree", type=int, default=8,
+                        help=f"degree g of the polynomial for exp (<= {MAX_DEGREE}; default 8)")
+    parser.add_argument("--form", default="rotary", help="rotary (default) or general")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--skip-exact", action="store_true",
+                        help="run only the fast path (no error figure)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=run)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse bad sizes before anything is allocated (InputError, exit 2)."""
+    from vm.attention.rope.fast import working_bytes  # torch: see `run`
+
+    if args.form not in FORMS:
+        raise InputError(f"unknown form '{args.form}' (choose rotary or general)")
+    if not 1 <= args.n <= MAX_N:
+        raise InputError(f"--n must be between 1 and {MAX_N}, got {args.n}")
+    if not 1 <= args.d <= MAX_D:
+        raise InputError(f"--d must be between 1 and {MAX_D}, got {args.d}")
+    if args.form == "rotary" and args.d % 2:
+        raise InputError(f"the rotary form rotates pairs of coordinates: --d must be even, "
+                         f"got {args.d}")
+    if not 0 <= args.degree <= MAX_DEGREE:
+        raise InputError(f"--degree must be between 0 and {MAX_DEGREE}, got {args.degree}")
+    if not (math.isfinite(args.bound) and args.bound > 0):
+        raise InputError(f"--bound must be finite and positive, got {args.bound}")
+    fast = working_bytes(args.n, args.d, args.degree, args.form)
+    if fast > MEMORY_LIMIT:
+        raise InputError(f"the fast {args.form} route at d={args.d}, degree {args.degree} "
+                         f"would hold {fast / 2 ** 30:.1f} GiB of factors (limit "
+                         f"{MEMORY_LIMIT // 2 ** 30} GiB): lower --degree or --d")
+    square = 8 * args.n ** 2
+    if square > MEMORY_LIMIT and not args.skip_exact:
+        raise InputError(f"the exact gradient at n={args.n} works on an n x n matrix of "
+                         f"{square / 2 ** 30:.1f} GiB (limit {MEMORY_LIMIT // 2 ** 30} GiB): "
+                         "pass --skip-exact to run only the fast path")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compute both gradients of one random instance and print the figures."""
+    check_arguments(args)
+    import torch  # here, not at the top: every `ltvm` call imports this module
+
+    from vm.attention.chunked.memory import measure
+    from vm.attention.rope.fast import fast_gradient
+    from vm.attention.rope.gradient import exact_gradient, exact_rotary_gradient
+    from vm.attention.rope.instance import random_instance
+    from vm.attention.rope.polynomial import exp_error_bound
+
+    inst = random_instance(args.n, args.d, args.bound, args.form, args.seed)
+    fast, fast_taken = measure(lambda: fast_gradient(inst, args.form, args.degree, args.bound))
+    report = {"form": args.form, "n": args.n, "d": args.d, "bound": args.bound,
+              "degree": args.degree, "rank": fast.rank,
+              "exp_error": exp_error_bound(args.bound, args.degree)}
+    if not args.skip_exact:
+        block = max(1, BLOCK_ENTRIES // args.n)
+        exact_route = exact_rotary_gradient if args.form == "rotary" else (
+            lambda inst, block: exact_gradient(inst, block=block))
+        exact, exact_taken = measure(lambda: exact_route(inst, block))
+        scale = float(exact.dx.norm())
+        report.update(error=float((fast.dx - exact.dx).norm()) / scale if scale else 0.0,
+                      max_abs_error=float((fast.dx - exact.dx).abs().max()),
+                      loss_error=abs(fast.loss - exact.loss) / max(exact.loss, 1e-300),
+                      exact_time=exact_taken.seconds, exact_memory=exact_taken.peak_bytes)
+    report.update(fast_time=fast_taken.seconds, fast_memory=fast_taken.peak_bytes,
+                  factor_memory=fast.factor_bytes, memory_method=fast_taken.method,
+                  threads=torch.get_num_threads())
+    _print(report, args.json)
+    return 0
+
+
+def _print(report: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report))
+        return
+    for key, value in report.items():
+        if key.endswith("_time"):
+            text = f"{value:.3f} s"
+        elif key.endswith("memory"):
+            text = f"{value / 2 ** 20:.1f} MiB"
+        elif isinstance(value, float):
+            text = f"{value:.3g}"
+        else:
+            text = str(value)
+        print(f"{key}: {text}")
