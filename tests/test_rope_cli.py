@@ -41,3 +41,19 @@ def test_bad_sizes_exit_2_with_one_message(capsys, argv, message):
     captured = capsys.readouterr()
     assert message in captured.err and "Traceback" not in captured.err
     assert captured.out == ""
+
+
+def test_bench_rope_quick_writes_its_table_csv_and_plot(tmp_path, capsys):
+    assert main(["bench", "rope", "--quick", "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "rope_gradient.csv", "rope_gradient.md", "rope_gradient.png"]
+    table = (tmp_path / "rope_gradient.md").read_text()
+    assert "ltvm bench rope" in table and "General W_(i-j) form" in table
+
+
+@pytest.mark.parametrize("argv", [["--degree", "0"], ["--degree", "9"],
+                                  ["--max-exact-n", "100"], ["--max-exact-n", "131072"]])
+def test_bench_rope_refuses_bad_sizes(argv, capsys, tmp_path):
+    assert main(["bench", "rope", "--out", str(tmp_path), *argv]) == 2
+    assert "must be between" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

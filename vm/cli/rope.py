@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
 
 from vm.common.errors import InputError
 
@@ -73,6 +74,35 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise InputError(f"the exact gradient at n={args.n} works on an n x n matrix of "
                          f"{square / 2 ** 30:.1f} GiB (limit {MEMORY_LIMIT // 2 ** 30} GiB): "
                          "pass --skip-exact to run only the fast path")
+
+
+def register_bench(targets: argparse._SubParsersAction) -> None:
+    """Add the `rope` target of `ltvm bench`."""
+    parser = targets.add_parser(
+        "rope", help="RoPE gradient: exact vs the polynomial method, time, memory, error",
+        description="Time and peak memory of the exact and the fast RoPE attention gradient "
+                    "for n = 2^8 .. 2^16 (d = 4, B = 1) with fitted log-log exponents, the "
+                    "fast gradient's error against the degree for B in 0.5..4, d = 8 and the "
+                    "general form; writes rope_gradient.md, .csv and .png into --out "
+                    "(docs/rope_attention.md). About 5 minutes; --quick for a smoke run.")
+    parser.add_argument("--out", type=Path, default=Path("out/bench-rope"),
+                        help="output directory (default out/bench-rope)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
+    parser.add_argument("--max-exact-n", type=int, default=1 << 14, metavar="N",
+                        help="largest n the exact gradient is measured at, 2^8..2^16 "
+                             "(default 2^14; beyond it its time is extrapolated)")
+    parser.add_argument("--degree", type=int, default=8, metavar="G",
+                        help="polynomial degree of the timing sweep, 1..8 (default 8)")
+    parser.set_defaults(func=run_bench)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    if not (1 << 8) <= args.max_exact_n <= (1 << 16):
+        raise InputError(f"--max-exact-n must be between 256 and 65536, got {args.max_exact_n}")
+    if not 1 <= args.degree <= 8:
+        raise InputError(f"--degree must be between 1 and 8, got {args.degree}")
+    from vm.attention.rope.bench import run as run_sweeps  # torch, matplotlib: bench only
+    return run_sweeps(args)
 
 
 def run(args: argparse.Namespace) -> int:

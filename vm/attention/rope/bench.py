@@ -1,0 +1,227 @@
+"""RoPE attention gradient: exact closed form vs. the almost-linear polynomial method
+(`ltvm bench rope`; `python examples/rope_gradient.py` runs the same with --out examples/out).
+
+Measures (docs/rope_attention.md reports the numbers):
+  1. time and peak extra memory vs n (2^8 .. 2^16) of the exact gradient (Lemma 5.3, the
+     BLAS-bound rotary baseline, O(n^2)) and the fast one (Section 6, rank C(d+g, g)),
+     at d = 4, B = 1, degree g; fitted log-log exponents over n >= 2^11. The exact path
+     runs up to --max-exact-n; beyond it its time is extrapolated with its fitted exponent
+     (marked so in the table);
+  2. relative error of the fast gradient vs degree g = 0..8 for B in {0.5, 1, 2, 4}, and
+     the smallest degree (and rank) reaching 1e-6: where the bounded-entry regime ends;
+  3. d = 8 (rank and error per degree, time at one n) and the general W_{i-j} form's FFT
+     route against its exact closed form at small n.
+Writes rope_gradient.md, rope_gradient.csv and rope_gradient.png to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from vm.attention.chunked.memory import measure  # noqa: E402
+from vm.attention.rope.fast import fast_gradient  # noqa: E402
+from vm.attention.rope.gradient import exact_gradient, exact_rotary_gradient  # noqa: E402
+from vm.attention.rope.instance import random_instance  # noqa: E402
+from vm.attention.rope.polynomial import exp_error_bound, rank  # noqa: E402
+
+TARGET = 1e-6
+BLOCK_ENTRIES = 1 << 24
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def best_of(repeats: int, run):
+    """The fastest of `repeats` runs (time) with its result and peak memory."""
+    results = [measure(run) for _ in range(repeats)]
+    return min(results, key=lambda item: item[1].seconds)
+
+
+def exact_route(inst, form: str):
+    block = max(1, BLOCK_ENTRIES // inst.a1.shape[0])
+    if form == "rotary":
+        return exact_rotary_gradient(inst, block)
+    return exact_gradient(inst, block=block)
+
+
+def fit(ns: list[int], times: list[float], smallest: int = 1 << 11) -> float:
+    """Slope of log(time) against log(n) over n >= smallest (all n if too few)."""
+    points = [(n, t) for n, t in zip(ns, times) if n >= smallest and t]
+    if len(points) < 2:                        # a smoke run: fit what there is
+        points = list(zip(ns, times))
+    x, y = np.log([p[0] for p in points]), np.log([p[1] for p in points])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def time_sweep(ns, max_exact, d, bound, degree, rows):
+    fast_t, exact_t, exact_n = [], [], []
+    for n in ns:
+        inst = random_instance(n, d, bound, "rotary", seed=n)
+        repeats = 3 if n <= 1 << 12 else 1
+        fast, taken = best_of(repeats, lambda: fast_gradient(inst, "rotary", degree, bound))
+        row = {"table": "time", "form": "rotary", "n": n, "d": d, "bound": bound,
+               "degree": degree, "rank": fast.rank, "fast_s": taken.seconds,
+               "fast_mib": taken.peak_bytes / 2 ** 20,
+               "factor_mib": fast.factor_bytes / 2 ** 20}
+        fast_t.append(taken.seconds)
+        if n <= max_exact:
+            exact, etaken = best_of(repeats, lambda: exact_route(inst, "rotary"))
+            row.update(exact_s=etaken.seconds, exact_mib=etaken.peak_bytes / 2 ** 20,
+                       error=relative(fast.dx, exact.dx), exact_measured=True)
+            exact_t.append(etaken.seconds)
+            exact_n.append(n)
+        rows.append(row)
+        print(row, flush=True)
+    slope = fit(exact_n, exact_t)
+    for row in rows:
+        if row.get("table") == "time" and "exact_s" not in row:
+            last = exact_n[-1]
+            row.update(exact_s=exact_t[-1] * (row["n"] / last) ** slope, exact_measured=False)
+    return fit(ns, fast_t), slope
+
+
+def error_sweep(n, d, bounds, degrees, rows):
+    for bound in bounds:
+        inst = random_instance(n, d, bound, "rotary", seed=11)
+        exact = exact_route(inst, "rotary")
+        for degree in degrees:
+            fast = fast_gradient(inst, "rotary", degree, bound)
+            rows.append({"table": "error", "form": "rotary", "n": n, "d": d, "bound": bound,
+                         "degree": degree, "rank": fast.rank,
+                         "error": relative(fast.dx, exact.dx),
+                         "exp_error": exp_error_bound(bound, degree)})
+
+
+def d8_sweep(n_error, n_time, degrees, rows):
+    inst = random_instance(n_error, 8, 1.0, "rotary", seed=8)
+    exact = exact_route(inst, "rotary")
+    big = random_instance(n_time, 8, 1.0, "rotary", seed=9)
+    _, etaken = measure(lambda: exact_route(big, "rotary"))
+    for degree in degrees:
+        fast = fast_gradient(inst, "rotary", degree, 1.0)
+        _, taken = measure(lambda: fast_gradient(big, "rotary", degree, 1.0))
+        rows.append({"table": "d8", "form": "rotary", "n": n_time, "d": 8, "bound": 1.0,
+                     "degree": degree, "rank": fast.rank, "error": relative(fast.dx, exact.dx),
+                     "fast_s": taken.seconds, "exact_s": etaken.seconds})
+
+
+def general_sweep(ns, degree, rows):
+    for n in ns:
+        inst = random_instance(n, 4, 1.0, "general", seed=n)
+        exact, etaken = measure(lambda: exact_route(inst, "general"))
+        fast, taken = measure(lambda: fast_gradient(inst, "general", degree, 1.0))
+        rows.append({"table": "general", "form": "general", "n": n, "d": 4, "bound": 1.0,
+                     "degree": degree, "rank": fast.rank, "error": relative(fast.dx, exact.dx),
+                     "fast_s": taken.seconds, "exact_s": etaken.seconds,
+                     "factor_mib": fast.factor_bytes / 2 ** 20})
+
+
+def markdown(rows, fast_slope, exact_slope, command) -> str:
+    def f(value, spec=".3g"):
+        return "" if value is None else format(value, spec)
+
+    lines = [f"Produced by `{command}` (torch {torch.__version__}, 1 thread, float64).", "",
+             f"Time vs n (rotary, d=4, B=1): fitted exponents over n >= 2^11: exact "
+             f"{exact_slope:.2f}, fast {fast_slope:.2f}.", "",
+             "| n | rank | exact s | fast s | speed-up | fast peak MiB | factors MiB | "
+             "rel. error |", "|---|---|---|---|---|---|---|---|"]
+    for r in (r for r in rows if r["table"] == "time"):
+        mark = "" if r.get("exact_measured") else " (extrapolated)"
+        lines.append(f"| {r['n']} | {r['rank']} | {f(r['exact_s'])}{mark} | {f(r['fast_s'])} "
+                     f"| {r['exact_s'] / r['fast_s']:.1f}x | {r['fast_mib']:.1f} "
+                     f"| {r['factor_mib']:.1f} | {f(r.get('error'), '.2e')} |")
+    errors = [r for r in rows if r["table"] == "error"]
+    bounds = sorted({r["bound"] for r in errors})
+    degrees = sorted({r["degree"] for r in errors})
+    lines += ["", f"Relative error of the fast gradient vs degree g (rotary, d=4, "
+              f"n={errors[0]['n']}); rank C(4+g, g):", "",
+              "| g | rank | " + " | ".join(f"B={b:g}" for b in bounds) + " |",
+              "|---|---|" + "---|" * len(bounds)]
+    for g in degrees:
+        cells = [next(r["error"] for r in errors if r["bound"] == b and r["degree"] == g)
+                 for b in bounds]
+        lines.append(f"| {g} | {rank(4, g)} | " + " | ".join(f"{c:.1e}" for c in cells) + " |")
+    reach = []
+    for b in bounds:
+        ok = [r["degree"] for r in errors if r["bound"] == b and r["error"] <= TARGET]
+        reach.append(f"B={b:g}: " + (f"g={min(ok)} (rank {rank(4, min(ok))})" if ok
+                                     else f"not reached by g={max(degrees)}"))
+    lines += ["", f"Smallest degree reaching {TARGET:g}: " + "; ".join(reach) + "."]
+    d8 = [r for r in rows if r["table"] == "d8"]
+    if d8:
+        lines += ["", f"d = 8 (rotary, B=1): error at small n, time at n={d8[0]['n']}:", "",
+                  "| g | rank | rel. error | fast s | exact s |", "|---|---|---|---|---|"]
+        lines += [f"| {r['degree']} | {r['rank']} | {r['error']:.1e} | {r['fast_s']:.3g} | "
+                  f"{r['exact_s']:.3g} |" for r in d8]
+    general = [r for r in rows if r["table"] == "general"]
+    if general:
+        lines += ["", f"General W_(i-j) form, FFT route (d=4, |S|=8, B=1, "
+                  f"g={general[0]['degree']}):", "",
+                  "| n | rank | rel. error | fast s | exact s | factors MiB |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['n']} | {r['rank']} | {r['error']:.1e} | {r['fast_s']:.3g} | "
+                  f"{r['exact_s']:.3g} | {r['factor_mib']:.1f} |" for r in general]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, path: Path) -> None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    timing = [r for r in rows if r["table"] == "time"]
+    ns = [r["n"] for r in timing]
+    measured = [r for r in timing if r.get("exact_measured")]
+    left.loglog([r["n"] for r in measured], [r["exact_s"] for r in measured], "o-",
+                label="exact (Lemma 5.3)")
+    rest = [r for r in timing if not r.get("exact_measured")]
+    if rest:
+        left.loglog([measured[-1]["n"]] + [r["n"] for r in rest],
+                    [measured[-1]["exact_s"]] + [r["exact_s"] for r in rest], "o--",
+                    color="C0", alpha=0.5, label="exact, extrapolated")
+    left.loglog(ns, [r["fast_s"] for r in timing], "s-", label=f"fast, g={timing[0]['degree']}")
+    left.set(xlabel="n", ylabel="seconds", title="RoPE gradient time (d=4, B=1)")
+    left.legend()
+    errors = [r for r in rows if r["table"] == "error"]
+    for bound in sorted({r["bound"] for r in errors}):
+        pts = [r for r in errors if r["bound"] == bound]
+        right.semilogy([r["degree"] for r in pts], [max(r["error"], 1e-17) for r in pts], "o-",
+                       label=f"B={bound:g}")
+    right.axhline(TARGET, color="grey", linestyle=":", label="1e-6")
+    right.set(xlabel="degree g", ylabel="relative error of dLoss/dX",
+              title="fast vs exact gradient (d=4)")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The three sweeps; args: out, quick, max_exact_n, degree (`ltvm bench rope`)."""
+    torch.set_num_threads(1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    top = 10 if args.quick else 16
+    max_exact = 1 << (top - 1) if args.quick else min(args.max_exact_n, 1 << top)
+    fast_slope, exact_slope = time_sweep([1 << p for p in range(8, top + 1)], max_exact, 4,
+                                         1.0, args.degree, rows)
+    error_sweep(128 if args.quick else 512, 4, [0.5, 1.0, 2.0, 4.0], list(range(0, 9)), rows)
+    d8_sweep(128 if args.quick else 512, 1 << (10 if args.quick else 14), [2, 3, 4], rows)
+    general_sweep([128, 256] if args.quick else [256, 512, 1024, 2048], 4, rows)
+    command = (f"ltvm bench rope --out {args.out} --max-exact-n {args.max_exact_n} "
+               f"--degree {args.degree}" + (" --quick" if args.quick else ""))
+    (args.out / "rope_gradient.md").write_text(markdown(rows, fast_slope, exact_slope, command))
+    keys = sorted({key for row in rows for key in row})
+    with open(args.out / "rope_gradient.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+    plot(rows, args.out / "rope_gradient.png")
+    print((args.out / "rope_gradient.md").read_text())
+    return 0
