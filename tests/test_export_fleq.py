@@ -40,38 +40,26 @@ def read_cell(X: np.ndarray, layout: dict, cell: int) -> np.ndarray:
 
 
 RUNNER = """
-import json, sys
+import sys
 from pathlib import Path
 import numpy as np
-
-def pc_value(X, layout):
-    bits = X[slice(*layout["fields"][layout["pc_field"]]), layout["pc_column"]]
-    return int("".join("1" if b > 0 else "0" for b in bits), 2)
+sys.path.insert(0, sys.argv[4])
+from export_executor import code, eq1_pass, load_export
 
 directory, max_steps, trace = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-weights = dict(np.load(directory / "weights.npz", allow_pickle=False))
-layout = json.loads((directory / "layout.json").read_text())
-X = np.load(directory / "punchcard.npy", allow_pickle=False)
-meta = json.loads(str(weights["meta"]))
+weights, meta, layout, X = load_export(directory)
+pc_rows = slice(*layout["fields"][layout["pc_field"]])
 states = [X]
-while pc_value(X, layout) != layout["halt_pc"] and len(states) <= max_steps:
-    for l in range(meta["layers"]):
-        A = X.copy()
-        for h in range(meta["heads"][l]):
-            w = {k: weights[f"l{l}.h{h}.{k}"] for k in ("Q", "K", "V", "lam")}
-            S = w["lam"] * (w["K"] @ X).T @ (w["Q"] @ X)
-            S = S + weights[f"l{l}.h{h}.mask"] if f"l{l}.h{h}.mask" in weights else S
-            P = np.exp(S - S.max(axis=0))
-            A += w["V"] @ X @ (P / P.sum(axis=0))
-        W1, b1, W2, b2 = (weights[f"l{l}.{k}"] for k in ("W1", "b1", "W2", "b2"))
-        X = A + W2 @ np.maximum(W1 @ A + b1[:, None], 0) + b2[:, None]
+while code(X[pc_rows, layout["pc_column"]]) != layout["halt_pc"] and len(states) <= max_steps:
+    X = eq1_pass(weights, meta, X)
     states.append(X)
 assert not any(name == "vm" or name.startswith(("vm.", "assembler")) for name in sys.modules)
 np.save(trace, np.stack(states))
 """
-"""X <- TF(X) by Eq. (1) with plain numpy until pc == halt_pc, saving X before the first
-pass and after each. It runs in a fresh Python process that imports only numpy (and
-asserts so), with one BLAS thread: on a loaded machine BLAS threads spin."""
+"""X <- TF(X) by Eq. (1) with tests/export_executor.py (numpy only) until pc == halt_pc,
+saving X before the first pass and after each. It runs in a fresh Python process that
+imports nothing from the project (and asserts so), with one BLAS thread: on a loaded
+machine BLAS threads spin."""
 
 
 def run_exported(directory: Path, max_steps: int, tmp_path: Path) -> list[np.ndarray]:
@@ -79,8 +67,8 @@ def run_exported(directory: Path, max_steps: int, tmp_path: Path) -> list[np.nda
     trace = tmp_path / "states.npy"
     environment = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                    "MKL_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, "-c", RUNNER, str(directory), str(max_steps), str(trace)],
-                   check=True, env=environment, cwd=tmp_path)
+    subprocess.run([sys.executable, "-c", RUNNER, str(directory), str(max_steps), str(trace),
+                    str(Path(__file__).parent)], check=True, env=environment, cwd=tmp_path)
     return list(np.load(trace))
 
 
