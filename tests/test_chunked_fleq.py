@@ -239,3 +239,31 @@ def test_a_second_geometry_on_the_transformer_matches_full_attention():
     got = chunks(program.named_memory(result.memory), "Y")
     error = relative_error(torch.as_tensor(got), torch.as_tensor(direct_attention(x, *weights)))
     assert 0 < error <= RELATIVE_BOUND["float64"]
+
+
+def rope_attention(x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray) -> np.ndarray:
+    """softmax((R_i q_i) . (R_j k_j)) v by vm/attention/rope (rows rotated by their position)."""
+    from vm.attention.rope.forward import rotate
+    q, k, v = (torch.as_tensor(x @ w) for w in (wq, wk, wv))
+    return (torch.softmax(rotate(q) @ rotate(k).T, dim=1) @ v).numpy()
+
+
+def test_rope_chunked_attention_is_rotary_attention_on_both_engines():
+    source, x, weights = instance_source(16, 4, 4, 4, 5)
+    program = FLEQ.assemble_text(source.replace("score=2.0)", "score=2.0, rope=1)"), "r.fleq")
+    want = torch.as_tensor(rope_attention(x, *weights))
+    exact = chunks(program.named_memory(run_fleq_reference(program, 10_000).cells), "Y")
+    assert relative_error(torch.as_tensor(exact), want) < 1e-12
+    assert relative_error(torch.as_tensor(direct_attention(x, *weights)), want) > 1e-3
+    run = run_transformer(program, fleq_geometry_for(program), 10_000,
+                          EngineConfig(dtype="float64"))
+    got = chunks(program.named_memory(run.memory), "Y")
+    assert 0 < relative_error(torch.as_tensor(got), want) <= RELATIVE_BOUND["float64"]
+
+
+@pytest.mark.parametrize("h, rope, message", [(3, 1, "even head width"),
+                                              (4, 2, "rope must be 0 or 1")])
+def test_rope_option_errors(h, rope, message):
+    source, _, _ = instance_source(6, 3, 4, h, 0)
+    with pytest.raises(InputError, match=message):
+        FLEQ.assemble_text(source.replace("score=2.0)", f"score=2.0, rope={rope})"), "r.fleq")

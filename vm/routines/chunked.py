@@ -33,6 +33,15 @@ Why the symmetrized step: matmul_tn gives X^T products, and X^T (2I - D X)
 maps an error E of X to E^T - E, so the antisymmetric part of the products'
 rounding doubles each step; X^T R + R^T X cancels every first-order error.
 
+With `rope=1` the queries and keys are rotated by their tokens' positions first, the
+standard rotary embedding (vm/attention/rope: R_p is block-diagonal 2 x 2 rotations by
+p theta_b, theta_b = 10000^(-2b/h), h even), so the result is RoPE attention
+softmax((R_i q_i) . (R_j k_j)) v. Per chunk, Q_t <- C o Q_t + S o (P Q_t) with the
+positions' cosines C, sines S and the pair swap P (x1, x2) -> (-x2, x1) as constant cells
+(matmul_tn, two hadamard products, add: 4 instructions), and the same on the key rows of
+KV_t (cosine 1 and sine 0 on its value rows): 8T more instructions. Rotations keep norms, so
+`score` bounds the rotated scores too.
+
 Newton converges for every query whose mean e^(q.k) lies in (0, 2 cosh(score));
 when every |q.k| <= score, `newton_iterations(score)` steps take it below
 float64's unit roundoff, so the result is limited by the blocks' own errors
@@ -83,6 +92,8 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
     expect_shape(call.destination, (heads, length), "the output chunk")
     if not call.keywords["score"] > 0:
         raise ValueError("score must be positive")
+    if call.keywords["rope"] not in (0, 1):
+        raise ValueError(f"rope must be 0 or 1, got {call.keywords['rope']:g}")
     return int(n), int(m), width, heads
 
 
@@ -115,9 +126,50 @@ def expand_chunked_attention(call: RoutineCall) -> Expansion:
     for t in range(chunks):
         code += [f"{name(f'q{t}')} = matmul_tn({wq}, {x_stem}{t})",
                  f"{name(f'kv{t}')} = matmul_tn({name('wkv')}, {x_stem}{t})"]
+    if call.keywords["rope"]:
+        rope_data, rope_code = _rotations(name, chunks, m, h)
+        data += rope_data
+        code += rope_code
     for c in range(chunks):
         code += _query_chunk(name, c, chunks, newton_iterations(score), f"{y_stem}{c}")
     return Expansion(data, code)
+
+
+ROPE_BASE = 10000.0
+"""The rotary embedding's frequency base, as in vm/attention/rope/forward.py."""
+
+
+def _rotations(name, chunks: int, m: int, h: int) -> tuple[list[str], list[str]]:
+    """Data and code that rotate every chunk's queries and keys by their positions."""
+    if h % 2:
+        raise ValueError(f"rope=1 needs an even head width h, got {h}")
+    swap = np.zeros((h, h))
+    for b in range(0, h, 2):
+        swap[b, b + 1], swap[b + 1, b] = -1.0, 1.0
+    swap_kv = np.zeros((2 * h, 2 * h))
+    swap_kv[:h, :h] = swap
+    frequencies = np.repeat(ROPE_BASE ** (-np.arange(0, h, 2) / h), 2)
+    data = [f"{name('swq')}: {matrix_literal(swap.T)}",
+            f"{name('swkv')}: {matrix_literal(swap_kv.T)}",
+            f"{name('rq')}: .zeros {h}x{m}", f"{name('rkv')}: .zeros {2 * h}x{m}",
+            f"{name('uq')}: .zeros {h}x{m}", f"{name('ukv')}: .zeros {2 * h}x{m}"]
+    code = []
+    for t in range(chunks):
+        phase = frequencies[:, None] * np.arange(t * m, (t + 1) * m)[None, :]
+        cos_kv = np.vstack([np.cos(phase), np.ones((h, m))])
+        sin_kv = np.vstack([np.sin(phase), np.zeros((h, m))])
+        data += [f"{name(f'cq{t}')}: {matrix_literal(np.cos(phase))}",
+                 f"{name(f'sq{t}')}: {matrix_literal(np.sin(phase))}",
+                 f"{name(f'ckv{t}')}: {matrix_literal(cos_kv)}",
+                 f"{name(f'skv{t}')}: {matrix_literal(sin_kv)}"]
+        for part, swapped, rotated, scratch in (("q", "swq", "rq", "uq"),
+                                                ("kv", "swkv", "rkv", "ukv")):
+            chunk = name(f"{part}{t}")
+            code += [f"{name(rotated)} = matmul_tn({name(swapped)}, {chunk})",
+                     f"{name(scratch)} = hadamard({name(f's{part}{t}')}, {name(rotated)})",
+                     f"{name(rotated)} = hadamard({name(f'c{part}{t}')}, {chunk})",
+                     f"{chunk} = add({name(rotated)}, {name(scratch)})"]
+    return data, code
 
 
 def _query_chunk(name, c: int, chunks: int, iterations: int, output: str) -> list[str]:
@@ -144,4 +196,4 @@ def _query_chunk(name, c: int, chunks: int, iterations: int, output: str) -> lis
 register_routine(Routine(
     "chunked_attention",
     "attention of N tokens (chunk cells X0..) from (N/M)^2 attention_oracle calls",
-    4, {"n": 16.0, "m": 4.0, "score": 2.0}, expand_chunked_attention))
+    4, {"n": 16.0, "m": 4.0, "score": 2.0, "rope": 0.0}, expand_chunked_attention))
