@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from vm.common.errors import InputError
 from vm.isa import FLEQ
 from vm.cli import main
 from vm.machines.fleq.domains import first_domain_violation
@@ -116,3 +119,31 @@ def test_a_literal_operand_beyond_the_magnitude_is_refused(capsys, tmp_path):
     source.write_text(".data\nx: 1.0\ny: 0.0\n.code\ny = mul(x, 1e20)\nhalt\n")
     assert main(["asm", str(source)]) == 2
     assert "lit.fleq:5:12: error: values must lie within |x| <= 2^50" in capsys.readouterr().err
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from([-1.0, 1.0]), st.floats(-3, 19)), min_size=3,
+                max_size=3),
+       st.lists(st.tuples(st.sampled_from(["add", "sub"]), st.integers(0, 2),
+                          st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=4))
+def test_a_run_is_within_bound_or_refused_or_flagged_never_silently_wrong(values, steps):
+    """Random magnitudes up to 1e19 and random add/sub chains (blocks exact to rounding): the
+    assembler refuses, or the replay's domain check flags (run exits 1), or every cell the
+    transformer ends with equals the exact run's."""
+    from vm.machines.fleq.punchcard import fleq_geometry_for
+    from vm.machines.fleq.reference import run_fleq_reference
+    from vm.runtime.executor import run_transformer
+    names = ("p", "q", "r")
+    data = [f"{name}: {sign * 10.0 ** power!r}" for name, (sign, power) in zip(names, values)]
+    code = [f"{names[c]} = {f}({names[a]}, {names[b]})" for f, a, b, c in steps]
+    source = "\n".join([".data", *data, ".code", *code, "halt"]) + "\n"
+    try:
+        program = FLEQ.assemble_text(source, "random.fleq")
+    except InputError as error:
+        assert "2^50" in str(error) or "domain" in str(error) or "finite" in str(error)
+        return
+    if first_domain_violation(program, 100) is not None:
+        return
+    exact = program.named_memory(run_fleq_reference(program, 100).cells)
+    got = program.named_memory(run_transformer(program, fleq_geometry_for(program), 100).memory)
+    assert got == exact, source
