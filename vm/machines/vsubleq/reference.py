@@ -34,9 +34,10 @@ class Image:
     bits: int
     length: int
     """How many words the source gave (the rest is zero padding)."""
+    source: str = "<image>"
 
     @classmethod
-    def from_words(cls, words: list[int], bits: int = 16) -> "Image":
+    def from_words(cls, words: list[int], bits: int = 16, source: str = "<image>") -> "Image":
         """Pad `words` to a power of two >= 4; refuse words or sizes N bits cannot hold."""
         if not 2 <= bits <= MAX_BITS:
             raise InputError(f"word size must be between 2 and {MAX_BITS} bits, got {bits}")
@@ -49,7 +50,7 @@ class Image:
         if size > 1 << (bits - 1):
             raise InputError(f"{len(words)} words need {size} cells, more than {bits}-bit "
                              f"words can address ({1 << (bits - 1)})")
-        return cls(tuple(words) + (0,) * (size - len(words)), bits, len(words))
+        return cls(tuple(words) + (0,) * (size - len(words)), bits, len(words), source)
 
     @property
     def size(self) -> int:

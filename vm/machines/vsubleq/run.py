@@ -3,6 +3,7 @@ the reference keeps (memory, pc, halted) so both can be compared after every ste
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
@@ -12,8 +13,9 @@ import torch
 from vm.common.errors import InputError
 from vm.machines.vsubleq.layout import VGeometry
 from vm.machines.vsubleq.machine import vsubleq_machine
-from vm.machines.vsubleq.reference import Image, Reference, Result
-from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
+from vm.machines.vsubleq.reference import Image, Reference, Result, Step
+from vm.transformer.layers import (LoopedTransformer, cpu_threads, flush_denormals,
+                                   from_internal, to_internal)
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -27,19 +29,22 @@ class TransformerRun:
     """One image on the transformer: `step` makes one pass, `state` decodes it."""
 
     def __init__(self, image: Image, dtype: str = "float32", attention: str = "masked",
-                 temperature: float | None = None) -> None:
+                 temperature: float | None = None, device: str = "cpu") -> None:
         if dtype not in DTYPES:
             raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
         self.geometry = VGeometry(image.size, image.bits)
         self.machine = vsubleq_machine(self.geometry, temperature)
-        self.model = LoopedTransformer(self.machine.weights, DTYPES[dtype], "cpu", attention,
+        self.model = LoopedTransformer(self.machine.weights, DTYPES[dtype], device, attention,
                                        self.geometry.scratch)
-        card = torch.as_tensor(self.machine.encode(image)[None], dtype=DTYPES[dtype])
+        card = torch.as_tensor(self.machine.encode(image)[None], dtype=DTYPES[dtype],
+                               device=device)
         self.X = to_internal(card)
         self._halted_row = self.machine.layout.row("halted")
 
     def step(self) -> None:
-        with torch.inference_mode(), flush_denormals():
+        threads = (cpu_threads(self.X.shape[1] * self.X.shape[2]) if self.X.device.type == "cpu"
+                   else nullcontext())  # small work: one thread, idle ones would spin
+        with torch.inference_mode(), flush_denormals(), threads:
             self.model.step_(self.X)
 
     @property
@@ -48,7 +53,7 @@ class TransformerRun:
 
     def state(self) -> tuple[list[int], int, bool]:
         """(memory, pc, halted) now."""
-        card = from_internal(self.X)[0].double().numpy()
+        card = from_internal(self.X)[0].double().cpu().numpy()
         return self.machine.decode(np.asarray(card))
 
     def refuse_io(self) -> None:
@@ -60,21 +65,39 @@ class TransformerRun:
 
 
 def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
-                    attention: str = "masked",
-                    progress: Callable[[int], None] | None = None) -> Result:
-    """Run until halted or `max_steps` passes; an I/O instruction is an InputError."""
-    run = TransformerRun(image, dtype, attention)
+                    attention: str = "masked", progress: Callable[[int], None] | None = None,
+                    trace: bool = False, temperature: float | None = None,
+                    device: str = "cpu") -> Result:
+    """Run until halted or `max_steps` passes; an I/O instruction is an InputError. With
+    `trace`, every pass is decoded and recorded as the reference records it."""
+    run = TransformerRun(image, dtype, attention, temperature, device)
+    records: list[Step] = []
+    memory, pc, _ = run.state() if trace else (None, 0, False)
     steps = 0
     while steps < max_steps:
         run.step()
+        if run.halted:
+            run.refuse_io()
+        if trace:
+            new_memory, next_pc, halted = run.state()
+            records.append(_record(steps, memory, pc, new_memory, next_pc, halted))
+            memory, pc = new_memory, next_pc
         steps += 1
         if progress is not None:
             progress(steps)
         if run.halted:
-            run.refuse_io()
             break
     memory, pc, halted = run.state()
-    return Result(memory, pc, steps, halted)
+    return Result(memory, pc, steps, halted, trace=records)
+
+
+def _record(step: int, memory: list[int], pc: int, new_memory: list[int], next_pc: int,
+            halted: bool) -> Step:
+    """What one decoded pass did, in the reference's trace format."""
+    size = len(memory)
+    a, b, c = memory[pc], memory[(pc + 1) % size], memory[(pc + 2) % size]
+    new = new_memory[b % size]
+    return Step(step, pc, a, b, c, memory[b % size], new, new <= 0, next_pc, halted)
 
 
 @dataclass(frozen=True)
@@ -91,9 +114,11 @@ class Comparison:
 
 
 def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str = "masked",
-            progress: Callable[[int], None] | None = None) -> Comparison:
+            progress: Callable[[int], None] | None = None, temperature: float | None = None,
+            device: str = "cpu") -> Comparison:
     """After every step, memory, pc and halted must be equal on both engines."""
-    run, reference = TransformerRun(image, dtype, attention), Reference(image)
+    run = TransformerRun(image, dtype, attention, temperature, device)
+    reference = Reference(image)
     for step in range(max_steps):
         pc = reference.pc
         if is_io(reference.memory, pc):
