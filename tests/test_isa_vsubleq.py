@@ -73,3 +73,18 @@ def test_bad_token_is_located(capsys, tmp_path) -> None:
     bad.write_text("1 2 3\n4 five\n")
     code, _, err = run_cli(capsys, "run", str(bad))
     assert code == 2 and f"{bad}:2:3: error: 'five' is not a decimal word" in err
+
+
+def test_export_runs_on_an_independent_numpy_executor(capsys, tmp_path) -> None:
+    from tests.export_executor import eq1_pass, load_export, subleq_memory
+    from vm.machines.vsubleq.reference import Image, run_reference
+    from assembler.dec import load_image
+
+    assert run_cli(capsys, "export", "--bits", "8", SUM, "-o", str(tmp_path / "x"))[0] == 0
+    weights, meta, layout, X = load_export(tmp_path / "x")
+    halted = layout["fields"][layout["halted_field"]][0]
+    passes = 0
+    while X[halted, layout["pc_column"]] < 0.5 and passes < 100:
+        X, passes = eq1_pass(weights, meta, X), passes + 1
+    expected = run_reference(Image.from_words(load_image(Path(SUM).read_text()), 8), 100)
+    assert passes == expected.steps and subleq_memory(X, layout) == expected.memory

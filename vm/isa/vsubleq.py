@@ -130,9 +130,11 @@ class Vsubleq(InstructionSet):
         return columns, regions
 
     def export_fields(self, program: Image, geometry: VGeometry) -> tuple[int, dict]:
-        return geometry.pos_bits, {
-            "pc_column": 0, "halted_row": "halted",
-            "pc_encoding": "pm1-binary-msb-first (memory address; pc, pc+1, pc+2)"}
+        return geometry.bits, {
+            "machine": "vsubleq", "pc_column": 0, "pc_bits": geometry.pos_bits,
+            "halted_field": "halted",
+            "pc_encoding": "pm1-binary-msb-first memory address; the pc field holds the codes "
+                           "of pc, pc + 1 and pc + 2; halted is 1 once the machine halted"}
 
     def paper(self, program: Image | None, geometry: VGeometry) -> PaperComparison:
         return PAPER

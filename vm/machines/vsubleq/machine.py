@@ -61,6 +61,9 @@ class VsubleqMachine:
     def decode(self, card: np.ndarray) -> tuple[list[int], int, bool]:
         return decode(card, self.layout)
 
+    def check_exact_moves(self, dtype: str) -> None:
+        """No real-valued data: every move is a ±1 code, exact at the default temperature."""
+
 
 def _value(ffn: FeedForwardBuilder, field: str, gate: int) -> Form:
     """The unsigned integer of a ±1 field as a form: sum of 2^k (bit_k + g) / 2."""
