@@ -88,3 +88,4 @@ def test_export_runs_on_an_independent_numpy_executor(capsys, tmp_path) -> None:
         X, passes = eq1_pass(weights, meta, X), passes + 1
     expected = run_reference(Image.from_words(load_image(Path(SUM).read_text()), 8), 100)
     assert passes == expected.steps and subleq_memory(X, layout) == expected.memory
+
