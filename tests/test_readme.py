@@ -10,6 +10,8 @@ from vm.machines.fleq.punchcard import fleq_geometry_for
 from assembler.subleq import assemble
 from vm.runtime.compare import compare_fleq
 from vm.machines.subleq.reference import run_reference
+from vm.machines.vsubleq.reference import Image, run_reference as run_vsubleq
+from assembler.dec import load_image
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -31,3 +33,9 @@ def test_fleq_example_runs_on_the_transformer_like_the_reference():
     comparison = compare_fleq(program, fleq_geometry_for(program), 100)
     assert comparison.ok and comparison.halted
     assert comparison.steps == 16
+
+
+def test_standard_subleq_image_prints_hello_world():
+    image = Image.from_words(load_image(example("# the pointer is word 0 itself")))
+    result = run_vsubleq(image, 1000)
+    assert result.halted and result.output == b"Hello, world!\n"

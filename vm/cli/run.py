@@ -7,6 +7,7 @@ import argparse
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
                            engine_config,
                            load_program, positive_int, print_result)
+from vm.common.errors import InputError
 from vm.isa import for_program
 from vm.tools.progress import Progress
 
@@ -31,6 +32,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--trace", action="store_true",
                         help="print every executed instruction (pc, cell written, branch)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--input", metavar="TEXT",
+                        help="the input stream of a .dec image (reference engine): its bytes "
+                             "in UTF-8, then end of input")
     add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
@@ -39,21 +43,25 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
     isa = for_program(program)
+    if args.input is not None and not isa.reads_input:
+        raise InputError(f"--input applies to programs that read input (.dec images), not "
+                         f"{isa.name.upper()}")
     if args.engine == "reference":
-        result = isa.run_reference(program, args.max_steps, trace=args.trace)
-        print_result(program, result, "reference", args.json)
+        given = {"input_bytes": args.input.encode()} if args.input is not None else {}
+        result = isa.run_reference(program, args.max_steps, trace=args.trace, **given)
+        print_result(program, result, "reference", args.json, isa.result_lines(result))
         return 0 if result.halted else 1
-    from vm.runtime.executor import run_traced, run_transformer  # torch: transformer runs only
-
+    if args.input is not None:
+        raise InputError("--input needs --engine reference: the transformer does no I/O yet")
     config = engine_config(args)
     if args.trace:
-        result = run_traced(program, geometry, args.max_steps, config)
+        result = isa.run_transformer(program, geometry, args.max_steps, config, trace=True)
     else:
         progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds)
-        result = run_transformer(program, geometry, args.max_steps, config, progress)
+        result = isa.run_transformer(program, geometry, args.max_steps, config, progress)
         progress.done()
     checks = isa.run_checks(program, result.steps, config.dtype)
     extra = {"dtype": config.dtype or isa.default_dtype, "attention": config.attention,
-             **checks.lines}
+             **checks.lines, **isa.result_lines(result)}
     print_result(program, result, "transformer", args.json, extra)
     return 0 if result.halted and checks.ok else 1

@@ -14,8 +14,9 @@ from vm.common.errors import InputError
 from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions, RunChecks
 from vm.isa.fleq import FLEQ
 from vm.isa.subleq import SUBLEQ
+from vm.isa.vsubleq import VSUBLEQ
 
-INSTRUCTION_SETS: tuple[InstructionSet, ...] = (SUBLEQ, FLEQ)
+INSTRUCTION_SETS: tuple[InstructionSet, ...] = (SUBLEQ, FLEQ, VSUBLEQ)
 
 
 def for_path(path: str | Path) -> InstructionSet:
@@ -36,5 +37,5 @@ def for_program(program: Any) -> InstructionSet:
     raise TypeError(f"no instruction set for {type(program).__name__}")
 
 
-__all__ = ["FLEQ", "INSTRUCTION_SETS", "SUBLEQ", "InstructionSet", "PaperComparison",
+__all__ = ["FLEQ", "INSTRUCTION_SETS", "SUBLEQ", "VSUBLEQ", "InstructionSet", "PaperComparison",
            "ProgramOptions", "RunChecks", "for_path", "for_program"]

@@ -71,6 +71,8 @@ class InstructionSet(ABC):
     geometry_type: type
     writes_csv: bool = False
     """Whether `save_csv` can hold its programs (the column-index CSV pair)."""
+    reads_input: bool = False
+    """Whether its programs read an input stream (`run_reference(..., input_bytes=)`)."""
 
     # -- sources and geometry -----------------------------------------------------------
     @abstractmethod
@@ -104,6 +106,16 @@ class InstructionSet(ABC):
     def run_reference(self, program: Any, max_steps: int, trace: bool = False) -> RunResult:
         """Run the exact interpreter."""
 
+    def run_transformer(self, program: Any, geometry: Any, max_steps: int, config: EngineConfig,
+                        progress: Callable[[int], None] | None = None,
+                        trace: bool = False) -> RunResult:
+        """Run on the looped transformer: the shared batched executor unless the ISA has
+        its own runner."""
+        from vm.runtime.executor import run_traced, run_transformer  # torch: transformer only
+        if trace:
+            return run_traced(program, geometry, max_steps, config)
+        return run_transformer(program, geometry, max_steps, config, progress)
+
     @abstractmethod
     def compare(self, program: Any, geometry: Any, max_steps: int, config: EngineConfig,
                 progress: Callable[[int], None] | None = None) -> Any:
@@ -119,6 +131,10 @@ class InstructionSet(ABC):
         return RunChecks()
 
     # -- presentation -------------------------------------------------------------------
+    def result_lines(self, result: Any) -> dict[str, str]:
+        """Lines a finished run prints beside its memory (an output stream); none by default."""
+        return {}
+
     @abstractmethod
     def named_memory(self, program: Any, memory: list) -> dict:
         """Final memory by name."""

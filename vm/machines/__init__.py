@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from vm.common.errors import InputError
 from vm.common.geometry import Geometry
 from vm.machines.fleq.layout import FleqGeometry
 
@@ -29,5 +30,11 @@ BUILDERS: dict[type, Callable[[Any, float | None], Any]] = {Geometry: _subleq,
 
 
 def machine_for(geometry: Geometry | FleqGeometry, temperature: float | None = None):
-    """The (cached) machine of a geometry."""
-    return BUILDERS[type(geometry)](geometry, temperature)
+    """The (cached) machine of a geometry the batched executor runs; other machines (standard
+    SUBLEQ, `vm.machines.vsubleq`) have their own runner, and commands built on the executor
+    refuse them."""
+    builder = BUILDERS.get(type(geometry))
+    if builder is None:
+        raise InputError("this command runs SUBLEQ (.sq) and FLEQ (.fleq) programs; .dec "
+                         "images run with ltvm run, compare, asm, inspect and export")
+    return builder(geometry, temperature)

@@ -1,0 +1,34 @@
+"""Standard SUBLEQ memory images in the `.dec` style of public toolchains (Mazonka's sqrun,
+the eForth SUBLEQ image): decimal words separated by whitespace or commas; `#` and `;`
+start a comment that runs to the end of the line."""
+
+from __future__ import annotations
+
+import re
+
+from assembler.diagnostics import SourceError
+from vm.common.errors import InputError
+
+MAX_WORDS = 1 << 15
+"""The largest image accepted (the memory is padded to a power of two of at most 2^15)."""
+_TOKEN = re.compile(r"[^\s,]+")
+_WORD = re.compile(r"[+-]?\d+")
+
+
+def load_image(text: str, file: str = "<image>") -> list[int]:
+    """The words of an image, in order; a bad token is a located InputError (file:line:col)."""
+    words: list[int] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        body = re.split(r"[#;]", line, maxsplit=1)[0]
+        for match in _TOKEN.finditer(body):
+            token = match.group()
+            if not _WORD.fullmatch(token):
+                raise SourceError(f"'{token}' is not a decimal word", file, text, number,
+                                  match.start() + 1, len(token))
+            if len(words) >= MAX_WORDS:
+                raise SourceError(f"image longer than {MAX_WORDS} words", file, text, number,
+                                  match.start() + 1, len(token))
+            words.append(int(token))
+    if not words:
+        raise InputError(f"{file}: the image holds no words")
+    return words

@@ -1,0 +1,91 @@
+"""`.dec` images through the command line: run, compare, asm, --input, refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vm.cli import main
+from vm.isa import VSUBLEQ, for_path
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "vsubleq"
+HELLO, ECHO, SUM = (str(PROGRAMS / name) for name in ("hello.dec", "echo.dec", "array_sum.dec"))
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_dec_files_belong_to_standard_subleq() -> None:
+    assert for_path("x.dec") is VSUBLEQ
+
+
+def test_reference_run_prints_the_output_stream(capsys) -> None:
+    code, out, _ = run_cli(capsys, "run", "--engine", "reference", HELLO)
+    assert code == 0
+    assert 'output: "Hello, world!\\n"' in out
+
+
+def test_reference_run_reads_input(capsys) -> None:
+    code, out, _ = run_cli(capsys, "run", "--engine", "reference", "--json", "--bits", "8",
+                           "--input", "abc", ECHO)
+    payload = json.loads(out)
+    assert code == 0 and payload["output"] == json.dumps("abc") and payload["halted"]
+
+
+@pytest.mark.parametrize("bits", ["8", "16"])
+def test_transformer_run_and_compare_agree_with_the_sum(capsys, bits: str) -> None:
+    code, out, _ = run_cli(capsys, "run", "--json", "--bits", bits, SUM)
+    assert code == 0 and json.loads(out)["memory"]["mem"][23] == 24
+    code, out, _ = run_cli(capsys, "compare", "--bits", bits, SUM)
+    assert code == 0 and out.startswith("OK: transformer and reference agree for 21 steps")
+
+
+def test_transformer_trace_names_every_step(capsys) -> None:
+    code, out, _ = run_cli(capsys, "run", "--trace", "--bits", "8", SUM)
+    lines = [line for line in out.splitlines() if " pc " in line]
+    assert code == 0 and len(lines) == 21
+    assert "mem[22] = 0 - mem[24] = -3  jump -> 3" in lines[0] and lines[-1].endswith("halt")
+
+
+def test_asm_lists_the_words(capsys) -> None:
+    code, out, _ = run_cli(capsys, "asm", "--listing", SUM)
+    assert code == 0 and "memory 32" in out and "     0: 24 22 3" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", HELLO], "does no I/O yet"),
+    (["run", "--input", "x", ECHO], "--input needs --engine reference"),
+    (["run", "--scratch", "2", SUM], "do not apply to .dec"),
+    (["run", "--bits", "5", SUM], "outside the 5-bit range"),
+])
+def test_refusals_are_one_message_and_exit_2(capsys, argv: list[str], message: str) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_bad_token_is_located(capsys, tmp_path) -> None:
+    bad = tmp_path / "bad.dec"
+    bad.write_text("1 2 3\n4 five\n")
+    code, _, err = run_cli(capsys, "run", str(bad))
+    assert code == 2 and f"{bad}:2:3: error: 'five' is not a decimal word" in err
+
+
+def test_export_runs_on_an_independent_numpy_executor(capsys, tmp_path) -> None:
+    from tests.export_executor import eq1_pass, load_export, subleq_memory
+    from vm.machines.vsubleq.reference import Image, run_reference
+    from assembler.dec import load_image
+
+    assert run_cli(capsys, "export", "--bits", "8", SUM, "-o", str(tmp_path / "x"))[0] == 0
+    weights, meta, layout, X = load_export(tmp_path / "x")
+    halted = layout["fields"][layout["halted_field"]][0]
+    passes = 0
+    while X[halted, layout["pc_column"]] < 0.5 and passes < 100:
+        X, passes = eq1_pass(weights, meta, X), passes + 1
+    expected = run_reference(Image.from_words(load_image(Path(SUM).read_text()), 8), 100)
+    assert passes == expected.steps and subleq_memory(X, layout) == expected.memory
+

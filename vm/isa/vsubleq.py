@@ -1,0 +1,143 @@
+"""Standard (von Neumann) SUBLEQ as one object: `.dec` memory images, the 5-layer machine
+that fetches its instructions from the memory it writes, the exact interpreter with byte
+I/O, and how its states are printed and named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from assembler.dec import load_image
+from vm.common.errors import InputError
+from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions
+from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
+from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
+from vm.machines.vsubleq.punchcard import encode, geometry_for
+from vm.machines.vsubleq.reference import Image, Result, Step, run_reference
+from vm.runtime.config import EngineConfig
+from vm.transformer.layout import Layout
+
+DEFAULT_BITS = 16
+"""Word size of an image unless --bits says otherwise (that of the eForth SUBLEQ image)."""
+PAPER = PaperComparison(9, 2, "Lemma 4 (there with code apart from data)")
+
+
+def _engine(config: EngineConfig) -> dict:
+    """The engine settings this machine honours; the others are refused, not ignored."""
+    if config.checked:
+        raise InputError("--checked is not available for .dec images yet")
+    if config.sampling is not None:
+        raise InputError("sampling is not available for .dec images")
+    return {"dtype": config.dtype or VsubleqMachine.default_dtype,
+            "attention": config.attention, "temperature": config.temperature,
+            "device": config.device}
+
+
+class Vsubleq(InstructionSet):
+    name = "vsubleq"
+    suffixes = (".dec",)
+    program_type = Image
+    geometry_type = VGeometry
+    reads_input = True
+
+    def load(self, path: Path, options: ProgramOptions) -> tuple[Image, VGeometry]:
+        if options.block_size or options.parameters or options.functions or options.scratch:
+            raise InputError("--block-size, --param, --functions and --scratch do not apply "
+                             "to .dec images")
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}"
+                             ) from None
+        image = Image.from_words(load_image(text, str(path)), options.bits or DEFAULT_BITS,
+                                 str(path))
+        return image, geometry_for(image)
+
+    def geometry_for(self, program: Image) -> VGeometry:
+        return geometry_for(program)
+
+    def machine(self, geometry: VGeometry, temperature: float | None = None) -> VsubleqMachine:
+        return vsubleq_machine(geometry, temperature)
+
+    def layout(self, geometry: VGeometry) -> Layout:
+        return vsubleq_layout(geometry)
+
+    def encode(self, program: Image, geometry: VGeometry, layout: Layout) -> np.ndarray:
+        return encode(program, geometry, layout)
+
+    @property
+    def default_dtype(self) -> str:
+        return VsubleqMachine.default_dtype
+
+    def run_reference(self, program: Image, max_steps: int, trace: bool = False,
+                      input_bytes: bytes = b"") -> Result:
+        return run_reference(program, max_steps, input_bytes, trace)
+
+    def run_transformer(self, program: Image, geometry: VGeometry, max_steps: int,
+                        config: EngineConfig, progress: Callable[[int], None] | None = None,
+                        trace: bool = False) -> Result:
+        from vm.machines.vsubleq.run import run_transformer  # torch: transformer runs only
+        return run_transformer(program, max_steps, progress=progress, trace=trace,
+                               **_engine(config))
+
+    def compare(self, program: Image, geometry: VGeometry, max_steps: int,
+                config: EngineConfig, progress: Callable[[int], None] | None = None):
+        from vm.machines.vsubleq.run import compare  # torch: only runs that compare pay it
+        return compare(program, max_steps, progress=progress, **_engine(config))
+
+    def compare_report(self, result, as_json: bool) -> str:
+        if as_json:
+            return json.dumps({"ok": result.ok, "steps": result.steps, "halted": result.halted,
+                               "divergence": result.divergence}, indent=2)
+        if result.ok:
+            ending = "halted" if result.halted else "step limit reached"
+            return f"OK: transformer and reference agree for {result.steps} steps ({ending})"
+        return result.divergence
+
+    def result_lines(self, result: Result) -> dict[str, str]:
+        """The output stream, when the run wrote one (as text, escapes for other bytes)."""
+        if not result.output:
+            return {}
+        return {"output": json.dumps(result.output.decode("latin-1"))}
+
+    def named_memory(self, program: Image, memory: list) -> dict:
+        return {"mem": list(memory)}
+
+    def trace_line(self, program: Image, record: Step) -> str:
+        if record.io == "in":
+            action = f"mem[{record.b}] = input {record.new}"
+        elif record.io == "out":
+            action = f"output mem[{record.a}] = {record.new}"
+        else:
+            action = f"mem[{record.b}] = {record.old} - mem[{record.a}] = {record.new}"
+        branch = ("halt" if record.halted else
+                  f"jump -> {record.next_pc}" if record.jumped else f"next -> {record.next_pc}")
+        return f"{record.step:>6}  pc {record.pc:<6} {action}  {branch}"
+
+    def listing(self, program: Image) -> str:
+        """The words three a line, each line at its address (code and data look alike)."""
+        words = program.memory[:program.length]
+        return "".join(f"{address:>6}: {' '.join(str(w) for w in words[address:address + 3])}\n"
+                       for address in range(0, len(words), 3))
+
+    def column_names(self, program: Image, geometry: VGeometry, layout: Layout
+                     ) -> tuple[list[str], list[tuple[str, int, int]]]:
+        columns = ["cpu"] + [f"m{address}" for address in range(geometry.memory)]
+        regions = [(name, span.start, span.stop) for name, span in layout.regions.items()]
+        return columns, regions
+
+    def export_fields(self, program: Image, geometry: VGeometry) -> tuple[int, dict]:
+        return geometry.bits, {
+            "machine": "vsubleq", "pc_column": 0, "pc_bits": geometry.pos_bits,
+            "halted_field": "halted",
+            "pc_encoding": "pm1-binary-msb-first memory address; the pc field holds the codes "
+                           "of pc, pc + 1 and pc + 2; halted is 1 once the machine halted"}
+
+    def paper(self, program: Image | None, geometry: VGeometry) -> PaperComparison:
+        return PAPER
+
+
+VSUBLEQ = Vsubleq()

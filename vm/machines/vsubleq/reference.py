@@ -1,0 +1,147 @@
+"""The oracle of standard SUBLEQ: one array of N-bit words, code and data alike.
+
+At pc the three words a, b, c form an instruction: mem[b] = wrap(mem[b] - mem[a]);
+if the result is <= 0 then pc = c else pc += 3. Conventions (those of Mazonka's sqrun
+and the eForth SUBLEQ image): a = -1 reads one input byte into mem[b] (-1 at end of
+input), b = -1 writes mem[a] as an output byte (its low 8 bits); neither branches. A next
+pc outside the memory (negative, or >= its size) halts; the halting instruction's write
+still happens and pc stays on it. Memory is padded with zeros to a power of two m, and
+every other address (a, b, pc + 1, pc + 2) is taken modulo m, which is what a
+transformer keyed by the low log2(m) bits of a word does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vm.common.errors import InputError
+
+MIN_MEMORY = 4
+MAX_BITS = 64
+
+
+def wrap(value: int, bits: int) -> int:
+    """`value` as an N-bit two's-complement word."""
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+@dataclass(frozen=True)
+class Image:
+    """A memory image: the words (padded to a power of two) and the word size N."""
+
+    memory: tuple[int, ...]
+    bits: int
+    length: int
+    """How many words the source gave (the rest is zero padding)."""
+    source: str = "<image>"
+
+    @classmethod
+    def from_words(cls, words: list[int], bits: int = 16, source: str = "<image>") -> "Image":
+        """Pad `words` to a power of two >= 4; refuse words or sizes N bits cannot hold."""
+        if not 2 <= bits <= MAX_BITS:
+            raise InputError(f"word size must be between 2 and {MAX_BITS} bits, got {bits}")
+        low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        for index, word in enumerate(words):
+            if not low <= word <= high:
+                raise InputError(f"word {index} is {word}, outside the {bits}-bit range "
+                                 f"{low}..{high}")
+        size = max(MIN_MEMORY, 1 << max(0, len(words) - 1).bit_length())
+        if size > 1 << (bits - 1):
+            raise InputError(f"{len(words)} words need {size} cells, more than {bits}-bit "
+                             f"words can address ({1 << (bits - 1)})")
+        return cls(tuple(words) + (0,) * (size - len(words)), bits, len(words), source)
+
+    @property
+    def size(self) -> int:
+        return len(self.memory)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One executed instruction: its operands, what it wrote and where it went."""
+
+    step: int
+    pc: int
+    a: int
+    b: int
+    c: int
+    old: int
+    new: int
+    jumped: bool
+    next_pc: int
+    halted: bool
+    io: str | None = None
+    """'in' or 'out' for an I/O instruction, else None."""
+
+
+@dataclass
+class Result:
+    """The state after a run (the shape `vm.isa` commands print)."""
+
+    memory: list[int]
+    pc: int
+    steps: int
+    halted: bool
+    output: bytes = b""
+    trace: list[Step] = field(default_factory=list)
+
+
+class Reference:
+    """Executes an `Image` one instruction at a time, with byte input and output."""
+
+    def __init__(self, image: Image, input_bytes: bytes = b"") -> None:
+        self.image = image
+        self.memory = list(image.memory)
+        self.input = bytes(input_bytes)
+        self.read = 0
+        self.output = bytearray()
+        self.pc = 0
+        self.steps = 0
+        self.halted = False
+
+    def step(self) -> Step:
+        """Execute the instruction at pc (nothing once halted)."""
+        if self.halted:
+            raise RuntimeError("the machine has halted")
+        memory, size, bits, pc = self.memory, self.image.size, self.image.bits, self.pc
+        a, b, c = memory[pc], memory[(pc + 1) % size], memory[(pc + 2) % size]
+        io = "in" if a == -1 else "out" if b == -1 else None
+        if io == "in":
+            old = memory[b % size]
+            new = wrap(self.input[self.read], bits) if self.read < len(self.input) else -1
+            self.read += self.read < len(self.input)
+            memory[b % size] = new
+            jumped = False
+        elif io == "out":
+            old = new = memory[a % size]
+            self.output.append(new & 0xFF)
+            jumped = False
+        else:
+            old = memory[b % size]
+            new = wrap(old - memory[a % size], bits)
+            memory[b % size] = new
+            jumped = new <= 0
+        target = c if jumped else pc + 3
+        self.halted = not 0 <= target < size
+        record = Step(self.steps, pc, a, b, c, old, new, jumped,
+                      pc if self.halted else target, self.halted, io)
+        self.pc = record.next_pc
+        self.steps += 1
+        return record
+
+    def run(self, max_steps: int, trace: bool = False) -> Result:
+        """Run until halted or `max_steps` instructions."""
+        records = []
+        while not self.halted and self.steps < max_steps:
+            record = self.step()
+            if trace:
+                records.append(record)
+        return Result(list(self.memory), self.pc, self.steps, self.halted,
+                      bytes(self.output), records)
+
+
+def run_reference(image: Image, max_steps: int = 100_000, input_bytes: bytes = b"",
+                  trace: bool = False) -> Result:
+    """Run `image` from its initial state on the reference interpreter."""
+    return Reference(image, input_bytes).run(max_steps, trace)
