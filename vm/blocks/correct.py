@@ -51,3 +51,14 @@ def add_ternary(ffn: FeedForwardBuilder, form: Form, row: int, blocked_by: int,
         argument[blocked_by] = argument.get(blocked_by, 0.0) - big
         ffn.relu_into(argument, row, sign, bias=-offset)
         ffn.relu_into(argument, row, -sign, bias=-offset - 1.0)
+
+
+def rewrite_memory(ffn: FeedForwardBuilder, blocked_by: int, big: float) -> None:
+    """mem <- ternary(2 wbuf - mem), word by word, outside the `blocked_by` columns: the
+    write head left (res + mem) / 2 in wbuf of the written column and mem / 2 elsewhere, so
+    this stores res there and keeps every other word, correcting the read's rounding."""
+    layout = ffn.layout
+    clear(ffn, "mem")
+    for index in range(layout.size("mem")):
+        mem, wbuf = layout.row("mem", index), layout.row("wbuf", index)
+        add_ternary(ffn, {wbuf: 2.0, mem: -1.0}, mem, blocked_by, big)

@@ -35,7 +35,7 @@ from vm.machines.subleq.punchcard import check_fits, decode_memory, decode_pc, e
 from vm.blocks import arith
 from vm.blocks.adder_plan import carry_blocks
 from vm.blocks.attention import read_head, write_head
-from vm.blocks.correct import add_ternary, clear, snap_pm1
+from vm.blocks.correct import clear, rewrite_memory, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
 from vm.common.geometry import Geometry
 from vm.transformer.modes import mask_matrix
@@ -173,10 +173,7 @@ def _subtract_layers(layout: Layout, bits: int) -> list[LayerWeights]:
 def _write_layer(layout: Layout, lam: float) -> LayerWeights:
     ffn = FeedForwardBuilder(layout)
     gate = layout.row("cpu")
-    clear(ffn, "mem")
-    for index in range(layout.size("mem")):
-        mem, wbuf = layout.row("mem", index), layout.row("wbuf", index)
-        add_ternary(ffn, {wbuf: 2.0, mem: -1.0}, mem, layout.row("scratch"), WRITE_BLOCK)
+    rewrite_memory(ffn, layout.row("scratch"), WRITE_BLOCK)
     clear(ffn, "pc")
     flag = arith.non_positive_indicator(ffn, "res", gate)
     arith.select_code(ffn, flag, "cur_c", "inc", "pc", gate)

@@ -34,7 +34,7 @@ import numpy as np
 from vm.blocks import arith
 from vm.blocks.adder_plan import carry_blocks
 from vm.blocks.attention import read_head, write_head
-from vm.blocks.correct import add_ternary, clear, snap_pm1
+from vm.blocks.correct import clear, rewrite_memory, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder, Form, form_sum, scaled
 from vm.machines.subleq.machine import WRITE_BLOCK, default_temperature
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
@@ -162,10 +162,7 @@ def _branch_layer(layout: Layout) -> LayerWeights:
 def _write_layer(layout: Layout, lam: float) -> LayerWeights:
     ffn = FeedForwardBuilder(layout)
     gate = layout.row("cpu")
-    clear(ffn, "mem")
-    for index in range(layout.size("mem")):
-        mem, wbuf = layout.row("mem", index), layout.row("wbuf", index)
-        add_ternary(ffn, {wbuf: 2.0, mem: -1.0}, mem, layout.row("scratch"), WRITE_BLOCK)
+    rewrite_memory(ffn, layout.row("scratch"), WRITE_BLOCK)
     halted, jump = ffn.row("halted"), ffn.row("jump")
     minus_gate = arith.as_pm1(ffn, gate)
     for offset, target in enumerate(("wc_lo", "c1", "c2")):
