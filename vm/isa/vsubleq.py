@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from assembler.dec import load_image
+from assembler.vsq import assemble as assemble_vsq
 from vm.common.errors import InputError
 from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
@@ -38,7 +39,7 @@ def _engine(config: EngineConfig) -> dict:
 
 class Vsubleq(InstructionSet):
     name = "vsubleq"
-    suffixes = (".dec",)
+    suffixes = (".dec", ".vsq")
     program_type = Image
     geometry_type = VGeometry
     reads_input = True
@@ -52,8 +53,12 @@ class Vsubleq(InstructionSet):
         except (OSError, UnicodeDecodeError) as error:
             raise InputError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}"
                              ) from None
-        image = Image.from_words(load_image(text, str(path)), options.bits or DEFAULT_BITS,
-                                 str(path))
+        if Path(path).suffix == ".vsq":
+            assembled = assemble_vsq(text, str(path), options.bits)
+            words, bits = assembled.words, assembled.bits
+        else:
+            words, bits = load_image(text, str(path)), options.bits or DEFAULT_BITS
+        image = Image.from_words(words, bits, str(path))
         return image, geometry_for(image)
 
     def geometry_for(self, program: Image) -> VGeometry:
