@@ -161,3 +161,12 @@ def test_self_modifying_programs_on_reference_and_transformer(name: str, label: 
     pytest.importorskip("torch")
     run = VSUBLEQ.run_transformer(image, VSUBLEQ.geometry_for(image), 10_000, EngineConfig())
     assert run.halted and run.memory == result.memory and run.steps == result.steps
+
+
+def test_the_documented_example_prints_hello_world() -> None:
+    import re
+    doc = (PROGRAMS.parents[1] / "docs" / "vsubleq_machine.md").read_text()
+    block = next(b for b in re.findall(r"```\n(.*?)```", doc, flags=re.S)
+                 if b.startswith("print:"))
+    _, _, result = reference(Path("doc.vsq"), text=block)
+    assert result.halted and result.output == b"Hello, world!\n"
