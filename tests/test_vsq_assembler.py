@@ -5,6 +5,7 @@ transformer."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -164,7 +165,6 @@ def test_self_modifying_programs_on_reference_and_transformer(name: str, label: 
 
 
 def test_the_documented_example_prints_hello_world() -> None:
-    import re
     doc = (PROGRAMS.parents[1] / "docs" / "vsubleq_machine.md").read_text()
     block = next(b for b in re.findall(r"```\n(.*?)```", doc, flags=re.S)
                  if b.startswith("print:"))
