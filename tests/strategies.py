@@ -34,11 +34,13 @@ def instructions(draw, cells: int, count: int) -> Instruction:
 
 
 @st.composite
-def vsubleq_images(draw, bits: int, size: int = 32, max_instructions: int = 6):
+def vsubleq_images(draw, bits: int, size: int = 32, max_instructions: int = 6,
+                   io: bool = False):
     """A random standard SUBLEQ image of `size` words: instructions at 0, 3, ... reading any
     word (code included) and writing only data words, jumping to an instruction, to a
     negative address or past the memory (both halt); a halting `h h -1` after the last
-    one, random data words after that. No I/O (no operand is -1)."""
+    one, random data words after that. With `io`, a or b may be -1 (input, output, or
+    both: input into the last word); else no operand is -1."""
     from vm.machines.vsubleq.reference import Image
     count = draw(st.integers(1, max_instructions))
     data = 3 * (count + 1)
@@ -46,9 +48,11 @@ def vsubleq_images(draw, bits: int, size: int = 32, max_instructions: int = 6):
     targets = st.one_of(st.sampled_from([3 * k for k in range(count + 1)]),
                         st.integers(low, -1), st.integers(size, high))
     code: list[int] = []
+    reads, writes = st.integers(0, size - 1), st.integers(data, size - 1)
+    if io:
+        reads, writes = st.one_of(reads, st.just(-1)), st.one_of(writes, st.just(-1))
     for _ in range(count):
-        code += [draw(st.integers(0, size - 1)), draw(st.integers(data, size - 1)),
-                 draw(targets)]
+        code += [draw(reads), draw(writes), draw(targets)]
     code += [data, data, -1]
     words = draw(st.lists(st.integers(low, high), min_size=size - data, max_size=size - data))
     return Image.from_words(code + words, bits)

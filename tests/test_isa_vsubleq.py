@@ -57,9 +57,20 @@ def test_asm_lists_the_words(capsys) -> None:
     assert code == 0 and "memory 32" in out and "     0: 24 22 3" in out
 
 
+@pytest.mark.parametrize("text", ["", "x", "tape me"])
+def test_transformer_prints_the_reference_output_line(capsys, text: str) -> None:
+    lines = []
+    for engine in ("reference", "transformer"):
+        code, out, _ = run_cli(capsys, "run", "--engine", engine, "--input", text, ECHO)
+        assert code == 0
+        lines.append([line for line in out.splitlines() if line.startswith("output:")])
+    assert lines[0] == lines[1] == ([f"output: {json.dumps(text)}"] if text else [])
+
+
 @pytest.mark.parametrize("argv, message", [
-    (["run", HELLO], "does no I/O yet"),
-    (["run", "--input", "x", ECHO], "--input needs --engine reference"),
+    (["run", "--max-output", "5", HELLO], "output tape (5 bytes) is full"),
+    (["run", "--max-output", "5", str(PROGRAMS.parent / "subleq" / "gcd.sq")],
+     "--max-output applies to .dec images"),
     (["run", "--scratch", "2", SUM], "do not apply to .dec"),
     (["run", "--bits", "5", SUM], "outside the 5-bit range"),
 ])

@@ -9,6 +9,7 @@ from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time
                            load_program, positive_int, print_result)
 from vm.common.errors import InputError
 from vm.isa import for_program
+from vm.isa.vsubleq import DEFAULT_MAX_OUTPUT
 from vm.tools.progress import Progress
 
 DEFAULT_MAX_STEPS = 100_000
@@ -33,8 +34,11 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="print every executed instruction (pc, cell written, branch)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--input", metavar="TEXT",
-                        help="the input stream of a .dec image (reference engine): its bytes "
-                             "in UTF-8, then end of input")
+                        help="the input stream of a .dec image: its bytes in UTF-8, then end "
+                             "of input")
+    parser.add_argument("--max-output", type=positive_int, metavar="BYTES",
+                        help=f"output tape length of a .dec image on the transformer (default "
+                             f"{DEFAULT_MAX_OUTPUT}); a run that writes more stops with an error")
     add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
@@ -51,14 +55,19 @@ def run(args: argparse.Namespace) -> int:
         result = isa.run_reference(program, args.max_steps, trace=args.trace, **given)
         print_result(program, result, "reference", args.json, isa.result_lines(result))
         return 0 if result.halted else 1
-    if args.input is not None:
-        raise InputError("--input needs --engine reference: the transformer does no I/O yet")
+    if args.max_output is not None and not isa.reads_input:
+        raise InputError(f"--max-output applies to .dec images, not {isa.name.upper()}")
+    given = {"input_bytes": args.input.encode()} if args.input is not None else {}
+    if args.max_output is not None:
+        given["max_output"] = args.max_output
     config = engine_config(args)
     if args.trace:
-        result = isa.run_transformer(program, geometry, args.max_steps, config, trace=True)
+        result = isa.run_transformer(program, geometry, args.max_steps, config, trace=True,
+                                     **given)
     else:
         progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds)
-        result = isa.run_transformer(program, geometry, args.max_steps, config, progress)
+        result = isa.run_transformer(program, geometry, args.max_steps, config, progress,
+                                     **given)
         progress.done()
     checks = isa.run_checks(program, result.steps, config.dtype)
     extra = {"dtype": config.dtype or isa.default_dtype, "attention": config.attention,

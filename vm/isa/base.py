@@ -72,7 +72,8 @@ class InstructionSet(ABC):
     writes_csv: bool = False
     """Whether `save_csv` can hold its programs (the column-index CSV pair)."""
     reads_input: bool = False
-    """Whether its programs read an input stream (`run_reference(..., input_bytes=)`)."""
+    """Whether its programs read an input stream and write an output tape
+    (`run_reference(..., input_bytes=)`, `run_transformer(..., input_bytes=, max_output=)`)."""
 
     # -- sources and geometry -----------------------------------------------------------
     @abstractmethod

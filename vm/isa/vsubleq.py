@@ -1,6 +1,6 @@
 """Standard (von Neumann) SUBLEQ as one object: `.dec` memory images, the 5-layer machine
-that fetches its instructions from the memory it writes, the exact interpreter with byte
-I/O, and how its states are printed and named."""
+that fetches its instructions from the memory it writes and does byte I/O on tapes, the
+exact interpreter, and how its states are printed and named."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from vm.common.errors import InputError
 from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
-from vm.machines.vsubleq.punchcard import encode, geometry_for
+from vm.machines.vsubleq.punchcard import DEFAULT_MAX_OUTPUT, encode, geometry_for
 from vm.machines.vsubleq.reference import Image, Result, Step, run_reference
 from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
@@ -83,9 +83,13 @@ class Vsubleq(InstructionSet):
 
     def run_transformer(self, program: Image, geometry: VGeometry, max_steps: int,
                         config: EngineConfig, progress: Callable[[int], None] | None = None,
-                        trace: bool = False) -> Result:
+                        trace: bool = False, input_bytes: bytes = b"",
+                        max_output: int = DEFAULT_MAX_OUTPUT) -> Result:
+        """The tapes are sized by the input and `max_output` (a full output tape is an
+        InputError), so the weights depend on both."""
         from vm.machines.vsubleq.run import run_transformer  # torch: transformer runs only
         return run_transformer(program, max_steps, progress=progress, trace=trace,
+                               input_bytes=input_bytes, max_output=max_output,
                                **_engine(config))
 
     def compare(self, program: Image, geometry: VGeometry, max_steps: int,
@@ -130,7 +134,9 @@ class Vsubleq(InstructionSet):
 
     def column_names(self, program: Image, geometry: VGeometry, layout: Layout
                      ) -> tuple[list[str], list[tuple[str, int, int]]]:
-        columns = ["cpu"] + [f"m{address}" for address in range(geometry.memory)]
+        columns = (["cpu"] + [f"m{address}" for address in range(geometry.memory)]
+                   + [f"in{index}" for index in range(geometry.inputs)] + ["eof"]
+                   + [f"out{index}" for index in range(geometry.outputs)])
         regions = [(name, span.start, span.stop) for name, span in layout.regions.items()]
         return columns, regions
 

@@ -1,19 +1,25 @@
 """The standard SUBLEQ punchcard's geometry and row map.
 
-Columns: the cpu column (0), then memory word j at column 1 + j. Memory holds m = 2^B
-words, and word j's position code is j's plain B-bit binary: a word used as an address
-is looked up by its own low B bits, so the code of an address is part of the word.
+Columns: the cpu column (0), then memory word j at column 1 + j, then the input tape
+(one column per input byte and a sentinel holding -1, where the input pointer stops: end of
+input), then the output tape. Memory holds m = 2^B words. Every column after the cpu has a
+position code in one P-bit space: memory word j is j, the tapes follow memory. A word used
+as an address is looked up by its own low B bits with the high P - B bits of the code of 0,
+so the code of an address is part of the word.
 
 Persistent fields (state between passes):
   mem       memory columns: the N-bit two's-complement word, MSB first
   pc        cpu column: the codes of pc, pc + 1 and pc + 2 (mod m), B bits each
   halted    cpu column: 1 once the machine halted (or stopped at an I/O instruction)
-  pos       memory columns: the address code (0 in the cpu column, never addressed)
+  pos       every other column: its P-bit position code (0 in the cpu column)
+  inp, outp cpu column: the position codes of the next input byte and output slot
+  overflow  cpu column: 1 once an output instruction found the output tape full
   scratch, cpu   1 in the cpu column
 Working fields (zero between passes, used in the cpu column): the fetched words
 wa|wb|wc (each split into its high N - B and low B bits), pn = pc + 3..5, c1|c2 =
 c + 1, c + 2, operands va|vb, res = mem[b] - mem[a], 0/1 flags (fall, io_a, io_b, c_out,
-hold, sj, sf, jump), the write address waddr and the write buffer wbuf (every column).
+hold, sj, sf, jump and the I/O flags), the write address waddr (P bits), the input byte
+vin, the incremented pointers inp1/outp1 and the write buffer wbuf (every column).
 """
 
 from __future__ import annotations
@@ -25,14 +31,18 @@ from vm.common.errors import InputError
 from vm.transformer.layout import Layout, LayoutBuilder
 
 MAX_MEMORY = 1 << 15
+MAX_COLUMNS = 1 << 16
 
 
 @dataclass(frozen=True)
 class VGeometry:
-    """What the weights depend on: the memory size m (a power of two) and the word size N."""
+    """What the weights depend on: the memory size m (a power of two), the word size N and
+    the lengths of the input and output tapes."""
 
     memory: int
     bits: int
+    inputs: int = 0
+    outputs: int = 0
 
     def __post_init__(self) -> None:
         if self.memory < 4 or self.memory & (self.memory - 1) or self.memory > MAX_MEMORY:
@@ -41,49 +51,75 @@ class VGeometry:
         if not self.pos_bits < self.bits <= 64:
             raise InputError(f"{self.bits}-bit words cannot address {self.memory} cells "
                              f"(and at most 64 bits)")
+        if self.inputs < 0 or self.outputs < 0 or self.columns > MAX_COLUMNS:
+            raise InputError(f"the tapes must have 0 or more bytes and all columns at most "
+                             f"{MAX_COLUMNS}, got input {self.inputs}, output {self.outputs}")
 
     @property
     def pos_bits(self) -> int:
         return self.memory.bit_length() - 1
 
     @property
+    def input_start(self) -> int:
+        """Position code of the first input byte (the sentinel is at input_start + inputs)."""
+        return self.memory
+
+    @property
+    def output_start(self) -> int:
+        """Position code of the first output slot; output_start + outputs means full."""
+        return self.memory + self.inputs + 1
+
+    @property
+    def code_bits(self) -> int:
+        """P: bits of a position code, enough for every column and the full output pointer."""
+        return (self.output_start + self.outputs).bit_length()
+
+    @property
     def columns(self) -> int:
-        return 1 + self.memory
+        return 1 + self.output_start + self.outputs
 
     @property
     def scratch(self) -> int:
         return 1
 
     def describe(self) -> str:
-        return (f"n={self.columns} columns (cpu 1, memory {self.memory}), N={self.bits}-bit "
-                f"words, {self.pos_bits}-bit addresses")
+        return (f"n={self.columns} columns (cpu 1, memory {self.memory}, input "
+                f"{self.inputs} + 1, output {self.outputs}), N={self.bits}-bit words, "
+                f"{self.pos_bits}-bit addresses, {self.code_bits}-bit position codes")
 
     def as_dict(self) -> dict[str, int]:
-        return {"memory": self.memory, "bits": self.bits, "columns": self.columns,
-                "pos_bits": self.pos_bits}
+        return {"memory": self.memory, "bits": self.bits, "inputs": self.inputs,
+                "outputs": self.outputs, "columns": self.columns, "pos_bits": self.pos_bits,
+                "code_bits": self.code_bits}
 
 
 def vsubleq_layout(geometry: VGeometry) -> Layout:
     """Allocate every field and region of the standard SUBLEQ machine."""
-    B, N = geometry.pos_bits, geometry.bits
+    B, N, P = geometry.pos_bits, geometry.bits, geometry.code_bits
     builder = LayoutBuilder()
     builder.add("mem", N, persistent=True)
     for part in ("pc0", "pc1", "pc2"):
         builder.add(part, B, persistent=True)
     builder.group("pc", ["pc0", "pc1", "pc2"])
     builder.add("halted", 1, persistent=True)
-    builder.add("pos", B, persistent=True)
+    builder.add("pos", P, persistent=True)
+    builder.add("inp", P, persistent=True)
+    builder.add("outp", P, persistent=True)
+    builder.add("overflow", 1, persistent=True)
     builder.add("scratch", 1, persistent=True)
     builder.add("cpu", 1, persistent=True)
     for word in ("wa", "wb", "wc"):
         builder.add(f"{word}_hi", N - B)
         builder.add(f"{word}_lo", B)
         builder.group(word, [f"{word}_hi", f"{word}_lo"])
-    for name in ("pn0", "pn1", "pn2", "c1", "c2", "waddr"):
+    for name in ("pn0", "pn1", "pn2", "c1", "c2"):
         builder.add(name, B)
-    for name in ("va", "vb", "res", "wbuf"):
+    for name in ("waddr", "inp1", "outp1"):
+        builder.add(name, P)
+    for name in ("va", "vb", "vin", "res", "wbuf"):
         builder.add(name, N)
-    for name in ("fall", "io_a", "io_b", "c_out", "hold", "sj", "sf", "jump"):
+    for name in ("fall", "io_a", "io_b", "c_out", "eof", "end", "io", "nomem", "outw",
+                 "outsel", "full", "doin", "sj", "sf", "jump"):
         builder.add(name, 1)
     blocks = carry_blocks(N)
     if blocks is not None:
@@ -92,4 +128,6 @@ def vsubleq_layout(geometry: VGeometry) -> Layout:
         builder.add("carry", len(blocks))
     builder.region("scratch", 1)
     builder.region("memory", geometry.memory)
+    builder.region("input", geometry.inputs + 1)
+    builder.region("output", geometry.outputs)
     return builder.build()

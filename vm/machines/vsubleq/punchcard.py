@@ -1,40 +1,81 @@
 """Image <-> X for the standard SUBLEQ machine: memory words in the memory columns, the
-address codes beside them, pc = 0, 1, 2 and halted = 0 in the cpu column."""
+input bytes on the input tape (then the -1 sentinel), an empty output tape, the position
+codes beside them, pc = 0, 1, 2, the tape pointers at the tapes' starts and halted = 0 in
+the cpu column."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from vm.common.encoding import code_value, pm1_code, pm1_codes, word_values
 from vm.common.errors import InputError
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
-from vm.machines.vsubleq.reference import Image
+from vm.machines.vsubleq.reference import Image, wrap
 from vm.transformer.layout import Layout
 
-
-def geometry_for(image: Image) -> VGeometry:
-    """The geometry of an image: its (padded) memory size and word size."""
-    return VGeometry(image.size, image.bits)
+DEFAULT_MAX_OUTPUT = 256
+"""Output tape length unless the caller says otherwise (a full tape halts the machine)."""
 
 
-def encode(image: Image, geometry: VGeometry, layout: Layout | None = None) -> np.ndarray:
-    """The punchcard X (rows x n, float64) of `image` before the first pass."""
+@dataclass(frozen=True)
+class VState:
+    """What the reference also keeps: memory, pc, halted, bytes read, output; and whether
+    the output tape ran full."""
+
+    memory: list[int]
+    pc: int
+    halted: bool
+    read: int
+    output: bytes
+    overflow: bool
+
+
+def geometry_for(image: Image, inputs: int = 0, outputs: int = DEFAULT_MAX_OUTPUT
+                 ) -> VGeometry:
+    """The geometry of an image with tapes of `inputs` and `outputs` bytes."""
+    return VGeometry(image.size, image.bits, inputs, outputs)
+
+
+def encode(image: Image, geometry: VGeometry, layout: Layout | None = None,
+           input_bytes: bytes = b"") -> np.ndarray:
+    """The punchcard X (rows x n, float64) of `image` and its input before the first pass."""
     if (image.size, image.bits) != (geometry.memory, geometry.bits):
         raise InputError(f"image has {image.size} {image.bits}-bit words, the geometry "
                          f"{geometry.memory} {geometry.bits}-bit words")
+    if len(input_bytes) != geometry.inputs:
+        raise InputError(f"{len(input_bytes)} input bytes for an input tape of "
+                         f"{geometry.inputs}")
     layout = layout or vsubleq_layout(geometry)
-    B, X = geometry.pos_bits, np.zeros((layout.rows, layout.columns))
+    P, X = geometry.code_bits, np.zeros((layout.rows, layout.columns))
     X[layout["scratch"], 0] = 1
     X[layout["cpu"], 0] = 1
-    X[layout["pos"], 1:] = pm1_codes(np.arange(geometry.memory), B).T
-    X[layout["mem"], 1:] = pm1_codes(np.array(image.memory, dtype=np.int64), geometry.bits).T
+    X[layout["pos"], 1:] = pm1_codes(np.arange(layout.columns - 1), P).T
+    words = list(image.memory) + [wrap(byte, geometry.bits) for byte in input_bytes] + [-1]
+    X[layout["mem"], 1:1 + len(words)] = pm1_codes(np.array(words, dtype=np.int64),
+                                                   geometry.bits).T
     for offset in range(3):
-        X[layout[f"pc{offset}"], 0] = pm1_code(offset, B)
+        X[layout[f"pc{offset}"], 0] = pm1_code(offset, geometry.pos_bits)
+    X[layout["inp"], 0] = pm1_code(geometry.input_start, P)
+    X[layout["outp"], 0] = pm1_code(geometry.output_start, P)
     return X
 
 
-def decode(X: np.ndarray, layout: Layout) -> tuple[list[int], int, bool]:
-    """(memory, pc, halted) read back from X (signs decide bits)."""
+def decode_state(X: np.ndarray, geometry: VGeometry, layout: Layout) -> VState:
+    """The whole machine state read back from X (signs decide bits)."""
     X = np.asarray(X)
-    return (word_values(X[layout["mem"], 1:]), code_value(X[layout["pc0"], 0]),
-            bool(X[layout["halted"], 0][0] > 0.5))
+    memory = word_values(X[layout["mem"], 1:1 + geometry.memory])
+    written = code_value(X[layout["outp"], 0]) - geometry.output_start
+    start = 1 + geometry.output_start
+    output = bytes(word & 0xFF for word in word_values(X[layout["mem"], start:start + written]))
+    return VState(memory, code_value(X[layout["pc0"], 0]),
+                  bool(X[layout["halted"], 0][0] > 0.5),
+                  code_value(X[layout["inp"], 0]) - geometry.input_start, output,
+                  bool(X[layout["overflow"], 0][0] > 0.5))
+
+
+def decode(X: np.ndarray, layout: Layout, geometry: VGeometry) -> tuple[list[int], int, bool]:
+    """(memory, pc, halted) read back from X."""
+    state = decode_state(X, geometry, layout)
+    return state.memory, state.pc, state.halted

@@ -1,5 +1,6 @@
 """Runs standard SUBLEQ images on the looped transformer, pass by pass, decoding the state
-the reference keeps (memory, pc, halted) so both can be compared after every step."""
+the reference keeps (memory, pc, halted, bytes read, output) so both can be compared after
+every step."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import numpy as np
 import torch
 
 from vm.common.errors import InputError
-from vm.machines.vsubleq.layout import VGeometry
 from vm.machines.vsubleq.machine import vsubleq_machine
+from vm.machines.vsubleq.punchcard import DEFAULT_MAX_OUTPUT, VState, geometry_for
 from vm.machines.vsubleq.reference import Image, Reference, Result, Step
 from vm.transformer.layers import (LoopedTransformer, cpu_threads, flush_denormals,
                                    from_internal, to_internal)
@@ -20,24 +21,20 @@ from vm.transformer.layers import (LoopedTransformer, cpu_threads, flush_denorma
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def is_io(memory: list[int], pc: int) -> bool:
-    """Whether the instruction at pc reads or writes a byte (a = -1 or b = -1)."""
-    return memory[pc] == -1 or memory[(pc + 1) % len(memory)] == -1
-
-
 class TransformerRun:
     """One image on the transformer: `step` makes one pass, `state` decodes it."""
 
     def __init__(self, image: Image, dtype: str = "float32", attention: str = "masked",
-                 temperature: float | None = None, device: str = "cpu") -> None:
+                 temperature: float | None = None, device: str = "cpu",
+                 input_bytes: bytes = b"", max_output: int = DEFAULT_MAX_OUTPUT) -> None:
         if dtype not in DTYPES:
             raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-        self.geometry = VGeometry(image.size, image.bits)
+        self.geometry = geometry_for(image, len(input_bytes), max_output)
         self.machine = vsubleq_machine(self.geometry, temperature)
         self.model = LoopedTransformer(self.machine.weights, DTYPES[dtype], device, attention,
                                        self.geometry.scratch)
-        card = torch.as_tensor(self.machine.encode(image)[None], dtype=DTYPES[dtype],
-                               device=device)
+        card = torch.as_tensor(self.machine.encode(image, bytes(input_bytes))[None],
+                               dtype=DTYPES[dtype], device=device)
         self.X = to_internal(card)
         self._halted_row = self.machine.layout.row("halted")
 
@@ -51,53 +48,57 @@ class TransformerRun:
     def halted(self) -> bool:
         return bool(self.X[self._halted_row, 0, 0] > 0.5)
 
-    def state(self) -> tuple[list[int], int, bool]:
-        """(memory, pc, halted) now."""
+    def state(self) -> VState:
+        """Memory, pc, halted, bytes read, output and overflow now."""
         card = from_internal(self.X)[0].double().cpu().numpy()
-        return self.machine.decode(np.asarray(card))
+        return self.machine.decode_state(np.asarray(card))
 
-    def refuse_io(self) -> None:
-        """An I/O instruction stopped the machine: say so (this machine does no I/O)."""
-        memory, pc, _ = self.state()
-        if is_io(memory, pc):
-            raise InputError(f"the instruction at {pc} does input or output (a or b is -1): "
-                             f"the transformer does no I/O yet; run with --engine reference")
+    def refuse_overflow(self) -> None:
+        """An output instruction found the tape full and halted the machine: say so."""
+        if self.state().overflow:
+            raise InputError(f"the output tape ({self.geometry.outputs} bytes) is full; "
+                             f"run with a larger --max-output")
 
 
 def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
                     attention: str = "masked", progress: Callable[[int], None] | None = None,
                     trace: bool = False, temperature: float | None = None,
-                    device: str = "cpu") -> Result:
-    """Run until halted or `max_steps` passes; an I/O instruction is an InputError. With
+                    device: str = "cpu", input_bytes: bytes = b"",
+                    max_output: int = DEFAULT_MAX_OUTPUT) -> Result:
+    """Run until halted or `max_steps` passes; a full output tape is an InputError. With
     `trace`, every pass is decoded and recorded as the reference records it."""
-    run = TransformerRun(image, dtype, attention, temperature, device)
+    run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output)
     records: list[Step] = []
-    memory, pc, _ = run.state() if trace else (None, 0, False)
+    before = run.state() if trace else None
     steps = 0
     while steps < max_steps:
         run.step()
         if run.halted:
-            run.refuse_io()
+            run.refuse_overflow()
         if trace:
-            new_memory, next_pc, halted = run.state()
-            records.append(_record(steps, memory, pc, new_memory, next_pc, halted))
-            memory, pc = new_memory, next_pc
+            after = run.state()
+            records.append(_record(steps, before, after))
+            before = after
         steps += 1
         if progress is not None:
             progress(steps)
         if run.halted:
             break
-    memory, pc, halted = run.state()
-    return Result(memory, pc, steps, halted, trace=records)
+    state = run.state()
+    return Result(state.memory, state.pc, steps, state.halted, state.output, trace=records)
 
 
-def _record(step: int, memory: list[int], pc: int, new_memory: list[int], next_pc: int,
-            halted: bool) -> Step:
+def _record(step: int, before: VState, after: VState) -> Step:
     """What one decoded pass did, in the reference's trace format."""
-    size = len(memory)
+    memory, pc, size = before.memory, before.pc, len(before.memory)
     a, b, c = memory[pc], memory[(pc + 1) % size], memory[(pc + 2) % size]
-    new = new_memory[b % size]
-    return Step(step, pc, a, b, c, memory[b % size], new, new <= 0, next_pc, halted)
+    io = "in" if a == -1 else "out" if b == -1 else None
+    if io == "out":
+        old = new = memory[a % size]
+    else:
+        old, new = memory[b % size], after.memory[b % size]
+    jumped = io is None and new <= 0
+    return Step(step, pc, a, b, c, old, new, jumped, after.pc, after.halted, io)
 
 
 @dataclass(frozen=True)
@@ -115,21 +116,21 @@ class Comparison:
 
 def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str = "masked",
             progress: Callable[[int], None] | None = None, temperature: float | None = None,
-            device: str = "cpu") -> Comparison:
-    """After every step, memory, pc and halted must be equal on both engines."""
-    run = TransformerRun(image, dtype, attention, temperature, device)
-    reference = Reference(image)
+            device: str = "cpu", input_bytes: bytes = b"",
+            max_output: int = DEFAULT_MAX_OUTPUT) -> Comparison:
+    """After every step, memory, pc, halted, bytes read and output must be equal on both
+    engines (until the output tape is full: then an InputError)."""
+    run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output)
+    reference = Reference(image, input_bytes)
     for step in range(max_steps):
         pc = reference.pc
-        if is_io(reference.memory, pc):
-            raise InputError(f"step {step}: the instruction at {pc} does input or output; the "
-                             f"transformer does no I/O yet, so compare stops there")
         reference.step()
         run.step()
         if progress is not None:
             progress(step + 1)
-        memory, got_pc, halted = run.state()
-        difference = _difference(reference, memory, got_pc, halted)
+        if run.halted:
+            run.refuse_overflow()
+        difference = _difference(reference, run.state())
         if difference is not None:
             return Comparison(step + 1, False, f"divergence at step {step} (pc {pc}): "
                                                f"{difference}")
@@ -138,13 +139,15 @@ def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str
     return Comparison(reference.steps, False)
 
 
-def _difference(reference: Reference, memory: list[int], pc: int, halted: bool) -> str | None:
-    for address, (expected, got) in enumerate(zip(reference.memory, memory)):
+def _difference(reference: Reference, state: VState) -> str | None:
+    for address, (expected, got) in enumerate(zip(reference.memory, state.memory)):
         if expected != got:
             return (f"mem[{address}] is {expected} on the reference, {got} on the "
                     f"transformer")
-    if pc != reference.pc:
-        return f"pc is {reference.pc} on the reference, {pc} on the transformer"
-    if halted != reference.halted:
-        return f"halted is {reference.halted} on the reference, {halted} on the transformer"
+    for name, expected, got in (("pc", reference.pc, state.pc),
+                                ("halted", reference.halted, state.halted),
+                                ("bytes read", reference.read, state.read),
+                                ("output", bytes(reference.output), state.output)):
+        if expected != got:
+            return f"{name} is {expected!r} on the reference, {got!r} on the transformer"
     return None
