@@ -70,8 +70,8 @@ def test_transformer_prints_the_reference_output_line(capsys, text: str) -> None
 @pytest.mark.parametrize("argv, message", [
     (["run", "--max-output", "5", HELLO], "output tape (5 bytes) is full"),
     (["run", "--max-output", "5", str(PROGRAMS.parent / "subleq" / "gcd.sq")],
-     "--max-output applies to .dec images"),
-    (["run", "--scratch", "2", SUM], "do not apply to .dec"),
+     "--max-output applies to standard SUBLEQ images"),
+    (["run", "--scratch", "2", SUM], "do not apply to standard SUBLEQ images"),
     (["run", "--bits", "5", SUM], "outside the 5-bit range"),
 ])
 def test_refusals_are_one_message_and_exit_2(capsys, argv: list[str], message: str) -> None:

@@ -1,4 +1,4 @@
-"""Standard (von Neumann) SUBLEQ as one object: `.dec` memory images, the 5-layer machine
+"""Standard (von Neumann) SUBLEQ as one object: `.dec` and `.vsq` images, the 5-layer machine
 that fetches its instructions from the memory it writes and does byte I/O on tapes, the
 exact interpreter, and how its states are printed and named."""
 
@@ -29,9 +29,10 @@ PAPER = PaperComparison(9, 2, "Lemma 4 (there with code apart from data)")
 def _engine(config: EngineConfig) -> dict:
     """The engine settings this machine honours; the others are refused, not ignored."""
     if config.checked:
-        raise InputError("--checked is not available for .dec images yet")
+        raise InputError("--checked is not available for standard SUBLEQ images (.dec, .vsq) "
+                         "yet")
     if config.sampling is not None:
-        raise InputError("sampling is not available for .dec images")
+        raise InputError("sampling is not available for standard SUBLEQ images (.dec, .vsq)")
     return {"dtype": config.dtype or VsubleqMachine.default_dtype,
             "attention": config.attention, "temperature": config.temperature,
             "device": config.device}
@@ -47,7 +48,7 @@ class Vsubleq(InstructionSet):
     def load(self, path: Path, options: ProgramOptions) -> tuple[Image, VGeometry]:
         if options.block_size or options.parameters or options.functions or options.scratch:
             raise InputError("--block-size, --param, --functions and --scratch do not apply "
-                             "to .dec images")
+                             "to standard SUBLEQ images (.dec, .vsq)")
         try:
             text = Path(path).read_text()
         except (OSError, UnicodeDecodeError) as error:
