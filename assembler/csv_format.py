@@ -14,7 +14,7 @@ import csv
 import json
 from pathlib import Path
 
-from assembler.diagnostics import SourceError
+from assembler.diagnostics import SourceError, read_source
 from assembler.program import (Instruction, Program, SourcePos, all_instructions, bits_needed,
                                word_range)
 from assembler.subleq import DEFAULT_MIN_BITS, MAX_BITS
@@ -29,12 +29,7 @@ SETTINGS_FORMAT = "ltvm-csv/1"
 
 def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]]]]:
     """Rows of integers with their 1-based line numbers, after checking the header."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not a text file") from None
+    text = read_source(path, encoding="utf-8-sig")
     try:
         rows = list(csv.reader(text.splitlines()))
     except csv.Error as error:

@@ -24,7 +24,7 @@ from pathlib import Path
 import lark
 import numpy as np
 
-from assembler.diagnostics import SourceError
+from assembler.diagnostics import SourceError, error_at, read_source
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
@@ -80,14 +80,8 @@ class _FleqAssembler:
 
     # -- errors ---------------------------------------------------------------------
     def error(self, message: str, where: lark.Token | lark.Tree) -> SourceError:
-        if isinstance(where, lark.Token):
-            line, column, width = where.line, where.column, len(str(where))
-        else:
-            meta = where.meta
-            line, column = meta.line, meta.column
-            width = max(1, meta.end_column - meta.column) if meta.end_line == meta.line else 1
         file, text = self.source
-        return SourceError(message, file, text, line, column, width)
+        return error_at(message, file, text, where)
 
     def pos(self, where: lark.Token | lark.Tree) -> SourcePos:
         line = where.line if isinstance(where, lark.Token) else where.meta.line
@@ -626,10 +620,5 @@ def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,
 
 def assemble_fleq_file(path: str | Path, *, catalogue: Catalogue, **options) -> FleqProgram:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not a text file") from None
+    text = read_source(path)
     return assemble_fleq(text, str(path), catalogue=catalogue, **options)

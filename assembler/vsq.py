@@ -17,7 +17,8 @@ from pathlib import Path
 import lark
 
 from assembler.dec import MAX_WORDS
-from assembler.diagnostics import MAX_NESTING, SourceError, deepest
+from assembler.diagnostics import (MAX_NESTING, SourceError, deepest, error_at,
+                                  expectation, read_source)
 from assembler.subleq import parse_number
 from vm.common.errors import InputError
 
@@ -56,13 +57,7 @@ class _Assembler:
         self.zero_used = False
 
     def error(self, message: str, where: lark.Token | lark.Tree) -> SourceError:
-        if isinstance(where, lark.Token):
-            line, column, width = where.line, where.column, len(str(where))
-        else:
-            meta = where.meta
-            line, column = meta.line, meta.column
-            width = max(1, meta.end_column - meta.column) if meta.end_line == meta.line else 1
-        return SourceError(message, self.file, self.text, line, column, width)
+        return error_at(message, self.file, self.text, where)
 
     # -- pass 1: addresses ------------------------------------------------------
     def layout(self, tree: lark.Tree) -> None:
@@ -212,8 +207,9 @@ def parse(text: str, file: str) -> lark.Tree:
         if token.type == "$END":
             raise SourceError("unexpected end of file", file, text, max(1, token.line or 1), 1)
         shown = "end of line" if token.type == "_NEWLINE" else f"'{token}'"
-        raise SourceError(f"unexpected {shown}{_expectation(error.expected)}", file, text,
-                          token.line, token.column, len(str(token).strip()) or 1)
+        raise SourceError(f"unexpected {shown}{expectation(error.expected, EXPECTED_NAMES)}",
+                          file, text, token.line, token.column,
+                          len(str(token).strip()) or 1)
     depth, node = deepest(tree)
     if depth > MAX_NESTING + STRUCTURE_DEPTH:
         raise SourceError(f"expression nested more than {MAX_NESTING} levels deep",
@@ -221,13 +217,11 @@ def parse(text: str, file: str) -> lark.Tree:
     return tree
 
 
-def _expectation(expected: set[str]) -> str:
-    names = {"NAME": "a name", "NUMBER": "a number", "_NEWLINE": "end of line",
+EXPECTED_NAMES = {"NAME": "a name", "NUMBER": "a number", "_NEWLINE": "end of line",
              "COMMA": "','", "COLON": "':'", "LPAR": "'('", "RPAR": "')'", "HERE": "'?'",
              "MINUS": "'-'", "PLUS": "'+'", "WORD": "'.word'", "ZERO": "'.zero'",
              "BITS": "'.bits'"}
-    shown = sorted({names.get(item, item) for item in expected})
-    return f"; expected {', '.join(shown)}" if shown else ""
+"""How error messages name the grammar's terminals."""
 
 
 def assemble(text: str, file: str = "<source>", bits: int | None = None) -> VsqProgram:
@@ -240,12 +234,7 @@ def assemble(text: str, file: str = "<source>", bits: int | None = None) -> VsqP
 def assemble_file(path: str | Path, bits: int | None = None) -> VsqProgram:
     """Read and assemble a `.vsq` file."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not a text file") from None
+    text = read_source(path)
     return assemble(text, str(path), bits)
 
 
