@@ -67,3 +67,31 @@ def expectation(expected: set[str], names: dict[str, str]) -> str:
     """"; expected a, b" for the terminals lark expected, in the grammar's own words."""
     shown = sorted({names.get(item, item) for item in expected})
     return f"; expected {', '.join(shown)}" if shown else ""
+
+
+def parse_located(parser: lark.Lark, text: str, file: str, directives: str | None = None,
+                  names: dict[str, str] | None = None) -> lark.Tree:
+    """Parse with a lark parser (a final newline added), turning its exceptions into located
+    SourceErrors: an unknown directive (listing `directives` when given), an unexpected
+    character, an unexpected token (with the expected terminals named by `names`), the end
+    of the file."""
+    try:
+        return parser.parse(text if text.endswith("\n") else text + "\n")
+    except lark.UnexpectedCharacters as error:
+        rest = text.splitlines()[error.line - 1][error.column - 1:] if text else ""
+        word = rest.split()[0] if rest.split() else rest[:1]
+        if word.startswith("."):
+            hint = f" (expected {directives})" if directives else ""
+            message = f"unknown directive '{word}'{hint}"
+        else:
+            message = f"unexpected character '{error.char}'"
+        raise SourceError(message, file, text, error.line, error.column, len(word) or 1) from None
+    except lark.UnexpectedToken as error:
+        token = error.token
+        if token.type == "$END":
+            raise SourceError("unexpected end of file", file, text, max(1, token.line or 1),
+                              1) from None
+        shown = "end of line" if token.type == "_NEWLINE" else f"'{token}'"
+        hint = expectation(error.expected, names) if names else ""
+        raise SourceError(f"unexpected {shown}{hint}", file, text, token.line, token.column,
+                          len(str(token).strip()) or 1) from None

@@ -24,7 +24,7 @@ from pathlib import Path
 import lark
 import numpy as np
 
-from assembler.diagnostics import SourceError, error_at, read_source
+from assembler.diagnostics import SourceError, error_at, parse_located, read_source
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
@@ -586,21 +586,7 @@ def _lines(text: str) -> list[str]:
 
 def parse_fleq(text: str, file: str) -> lark.Tree:
     """Parse `.fleq` source, turning lark's exceptions into located SourceErrors."""
-    try:
-        return _parser().parse(text if text.endswith("\n") else text + "\n")
-    except lark.UnexpectedCharacters as error:
-        rest = text.splitlines()[error.line - 1][error.column - 1:] if text else ""
-        word = rest.split()[0] if rest.split() else rest[:1]
-        message = (f"unknown directive '{word}'" if word.startswith(".")
-                   else f"unexpected character '{error.char}'")
-        raise SourceError(message, file, text, error.line, error.column, len(word) or 1)
-    except lark.UnexpectedToken as error:
-        token = error.token
-        if token.type == "$END":
-            raise SourceError("unexpected end of file", file, text, max(1, token.line or 1), 1)
-        shown = "end of line" if token.type == "_NEWLINE" else f"'{token}'"
-        raise SourceError(f"unexpected {shown}", file, text, token.line, token.column,
-                          len(str(token).strip()) or 1)
+    return parse_located(_parser(), text, file)
 
 
 def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,

@@ -16,7 +16,7 @@ from pathlib import Path
 import lark
 
 from assembler.diagnostics import (MAX_NESTING, SourceError, deepest, error_at,
-                                  expectation, read_source)
+                                  parse_located, read_source)
 from assembler.program import (
     MINUS_ONE_CELL,
     RESERVED_NAMES,
@@ -303,26 +303,8 @@ def parse_number(literal: str) -> int:
 
 def parse(text: str, file: str) -> lark.Tree:
     """Parse `.sq` source, turning lark's exceptions into located `SourceError`s."""
-    try:
-        tree = _parser().parse(text if text.endswith("\n") else text + "\n")
-    except lark.UnexpectedCharacters as error:
-        line_text = text.splitlines()[error.line - 1] if text else ""
-        rest = line_text[error.column - 1:]
-        word = rest.split()[0] if rest.split() else rest[:1]
-        if word.startswith("."):
-            message = f"unknown directive '{word}' (expected .data, .code, .array, .zero, " \
-                      ".bits or .const)"
-        else:
-            message = f"unexpected character '{error.char}'"
-        raise SourceError(message, file, text, error.line, error.column, len(word) or 1)
-    except lark.UnexpectedToken as error:
-        token = error.token
-        if token.type == "$END":
-            raise SourceError("unexpected end of file", file, text, max(1, token.line or 1), 1)
-        shown = "end of line" if token.type == "_NEWLINE" else f"'{token}'"
-        raise SourceError(f"unexpected {shown}{expectation(error.expected, EXPECTED_NAMES)}",
-                          file, text, token.line, token.column,
-                          len(str(token).strip()) or 1)
+    tree = parse_located(_parser(), text, file, ".data, .code, .array, .zero, .bits or .const",
+                         EXPECTED_NAMES)
     depth, node = deepest(tree)
     if depth > MAX_NESTING + STRUCTURE_DEPTH:
         raise SourceError(f"expression nested more than {MAX_NESTING} levels deep (each term "

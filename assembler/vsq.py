@@ -18,7 +18,7 @@ import lark
 
 from assembler.dec import MAX_WORDS
 from assembler.diagnostics import (MAX_NESTING, SourceError, deepest, error_at,
-                                  expectation, read_source)
+                                  parse_located, read_source)
 from assembler.subleq import parse_number
 from vm.common.errors import InputError
 
@@ -191,25 +191,7 @@ class _Assembler:
 
 def parse(text: str, file: str) -> lark.Tree:
     """Parse `.vsq` source, turning lark's exceptions into located `SourceError`s."""
-    try:
-        tree = _parser().parse(text if text.endswith("\n") else text + "\n")
-    except lark.UnexpectedCharacters as error:
-        line_text = text.splitlines()[error.line - 1] if text else ""
-        rest = line_text[error.column - 1:]
-        word = rest.split()[0] if rest.split() else rest[:1]
-        if word.startswith("."):
-            message = f"unknown directive '{word}' (expected .word, .zero or .bits)"
-        else:
-            message = f"unexpected character '{error.char}'"
-        raise SourceError(message, file, text, error.line, error.column, len(word) or 1)
-    except lark.UnexpectedToken as error:
-        token = error.token
-        if token.type == "$END":
-            raise SourceError("unexpected end of file", file, text, max(1, token.line or 1), 1)
-        shown = "end of line" if token.type == "_NEWLINE" else f"'{token}'"
-        raise SourceError(f"unexpected {shown}{expectation(error.expected, EXPECTED_NAMES)}",
-                          file, text, token.line, token.column,
-                          len(str(token).strip()) or 1)
+    tree = parse_located(_parser(), text, file, ".word, .zero or .bits", EXPECTED_NAMES)
     depth, node = deepest(tree)
     if depth > MAX_NESTING + STRUCTURE_DEPTH:
         raise SourceError(f"expression nested more than {MAX_NESTING} levels deep",
