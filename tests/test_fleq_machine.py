@@ -11,7 +11,7 @@ import pytest
 from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.runtime.compare import compare_fleq
-from vm.common.errors import InexactMovesError, InputError, PrecisionError
+from vm.common.errors import InexactMovesError, InputError, MagnitudeError, PrecisionError
 from vm.runtime.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
 from vm.machines.fleq.reference import run_fleq_reference
 from vm.routines.base import matrix_literal
@@ -254,3 +254,30 @@ def test_a_counter_beyond_the_dtypes_exact_integers_is_refused_at_load():
         run_transformer(program, geometry, 10, EngineConfig(dtype="float32"))
     result = run_transformer(program, geometry, 10, EngineConfig(dtype="float64"))
     assert result.memory[program.variables["n"].cell][0, 0] == 16777216
+
+
+DOUBLING = """.data
+x: 1.0
+n: 60
+one: 1
+.code
+loop: x = add(x, x)
+      n = sub(n, one)
+      if n <= 0 goto done
+      goto loop
+done: halt
+"""
+"""Doubles x sixty times: past 2^50, the machine's magnitude domain, after 51 doublings."""
+
+
+def test_checked_mode_stops_a_real_leaving_the_magnitude_domain_on_the_transformer():
+    program = FLEQ.assemble_text(DOUBLING, "doubling.fleq")
+    geometry = fleq_geometry_for(program)
+    reference = run_fleq_reference(program, 1000, trace=True)
+    first_outside = next(record.step for record in reference.trace
+                         if record.new is not None and abs(record.new[0, 0]) > 2.0 ** 50)
+    with pytest.raises(MagnitudeError) as caught:
+        run_transformer(program, geometry, 1000, EngineConfig(checked=True))
+    assert caught.value.step == first_outside
+    assert caught.value.value == 2.0 ** 51
+    assert "outside the machine's domain (|x| <= 2^50, finite)" in str(caught.value)

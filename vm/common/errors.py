@@ -52,6 +52,25 @@ class PrecisionError(RunFailure):
         )
 
 
+class MagnitudeError(RunFailure):
+    """A real on the transformer left the machine's magnitude domain (or became NaN/inf).
+
+    Past it the 2^60 offsets that isolate blocks no longer hold, so every later number
+    would carry no bound; the checked mode stops the run instead.
+    """
+
+    def __init__(self, step: int, column: int, field: str, value: float, limit: str,
+                 program: int | None = None) -> None:
+        self.step, self.column, self.field, self.value = step, column, field, value
+        self.program = program
+        where = "" if program is None else f" (program {program} of the batch)"
+        super().__init__(
+            f"magnitude error at step {step}, column {column}, field '{field}'{where}: "
+            f"value {value:.6g} is outside the machine's domain ({limit}); the blocks' "
+            "error bounds no longer hold, so the run stops here"
+        )
+
+
 class InexactMovesError(PrecisionError):
     """The temperature is too low for the FLEQ machine to move reals bit-exactly.
 

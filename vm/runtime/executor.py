@@ -24,8 +24,9 @@ import torch
 from assembler.program import Program
 from assembler.fleq_program import FleqProgram
 from vm.common.encoding import pm1_code
-from vm.common.errors import InputError, PrecisionError
+from vm.common.errors import InputError, MagnitudeError, PrecisionError
 from vm.common.geometry import Geometry
+from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.transformer.layers import (LoopedTransformer, cpu_threads, flush_denormals,
                                    from_internal, to_internal)
 from vm.transformer.sampling import ReadNoise
@@ -179,9 +180,11 @@ class TransformerExecutor:
     def _check_state(self, step: int, X: torch.Tensor) -> None:
         """After a pass: the program counter (and SUBLEQ memory) ±1 on its punchcard support,
         0 off it; every other state field unchanged; every working field 0. Real-valued
-        fields (FLEQ memory) are not checked."""
+        fields (FLEQ memory) must be finite and within the machine's magnitude domain."""
         last = len(self.model.layers) - 1
         changing = ("mem", "pc")
+        for name in self.machine.real_fields:
+            self._raise_if_outside_magnitude(step, name, X[:, self.layout[name]])
         for name in (*self.layout.persistent, *self.layout.working()):
             if name in self.layout.groups or name in self.machine.real_fields:
                 continue
@@ -197,6 +200,16 @@ class TransformerExecutor:
             else:
                 distance, shown = values.abs(), "0 between passes"
             self._raise_if_off(step, last, name, distance, values, 0, STATE_TOLERANCE, shown)
+
+    def _raise_if_outside_magnitude(self, step: int, field: str, values: torch.Tensor) -> None:
+        outside = ~torch.isfinite(values) | (values.abs() > MAGNITUDE)
+        if not bool(outside.any()):
+            return
+        index = int(outside.flatten().nonzero()[0])
+        batch, _, column = np.unravel_index(index, tuple(values.shape))
+        raise MagnitudeError(step, int(column), field, float(values.flatten()[index]),
+                             f"|x| <= 2^{MAGNITUDE_BITS}, finite",
+                             program=int(batch) if values.shape[0] > 1 else None)
 
     def _raise_if_off(self, step: int, layer: int, field: str, distance: torch.Tensor,
                       values: torch.Tensor, first_column: int, tolerance: float,
