@@ -14,6 +14,8 @@ from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.fleq.reference import run_fleq_reference
+from vm.machines.fleq.domains import first_domain_violation
+from vm.runtime.compare import compare_fleq
 from vm.functions import REGISTRY, make_block
 from vm.routines.base import matrix_literal
 from vm.routines import ROUTINES
@@ -166,6 +168,31 @@ def test_hand_written_power_iteration_program_agrees_with_numpy():
     assert np.abs(v * np.sign(v @ top) - top).max() <= bound + algorithm_error
     assert abs(got["lam"] - values[-1]) <= rayleigh_error_bound(3, np.abs(a).max(), values[-1],
                                                                 "float64", product)
+
+
+def test_power_iteration_stops_on_convergence_like_numpy():
+    """power_to_convergence.fleq iterates until no component of v moves by more than 1e-7:
+    as many iterations as the same rule in numpy, both engines agree after every step, and
+    v and lam are numpy's dominant eigenpair."""
+    program = FLEQ.assemble_file(PROGRAMS / "power_to_convergence.fleq")
+    a = np.array(program.named_memory([np.asarray(c) for c in program.cells])["A"])
+    v, iterations = np.full(3, 1 / np.sqrt(3)), 0
+    while True:
+        iterations += 1
+        new = a @ v / np.linalg.norm(a @ v)
+        moved, v = np.abs(new - v).max(), new
+        if moved <= 1e-7:
+            break
+    comparison = compare_fleq(program, fleq_geometry_for(program), 2000)
+    assert comparison.ok and comparison.halted
+    result = run_transformer(program, fleq_geometry_for(program), 2000)
+    memory = program.named_memory(result.memory)
+    assert memory["iters"] == iterations
+    values, vectors = np.linalg.eigh(a)
+    top = vectors[:, -1] * np.sign(vectors[:, -1] @ v)
+    assert np.abs(np.asarray(memory["v"], dtype=float).reshape(-1) - top).max() <= 1e-6
+    assert abs(memory["lam"] - values[-1]) <= 1e-8
+    assert first_domain_violation(program, result.steps) is None
 
 
 def test_power_iteration_at_d8_tracks_the_exact_algorithm():
