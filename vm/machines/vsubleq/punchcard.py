@@ -12,11 +12,12 @@ import numpy as np
 from vm.common.encoding import code_value, pm1_code, pm1_codes, word_values
 from vm.common.errors import InputError
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
-from vm.machines.vsubleq.reference import Image, wrap
+from vm.machines.vsubleq.reference import Image, run_reference, wrap
 from vm.transformer.layout import Layout
 
-DEFAULT_MAX_OUTPUT = 256
-"""Output tape length unless the caller says otherwise (a full tape halts the machine)."""
+SIZING_STEPS = 100_000
+"""Steps the reference runs to size an output tape when neither a length nor a step limit is
+given (`ltvm run`'s default limit)."""
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,19 @@ class VState:
     overflow: bool
 
 
-def geometry_for(image: Image, inputs: int = 0, outputs: int = DEFAULT_MAX_OUTPUT
-                 ) -> VGeometry:
-    """The geometry of an image with tapes of `inputs` and `outputs` bytes."""
+def output_needed(image: Image, input_bytes: bytes = b"", max_steps: int = SIZING_STEPS) -> int:
+    """The output tape a run of at most `max_steps` steps needs: the bytes the reference
+    writes in as many steps. Every output column costs every pass attention over it, so a
+    tape sized by a fixed default (256 bytes) made a 32-word image's passes nine times
+    wider than its memory; sized this way an image that writes nothing gets no tape."""
+    return len(run_reference(image, max_steps, input_bytes).output)
+
+
+def geometry_for(image: Image, inputs: int = 0, outputs: int | None = None) -> VGeometry:
+    """The geometry of an image with tapes of `inputs` and `outputs` bytes (by default, what
+    a run without input writes in `SIZING_STEPS` steps)."""
+    if outputs is None:
+        outputs = output_needed(image)
     return VGeometry(image.size, image.bits, inputs, outputs)
 
 
