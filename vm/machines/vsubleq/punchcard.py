@@ -90,3 +90,27 @@ def decode(X: np.ndarray, layout: Layout, geometry: VGeometry) -> tuple[list[int
     """(memory, pc, halted) read back from X."""
     state = decode_state(X, geometry, layout)
     return state.memory, state.pc, state.halted
+
+
+def encode_state(image: Image, geometry: VGeometry, layout: Layout, input_bytes: bytes,
+                 state: VState) -> np.ndarray:
+    """The punchcard of a machine already in `state` (its memory, pc, bytes read and output),
+    with `input_bytes` on the input tape: what the REPL loads when fed input or when the
+    output tape must grow, since both tapes' lengths are in the weights."""
+    if len(state.output) > geometry.outputs:
+        raise InputError(f"{len(state.output)} output bytes for an output tape of "
+                         f"{geometry.outputs}")
+    X = encode(Image(tuple(state.memory), image.bits, image.length, image.source), geometry,
+               layout, input_bytes)
+    P, size = geometry.code_bits, geometry.memory
+    for offset in range(3):
+        X[layout[f"pc{offset}"], 0] = pm1_code((state.pc + offset) % size, geometry.pos_bits)
+    X[layout["inp"], 0] = pm1_code(geometry.input_start + state.read, P)
+    X[layout["outp"], 0] = pm1_code(geometry.output_start + len(state.output), P)
+    if state.output:
+        start = 1 + geometry.output_start
+        X[layout["mem"], start:start + len(state.output)] = pm1_codes(
+            np.array([wrap(byte, geometry.bits) for byte in state.output], dtype=np.int64),
+            geometry.bits).T
+    X[layout["halted"], 0] = float(state.halted)
+    return X
