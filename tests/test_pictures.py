@@ -105,6 +105,24 @@ def test_trace_command_writes_layer_pngs_and_a_gif_without_pyplot_or_a_display(
     assert f"wrote {tmp_path / 'x.gif'} (3 frames" in capsys.readouterr().out
 
 
+def test_trace_command_draws_a_standard_subleq_image(capsys, tmp_path):
+    image = tmp_path / "two_jumps.dec"
+    image.write_text("7 7 3   7 7 -1   0 0")  # 0: mem[7] = 0, jump to 3; 3: jump to -1: halt
+    assert main(["trace", str(image), "--bits", "8", "--png", str(tmp_path / "png"),
+                 "--gif", str(tmp_path / "x.gif"), "--steps", "10"]) == 0
+    names = sorted(path.name for path in (tmp_path / "png").iterdir())
+    assert names == [f"step0000_layer{layer}.png" for layer in range(5)]
+    with Image.open(tmp_path / "png" / names[0]) as png:
+        assert png.format == "PNG"
+    with Image.open(tmp_path / "x.gif") as gif:
+        assert gif.n_frames == 3, "steps 0, 1 and 2, where the image has halted"
+    assert f"wrote {tmp_path / 'x.gif'} (3 frames" in capsys.readouterr().out
+    echo = str(ROOT / "programs" / "vsubleq" / "echo.dec")
+    assert main(["trace", echo, "--input", "hi", "--step", "4",
+                 "--png", str(tmp_path / "echo")]) == 0
+    assert len(list((tmp_path / "echo").iterdir())) == 5
+
+
 def test_trace_command_rejects_bad_requests(capsys, tmp_path):
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source]) == 2
@@ -112,11 +130,14 @@ def test_trace_command_rejects_bad_requests(capsys, tmp_path):
     assert main(["trace", source, "--step", "-1", "--png", str(tmp_path)]) == 2
     (tmp_path / "file").write_text("")
     assert main(["trace", source, "--png", str(tmp_path / "file")]) == 2
+    assert main(["trace", source, "--input", "x", "--png", str(tmp_path)]) == 2
     errors = capsys.readouterr().err.splitlines()
     assert errors == ["ltvm: error: nothing to draw: give --png DIR and/or --gif FILE",
                       f"ltvm: error: {tmp_path / 'x.png'}: the animation file must end in .gif",
                       "ltvm: error: --step must be at least 0, got -1",
-                      f"ltvm: error: cannot create directory {tmp_path / 'file'}: File exists"]
+                      f"ltvm: error: cannot create directory {tmp_path / 'file'}: File exists",
+                      "ltvm: error: --input applies to standard SUBLEQ images (.dec, .vsq), "
+                      "not SUBLEQ"]
 
 
 DOUBLE_INVERT = """\

@@ -140,6 +140,20 @@ def test_a_full_output_tape_stops_with_one_message() -> None:
         compare(image, 200, max_output=0)
 
 
+def test_the_default_output_tape_holds_what_the_run_writes_and_no_more() -> None:
+    hello = image_file("hello.dec", 8)
+    assert TransformerRun(hello).geometry.outputs == len(b"Hello, world!\n")
+    assert TransformerRun(hello, max_output=3).geometry.outputs == 3
+    assert run_transformer(hello, 200).output == b"Hello, world!\n"
+    # a step limit that stops the run early needs only the bytes written before it
+    assert run_transformer(hello, 8).output == b"He"
+    echo = image_file("echo.dec", 8)
+    assert TransformerRun(echo, input_bytes=b"abc").geometry.outputs == 3
+    assert compare(echo, 100, input_bytes=b"abc").ok
+    silent = Image.from_words(HAND_WRITTEN["patch own jump target"], 8)
+    assert TransformerRun(silent).geometry.outputs == 0
+
+
 def test_geometry_refuses_bad_sizes() -> None:
     with pytest.raises(InputError, match="power of two"):
         VGeometry(12, 8)

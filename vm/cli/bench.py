@@ -12,7 +12,7 @@ from vm.runtime.config import DTYPE_NAMES, EVALUATIONS, EngineConfig
 from vm.tools.workloads import FLEQ_WORKLOADS
 from vm.transformer.modes import ATTENTION_MODES
 
-BENCH_TARGETS = ["attention", "rope"]
+BENCH_TARGETS = ["attention", "rope", "vsubleq"]
 """Modules of vm.cli that add a `register_bench(targets)` sub-target."""
 
 

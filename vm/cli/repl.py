@@ -7,6 +7,9 @@ import os
 from pathlib import Path
 
 from vm.cli.common import add_engine_arguments, engine_config, positive_int
+from vm.common.errors import InputError
+from vm.isa import VSUBLEQ
+from vm.isa.base import ProgramOptions
 from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, ENGINES
 
 DEFAULT_HISTORY = os.path.expanduser("~/.ltvm_history")
@@ -20,7 +23,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "execute it in lockstep; step, run to breakpoints, watch and edit memory, "
                     "type instructions, compare the engines and draw X and attention. Type "
                     "`help` inside for the commands; Ctrl-D quits.")
-    parser.add_argument("program", nargs="?", metavar="PROG", help="assembly source (.sq or .fleq)")
+    parser.add_argument("program", nargs="?", metavar="PROG",
+                        help="assembly source (.sq or .fleq), or a standard SUBLEQ image "
+                             "(.dec, .vsq: step, watch pc, memory and output, feed input)")
     parser.add_argument("--bits", type=positive_int, metavar="N",
                         help="memory word size N for every program loaded")
     parser.add_argument("--scratch", type=positive_int, metavar="S",
@@ -43,9 +48,25 @@ def run(args: argparse.Namespace) -> int:
     from vm.repl.session import Repl  # torch: not for every `ltvm` call
     from vm.repl.terminal import interact
 
+    if args.program and Path(args.program).suffix in VSUBLEQ.suffixes:
+        return _image_repl(args, interact)
     repl = Repl(engine_config(args), bits=args.bits, scratch=args.scratch,
                 picture_dir=Path(args.out), max_steps=args.max_steps, engine=args.engine)
     if args.program:
         print(repl.load(args.program))
+    print("ltvm repl: type help for the commands, Ctrl-D or quit to leave", flush=True)
+    return interact(repl, Path(args.history))
+
+
+def _image_repl(args: argparse.Namespace, interact) -> int:
+    """The REPL of a standard SUBLEQ image (its own commands: `help` lists them)."""
+    from vm.repl.vsubleq import VsubleqRepl
+
+    if args.scratch or args.engine != "transformer":
+        raise InputError("--scratch and --engine do not apply to standard SUBLEQ images "
+                         "(.dec, .vsq): both engines run in lockstep")
+    image, _ = VSUBLEQ.load(Path(args.program), ProgramOptions(bits=args.bits))
+    repl = VsubleqRepl(image, args.program, engine_config(args), args.max_steps)
+    print(repl.summary())
     print("ltvm repl: type help for the commands, Ctrl-D or quit to leave", flush=True)
     return interact(repl, Path(args.history))

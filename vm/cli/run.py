@@ -9,7 +9,6 @@ from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time
                            load_program, positive_int, print_result)
 from vm.common.errors import InputError
 from vm.isa import for_program
-from vm.isa.vsubleq import DEFAULT_MAX_OUTPUT
 from vm.tools.progress import Progress
 
 DEFAULT_MAX_STEPS = 100_000
@@ -37,9 +36,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="the input stream of a standard SUBLEQ image (.dec, .vsq): its "
                              "bytes in UTF-8, then end of input")
     parser.add_argument("--max-output", type=positive_int, metavar="BYTES",
-                        help=f"output tape length of a standard SUBLEQ image on the "
-                             f"transformer (default {DEFAULT_MAX_OUTPUT}); a run that writes "
-                             f"more stops with an error")
+                        help="output tape length of a standard SUBLEQ image on the "
+                             "transformer (default: the bytes the reference writes within "
+                             "--max-steps, so the tape is never too short nor wider than "
+                             "needed); a run that writes more stops with an error")
     add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)

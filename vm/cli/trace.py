@@ -30,6 +30,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--gif", metavar="FILE", help="animated GIF of X over --steps steps")
     parser.add_argument("--steps", type=positive_int, default=DEFAULT_GIF_STEPS, metavar="S",
                         help=f"steps the GIF covers (default {DEFAULT_GIF_STEPS})")
+    parser.add_argument("--input", metavar="TEXT",
+                        help="the input stream of a standard SUBLEQ image (.dec, .vsq): its "
+                             "bytes in UTF-8, then end of input")
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -46,6 +49,11 @@ def run(args: argparse.Namespace) -> int:
     from vm.tools.pictures import axis_labels, save_pass_pictures, save_x_animation
 
     program, geometry = load_program(args)
+    if for_program(program).reads_input:
+        return _trace_image(args, program)
+    if args.input is not None:
+        raise InputError(f"--input applies to standard SUBLEQ images (.dec, .vsq), not "
+                         f"{for_program(program).name.upper()}")
     executor = TransformerExecutor(geometry, engine_config(args))
     labels = axis_labels(*for_program(program).column_names(program, geometry, executor.layout),
                          executor.layout)
@@ -71,6 +79,58 @@ def run(args: argparse.Namespace) -> int:
             if pc == program.eof:
                 break
             X = executor.step(X, step)
+        with atomic_path(args.gif) as temporary:
+            save_x_animation(frames, labels, temporary)
+        print(f"wrote {args.gif} ({len(frames)} frames, {Path(args.gif).stat().st_size:,} "
+              "bytes)")
+    return 0
+
+
+def _trace_image(args: argparse.Namespace, image) -> int:
+    """`trace` for a standard SUBLEQ image: the same pictures, drawn from its own lockstep
+    runner (the batched executor does not run this machine); the tapes are sized for the
+    passes drawn (the input, and the bytes the reference writes by then)."""
+    from vm.machines.vsubleq.punchcard import output_needed
+    from vm.machines.vsubleq.run import TransformerRun
+    from vm.tools.pictures import axis_labels, save_pass_pictures, save_x_animation
+    from vm.transformer.layers import from_internal
+
+    config = engine_config(args)
+    if config.checked:
+        raise InputError("--checked is not available for standard SUBLEQ images (.dec, .vsq) "
+                         "in trace")
+    isa = for_program(image)
+    input_bytes = (args.input or "").encode()
+    last = args.step + (args.steps if args.gif else 0) + 1
+    run = TransformerRun(image, config.dtype or isa.default_dtype, config.attention,
+                         config.temperature, config.device, input_bytes,
+                         output_needed(image, input_bytes, last))
+    labels = axis_labels(*isa.column_names(image, run.geometry, run.machine.layout),
+                         run.machine.layout)
+    name = Path(args.program).name
+    for step in range(args.step):
+        if run.halted:
+            print(f"note: the image halted after {step} steps; the pictures at step "
+                  f"{args.step} show a halted machine, which changes nothing")
+            break
+        run.step()
+
+    def current() -> object:
+        """X now, (rows, n), a copy the next pass leaves alone."""
+        return from_internal(run.X)[0].clone()
+    if args.png:
+        paths = save_pass_pictures(run.model, current(), labels, _directory(args.png), args.step,
+                                   f"{name} step {args.step}")
+        for path in paths:
+            print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    if args.gif:
+        frames = []
+        for step in range(args.step, args.step + args.steps + 1):
+            state = run.state()
+            frames.append((f"{name}: X at step {step}, pc {state.pc}", current()))
+            if state.halted:
+                break
+            run.step()
         with atomic_path(args.gif) as temporary:
             save_x_animation(frames, labels, temporary)
         print(f"wrote {args.gif} ({len(frames)} frames, {Path(args.gif).stat().st_size:,} "

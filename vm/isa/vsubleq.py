@@ -16,7 +16,7 @@ from vm.common.errors import InputError
 from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
-from vm.machines.vsubleq.punchcard import DEFAULT_MAX_OUTPUT, encode, geometry_for
+from vm.machines.vsubleq.punchcard import encode, geometry_for
 from vm.machines.vsubleq.reference import Image, Result, Step, run_reference
 from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
@@ -85,9 +85,10 @@ class Vsubleq(InstructionSet):
     def run_transformer(self, program: Image, geometry: VGeometry, max_steps: int,
                         config: EngineConfig, progress: Callable[[int], None] | None = None,
                         trace: bool = False, input_bytes: bytes = b"",
-                        max_output: int = DEFAULT_MAX_OUTPUT) -> Result:
+                        max_output: int | None = None) -> Result:
         """The tapes are sized by the input and `max_output` (a full output tape is an
-        InputError), so the weights depend on both."""
+        InputError; None: what the reference writes in `max_steps` steps), so the weights
+        depend on both."""
         from vm.machines.vsubleq.run import run_transformer  # torch: transformer runs only
         return run_transformer(program, max_steps, progress=progress, trace=trace,
                                input_bytes=input_bytes, max_output=max_output,

@@ -12,11 +12,12 @@ import numpy as np
 from vm.common.encoding import code_value, pm1_code, pm1_codes, word_values
 from vm.common.errors import InputError
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
-from vm.machines.vsubleq.reference import Image, wrap
+from vm.machines.vsubleq.reference import Image, run_reference, wrap
 from vm.transformer.layout import Layout
 
-DEFAULT_MAX_OUTPUT = 256
-"""Output tape length unless the caller says otherwise (a full tape halts the machine)."""
+SIZING_STEPS = 100_000
+"""Steps the reference runs to size an output tape when neither a length nor a step limit is
+given (`ltvm run`'s default limit)."""
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,19 @@ class VState:
     overflow: bool
 
 
-def geometry_for(image: Image, inputs: int = 0, outputs: int = DEFAULT_MAX_OUTPUT
-                 ) -> VGeometry:
-    """The geometry of an image with tapes of `inputs` and `outputs` bytes."""
+def output_needed(image: Image, input_bytes: bytes = b"", max_steps: int = SIZING_STEPS) -> int:
+    """The output tape a run of at most `max_steps` steps needs: the bytes the reference
+    writes in as many steps. Every output column costs every pass attention over it, so a
+    tape sized by a fixed default (256 bytes) made a 32-word image's passes nine times
+    wider than its memory; sized this way an image that writes nothing gets no tape."""
+    return len(run_reference(image, max_steps, input_bytes).output)
+
+
+def geometry_for(image: Image, inputs: int = 0, outputs: int | None = None) -> VGeometry:
+    """The geometry of an image with tapes of `inputs` and `outputs` bytes (by default, what
+    a run without input writes in `SIZING_STEPS` steps)."""
+    if outputs is None:
+        outputs = output_needed(image)
     return VGeometry(image.size, image.bits, inputs, outputs)
 
 
@@ -79,3 +90,27 @@ def decode(X: np.ndarray, layout: Layout, geometry: VGeometry) -> tuple[list[int
     """(memory, pc, halted) read back from X."""
     state = decode_state(X, geometry, layout)
     return state.memory, state.pc, state.halted
+
+
+def encode_state(image: Image, geometry: VGeometry, layout: Layout, input_bytes: bytes,
+                 state: VState) -> np.ndarray:
+    """The punchcard of a machine already in `state` (its memory, pc, bytes read and output),
+    with `input_bytes` on the input tape: what the REPL loads when fed input or when the
+    output tape must grow, since both tapes' lengths are in the weights."""
+    if len(state.output) > geometry.outputs:
+        raise InputError(f"{len(state.output)} output bytes for an output tape of "
+                         f"{geometry.outputs}")
+    X = encode(Image(tuple(state.memory), image.bits, image.length, image.source), geometry,
+               layout, input_bytes)
+    P, size = geometry.code_bits, geometry.memory
+    for offset in range(3):
+        X[layout[f"pc{offset}"], 0] = pm1_code((state.pc + offset) % size, geometry.pos_bits)
+    X[layout["inp"], 0] = pm1_code(geometry.input_start + state.read, P)
+    X[layout["outp"], 0] = pm1_code(geometry.output_start + len(state.output), P)
+    if state.output:
+        start = 1 + geometry.output_start
+        X[layout["mem"], start:start + len(state.output)] = pm1_codes(
+            np.array([wrap(byte, geometry.bits) for byte in state.output], dtype=np.int64),
+            geometry.bits).T
+    X[layout["halted"], 0] = float(state.halted)
+    return X

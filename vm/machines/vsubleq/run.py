@@ -13,7 +13,7 @@ import torch
 
 from vm.common.errors import InputError
 from vm.machines.vsubleq.machine import vsubleq_machine
-from vm.machines.vsubleq.punchcard import DEFAULT_MAX_OUTPUT, VState, geometry_for
+from vm.machines.vsubleq.punchcard import VState, geometry_for, output_needed
 from vm.machines.vsubleq.reference import Image, Reference, Result, Step
 from vm.transformer.layers import (LoopedTransformer, cpu_threads, flush_denormals,
                                    from_internal, to_internal)
@@ -26,9 +26,13 @@ class TransformerRun:
 
     def __init__(self, image: Image, dtype: str = "float32", attention: str = "masked",
                  temperature: float | None = None, device: str = "cpu",
-                 input_bytes: bytes = b"", max_output: int = DEFAULT_MAX_OUTPUT) -> None:
+                 input_bytes: bytes = b"", max_output: int | None = None) -> None:
+        """`max_output` bytes of output tape; None: what the reference writes (see
+        `output_needed`)."""
         if dtype not in DTYPES:
             raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+        if max_output is None:
+            max_output = output_needed(image, bytes(input_bytes))
         self.geometry = geometry_for(image, len(input_bytes), max_output)
         self.machine = vsubleq_machine(self.geometry, temperature)
         self.model = LoopedTransformer(self.machine.weights, DTYPES[dtype], device, attention,
@@ -64,9 +68,12 @@ def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
                     attention: str = "masked", progress: Callable[[int], None] | None = None,
                     trace: bool = False, temperature: float | None = None,
                     device: str = "cpu", input_bytes: bytes = b"",
-                    max_output: int = DEFAULT_MAX_OUTPUT) -> Result:
-    """Run until halted or `max_steps` passes; a full output tape is an InputError. With
-    `trace`, every pass is decoded and recorded as the reference records it."""
+                    max_output: int | None = None) -> Result:
+    """Run until halted or `max_steps` passes; a full output tape is an InputError (by
+    default the tape holds what the reference writes in `max_steps` steps). With `trace`,
+    every pass is decoded and recorded as the reference records it."""
+    if max_output is None:
+        max_output = output_needed(image, input_bytes, max_steps)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output)
     records: list[Step] = []
     before = run.state() if trace else None
@@ -117,9 +124,12 @@ class Comparison:
 def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str = "masked",
             progress: Callable[[int], None] | None = None, temperature: float | None = None,
             device: str = "cpu", input_bytes: bytes = b"",
-            max_output: int = DEFAULT_MAX_OUTPUT) -> Comparison:
+            max_output: int | None = None) -> Comparison:
     """After every step, memory, pc, halted, bytes read and output must be equal on both
-    engines (until the output tape is full: then an InputError)."""
+    engines (until the output tape is full: then an InputError; by default the tape holds
+    what the reference writes in `max_steps` steps)."""
+    if max_output is None:
+        max_output = output_needed(image, input_bytes, max_steps)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output)
     reference = Reference(image, input_bytes)
     for step in range(max_steps):

@@ -1,0 +1,76 @@
+"""`ltvm repl IMAGE`: standard SUBLEQ images stepped on both engines, input fed while they
+run, the output tape grown when it runs full."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assembler.dec import load_image
+from vm.machines.vsubleq.reference import Image, run_reference
+from vm.repl import vsubleq
+from vm.repl.vsubleq import VsubleqRepl
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "programs" / "vsubleq"
+
+
+def image(name: str, bits: int = 8) -> Image:
+    return Image.from_words(load_image((PROGRAMS / name).read_text()), bits)
+
+
+def test_input_fed_before_the_read_is_echoed_and_the_engines_agree():
+    repl = VsubleqRepl(image("echo.dec"), "echo.dec")
+    assert "fed 3 bytes (3 not read yet)" in repl.execute("input hi\\n")
+    out = repl.execute("step 2")
+    assert out.splitlines()[0].split()[:5] == ["0", "pc", "0", "mem[18]", "="]
+    assert "input 104" in out and "DIVERGENCE" not in out
+    out = repl.execute("continue")
+    assert "(halted)" in out and "DIVERGENCE" not in out
+    assert repl.execute("output") == "output (3 bytes): 'hi\\n'"
+    expected = run_reference(image("echo.dec"), 1000, b"hi\n")
+    assert repl.reference.steps == expected.steps
+    assert repl.execute("print 18:21") == "    18: " + " ".join(
+        str(word) for word in expected.memory[18:21])
+
+
+def test_input_fed_between_reads_is_read_where_end_of_input_was():
+    repl = VsubleqRepl(image("echo.dec"), "echo.dec")
+    repl.execute("input a")
+    out = repl.execute("step 5")  # read 'a', write it, back at 0
+    assert "output: 'a'" in out and "step 5  pc 0:" in out
+    repl.execute("input b")
+    out = repl.execute("continue")
+    assert "output: 'b'" in out and "(halted)" in out and "DIVERGENCE" not in out
+    assert repl.run.state().output == b"ab"
+
+
+def test_a_full_output_tape_grows_instead_of_stopping(monkeypatch):
+    monkeypatch.setattr(vsubleq, "OUTPUT_SLACK", 2)
+    repl = VsubleqRepl(image("hello.dec"), "hello.dec")
+    assert repl.run.geometry.outputs == 2
+    out = repl.execute("continue")
+    assert "DIVERGENCE" not in out and "(halted)" in out
+    assert repl.run.state().output == b"Hello, world!\n"
+    assert repl.run.geometry.outputs >= 14
+
+
+@pytest.mark.parametrize("line, message", [
+    ("step 0", "must be positive"), ("step x", "expected a number of steps"),
+    ("print 99", "outside 0..31"), ("input", "nothing to feed"), ("jump", "unknown command"),
+])
+def test_bad_commands_get_one_error_line(line, message):
+    out = VsubleqRepl(image("hello.dec"), "hello.dec").execute(line)
+    assert out.startswith("error: ") and message in out and "\n" not in out
+
+
+def test_ltvm_repl_takes_a_vsq_source_on_stdin():
+    done = subprocess.run(
+        [sys.executable, "-m", "vm.cli", "repl", str(PROGRAMS / "hello.vsq"), "--history",
+         "/dev/null"], input="step 2\npc\ncontinue\noutput\nquit\n", capture_output=True,
+        text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "loaded" in done.stdout and "output (14 bytes): 'Hello, world!\\n'" in done.stdout

@@ -1,0 +1,52 @@
+"""`ltvm bench vsubleq`: the counting loop, the rows, and the sizes it refuses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vm.cli import main
+from vm.machines.vsubleq.reference import run_reference
+from vm.tools.vsubleq_bench import counting_loop
+
+
+@pytest.mark.parametrize("steps, count, pc", [
+    (1, -1, 0), (128, -128, 0),  # 8-bit count from 0 down to -128, jumping back to 0
+    (129, 127, 3),               # wraps to 127 > 0: falls through to `Z Z 0`
+    (130, 127, 0), (131, 126, 3),  # which jumps back; each positive count takes two steps
+    (383, 0, 0),                 # 126 of them, then 1 -> 0 jumps
+])
+def test_the_counting_loop_never_halts_and_counts_through_the_wraparound(steps, count, pc):
+    image = counting_loop(16, 8)
+    assert image.size == 16
+    result = run_reference(image, steps)
+    assert not result.halted and result.steps == steps
+    assert (result.memory[7], result.pc) == (count, pc)
+
+
+def test_bench_vsubleq_json_rows_name_the_geometry_and_the_ratio(capsys):
+    code = main(["bench", "vsubleq", "--words", "16,32", "--bits", "8", "--seconds", "0.05",
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and "standard SUBLEQ" in out["title"]
+    rows = out["rows"]
+    assert [row["words"] for row in rows] == [16, 32]
+    for row in rows:
+        assert row["bits"] == 8 and row["columns"] == row["words"] + 2  # cpu + the sentinel
+        assert row["layers"] == 5 and row["heads"] == 3
+        assert row["evaluation"] == "full" and row["dtype"] == "float32"
+        assert row["transformer_steps_per_second"] > 0 and row["reference_steps_per_second"] > 0
+        assert row["ratio"] == pytest.approx(row["transformer_steps_per_second"]
+                                             / row["reference_steps_per_second"])
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--words", "100"], "powers of two"),
+    (["--words", "8"], "at least 16"),
+    (["--words", "256", "--bits", "8"], "more than 8-bit words can address"),
+])
+def test_bench_vsubleq_refuses_sizes_the_machine_cannot_hold(capsys, arguments, message):
+    assert main(["bench", "vsubleq", "--seconds", "0.05", *arguments]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

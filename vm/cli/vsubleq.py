@@ -1,0 +1,63 @@
+"""`ltvm bench vsubleq`: steps/s of the standard SUBLEQ transformer beside its reference."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from vm.cli.common import positive_float
+from vm.runtime.config import DTYPE_NAMES
+from vm.transformer.modes import ATTENTION_MODES
+
+DEFAULT_WORDS = [256, 4096]
+DEFAULT_BITS = 16
+
+
+def _words(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'")
+
+
+def register_bench(targets: argparse._SubParsersAction) -> None:
+    """Add the `vsubleq` target of `ltvm bench`."""
+    parser = targets.add_parser(
+        "vsubleq", help="steps/s of the standard SUBLEQ transformer beside its reference",
+        description="Time the standard (von Neumann) SUBLEQ looped transformer on a counting "
+                    "loop that never halts, padded to m memory words, beside the reference "
+                    "interpreter measured in the same run. Tapes are empty; the evaluation "
+                    "is full (every column every pass).")
+    parser.add_argument("--words", type=_words, default=DEFAULT_WORDS, metavar="M,...",
+                        help="memory sizes m, powers of two (default "
+                             + ",".join(map(str, DEFAULT_WORDS)) + ")")
+    parser.add_argument("--bits", type=int, default=DEFAULT_BITS, metavar="N",
+                        help=f"word size N; m <= 2^(N-1) (default {DEFAULT_BITS})")
+    parser.add_argument("--seconds", type=positive_float, default=2.0,
+                        help="time budget per measurement (transformer, then reference), "
+                             "after a one-pass warm-up timed apart (default 2)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--dtype", choices=list(DTYPE_NAMES), default="float32")
+    parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch  # here, not at the top: every `ltvm` call imports this module
+
+    from vm.tools.vsubleq_bench import bench_vsubleq, format_vsubleq_table
+
+    rows = bench_vsubleq(args.words, args.bits, args.seconds, args.dtype, args.attention,
+                         args.device, lambda message: print(message, file=sys.stderr,
+                                                            flush=True))
+    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+    title = (f"standard SUBLEQ looped transformer, counting loop, {device}, "
+             f"torch {torch.__version__}")
+    if args.json:
+        print(json.dumps({"title": title, "rows": [row.as_dict() for row in rows]}, indent=2))
+    else:
+        print(title)
+        print(format_vsubleq_table(rows))
+    return 0

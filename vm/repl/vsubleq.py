@@ -1,0 +1,194 @@
+"""`ltvm repl IMAGE.dec|.vsq`: step a standard SUBLEQ image on the transformer beside the
+reference, watch pc, memory and output, and feed input while it runs.
+
+Both tapes' lengths are in the weights, so feeding input (or an output tape that runs
+full) rebuilds the transformer for longer tapes and loads the state it had reached
+(`punchcard.encode_state`): the machine goes on from the same memory, pc, input pointer
+and output, and reads the new bytes where end of input was. An input instruction that ran
+before the bytes were fed read -1, on both engines alike.
+"""
+
+from __future__ import annotations
+
+import codecs
+
+import torch
+
+from vm.common.errors import InputError
+from vm.isa import VSUBLEQ
+from vm.machines.vsubleq.punchcard import VState, encode_state
+from vm.machines.vsubleq.reference import Image, Reference
+from vm.machines.vsubleq.run import TransformerRun
+from vm.runtime.config import EngineConfig
+from vm.transformer.layers import to_internal
+
+OUTPUT_SLACK = 64
+"""Output columns added beyond what is written each time the tape grows."""
+SHOWN_STEPS = 20
+"""Steps of a `step K` listed one by one; the rest are only counted."""
+HELP = """commands:
+  step [K]       (s) run K steps (default 1) on both engines, listing them
+  continue       (c) run until the image halts or --max-steps more steps
+  input TEXT     feed TEXT's bytes (UTF-8; escapes such as \\n, \\x00) to the input stream
+  pc             (where) the pc and the instruction there
+  print [A[:B]]  (p) memory words A..B-1 (default: all words of the image)
+  output         the bytes written so far
+  help, quit"""
+
+
+class VsubleqRepl:
+    """One image, its transformer and its reference in lockstep (the `interact` loop's
+    `execute` / `completions` / `finished` protocol)."""
+
+    def __init__(self, image: Image, path: str, config: EngineConfig = EngineConfig(),
+                 max_steps: int = 1_000_000) -> None:
+        if config.checked:
+            raise InputError("--checked is not available for standard SUBLEQ images "
+                             "(.dec, .vsq) in the REPL")
+        self.image, self.path, self.config, self.max_steps = image, path, config, max_steps
+        self.fed = b""
+        self.reference = Reference(image)
+        self.finished = False
+        self.run = self._build(None, OUTPUT_SLACK)
+
+    def summary(self) -> str:
+        return (f"loaded {self.path}: {self.image.length} words in {self.image.size} cells, "
+                f"{self.image.bits}-bit words")
+
+    def _build(self, state: VState | None, outputs: int) -> TransformerRun:
+        """A transformer for the input fed so far and `outputs` output bytes, in `state`."""
+        run = TransformerRun(self.image, self.config.dtype or VSUBLEQ.default_dtype,
+                             self.config.attention, self.config.temperature,
+                             self.config.device, self.fed, outputs)
+        if state is not None:
+            card = encode_state(self.image, run.geometry, run.machine.layout, self.fed, state)
+            run.X = to_internal(torch.as_tensor(card[None], dtype=run.X.dtype,
+                                                device=run.X.device))
+        return run
+
+    def execute(self, line: str) -> str:
+        """Run one command line; InputErrors come back as the line to print."""
+        command, _, argument = line.strip().partition(" ")
+        handler = {"step": self._step, "s": self._step, "continue": self._continue,
+                   "c": self._continue, "input": self._input, "pc": self._pc,
+                   "where": self._pc, "print": self._print, "p": self._print,
+                   "output": self._output, "help": lambda _: HELP,
+                   "quit": self._quit}.get(command)
+        if not command:
+            return ""
+        if handler is None:
+            return f"error: unknown command '{command}' (help lists them)"
+        try:
+            return handler(argument.strip())
+        except InputError as error:
+            return f"error: {error}"
+
+    def completions(self, line: str) -> list[str]:
+        words = ["step", "continue", "input", "pc", "where", "print", "output", "help", "quit"]
+        return [word for word in words if word.startswith(line.strip())] if " " not in line \
+            else []
+
+    def _advance(self, limit: int, listed: int) -> str:
+        lines, written = [], len(self.reference.output)
+        start = self.reference.steps
+        while self.reference.steps - start < limit and not self.reference.halted:
+            before = self.run.state()
+            record = self.reference.step()
+            self.run.step()
+            state = self.run.state()
+            if state.overflow:  # the tape ran full: grow it, redo the pass from `before`
+                self.run = self._build(before, len(before.output) + OUTPUT_SLACK)
+                self.run.step()
+                state = self.run.state()
+            if len(lines) < listed:
+                lines.append(VSUBLEQ.trace_line(self.image, record))
+            difference = self._difference(state)
+            if difference:
+                lines.append(f"DIVERGENCE after step {record.step}: {difference}")
+                break
+        skipped = self.reference.steps - start - min(listed, self.reference.steps - start)
+        if skipped > 0:
+            lines.append(f"... {skipped} more steps")
+        new = bytes(self.reference.output[written:])
+        if new:
+            lines.append(f"output: {new.decode('latin-1')!r}")
+        lines.append(self._where())
+        return "\n".join(lines)
+
+    def _difference(self, state: VState) -> str | None:
+        reference = self.reference
+        for name, expected, got in (("memory", reference.memory, state.memory),
+                                    ("pc", reference.pc, state.pc),
+                                    ("halted", reference.halted, state.halted),
+                                    ("bytes read", reference.read, state.read),
+                                    ("output", bytes(reference.output), state.output)):
+            if expected != got:
+                return f"{name} differs between the reference and the transformer"
+        return None
+
+    def _step(self, argument: str) -> str:
+        count = _count(argument) if argument else 1
+        return self._advance(count, SHOWN_STEPS)
+
+    def _continue(self, argument: str) -> str:
+        return self._advance(self.max_steps, 0)
+
+    def _input(self, argument: str) -> str:
+        data = codecs.decode(argument.encode(), "unicode_escape").encode("latin-1")
+        if not data:
+            raise InputError("nothing to feed: input TEXT")
+        state = self.run.state()
+        self.fed += data
+        self.reference.input += data
+        self.run = self._build(state, max(self.run.geometry.outputs, len(state.output)))
+        if self.reference.halted:
+            return f"fed {len(data)} bytes ({len(self.fed)} in all), but the image has halted"
+        return f"fed {len(data)} bytes ({len(self.fed) - self.reference.read} not read yet)"
+
+    def _where(self) -> str:
+        memory, pc, size = self.reference.memory, self.reference.pc, self.image.size
+        words = " ".join(str(memory[(pc + offset) % size]) for offset in range(3))
+        ending = " (halted)" if self.reference.halted else ""
+        return f"step {self.reference.steps}  pc {pc}: {words}{ending}"
+
+    def _pc(self, argument: str) -> str:
+        return self._where()
+
+    def _print(self, argument: str) -> str:
+        memory = self.run.state().memory
+        low, high = 0, self.image.length
+        if argument:
+            first, colon, last = argument.partition(":")
+            low = _address(first, self.image.size)
+            high = _address(last, self.image.size + 1) if colon else low + 1
+        rows = (memory[address:min(address + 8, high)] for address in range(low, high, 8))
+        return "\n".join(f"{low + 8 * index:>6}: {' '.join(str(word) for word in row)}"
+                         for index, row in enumerate(rows))
+
+    def _output(self, argument: str) -> str:
+        output = self.run.state().output
+        return f"output ({len(output)} bytes): {output.decode('latin-1')!r}"
+
+    def _quit(self, argument: str) -> str:
+        self.finished = True
+        return ""
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"expected a number of steps, got '{text}'") from None
+    if value < 1:
+        raise InputError(f"the number of steps must be positive, got {value}")
+    return value
+
+
+def _address(text: str, limit: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"expected an address, got '{text}'") from None
+    if not 0 <= value < limit:
+        raise InputError(f"address {value} is outside 0..{limit - 1}")
+    return value

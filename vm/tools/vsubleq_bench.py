@@ -1,0 +1,120 @@
+"""Steps per second of the standard SUBLEQ transformer beside its reference interpreter.
+
+The workload is a counting loop that never halts (`mem[count] -= 1`, then back to 0 by
+either branch), padded with zeros to the memory size m being measured, so every pass and
+every reference step does real work whatever the budget. The tapes are empty (no input,
+a zero-length output tape): the columns measured are the memory's, plus the cpu column
+and the input tape's end-of-input sentinel. Weights are built before timing starts; the
+first pass is timed apart as the warm-up (see `vm.tools.bench.timed`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from vm.common.errors import InputError
+from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
+from vm.machines.vsubleq.run import TransformerRun
+from vm.tools.bench import timed
+
+COUNTING_LOOP = [6, 7, 0,   # 0: mem[7] -= mem[6] (1); <= 0: jump to 0
+                 8, 8, 0,   # 3: Z - Z = 0: jump to 0
+                 1, 0, 0]   # 6: one, 7: count, 8: Z
+"""Never halts: every step subtracts, every pass of the transformer does a whole step."""
+MIN_WORDS = 16
+"""The smallest power of two that holds the loop."""
+
+
+def counting_loop(words: int, bits: int) -> Image:
+    """The counting loop padded to `words` cells (a power of two that N-bit words address)."""
+    if words < MIN_WORDS or words & (words - 1):
+        raise InputError(f"--words must be powers of two, at least {MIN_WORDS}, got {words}")
+    if not 4 <= bits <= MAX_BITS:
+        raise InputError(f"--bits must be between 4 and {MAX_BITS}, got {bits}")
+    if words > 1 << (bits - 1):
+        raise InputError(f"{words} words are more than {bits}-bit words can address "
+                         f"({1 << (bits - 1)}): raise --bits or lower --words")
+    return Image.from_words(COUNTING_LOOP + [0] * (words - len(COUNTING_LOOP)), bits,
+                            "counting loop")
+
+
+@dataclass(frozen=True)
+class VsubleqBenchRow:
+    words: int
+    bits: int
+    columns: int
+    rows: int
+    layers: int
+    heads: int
+    device: str
+    dtype: str
+    attention: str
+    evaluation: str
+    """`full`: every column every pass (the batched, active and fused evaluations of
+    vm/runtime do not run this machine)."""
+    build_seconds: float
+    transformer_steps_per_second: float
+    warmup_seconds: float
+    reference_steps_per_second: float
+
+    @property
+    def ratio(self) -> float:
+        return self.transformer_steps_per_second / self.reference_steps_per_second
+
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "ratio": self.ratio}
+
+
+def reference_speed(image: Image, budget: float) -> float:
+    """Steps per second of the reference interpreter on `image`."""
+    machine = Reference(image)
+
+    def work(steps: int) -> None:
+        for _ in range(steps):
+            machine.step()
+    return timed(work, budget).per_second
+
+
+def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "float32",
+                  attention: str = "masked", device: str = "cpu",
+                  progress: Callable[[str], None] = lambda _: None) -> list[VsubleqBenchRow]:
+    """One row per memory size: the transformer's steps/s and the reference's, same run."""
+    images = [counting_loop(size, bits) for size in words]  # refuse bad sizes before work
+    rows = []
+    for image in images:
+        progress(f"m={image.size} N={bits} on {device} ...")
+        start = time.perf_counter()
+        run = TransformerRun(image, dtype, attention, device=device, max_output=0)
+        built = time.perf_counter() - start
+
+        def work(passes: int) -> None:
+            for _ in range(passes):
+                run.step()
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+        timing = timed(work, budget)
+        if run.halted:  # the loop never halts: a halted machine would time nothing
+            raise RuntimeError("the counting loop halted on the transformer")
+        weights = run.machine.weights
+        rows.append(VsubleqBenchRow(
+            image.size, bits, weights.columns, weights.rows, len(weights.layers),
+            max(weights.heads), device, dtype, attention, "full", built, timing.per_second,
+            timing.warmup_seconds, reference_speed(image, budget)))
+    return rows
+
+
+def format_vsubleq_table(rows: list[VsubleqBenchRow]) -> str:
+    lines = ["| m | N | n | rows | layers | heads | device | dtype | attention | evaluation | "
+             "build s | transformer steps/s | warm-up s | reference steps/s | ratio |",
+             "|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row.words} | {row.bits} | {row.columns} | {row.rows} | {row.layers} | "
+                     f"{row.heads} | {row.device} | {row.dtype} | {row.attention} | "
+                     f"{row.evaluation} | {row.build_seconds:.2f} | "
+                     f"{row.transformer_steps_per_second:,.1f} | {row.warmup_seconds:.3f} | "
+                     f"{row.reference_steps_per_second:,.0f} | {row.ratio:.2e} |")
+    return "\n".join(lines)
