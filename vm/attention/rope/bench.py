@@ -34,7 +34,7 @@ from vm.attention.rope.instance import random_instance  # noqa: E402
 from vm.attention.rope.polynomial import exp_error_bound, rank  # noqa: E402
 
 TARGET = 1e-6
-BLOCK_ENTRIES = 1 << 24
+BLOCK_ENTRIES = 1 << 18
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
