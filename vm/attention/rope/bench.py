@@ -28,12 +28,15 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from vm.attention.chunked.memory import measure  # noqa: E402
+from vm.attention.rope.boundary import MAX_SEARCH_DEGREE, smallest_degree  # noqa: E402
 from vm.attention.rope.fast import fast_gradient  # noqa: E402
 from vm.attention.rope.gradient import exact_gradient, exact_rotary_gradient  # noqa: E402
 from vm.attention.rope.instance import random_instance  # noqa: E402
 from vm.attention.rope.polynomial import exp_error_bound, rank  # noqa: E402
 
 TARGET = 1e-6
+D8_TARGETS = (1e-4, 1e-6)
+BOUNDS = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0]
 BLOCK_ENTRIES = 1 << 18
 
 
@@ -102,17 +105,55 @@ def error_sweep(n, d, bounds, degrees, rows):
                          "exp_error": exp_error_bound(bound, degree)})
 
 
-def d8_sweep(n_error, n_time, degrees, rows):
+def boundary_sweep(n_error, n_time, bounds, rows):
+    """Task: the B where the fast gradient stops beating the exact one at error TARGET.
+
+    Per B (rotary, d = 4): the smallest degree reaching TARGET, measured at n_error, then
+    both gradients timed at n_time. Stops after the first B where fast is slower: a larger
+    B needs a larger degree (tests/test_rope_boundary.py), so it is slower still.
+    """
+    for bound in bounds:
+        small = random_instance(n_error, 4, bound, "rotary", seed=11)
+        degree, errors = smallest_degree(small, exact_route(small, "rotary").dx, "rotary",
+                                         bound, TARGET)
+        row = {"table": "boundary", "form": "rotary", "d": 4, "bound": bound,
+               "target": TARGET, "n_error": n_error, "n": n_time, "degree": degree}
+        if degree is None:
+            rows.append(row)
+            break
+        big = random_instance(n_time, 4, bound, "rotary", seed=12)
+        fast, taken = measure(lambda: fast_gradient(big, "rotary", degree, bound))
+        exact, etaken = measure(lambda: exact_route(big, "rotary"))
+        row.update(rank=fast.rank, error=errors[degree], error_n=relative(fast.dx, exact.dx),
+                   fast_s=taken.seconds, exact_s=etaken.seconds,
+                   crossover_n=n_time * taken.seconds / etaken.seconds)
+        rows.append(row)
+        print(row, flush=True)
+        if taken.seconds > etaken.seconds:
+            break
+
+
+def d8_sweep(n_error, n_time, targets, rows):
+    """d = 8 (rotary, B = 1): error per degree up to the one reaching min(targets), and
+    the time of each against the exact gradient at n_time."""
     inst = random_instance(n_error, 8, 1.0, "rotary", seed=8)
-    exact = exact_route(inst, "rotary")
+    exact = exact_route(inst, "rotary").dx
     big = random_instance(n_time, 8, 1.0, "rotary", seed=9)
     _, etaken = measure(lambda: exact_route(big, "rotary"))
-    for degree in degrees:
+    for degree in range(0, MAX_SEARCH_DEGREE + 1):
         fast = fast_gradient(inst, "rotary", degree, 1.0)
-        _, taken = measure(lambda: fast_gradient(big, "rotary", degree, 1.0))
-        rows.append({"table": "d8", "form": "rotary", "n": n_time, "d": 8, "bound": 1.0,
-                     "degree": degree, "rank": fast.rank, "error": relative(fast.dx, exact.dx),
-                     "fast_s": taken.seconds, "exact_s": etaken.seconds})
+        error = relative(fast.dx, exact)
+        row = {"table": "d8", "form": "rotary", "n": n_time, "n_error": n_error, "d": 8,
+               "bound": 1.0, "degree": degree, "rank": fast.rank, "error": error,
+               "exact_s": etaken.seconds}
+        if degree >= 2:
+            _, taken = measure(lambda: fast_gradient(big, "rotary", degree, 1.0))
+            row.update(fast_s=taken.seconds,
+                       crossover_n=n_time * taken.seconds / etaken.seconds)
+        rows.append(row)
+        print(row, flush=True)
+        if error <= min(targets):
+            break
 
 
 def general_sweep(ns, degree, rows):
@@ -157,12 +198,43 @@ def markdown(rows, fast_slope, exact_slope, command) -> str:
         reach.append(f"B={b:g}: " + (f"g={min(ok)} (rank {rank(4, min(ok))})" if ok
                                      else f"not reached by g={max(degrees)}"))
     lines += ["", f"Smallest degree reaching {TARGET:g}: " + "; ".join(reach) + "."]
+    boundary = [r for r in rows if r["table"] == "boundary"]
+    if boundary:
+        first = boundary[0]
+        lines += ["", f"Bounded-entry boundary (rotary, d=4, target {TARGET:g}): the smallest "
+                  f"degree reaching it, measured at n={first['n_error']}; both gradients "
+                  f"timed at n={first['n']}; crossover = the n where fast = exact "
+                  "(estimated: fast ~ n, exact ~ n^2):", "",
+                  "| B | g | rank | error | error at n | fast s | exact s | speed-up | "
+                  "crossover n |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in boundary:
+            if r["degree"] is None:
+                lines.append(f"| {r['bound']:g} | > {MAX_SEARCH_DEGREE} | | | | | | | |")
+                continue
+            lines.append(f"| {r['bound']:g} | {r['degree']} | {r['rank']} | {r['error']:.1e} "
+                         f"| {r['error_n']:.1e} | {f(r['fast_s'])} | {f(r['exact_s'])} | "
+                         f"{r['exact_s'] / r['fast_s']:.1f}x | {r['crossover_n']:.0f} |")
+        losing = [r for r in boundary if r["degree"] is None or r["fast_s"] > r["exact_s"]]
+        lines += ["", (f"At n={first['n']} the fast gradient stops beating the exact one at "
+                       f"B={losing[0]['bound']:g}." if losing else
+                       f"At n={first['n']} the fast gradient beats the exact one at every B "
+                       "measured.")]
     d8 = [r for r in rows if r["table"] == "d8"]
     if d8:
-        lines += ["", f"d = 8 (rotary, B=1): error at small n, time at n={d8[0]['n']}:", "",
-                  "| g | rank | rel. error | fast s | exact s |", "|---|---|---|---|---|"]
-        lines += [f"| {r['degree']} | {r['rank']} | {r['error']:.1e} | {r['fast_s']:.3g} | "
-                  f"{r['exact_s']:.3g} |" for r in d8]
+        lines += ["", f"d = 8 (rotary, B=1): error at n={d8[0]['n_error']}, time at "
+                  f"n={d8[0]['n']} (crossover estimated as above):", "",
+                  "| g | rank | rel. error | fast s | exact s | speed-up | crossover n |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['degree']} | {r['rank']} | {r['error']:.1e} | {f(r.get('fast_s'))} | "
+                  f"{r['exact_s']:.3g} | "
+                  + (f"{r['exact_s'] / r['fast_s']:.1f}x | {r['crossover_n']:.0f} |"
+                     if "fast_s" in r else " | |") for r in d8]
+        reach = []
+        for target in D8_TARGETS:
+            ok = [r for r in d8 if r["error"] <= target]
+            reach.append(f"{target:g}: g={ok[0]['degree']} (rank {ok[0]['rank']})" if ok
+                         else f"{target:g}: not reached")
+        lines += ["", "d = 8, smallest degree reaching " + "; ".join(reach) + "."]
     general = [r for r in rows if r["table"] == "general"]
     if general:
         lines += ["", f"General W_(i-j) form, FFT route (d=4, |S|=8, B=1, "
@@ -175,7 +247,7 @@ def markdown(rows, fast_slope, exact_slope, command) -> str:
 
 
 def plot(rows, path: Path) -> None:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right, third) = plt.subplots(1, 3, figsize=(16, 4.2))
     timing = [r for r in rows if r["table"] == "time"]
     ns = [r["n"] for r in timing]
     measured = [r for r in timing if r.get("exact_measured")]
@@ -198,6 +270,18 @@ def plot(rows, path: Path) -> None:
     right.set(xlabel="degree g", ylabel="relative error of dLoss/dX",
               title="fast vs exact gradient (d=4)")
     right.legend()
+    boundary = [r for r in rows if r["table"] == "boundary" and r["degree"] is not None]
+    if boundary:
+        bounds = [r["bound"] for r in boundary]
+        third.semilogy(bounds, [r["exact_s"] for r in boundary], "o-", label="exact")
+        third.semilogy(bounds, [r["fast_s"] for r in boundary], "s-",
+                       label=f"fast at the degree reaching {TARGET:g}")
+        for r in boundary:
+            third.annotate(f"g={r['degree']}", (r["bound"], r["fast_s"]),
+                           textcoords="offset points", xytext=(0, 6), fontsize=8)
+        third.set(xlabel="B (scores in [-B, B])", ylabel="seconds",
+                  title=f"bounded-entry boundary (d=4, n={boundary[0]['n']})")
+        third.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -212,7 +296,10 @@ def run(args: argparse.Namespace) -> int:
     fast_slope, exact_slope = time_sweep([1 << p for p in range(8, top + 1)], max_exact, 4,
                                          1.0, args.degree, rows)
     error_sweep(128 if args.quick else 512, 4, [0.5, 1.0, 2.0, 4.0], list(range(0, 9)), rows)
-    d8_sweep(128 if args.quick else 512, 1 << (10 if args.quick else 14), [2, 3, 4], rows)
+    boundary_sweep(128 if args.quick else 512, 1 << (10 if args.quick else 14),
+                   [0.5, 1.0, 2.0] if args.quick else BOUNDS, rows)
+    d8_sweep(128 if args.quick else 512, 1 << (9 if args.quick else 12),
+             (1e-2,) if args.quick else D8_TARGETS, rows)
     general_sweep([128, 256] if args.quick else [256, 512, 1024, 2048], 4, rows)
     command = (f"ltvm bench rope --out {args.out} --max-exact-n {args.max_exact_n} "
                f"--degree {args.degree}" + (" --quick" if args.quick else ""))
