@@ -287,7 +287,8 @@ def plot(rows, path: Path) -> None:
         left.loglog([r["n"] for r in general], [r["fast_s"] for r in general], "v:",
                     label=f"general FFT route, g={general[0]['degree']}")
     left.set(xlabel="n", ylabel="seconds", title="RoPE gradient time (d=4, B=1)")
-    left.legend(fontsize=8)
+    if timing or general:
+        left.legend(fontsize=8)
     errors = [r for r in rows if r["table"] == "error"]
     for bound in sorted({r["bound"] for r in errors}):
         pts = [r for r in errors if r["bound"] == bound]
