@@ -238,7 +238,8 @@ def markdown(rows, slopes, command) -> str:
     d8 = [r for r in rows if r["table"] == "d8"]
     if d8:
         lines += ["", f"d = 8 (rotary, B=1): error at n={d8[0]['n_error']}, time at "
-                  f"n={d8[0]['n']} (crossover estimated as above):", "",
+                  f"n={d8[0]['n']}; crossover = the n where fast = exact (estimated: fast ~ n, "
+                  "exact ~ n^2):", "",
                   "| g | rank | rel. error | fast s | exact s | speed-up | crossover n |",
                   "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['degree']} | {r['rank']} | {r['error']:.1e} | {f(r.get('fast_s'))} | "
