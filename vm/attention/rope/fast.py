@@ -41,7 +41,7 @@ import torch
 from vm.attention.rope.forward import rotate, rotation_blocks, support
 from vm.attention.rope.gradient import Instance
 from vm.attention.rope.polynomial import exponents, features, rank, weights
-from vm.attention.rope.toeplitz import circulant_column, fft_size
+from vm.attention.rope.toeplitz import fft_size, toeplitz_spectrum
 
 CHUNK_ENTRIES = 1 << 21
 """Entries of one row chunk's feature block (16 MiB of float64)."""
@@ -158,7 +158,7 @@ def general_gradient(inst: Instance, degree: int, bound: float) -> FastGradient:
     toeplitz = features(diagonals, degree + 1)                          # first k: degree <= g
     tspec = torch.empty(toeplitz.shape[1], bins, dtype=torch.complex128)  # k' x bins
     for part in _chunks(toeplitz.shape[1], max(1, CHUNK_ENTRIES // size)):
-        torch.fft.rfft(circulant_column(toeplitz[:, part].T, size), out=tspec[part])
+        toeplitz_spectrum(toeplitz[:, part].T, size, out=tspec[part])
     qf, kf = features(q / d, degree), features(key, degree)             # n x C(d+g, g)
     right = torch.cat([v, torch.ones(n, 1, dtype=torch.float64)], 1)  # [A3 Y | 1]
     kspec = _spectra(kf, right, size)                                   # marginal x (d+1)
