@@ -7,10 +7,13 @@ Measures (docs/rope_attention.md reports the numbers):
      at d = 4, B = 1, degree g; fitted log-log exponents over n >= 2^11. The exact path
      runs up to --max-exact-n; beyond it its time is extrapolated with its fitted exponent
      (marked so in the table);
-  2. relative error of the fast gradient vs degree g = 0..8 for B in {0.5, 1, 2, 4}, and
-     the smallest degree (and rank) reaching 1e-6: where the bounded-entry regime ends;
-  3. d = 8 (rank and error per degree, time at one n) and the general W_{i-j} form's FFT
-     route against its exact closed form at small n.
+  2. relative error of the fast gradient vs degree g = 0..8 for B in {0.5, 1, 2, 4};
+  3. the bounded-entry boundary: per B, the smallest degree reaching 1e-6 (measured), its
+     rank, and fast vs exact time at n = 2^14, until the fast one loses;
+  4. d = 8: error per degree up to the one reaching 1e-6, time against exact at n = 2^12;
+  5. the general W_{i-j} form's FFT route at g = 2 and 4 against its exact closed form,
+     n = 2^8 .. 2^15, and where it starts to win.
+`--sections` picks which of them run (time, error, boundary, d8, general).
 Writes rope_gradient.md, rope_gradient.csv and rope_gradient.png to --out.
 """
 
