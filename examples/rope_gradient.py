@@ -2,7 +2,8 @@
 `ltvm bench rope --out examples/out` (vm/attention/rope/bench.py says what it measures;
 docs/rope_attention.md reports the numbers), with BLAS held to one thread.
 
-    python examples/rope_gradient.py              # the full run (about 5 minutes, 1 thread)
+    python examples/rope_gradient.py              # every section (about 10 minutes, 1 thread)
+    python examples/rope_gradient.py --sections boundary   # one section (under 5 minutes)
     python examples/rope_gradient.py --quick      # small sizes, a smoke run
 """
 

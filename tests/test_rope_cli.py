@@ -49,11 +49,26 @@ def test_bench_rope_quick_writes_its_table_csv_and_plot(tmp_path, capsys):
         "rope_gradient.csv", "rope_gradient.md", "rope_gradient.png"]
     table = (tmp_path / "rope_gradient.md").read_text()
     assert "ltvm bench rope" in table and "General W_(i-j) form" in table
+    assert "Bounded-entry boundary" in table and "d = 8, smallest degree" in table
 
 
-@pytest.mark.parametrize("argv", [["--degree", "0"], ["--degree", "9"],
-                                  ["--max-exact-n", "100"], ["--max-exact-n", "131072"]])
-def test_bench_rope_refuses_bad_sizes(argv, capsys, tmp_path):
+def test_bench_rope_runs_only_the_sections_asked_for(tmp_path, capsys):
+    assert main(["bench", "rope", "--quick", "--sections", "boundary", "--out",
+                 str(tmp_path)]) == 0
+    table = (tmp_path / "rope_gradient.md").read_text()
+    assert "Bounded-entry boundary" in table
+    assert "Time vs n" not in table and "General W_(i-j)" not in table and "d = 8" not in table
+    rows = (tmp_path / "rope_gradient.csv").read_text().splitlines()[1:]
+    assert rows and all(",boundary," in row for row in rows)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--degree", "0"], "must be between"), (["--degree", "9"], "must be between"),
+    (["--max-exact-n", "100"], "must be between"),
+    (["--max-exact-n", "131072"], "must be between"),
+    (["--sections", "time,speed"], "--sections takes"), (["--sections", ","], "--sections takes"),
+])
+def test_bench_rope_refuses_bad_arguments(argv, message, capsys, tmp_path):
     assert main(["bench", "rope", "--out", str(tmp_path), *argv]) == 2
-    assert "must be between" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir())

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from vm.attention.rope.fast import fast_gradient
-from vm.attention.rope.forward import general_attention, rotary_attention
-from vm.attention.rope.gradient import exact_gradient
+from vm.attention.rope.forward import general_attention, rotary_attention, support
+from vm.attention.rope.gradient import exact_gradient, scores, toeplitz_index
 from vm.attention.rope.instance import random_instance
-from vm.attention.rope.polynomial import exp_error_bound
+from vm.attention.rope.polynomial import exp_coefficients, exp_error_bound
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -49,3 +49,26 @@ def test_error_grows_as_the_bound_leaves_the_bounded_regime():
         errors.append(relative(fast.dx, exact_gradient(inst).dx))
     assert errors == sorted(errors)
     assert errors[-1] > 100 * errors[0]
+
+
+@pytest.mark.parametrize("degree", [1, 3])
+def test_general_route_is_the_exact_gradient_of_the_polynomial_attention(degree):
+    # The FFT route computes Lemma 5.3's closed form with exp replaced by the polynomial P:
+    # the same formula with P applied to the dense scores must agree to rounding.
+    n, d, bound = 19, 4, 1.0
+    inst = random_instance(n, d, bound, "general", seed=4)
+    coef = torch.tensor(exp_coefficients(bound, degree), dtype=torch.float64)
+    scores_ = scores(inst, inst.x)
+    a = sum(c * scores_ ** power for power, c in enumerate(coef))
+    v = inst.a3 @ inst.y
+    s = a / a.sum(1, keepdim=True)
+    ell = s @ v - inst.e
+    gamma1 = s * (ell @ v.T)
+    gamma = gamma1 - gamma1.sum(1, keepdim=True) * s
+    index = toeplitz_index(n)
+    dense = torch.zeros(d, d, d, d, dtype=torch.float64)
+    for r, c in support(inst.offsets):
+        dense[:, :, r, c] = inst.a1.T @ (gamma * inst.offsets[:, r, c][index]) @ inst.a2 / d
+    fast = fast_gradient(inst, "general", degree, bound)
+    assert relative(fast.dx, dense.reshape(d * d, d * d)) < 1e-10
+    assert fast.loss == pytest.approx(0.5 * float((ell ** 2).sum()), rel=1e-10)

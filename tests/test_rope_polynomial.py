@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from vm.attention.rope.polynomial import exp_error_bound, features, rank, weights
+from vm.attention.rope.polynomial import exp_error_bound, exponents, features, rank, weights
 
 
 def test_feature_count_is_the_number_of_monomials():
@@ -28,3 +28,12 @@ def test_error_falls_with_the_degree_and_grows_with_the_bound():
     assert exp_error_bound(1.0, 8) < 1e-7 < exp_error_bound(1.0, 4)
     errors = [exp_error_bound(b, 4) for b in (0.5, 1.0, 2.0, 4.0)]
     assert errors == sorted(errors) and errors[-1] > 100 * errors[0]
+
+
+def test_exponents_are_the_powers_features_take():
+    gen = torch.Generator().manual_seed(3)
+    x = torch.rand(4, 3, dtype=torch.float64, generator=gen) + 0.5
+    alphas = exponents(3, 5)
+    assert alphas.shape == (rank(3, 5), 3)
+    assert int(alphas.sum(1).max()) == 5 and len({tuple(a) for a in alphas.tolist()}) == len(alphas)
+    assert torch.allclose(features(x, 5), (x[:, None, :] ** alphas[None]).prod(-1), rtol=1e-14)

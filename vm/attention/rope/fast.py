@@ -25,8 +25,11 @@ Expanding P over the |S| products z_rs = Q[i,r] K[j,s] W_{i-j}[r,s] / d, each mo
 z^alpha is (a function of i)(a function of i-j)(a function of j): the attention matrix is a
 sum of k = C(|S|+g, g) terms diag(.) T_alpha diag(.) with T_alpha Toeplitz, applied by FFT
 (`toeplitz`), and each gradient block is a sum of Toeplitz bilinear forms, evaluated by
-Parseval. Time O(k d^2 (d + |S|) n log n): almost linear in n, but k = C(2d+g, g) for
-|S| = 2d is large, so this route only wins at very large n (see docs/rope_attention.md).
+Parseval. The i- and j-factors depend on alpha's marginals only (C(d+g, g) of them), so
+the FFTs number O(C(d+g, g) d^2 + C(|S|+g+1, g+1)), each O(n log n); what is left is
+O(k d^2 (d + |S|)) pointwise products per frequency. Almost linear in n, but
+k = C(2d+g, g) for |S| = 2d is large: at d = 4, g = 4 it beats the exact gradient from
+n = 8192 on (docs/rope_attention.md).
 """
 
 from __future__ import annotations
@@ -37,11 +40,13 @@ import torch
 
 from vm.attention.rope.forward import rotate, rotation_blocks, support
 from vm.attention.rope.gradient import Instance
-from vm.attention.rope.polynomial import features, rank, weights
-from vm.attention.rope.toeplitz import circulant_column, fft_size, toeplitz_matvec
+from vm.attention.rope.polynomial import exponents, features, rank, weights
+from vm.attention.rope.toeplitz import fft_size, toeplitz_spectrum
 
 CHUNK_ENTRIES = 1 << 21
 """Entries of one row chunk's feature block (16 MiB of float64)."""
+CACHE_ENTRIES = 1 << 16
+"""Complex entries of one tile of the general route's frequency contraction (1 MiB)."""
 
 
 @dataclass(frozen=True)
@@ -102,30 +107,69 @@ def rotary_gradient(inst: Instance, degree: int, bound: float) -> FastGradient:
     return FastGradient(dx.reshape(d * d, d * d), total, torch.cat(outputs), k, factor_bytes)
 
 
-def general_gradient(inst: Instance, degree: int, bound: float,
-                     batch: int | None = None) -> FastGradient:
+def _spectra(rows: torch.Tensor, channels: torch.Tensor, size: int) -> torch.Tensor:
+    """rfft of rows[:, f] * channels[:, c] for every feature f and channel c, a few features
+    at a time (the real products are never all held): f x c x (size/2 + 1)."""
+    n, count = rows.shape
+    out = torch.empty(count, channels.shape[1], size // 2 + 1, dtype=torch.complex128)
+    batch = max(1, CHUNK_ENTRIES // (channels.shape[1] * size))
+    for part in _chunks(count, batch):
+        torch.fft.rfft(rows[:, part].T[:, None, :] * channels.T[None], size, out=out[part])
+    return out
+
+
+def _marginal_index(alphas: torch.Tensor, variables: list[int], d: int,
+                    degree: int) -> torch.Tensor:
+    """For each monomial alpha over the support, the index (in `features` order over d
+    variables) of its marginal: exponent of variable t = sum of alpha_m over m with
+    variables[m] == t. Q[i]^marginal is alpha's factor of i (or j for the columns)."""
+    marginal = alphas @ torch.nn.functional.one_hot(torch.tensor(variables), d)
+    lookup = {tuple(e): i for i, e in enumerate(exponents(d, degree).tolist())}
+    return torch.tensor([lookup[tuple(e)] for e in marginal.tolist()])
+
+
+def general_gradient(inst: Instance, degree: int, bound: float) -> FastGradient:
     """Section 6's approximate gradient for the general form, by FFT on the Toeplitz parts.
 
-    `batch` monomials are handled at once (default: as many as fit CHUNK_ENTRIES).
+    Monomial alpha over the |S| products Q[i,r] K[j,s] W_{i-j}[r,s] / d is
+    c_alpha Q[i]^mu (prod W_{i-j}^alpha) K[j]^nu with mu, nu its row and column marginals.
+    Only C(d+g, g) marginals exist (k = C(|S|+g, g) monomials), so the i- and j-side
+    spectra are taken once per marginal, not once per monomial: (d+1) d FFTs per marginal
+    per side instead of per monomial. The Toeplitz factor of block m of the gradient,
+    W^alpha W_m, is the degree-(g+1) monomial alpha + e_m: one FFT per monomial of degree
+    <= g+1 (C(|S|+g+1, g+1)) covers all k |S| of them. Frequencies are then contracted
+    monomial by monomial in chunks: x^T T y = (1/N) sum_w conj(x^) t^ y^ (Parseval).
     """
     n, d = inst.a1.shape
     pairs = support(inst.offsets)
     rows_of, cols_of = [r for r, _ in pairs], [s for _, s in pairs]
     q, key, v = inst.a1 @ inst.x1, inst.a2 @ inst.x2, inst.a3 @ inst.y
-    k = rank(len(pairs), degree)
-    phi = features(q[:, rows_of] / d, degree) * weights(len(pairs), bound, degree)
-    psi = features(key[:, cols_of], degree)
-    diagonals = inst.offsets[:, rows_of, cols_of]                    # (2n-1) x |S|
-    toeplitz = features(diagonals, degree)                           # (2n-1) x k
+    alphas = exponents(len(pairs), degree)                              # k x |S|
+    k = len(alphas)
+    coef = weights(len(pairs), bound, degree)
+    mu = _marginal_index(alphas, rows_of, d, degree)
+    nu = _marginal_index(alphas, cols_of, d, degree)
+    higher = {tuple(e): i for i, e in enumerate(exponents(len(pairs), degree + 1).tolist())}
+    shifted = torch.tensor([[higher[tuple(e[:m] + [e[m] + 1] + e[m + 1:])]
+                             for m in range(len(pairs))] for e in alphas.tolist()])
     size = fft_size(n)
     bins = size // 2 + 1
-    batch = batch or max(1, CHUNK_ENTRIES // ((d + 1) * d * bins))
+    diagonals = inst.offsets[:, rows_of, cols_of]                       # (2n-1) x |S|
+    toeplitz = features(diagonals, degree + 1)                          # first k: degree <= g
+    tspec = torch.empty(toeplitz.shape[1], bins, dtype=torch.complex128)  # k' x bins
+    for part in _chunks(toeplitz.shape[1], max(1, CHUNK_ENTRIES // size)):
+        toeplitz_spectrum(toeplitz[:, part].T, size, out=tspec[part])
+    qf, kf = features(q / d, degree), features(key, degree)             # n x C(d+g, g)
     right = torch.cat([v, torch.ones(n, 1, dtype=torch.float64)], 1)  # [A3 Y | 1]
-    applied = torch.zeros(d + 1, n, dtype=torch.float64)              # (A~ [A3 Y | 1])^T
+    kspec = _spectra(kf, right, size)                                   # marginal x (d+1)
+    mixed = torch.zeros(qf.shape[1], d + 1, bins, dtype=torch.complex128)
+    batch = max(1, CHUNK_ENTRIES // ((d + 1) * bins))
     for part in _chunks(k, batch):
-        product = toeplitz_matvec(toeplitz[:, part].T[:, None, :],
-                                  psi[:, part].T[:, None, :] * right.T[None])
-        applied += (phi[:, part].T[:, None, :] * product).sum(0)
+        mixed.index_add_(0, mu[part], (coef[part, None] * tspec[part])[:, None] * kspec[nu[part]])
+    applied = torch.zeros(d + 1, n, dtype=torch.float64)               # (A~ [A3 Y | 1])^T
+    for part in _chunks(qf.shape[1], batch):
+        applied += (qf[:, part].T[:, None, :] * torch.fft.irfft(mixed[part], size)[..., :n]).sum(0)
+    del mixed
     alpha = applied[d]
     out = applied[:d].T / alpha[:, None]
     ell = out - inst.e
@@ -139,22 +183,33 @@ def general_gradient(inst: Instance, degree: int, bound: float,
         weight[-1] = 1.0
     side_left = (left[:, :, None] * inst.a1[:, None, :]).reshape(n, -1)   # (c, p)
     side_right = (right[:, :, None] * inst.a2[:, None, :]).reshape(n, -1)  # (c, q)
+    xs = _spectra(qf, side_left, size).reshape(-1, d + 1, d, bins)
+    ys = _spectra(kf, side_right, size).reshape(-1, d + 1, d, bins)
     grad = torch.zeros(d, d, len(pairs), dtype=torch.float64)
-    for part in _chunks(k, batch):
-        xs = torch.fft.rfft((phi[:, part].T[:, None, :] * side_left.T[None]), size)
-        ys = torch.fft.rfft((psi[:, part].T[:, None, :] * side_right.T[None]), size)
-        xs = xs.reshape(len(xs), d + 1, d, bins)
-        ys = ys.reshape(len(ys), d + 1, d, bins)
-        mixed = torch.einsum("acpw,acqw->apqw", xs.conj(), ys) * weight
-        ts = torch.fft.rfft(circulant_column(
-            (toeplitz[:, part, None] * diagonals[:, None, :]).permute(1, 2, 0), size))
-        grad += torch.einsum("apqw,amw->pqm", mixed, ts).real
+    groups = [(int(m), (mu == m).nonzero()[:, 0]) for m in mu.unique()]
+    width = min(bins, CACHE_ENTRIES // (d * d * max(len(g) for _, g in groups)))
+    for band in _chunks(bins, width):              # cache-sized tiles of (monomials, bins)
+        xb, yb, tb = xs[..., band].conj(), ys[..., band], tspec[:, band] * weight[band]
+        for m, part in groups:                     # the monomials sharing the i-side marginal
+            x, y = xb[m], yb[nu[part]]
+            block = x[0, :, None] * y[:, 0, None]
+            for c in range(1, d + 1):
+                block += x[c, :, None] * y[:, c, None]
+            ts = tb[shifted[part]] * coef[part, None, None]             # part x |S| x band
+            grad += torch.einsum("apqw,amw->pqm", block, ts).real
     dx = torch.zeros(d, d, d, d, dtype=torch.float64)
     for m, (r, s) in enumerate(pairs):
         dx[:, :, r, s] = grad[:, :, m] / (size * d)
-    factor_bytes = 8 * (3 * n * k + 2 * batch * (d + 1) * d * bins * 2)
     return FastGradient(dx.reshape(d * d, d * d), 0.5 * float((ell ** 2).sum()), out, k,
-                        factor_bytes)
+                        general_bytes(n, d, len(pairs), degree))
+
+
+def general_bytes(n: int, d: int, support_size: int, degree: int) -> int:
+    """The general route's spectra: the degree <= g+1 Toeplitz monomials' and, per marginal,
+    (d+1) channels for the forward and (d+1) d per side for the gradient (complex128)."""
+    bins = fft_size(n) // 2 + 1
+    spectra = rank(support_size, degree + 1) + rank(d, degree) * (d + 1) * (2 * d + 1)
+    return 16 * bins * spectra + 8 * n * (rank(support_size, degree + 1) + 2 * rank(d, degree))
 
 
 def working_bytes(n: int, d: int, degree: int, form: str) -> int:
@@ -164,8 +219,7 @@ def working_bytes(n: int, d: int, degree: int, form: str) -> int:
         side = (d + 1) * d * (d // 2) * 4
         chunk = min(n, max(1, CHUNK_ENTRIES // max(k, side)))
         return 8 * (2 * chunk * k + 2 * side * k + k * (d + 1))
-    k = rank(2 * d, degree)                            # |S| = 2d, as in instance.py
-    return 8 * 3 * n * k
+    return general_bytes(n, d, 2 * d, degree)          # |S| = 2d, as in instance.py
 
 
 def fast_gradient(inst: Instance, form: str, degree: int, bound: float) -> FastGradient:

@@ -84,33 +84,52 @@ class Gradient:
     gamma: torch.Tensor | None
 
 
+def reversed_toeplitz(diagonals: torch.Tensor, rows: slice) -> torch.Tensor:
+    """T[i, n-1-j] = t(i - j) for the rows i given: row i is the window t(i-n+1 .. i), read
+    backwards, so the rows are windows of the diagonals, a strided view with no n x n
+    gather. `diagonals` holds t at index delta + n - 1 (2n-1 entries, contiguous)."""
+    n = (diagonals.shape[0] + 1) // 2
+    return diagonals.unfold(0, n, 1)[rows]
+
+
 def exact_gradient(inst: Instance, x: torch.Tensor | None = None,
                    block: int | None = None) -> Gradient:
     """Lemma 5.3's closed form, exact (Theorem 5.7: O(|S| n^2 d) time).
 
     Every row j0 of s, l, beta and gamma depends on row j0's scores only, so `block` rows
     are done at a time (default all n: the n x n terms formed whole, as the paper writes
-    them); memory O(block n). `gamma` is returned only when it is formed whole.
+    them); memory O(block n). The columns j are taken in reverse order, which makes each
+    Toeplitz factor W_{i-j}[r, s] a view of its diagonals (`reversed_toeplitz`); `gamma`
+    (in the usual order) is returned only when it is formed whole.
     """
     x = inst.x if x is None else x
     n, d = inst.a1.shape
-    v = inst.a3 @ inst.y                                       # v(y)
+    blocks = x.reshape(d, d, d, d)
+    pairs = support(inst.offsets)
+    diagonals = {pair: inst.offsets[:, pair[0], pair[1]].contiguous() for pair in pairs}
+    keys = inst.a2.flip(0)                                     # column j <-> key n-1-j
+    v = (inst.a3 @ inst.y).flip(0)                             # v(y), reversed likewise
     dx = torch.zeros(d, d, d, d, dtype=torch.float64)
     total, gamma = 0.0, None
     for start in range(0, n, block or n):
         rows = slice(start, min(n, start + (block or n)))
-        a = scores(inst, x, rows).exp()                        # u(x), row j0 = u(x)_j0
+        score = torch.zeros(rows.stop - start, n, dtype=torch.float64)
+        for r, c in pairs:
+            score += ((inst.a1[rows] @ blocks[:, :, r, c] @ keys.T)
+                      * reversed_toeplitz(diagonals[r, c], rows))
+        a = (score / d).exp()                                  # u(x), row j0 = u(x)_j0
         s = a / a.sum(1, keepdim=True)                         # s(x) = D^-1 A
         ell = s @ v - inst.e[rows]                             # l(x)
         beta = ell @ v.T                                       # beta(x)_j0 = A3 Y l_j0
         gamma1 = s * beta                                      # diag(s_j0) beta_j0
         gamma = gamma1 - gamma1.sum(1, keepdim=True) * s       # - s_j0 <s_j0, beta_j0>
-        index = toeplitz_index(n, rows)
-        for r, c in support(inst.offsets):
-            dx[:, :, r, c] += (inst.a1[rows].T @ (gamma * inst.offsets[:, r, c][index])
-                               @ inst.a2) / d
+        for r, c in pairs:
+            dx[:, :, r, c] += (inst.a1[rows].T @ (gamma * reversed_toeplitz(diagonals[r, c],
+                                                                             rows))
+                               @ keys) / d
         total += 0.5 * float((ell ** 2).sum())
-    return Gradient(dx.reshape(d * d, d * d), total, gamma if block in (None, n) else None)
+    whole = block in (None, n)
+    return Gradient(dx.reshape(d * d, d * d), total, gamma.flip(1) if whole else None)
 
 
 def exact_rotary_gradient(inst: Instance, block: int | None = None) -> Gradient:

@@ -85,3 +85,14 @@ def exp_error_bound(bound: float, degree: int, samples: int = 4001) -> float:
     grid = np.linspace(-bound, bound, samples)
     value = np.polynomial.Polynomial(exp_coefficients(bound, degree))(grid)
     return float(np.max(np.abs(value - np.exp(grid)) / np.exp(grid)))
+
+
+def exponents(d: int, degree: int) -> torch.Tensor:
+    """The exponent vector alpha of every monomial, in the order of `features`: C(d+g, g) x d."""
+    parents, variables, _, _ = monomials(d, degree)
+    level = torch.zeros(1, d, dtype=torch.int64)
+    levels = [level]
+    for parent, variable in zip(parents, variables):
+        level = level[parent] + torch.nn.functional.one_hot(variable, d)
+        levels.append(level)
+    return torch.cat(levels, 0)

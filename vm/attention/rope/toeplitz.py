@@ -26,11 +26,19 @@ def circulant_column(diagonals: torch.Tensor, size: int) -> torch.Tensor:
     return column
 
 
+def toeplitz_spectrum(diagonals: torch.Tensor, size: int,
+                      out: torch.Tensor | None = None) -> torch.Tensor:
+    """The rfft of the circulant embedding: what the general route multiplies spectra by."""
+    return torch.fft.rfft(circulant_column(diagonals, size), out=out)
+
+
 def toeplitz_matvec(diagonals: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """T x for T[i, j] = t(i - j), batched: diagonals (..., 2n-1), x (..., n) -> (..., n)."""
+    """T x for T[i, j] = t(i - j), batched: diagonals (..., 2n-1), x (..., n) -> (..., n).
+    The general route's convention (`toeplitz_spectrum`, irfft, first n entries) in one
+    product, so tests/test_rope_toeplitz.py checks it against the dense matrix."""
     n = x.shape[-1]
     size = fft_size(n)
-    spectrum = torch.fft.rfft(circulant_column(diagonals, size)) * torch.fft.rfft(x, size)
+    spectrum = toeplitz_spectrum(diagonals, size) * torch.fft.rfft(x, size)
     return torch.fft.irfft(spectrum, size)[..., :n]
 
 
