@@ -31,7 +31,8 @@ def test_cells_are_exact_at_the_default_temperature_and_reported_when_too_cold()
 
 def test_the_example_script_writes_its_tables(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "exactness_sweep.py"),
-                           "--quick", "--out", str(tmp_path)], capture_output=True, text=True)
+                           "--quick", "--out", str(tmp_path)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     table = (tmp_path / "exactness.md").read_text()
     assert "| 4 (float32) | exact" in table and "precision error" in table
