@@ -100,3 +100,56 @@ def test_export_runs_on_an_independent_numpy_executor(capsys, tmp_path) -> None:
     expected = run_reference(Image.from_words(load_image(Path(SUM).read_text()), 8), 100)
     assert passes == expected.steps and subleq_memory(X, layout) == expected.memory
 
+
+
+def steps_on_the_reference(capsys, *argv: str) -> int:
+    code, out, _ = run_cli(capsys, "run", "--engine", "reference", "--json", *argv)
+    assert code == 0
+    return json.loads(out)["steps"]
+
+
+@pytest.mark.parametrize("text", ["", "e", "echo me"])
+def test_compare_feeds_input_to_both_engines(capsys, text: str) -> None:
+    steps = steps_on_the_reference(capsys, "--input", text, ECHO)
+    code, out, _ = run_cli(capsys, "compare", "--input", text, ECHO)
+    assert code == 0 and out.startswith(f"OK: transformer and reference agree for {steps} "
+                                        f"steps (halted)")
+
+
+def test_compare_reads_raw_bytes_from_an_input_file(capsys, tmp_path) -> None:
+    data = tmp_path / "in.bin"
+    data.write_bytes(b"a\x00\x7f\x80\xffz")
+    steps = steps_on_the_reference(capsys, "--input-file", str(data), ECHO)
+    code, out, _ = run_cli(capsys, "compare", "--json", "--input-file", str(data), ECHO)
+    assert code == 0 and json.loads(out) == {"ok": True, "steps": steps, "halted": True,
+                                             "divergence": None}
+    code, out, _ = run_cli(capsys, "run", "--json", "--input-file", str(data), ECHO)
+    assert code == 0 and json.loads(out)["output"] == json.dumps("a\x00\x7f\x80\xffz")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["compare", "--input-file", "/nonexistent/in", ECHO], "cannot read /nonexistent/in"),
+    (["compare", "--input", "x", str(PROGRAMS.parent / "subleq" / "gcd.sq")],
+     "--input and --input-file apply to programs that read input"),
+    (["compare", "--max-output", "3", HELLO], "output tape (3 bytes) is full"),
+])
+def test_compare_input_refusals_exit_2(capsys, argv: list[str], message: str) -> None:
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_input_and_input_file_exclude_each_other(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", "--input", "x", "--input-file", ECHO, ECHO])
+    assert exit_.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_checked_mode_stops_a_too_cold_run_and_passes_at_the_default(capsys,
+                                                                      command: str) -> None:
+    code, out, err = run_cli(capsys, command, "--checked", "--temperature", "1", "--input",
+                             "hi", ECHO)
+    assert code == 1 and "precision error at step 0" in err and "output:" not in out
+    code, out, _ = run_cli(capsys, command, "--checked", "--input", "hi", ECHO)
+    assert code == 0
+    assert ('output: "hi"' in out) if command == "run" else out.startswith("OK:")

@@ -123,6 +123,16 @@ def test_trace_command_draws_a_standard_subleq_image(capsys, tmp_path):
     assert len(list((tmp_path / "echo").iterdir())) == 5
 
 
+def test_trace_of_a_standard_subleq_image_checks_its_passes_when_asked(capsys, tmp_path):
+    echo = str(ROOT / "programs" / "vsubleq" / "echo.dec")
+    assert main(["trace", echo, "--input", "hi", "--step", "2", "--checked",
+                 "--png", str(tmp_path / "ok")]) == 0
+    assert main(["trace", echo, "--input", "hi", "--step", "2", "--checked",
+                 "--temperature", "1", "--png", str(tmp_path / "cold")]) == 1
+    assert "precision error at step 0" in capsys.readouterr().err
+    assert not (tmp_path / "cold").exists()
+
+
 def test_trace_command_rejects_bad_requests(capsys, tmp_path):
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source]) == 2

@@ -74,3 +74,14 @@ def test_ltvm_repl_takes_a_vsq_source_on_stdin():
         text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "loaded" in done.stdout and "output (14 bytes): 'Hello, world!\\n'" in done.stdout
+
+
+def test_checked_repl_stops_a_pass_that_leaves_its_levels_and_agrees_when_warm():
+    from vm.runtime.config import EngineConfig
+    warm = VsubleqRepl(image("echo.dec"), "echo.dec", EngineConfig(checked=True))
+    warm.execute("input hi")
+    assert "(halted)" in warm.execute("continue") and warm.execute("output").endswith("'hi'")
+    cold = VsubleqRepl(image("echo.dec"), "echo.dec",
+                       EngineConfig(checked=True, temperature=1.0))
+    cold.execute("input hi")
+    assert "precision error at step 0" in cold.execute("step")

@@ -164,6 +164,38 @@ def test_self_modifying_programs_on_reference_and_transformer(name: str, label: 
     assert run.halted and run.memory == result.memory and run.steps == result.steps
 
 
+SORT = PROGRAMS / "sort.vsq"
+SORTED_TEXT = '.word 116, 114, 97, 110, 115, 102, 111, 114, 109, 101, 114  ; "transformer"'
+
+
+def sort_source(data: bytes) -> str:
+    """sort.vsq with `data` as its array (the counts follow from the array's length)."""
+    text = SORT.read_text()
+    assert SORTED_TEXT in text
+    return text.replace(SORTED_TEXT, ".word " + ", ".join(str(byte) for byte in data))
+
+
+@pytest.mark.parametrize("data", [b"transformer", b"ba", b"ab", b"zzz", b"sorted!",
+                                  b"~ !AZaz09", bytes(range(120, 99, -1))])
+def test_sort_prints_the_sorted_bytes_and_leaves_them_in_memory(data: bytes) -> None:
+    program, image, result = reference(SORT, text=sort_source(data))
+    at = program.symbols["array"]
+    assert result.halted and result.output == bytes(sorted(data))
+    assert result.memory[at:at + len(data)] == sorted(data)
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32])
+def test_sort_on_the_transformer_matches_the_reference_at_each_word_size(bits: int) -> None:
+    pytest.importorskip("torch")
+    program = assemble(SORT.read_text(), str(SORT), bits)
+    image = Image.from_words(program.words, program.bits, str(SORT))
+    result = VSUBLEQ.run_reference(image, 10_000)
+    run = VSUBLEQ.run_transformer(image, VSUBLEQ.geometry_for(image), 10_000, EngineConfig(),
+                                  max_output=16)
+    assert run.halted and run.output == bytes(sorted(b"transformer"))
+    assert run.memory == result.memory and run.steps == result.steps
+
+
 def test_the_documented_example_prints_hello_world() -> None:
     doc = (PROGRAMS.parents[1] / "docs" / "vsubleq_machine.md").read_text()
     block = next(b for b in re.findall(r"```\n(.*?)```", doc, flags=re.S)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from assembler.dec import load_image
 from tests.strategies import vsubleq_images
-from vm.common.errors import InputError
+from vm.common.errors import InputError, PrecisionError
 from vm.machines.vsubleq.layout import VGeometry
 from vm.machines.vsubleq.reference import Image, run_reference
 from vm.machines.vsubleq.run import TransformerRun, compare, run_transformer
@@ -161,3 +161,49 @@ def test_geometry_refuses_bad_sizes() -> None:
         VGeometry(256, 8)
     with pytest.raises(InputError, match="tapes"):
         VGeometry(16, 8, -1, 4)
+
+
+# -- checked mode ----------------------------------------------------------------------
+def test_checked_mode_turns_itself_on_below_the_safe_temperature() -> None:
+    image = image_file("echo.dec", 8)
+    assert TransformerRun(image).checker is None
+    assert TransformerRun(image, checked=True).checker is not None
+    assert TransformerRun(image, temperature=3.0).checker is not None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_checked_mode_reports_or_is_exact_never_wrong(dtype: str) -> None:
+    """Cold temperatures blur every read: unchecked, the run goes wrong; checked, it stops
+    with a PrecisionError, or (warm enough) agrees with the reference at every step."""
+    image, data = image_file("echo.dec", 8), b"a\x00\xff"
+    stopped = 0
+    for temperature in (0.5, 1.0, 1.25, 1.5, 2.0, 3.0, None):
+        try:
+            result = compare(image, 200, dtype, temperature=temperature, input_bytes=data,
+                             max_output=4, checked=True)
+        except PrecisionError as error:
+            stopped += 1
+            assert error.step == 0 and error.field == "wa"
+            continue
+        assert result.ok and result.halted, (temperature, result.divergence)
+    assert stopped >= 2
+    wrong = compare(image, 200, dtype, temperature=1.0, input_bytes=data, max_output=4,
+                    checked=False)
+    assert not wrong.ok
+
+
+def test_checked_mode_sees_state_that_a_pass_does_not_repair() -> None:
+    """A position code is never rewritten: one nudged off its punchcard value is reported
+    after the pass (at its column), though every read of that pass stays clean."""
+    run = TransformerRun(image_file("array_sum.dec", 8), checked=True)
+    run.step()
+    run.X[run.machine.layout.row("pos"), 0, 7] *= 0.99
+    with pytest.raises(PrecisionError, match="step 1, layer 4, column 7, field 'pos'"):
+        run.step()
+
+
+def test_checked_run_of_an_image_without_output_has_no_output_columns_to_check():
+    image = Image.from_words([7, 7, 3, 7, 7, -1, 0, 0], 8)
+    run = TransformerRun(image, checked=True)
+    assert run.geometry.outputs == 0
+    assert run_transformer(image, 10, checked=True).memory == run_reference(image, 10).memory

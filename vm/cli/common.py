@@ -147,6 +147,46 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                             " (docs/speed.md)")
 
 
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """The input stream and output tape of programs that read input (standard SUBLEQ)."""
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument("--input", metavar="TEXT",
+                       help="the input stream of a standard SUBLEQ image (.dec, .vsq): its "
+                            "bytes in UTF-8, then end of input")
+    given.add_argument("--input-file", metavar="FILE",
+                       help="the input stream of a standard SUBLEQ image: the file's bytes, "
+                            "then end of input")
+    parser.add_argument("--max-output", type=positive_int, metavar="BYTES",
+                        help="output tape length of a standard SUBLEQ image on the "
+                             "transformer (default: the bytes the reference writes within "
+                             "--max-steps, so the tape is never too short nor wider than "
+                             "needed); a run that writes more stops with an error")
+
+
+def input_options(args: argparse.Namespace, isa: InstructionSet, transformer: bool = True
+                  ) -> dict:
+    """`input_bytes` and `max_output` as given on the command line (only those given), for
+    an ISA that reads input; the options are refused for any other."""
+    given: dict = {}
+    if args.input is not None:
+        given["input_bytes"] = args.input.encode()
+    elif args.input_file is not None:
+        try:
+            given["input_bytes"] = Path(args.input_file).read_bytes()
+        except OSError as error:
+            raise InputError(f"cannot read {args.input_file}: "
+                             f"{error.strerror or error}") from None
+    if given and not isa.reads_input:
+        raise InputError(f"--input and --input-file apply to programs that read input "
+                         f"(standard SUBLEQ images: .dec, .vsq), not {isa.name.upper()}")
+    if transformer and args.max_output is not None:
+        if not isa.reads_input:
+            raise InputError(f"--max-output applies to standard SUBLEQ images (.dec, .vsq), "
+                             f"not {isa.name.upper()}")
+        given["max_output"] = args.max_output
+    return given
+
+
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     return EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
                         temperature=args.temperature, checked=True if args.checked else None,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
-                           engine_config, load_program, positive_int)
+from vm.cli.common import (add_engine_arguments, add_input_arguments, add_program_arguments,
+                           add_time_limit, engine_config, input_options, load_program,
+                           positive_int)
 from vm.isa import for_program
 from vm.tools.progress import Progress
 
@@ -17,8 +18,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "compare", help="run the transformer and the reference in lockstep",
         description="Execute PROG (or --csv CMDS MEM) on the looped transformer and the "
                     "reference interpreter side by side. SUBLEQ: memory and program counter "
-                    "must agree after every step; prints one OK line, or the first divergence "
-                    "(step, instruction, field, both values) and exits 1. FLEQ: prints, per "
+                    "must agree after every step (standard SUBLEQ: also the bytes read and the "
+                    "output); prints one OK line, or the first divergence (step, instruction, "
+                    "field, both values) and exits 1. FLEQ: prints, per "
                     "written value, its absolute and (normwise: max |error| / max |exact|) "
                     "relative error against the reference run and the block's error on the "
                     "transformer's own operands; a branch that differs fails with exit 1.")
@@ -26,6 +28,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-steps", type=positive_int, default=DEFAULT_MAX_STEPS,
                         metavar="K", help=f"step limit (default {DEFAULT_MAX_STEPS})")
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    add_input_arguments(parser)
     add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
@@ -35,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
     isa = for_program(program)
     progress = Progress("compared steps", args.max_steps, max_seconds=args.max_seconds)
-    result = isa.compare(program, geometry, args.max_steps, engine_config(args), progress)
+    result = isa.compare(program, geometry, args.max_steps, engine_config(args), progress,
+                         **input_options(args, isa))
     progress.done()
     print(isa.compare_report(result, args.json))
     return 0 if result.ok and result.halted else 1

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
-                           engine_config,
-                           load_program, positive_int, print_result)
-from vm.common.errors import InputError
+from vm.cli.common import (add_engine_arguments, add_input_arguments, add_program_arguments,
+                           add_time_limit, engine_config, input_options, load_program,
+                           positive_int, print_result)
 from vm.isa import for_program
 from vm.tools.progress import Progress
 
@@ -32,14 +31,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--trace", action="store_true",
                         help="print every executed instruction (pc, cell written, branch)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--input", metavar="TEXT",
-                        help="the input stream of a standard SUBLEQ image (.dec, .vsq): its "
-                             "bytes in UTF-8, then end of input")
-    parser.add_argument("--max-output", type=positive_int, metavar="BYTES",
-                        help="output tape length of a standard SUBLEQ image on the "
-                             "transformer (default: the bytes the reference writes within "
-                             "--max-steps, so the tape is never too short nor wider than "
-                             "needed); a run that writes more stops with an error")
+    add_input_arguments(parser)
     add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
@@ -48,20 +40,12 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
     isa = for_program(program)
-    if args.input is not None and not isa.reads_input:
-        raise InputError(f"--input applies to programs that read input (standard SUBLEQ "
-                         f"images: .dec, .vsq), not {isa.name.upper()}")
     if args.engine == "reference":
-        given = {"input_bytes": args.input.encode()} if args.input is not None else {}
+        given = input_options(args, isa, transformer=False)
         result = isa.run_reference(program, args.max_steps, trace=args.trace, **given)
         print_result(program, result, "reference", args.json, isa.result_lines(result))
         return 0 if result.halted else 1
-    if args.max_output is not None and not isa.reads_input:
-        raise InputError(f"--max-output applies to standard SUBLEQ images (.dec, .vsq), not "
-                         f"{isa.name.upper()}")
-    given = {"input_bytes": args.input.encode()} if args.input is not None else {}
-    if args.max_output is not None:
-        given["max_output"] = args.max_output
+    given = input_options(args, isa)
     config = engine_config(args)
     if args.trace:
         result = isa.run_transformer(program, geometry, args.max_steps, config, trace=True,

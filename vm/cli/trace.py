@@ -96,15 +96,12 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     from vm.transformer.layers import from_internal
 
     config = engine_config(args)
-    if config.checked:
-        raise InputError("--checked is not available for standard SUBLEQ images (.dec, .vsq) "
-                         "in trace")
     isa = for_program(image)
     input_bytes = (args.input or "").encode()
     last = args.step + (args.steps if args.gif else 0) + 1
     run = TransformerRun(image, config.dtype or isa.default_dtype, config.attention,
                          config.temperature, config.device, input_bytes,
-                         output_needed(image, input_bytes, last))
+                         output_needed(image, input_bytes, last), config.checked)
     labels = axis_labels(*isa.column_names(image, run.geometry, run.machine.layout),
                          run.machine.layout)
     name = Path(args.program).name

@@ -28,14 +28,11 @@ PAPER = PaperComparison(9, 2, "Lemma 4 (there with code apart from data)")
 
 def _engine(config: EngineConfig) -> dict:
     """The engine settings this machine honours; the others are refused, not ignored."""
-    if config.checked:
-        raise InputError("--checked is not available for standard SUBLEQ images (.dec, .vsq) "
-                         "yet")
     if config.sampling is not None:
         raise InputError("sampling is not available for standard SUBLEQ images (.dec, .vsq)")
     return {"dtype": config.dtype or VsubleqMachine.default_dtype,
             "attention": config.attention, "temperature": config.temperature,
-            "device": config.device}
+            "device": config.device, "checked": config.checked}
 
 
 class Vsubleq(InstructionSet):
@@ -95,9 +92,12 @@ class Vsubleq(InstructionSet):
                                **_engine(config))
 
     def compare(self, program: Image, geometry: VGeometry, max_steps: int,
-                config: EngineConfig, progress: Callable[[int], None] | None = None):
+                config: EngineConfig, progress: Callable[[int], None] | None = None,
+                input_bytes: bytes = b"", max_output: int | None = None):
+        """Memory, pc, halted, bytes read and output compared after every step."""
         from vm.machines.vsubleq.run import compare  # torch: only runs that compare pay it
-        return compare(program, max_steps, progress=progress, **_engine(config))
+        return compare(program, max_steps, progress=progress, input_bytes=input_bytes,
+                       max_output=max_output, **_engine(config))
 
     def compare_report(self, result, as_json: bool) -> str:
         if as_json:

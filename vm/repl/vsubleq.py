@@ -14,10 +14,11 @@ import codecs
 
 import torch
 
-from vm.common.errors import InputError
+from vm.common.errors import InputError, PrecisionError
 from vm.isa import VSUBLEQ
 from vm.machines.vsubleq.punchcard import VState, encode_state
 from vm.machines.vsubleq.reference import Image, Reference
+from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.run import TransformerRun
 from vm.runtime.config import EngineConfig
 from vm.transformer.layers import to_internal
@@ -42,9 +43,6 @@ class VsubleqRepl:
 
     def __init__(self, image: Image, path: str, config: EngineConfig = EngineConfig(),
                  max_steps: int = 1_000_000) -> None:
-        if config.checked:
-            raise InputError("--checked is not available for standard SUBLEQ images "
-                             "(.dec, .vsq) in the REPL")
         self.image, self.path, self.config, self.max_steps = image, path, config, max_steps
         self.fed = b""
         self.reference = Reference(image)
@@ -59,11 +57,14 @@ class VsubleqRepl:
         """A transformer for the input fed so far and `outputs` output bytes, in `state`."""
         run = TransformerRun(self.image, self.config.dtype or VSUBLEQ.default_dtype,
                              self.config.attention, self.config.temperature,
-                             self.config.device, self.fed, outputs)
+                             self.config.device, self.fed, outputs, self.config.checked)
         if state is not None:
-            card = encode_state(self.image, run.geometry, run.machine.layout, self.fed, state)
-            run.X = to_internal(torch.as_tensor(card[None], dtype=run.X.dtype,
-                                                device=run.X.device))
+            card = torch.as_tensor(encode_state(self.image, run.geometry, run.machine.layout,
+                                                self.fed, state)[None],
+                                   dtype=run.X.dtype, device=run.X.device)
+            run.X = to_internal(card)
+            if run.checker is not None:
+                run.checker = Checker(run.machine, card)
         return run
 
     def execute(self, line: str) -> str:
@@ -93,8 +94,13 @@ class VsubleqRepl:
         start = self.reference.steps
         while self.reference.steps - start < limit and not self.reference.halted:
             before = self.run.state()
+            try:
+                self.run.step()
+            except PrecisionError as error:  # the checked mode: X is off; keep `before`
+                self.run = self._build(before, len(before.output) + OUTPUT_SLACK)
+                lines.append(f"error: {error}; both engines stay before this step")
+                break
             record = self.reference.step()
-            self.run.step()
             state = self.run.state()
             if state.overflow:  # the tape ran full: grow it, redo the pass from `before`
                 self.run = self._build(before, len(before.output) + OUTPUT_SLACK)

@@ -42,7 +42,8 @@ from vm.blocks.adder_plan import carry_blocks
 from vm.blocks.attention import read_head, write_head
 from vm.blocks.correct import clear, rewrite_memory, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder, Form, form_sum, scaled
-from vm.machines.subleq.machine import WRITE_BLOCK, default_temperature
+from vm.machines.subleq.machine import (READ_TOLERANCE, WRITE_BLOCK, WRITE_TOLERANCE, Check,
+                                        default_temperature, read_error_bound)
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.punchcard import VState, decode, decode_state, encode
 from vm.machines.vsubleq.reference import Image
@@ -58,6 +59,7 @@ class VsubleqMachine:
     geometry: VGeometry
     layout: Layout
     weights: MachineWeights
+    checks: tuple[Check, ...]
     temperature: float
     default_dtype = "float32"
 
@@ -72,6 +74,26 @@ class VsubleqMachine:
 
     def check_exact_moves(self, dtype: str) -> None:
         """No real-valued data: every move is a ±1 code, exact at the default temperature."""
+
+    def temperature_is_safe(self, dtype: str) -> bool:
+        """True when every read provably lands inside the tightest checked band (then the
+        checked mode can only confirm, and is off unless asked for)."""
+        return read_error_bound(self.geometry.columns, self.temperature) < WRITE_TOLERANCE
+
+
+def _checks(last: int) -> tuple[Check, ...]:
+    """The reads the checked mode validates: the fetched words and the operand and input
+    reads (±1, in the cpu column), and the write buffer: (res + mem) / 2 in the written
+    column, mem elsewhere, so -1, 0 or 1 on memory and input, and also ±1/2 on the output
+    tape, whose unwritten slots hold 0."""
+    pm1, write = (-1.0, 1.0), (-1.0, 0.0, 1.0)
+    reads = [Check(layer, "attention", field, "scratch", pm1, READ_TOLERANCE)
+             for layer, fields in ((0, ("wa", "wb", "wc")), (1, ("va", "vb", "vin")))
+             for field in fields]
+    writes = [Check(last, "attention", "wbuf", region, levels, WRITE_TOLERANCE)
+              for region, levels in (("memory", write), ("input", write),
+                                     ("output", (-1.0, -0.5, 0.0, 0.5, 1.0)))]
+    return tuple(reads + writes)
 
 
 def _value(ffn: FeedForwardBuilder, field: str, gate: int) -> Form:
@@ -260,4 +282,4 @@ def vsubleq_machine(geometry: VGeometry, temperature: float | None = None) -> Vs
     meta = {"machine": "vsubleq", "geometry": geometry.as_dict(), "temperature": lam}
     weights = MachineWeights(tuple(layers), layout.rows, layout.columns,
                              mask_matrix(geometry.columns, geometry.scratch), meta)
-    return VsubleqMachine(geometry, layout, weights, lam)
+    return VsubleqMachine(geometry, layout, weights, _checks(len(layers) - 1), lam)

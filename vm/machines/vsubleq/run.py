@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from vm.common.errors import InputError
+from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.machine import vsubleq_machine
 from vm.machines.vsubleq.punchcard import VState, geometry_for, output_needed
 from vm.machines.vsubleq.reference import Image, Reference, Result, Step
@@ -22,11 +23,16 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 class TransformerRun:
-    """One image on the transformer: `step` makes one pass, `state` decodes it."""
+    """One image on the transformer: `step` makes one pass, `state` decodes it.
+
+    `checked` validates every read and the state after every pass (a PrecisionError at the
+    first value off its levels); None turns it on exactly when the temperature is below the
+    provably safe one."""
 
     def __init__(self, image: Image, dtype: str = "float32", attention: str = "masked",
                  temperature: float | None = None, device: str = "cpu",
-                 input_bytes: bytes = b"", max_output: int | None = None) -> None:
+                 input_bytes: bytes = b"", max_output: int | None = None,
+                 checked: bool | None = None) -> None:
         """`max_output` bytes of output tape; None: what the reference writes (see
         `output_needed`)."""
         if dtype not in DTYPES:
@@ -41,12 +47,19 @@ class TransformerRun:
                                dtype=DTYPES[dtype], device=device)
         self.X = to_internal(card)
         self._halted_row = self.machine.layout.row("halted")
+        if checked is None:
+            checked = not self.machine.temperature_is_safe(dtype)
+        self.checker = Checker(self.machine, card) if checked else None
 
     def step(self) -> None:
         threads = (cpu_threads(self.X.shape[1] * self.X.shape[2]) if self.X.device.type == "cpu"
                    else nullcontext())  # small work: one thread, idle ones would spin
         with torch.inference_mode(), flush_denormals(), threads:
-            self.model.step_(self.X)
+            if self.checker is None:
+                self.model.step_(self.X)
+                return
+            self.model.step_(self.X, observer=self.checker.observe)
+            self.checker.after_pass(from_internal(self.X))
 
     @property
     def halted(self) -> bool:
@@ -68,13 +81,15 @@ def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
                     attention: str = "masked", progress: Callable[[int], None] | None = None,
                     trace: bool = False, temperature: float | None = None,
                     device: str = "cpu", input_bytes: bytes = b"",
-                    max_output: int | None = None) -> Result:
+                    max_output: int | None = None, checked: bool | None = None
+                    ) -> Result:
     """Run until halted or `max_steps` passes; a full output tape is an InputError (by
     default the tape holds what the reference writes in `max_steps` steps). With `trace`,
     every pass is decoded and recorded as the reference records it."""
     if max_output is None:
         max_output = output_needed(image, input_bytes, max_steps)
-    run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output)
+    run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
+                         checked)
     records: list[Step] = []
     before = run.state() if trace else None
     steps = 0
@@ -124,13 +139,14 @@ class Comparison:
 def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str = "masked",
             progress: Callable[[int], None] | None = None, temperature: float | None = None,
             device: str = "cpu", input_bytes: bytes = b"",
-            max_output: int | None = None) -> Comparison:
+            max_output: int | None = None, checked: bool | None = None) -> Comparison:
     """After every step, memory, pc, halted, bytes read and output must be equal on both
     engines (until the output tape is full: then an InputError; by default the tape holds
     what the reference writes in `max_steps` steps)."""
     if max_output is None:
         max_output = output_needed(image, input_bytes, max_steps)
-    run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output)
+    run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
+                         checked)
     reference = Reference(image, input_bytes)
     for step in range(max_steps):
         pc = reference.pc
