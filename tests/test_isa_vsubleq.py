@@ -34,7 +34,21 @@ def test_reference_run_reads_input(capsys) -> None:
     code, out, _ = run_cli(capsys, "run", "--engine", "reference", "--json", "--bits", "8",
                            "--input", "abc", ECHO)
     payload = json.loads(out)
-    assert code == 0 and payload["output"] == json.dumps("abc") and payload["halted"]
+    assert code == 0 and payload["output"] == "abc" and payload["halted"]
+
+
+@pytest.mark.parametrize("output_format, shown", [
+    ("decimal", lambda data: " ".join(str(byte) for byte in data)),
+    ("hex", lambda data: data.hex(" ")),
+])
+def test_output_format_shows_the_byte_values(capsys, output_format: str, shown) -> None:
+    data = "Hello, world!\n".encode()
+    code, out, _ = run_cli(capsys, "run", "--engine", "reference", "--output-format",
+                           output_format, HELLO)
+    assert code == 0 and f"output: {shown(data)}" in out.splitlines()
+    code, out, _ = run_cli(capsys, "run", "--engine", "reference", "--json",
+                           "--output-format", output_format, HELLO)
+    assert json.loads(out)["output"] == list(data)
 
 
 @pytest.mark.parametrize("bits", ["8", "16"])
@@ -72,6 +86,8 @@ def test_transformer_prints_the_reference_output_line(capsys, text: str) -> None
     (["run", "--max-output", "5", str(PROGRAMS.parent / "subleq" / "gcd.sq")],
      "--max-output applies to standard SUBLEQ images"),
     (["run", "--scratch", "2", SUM], "do not apply to standard SUBLEQ images"),
+    (["run", "--output-format", "hex", str(PROGRAMS.parent / "subleq" / "gcd.sq")],
+     "--output-format applies to standard SUBLEQ images"),
     (["run", "--bits", "5", SUM], "outside the 5-bit range"),
 ])
 def test_refusals_are_one_message_and_exit_2(capsys, argv: list[str], message: str) -> None:
@@ -124,7 +140,7 @@ def test_compare_reads_raw_bytes_from_an_input_file(capsys, tmp_path) -> None:
     assert code == 0 and json.loads(out) == {"ok": True, "steps": steps, "halted": True,
                                              "divergence": None}
     code, out, _ = run_cli(capsys, "run", "--json", "--input-file", str(data), ECHO)
-    assert code == 0 and json.loads(out)["output"] == json.dumps("a\x00\x7f\x80\xffz")
+    assert code == 0 and json.loads(out)["output"] == "a\x00\x7f\x80\xffz"
 
 
 @pytest.mark.parametrize("argv, message", [

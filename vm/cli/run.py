@@ -7,7 +7,9 @@ import argparse
 from vm.cli.common import (add_engine_arguments, add_input_arguments, add_program_arguments,
                            add_time_limit, engine_config, input_options, load_program,
                            positive_int, print_result)
+from vm.common.errors import InputError
 from vm.isa import for_program
+from vm.isa.base import OUTPUT_FORMATS
 from vm.tools.progress import Progress
 
 DEFAULT_MAX_STEPS = 100_000
@@ -32,6 +34,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="print every executed instruction (pc, cell written, branch)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     add_input_arguments(parser)
+    parser.add_argument("--output-format", choices=OUTPUT_FORMATS,
+                        help="how the output stream of a standard SUBLEQ image is shown: text "
+                             "(default; a JSON string, escapes for other bytes), or the byte "
+                             "values in decimal or hex")
     add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
@@ -40,10 +46,15 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
     isa = for_program(program)
+    if args.output_format is not None and not isa.reads_input:
+        raise InputError(f"--output-format applies to standard SUBLEQ images (.dec, .vsq), "
+                         f"not {isa.name.upper()}")
+    output_format = args.output_format or "text"
     if args.engine == "reference":
         given = input_options(args, isa, transformer=False)
         result = isa.run_reference(program, args.max_steps, trace=args.trace, **given)
-        print_result(program, result, "reference", args.json, isa.result_lines(result))
+        print_result(program, result, "reference", args.json,
+                     isa.result_lines(result, output_format, args.json))
         return 0 if result.halted else 1
     given = input_options(args, isa)
     config = engine_config(args)
@@ -57,6 +68,6 @@ def run(args: argparse.Namespace) -> int:
         progress.done()
     checks = isa.run_checks(program, result.steps, config.dtype)
     extra = {"dtype": config.dtype or isa.default_dtype, "attention": config.attention,
-             **checks.lines, **isa.result_lines(result)}
+             **checks.lines, **isa.result_lines(result, output_format, args.json)}
     print_result(program, result, "transformer", args.json, extra)
     return 0 if result.halted and checks.ok else 1

@@ -21,6 +21,9 @@ from vm.machines.subleq.reference import RunResult
 from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
 
+OUTPUT_FORMATS = ("text", "decimal", "hex")
+"""How `ltvm run` shows an output stream: bytes as text, or their values."""
+
 
 def format_value(value: int | float | list) -> str:
     """A memory value as commands print it: integers as they are, reals to 10 digits,
@@ -132,8 +135,10 @@ class InstructionSet(ABC):
         return RunChecks()
 
     # -- presentation -------------------------------------------------------------------
-    def result_lines(self, result: Any) -> dict[str, str]:
-        """Lines a finished run prints beside its memory (an output stream); none by default."""
+    def result_lines(self, result: Any, output_format: str = "text",
+                     as_json: bool = False) -> dict[str, object]:
+        """Lines a finished run prints beside its memory (an output stream, in
+        `output_format`: one of OUTPUT_FORMATS); JSON values when `as_json`. None by default."""
         return {}
 
     @abstractmethod

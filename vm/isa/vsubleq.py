@@ -108,11 +108,20 @@ class Vsubleq(InstructionSet):
             return f"OK: transformer and reference agree for {result.steps} steps ({ending})"
         return result.divergence
 
-    def result_lines(self, result: Result) -> dict[str, str]:
-        """The output stream, when the run wrote one (as text, escapes for other bytes)."""
+    def result_lines(self, result: Result, output_format: str = "text",
+                     as_json: bool = False) -> dict[str, object]:
+        """The output stream, when the run wrote one: text (escapes for other bytes; a JSON
+        string), or the byte values in decimal or hex (a JSON list of integers)."""
         if not result.output:
             return {}
-        return {"output": json.dumps(result.output.decode("latin-1"))}
+        if output_format == "text":
+            text = result.output.decode("latin-1")
+            return {"output": text if as_json else json.dumps(text)}
+        if as_json:
+            return {"output": list(result.output)}
+        shown = " ".join(str(byte) if output_format == "decimal" else f"{byte:02x}"
+                         for byte in result.output)
+        return {"output": shown}
 
     def named_memory(self, program: Image, memory: list) -> dict:
         return {"mem": list(memory)}
