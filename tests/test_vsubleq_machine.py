@@ -207,3 +207,35 @@ def test_checked_run_of_an_image_without_output_has_no_output_columns_to_check()
     run = TransformerRun(image, checked=True)
     assert run.geometry.outputs == 0
     assert run_transformer(image, 10, checked=True).memory == run_reference(image, 10).memory
+
+
+PROGRAM_OUTPUTS = {
+    "hello.vsq": lambda data: b"Hello, world!\n",
+    "echo.vsq": lambda data: data,
+    "print_number.vsq": lambda data: str(1203).encode(),
+    "array_sum.vsq": lambda data: b"",
+    "reverse.vsq": lambda data: b"",
+    "sort.vsq": lambda data: bytes(sorted(b"transformer")),
+}
+"""What each program in programs/vsubleq writes, from its specification (input: `data`)."""
+
+
+def test_every_program_has_its_expected_output() -> None:
+    assert sorted(PROGRAM_OUTPUTS) == sorted(path.name for path in PROGRAMS.glob("*.vsq"))
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32])
+@pytest.mark.parametrize("name", sorted(PROGRAM_OUTPUTS))
+def test_programs_agree_after_every_step_at_each_word_size(name: str, bits: int) -> None:
+    from assembler.vsq import assemble
+    path = PROGRAMS / name
+    try:
+        program = assemble(path.read_text(), str(path), bits)
+    except InputError:
+        assert bits == 8 and name == "print_number.vsq", "only 1203 needs more than 8 bits"
+        return
+    image = Image.from_words(program.words, program.bits, str(path))
+    data = b"ab\n"
+    result = compare(image, 5000, input_bytes=data)
+    assert result.ok and result.halted
+    assert run_reference(image, 5000, data).output == PROGRAM_OUTPUTS[name](data)
