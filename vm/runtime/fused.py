@@ -97,6 +97,7 @@ class FusedPass:
             return ev.unsupported
         self.limit = 2.0 ** (24 if ev.dtype == torch.float32 else 52)
         att_read, att_W, att_bits, att_off, present = [], [], [], [], []
+        reach: list[np.ndarray] = []
         groups: list[tuple] = []
         targets: list[np.ndarray] = []
         layer_groups = []
@@ -122,6 +123,7 @@ class FusedPass:
             att_W.append(_sparse(matrix, bits))
             att_bits.append(bits)
             att_off.append(layer.rows.start)
+            reach.append(np.abs(matrix).sum(axis=1))
             first = len(groups)
             offset = target_start
             for group in layer.groups:
@@ -160,6 +162,7 @@ class FusedPass:
             tuple(ffn_read), *_columns_of(ffn_W1), tuple(ffn_b1), tuple(ffn_rows),
             *_columns_of(ffn_W2), tuple(ffn_b2), np.array(ffn_bits, np.int64).reshape(-1, 2),
             ev.working.cpu().numpy().astype(np.int64),
+            np.concatenate(reach) if reach else np.zeros(0),
             max((len(part) for part in ffn_b1), default=0))
         return None
 
@@ -432,8 +435,8 @@ def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
 def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits,
               att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
               W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits,
-              working, self_query, zero_scratch, extras_layer, slots, bound, skip_bound, limit,
-              A, P, buffer, hidden, kind, source, junk, clean, low, high, scores, mass,
+              working, reach, self_query, zero_scratch, extras_layer, slots, bound, skip_bound,
+              limit, A, P, buffer, hidden, kind, source, junk, clean, low, high, scores, mass,
               cols) -> int:
     """One pass of program b computed and checked into A (state) and P (fresh projections)
     at the columns `cols`, nothing of X or the cache written: the number of evaluated
@@ -452,8 +455,8 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
             off = att_off[L]
             pointers, indices, values = att_pointers[L], att_indices[L], att_values[L]
             for c in range(m):
-                if not _project(pointers, indices, values, att_bits[L], att_read[L], A[:, c], P[off:, c], buffer,
-                                limit, junk if c == 0 else clean):
+                if not _project(pointers, indices, values, att_bits[L], att_read[L], A[:, c],
+                                P[off:, c], buffer, limit, junk if c == 0 else clean):
                     ok = False
             if not ok:
                 break
@@ -511,11 +514,8 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                             row = targets[target + t]
                             if junk[row]:
                                 ok = False
-                            lo = math.inf
-                            hi = -math.inf
-                            for i in range(n):
-                                lo = min(lo, cache[b, v + t, i])
-                                hi = max(hi, cache[b, v + t, i])
+                            lo = -reach[v + t]
+                            hi = reach[v + t]
                             for c in range(m):
                                 lo = min(lo, P[v + t, c])
                                 hi = max(hi, P[v + t, c])
@@ -540,16 +540,23 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                             score += P[q + t, 0] * P[key + t, c]
                         scores[cols[c]] = score
                     top = -math.inf
+                    second = -math.inf
                     winner = -1
                     for i in range(n):
-                        if scores[i] > top:
-                            top = scores[i]
-                            winner = i
+                        score = scores[i]
+                        if score > second:
+                            if score > top:
+                                second = top
+                                top = score
+                                winner = i
+                            else:
+                                second = score
                     off_weight = 0.0
-                    for i in range(n):
-                        exponent = lams[g] * (scores[i] - top)
-                        if i != winner and exponent > -800.0:
-                            off_weight += math.exp(exponent)
+                    if not 2.0 * n * math.exp(lams[g] * (second - top)) < bound:
+                        for i in range(n):
+                            exponent = lams[g] * (scores[i] - top)
+                            if i != winner and exponent > -800.0:
+                                off_weight += math.exp(exponent)
                     if not off_weight < bound:
                         ok = False
                         break
@@ -579,8 +586,9 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                 else:
                     done = _feed_forward(W1_pointers[L], W1_indices[L], W1_values[L],
                                          ffn_b1[L], W2_pointers[L], W2_indices[L],
-                                         W2_values[L], ffn_b2[L], ffn_read[L], ffn_rows[L], ffn_bits[L, 0],
-                                         ffn_bits[L, 1], A[:, c], hidden, buffer, limit)
+                                         W2_values[L], ffn_b2[L], ffn_read[L], ffn_rows[L],
+                                         ffn_bits[L, 0], ffn_bits[L, 1], A[:, c], hidden, buffer,
+                                         limit)
                 if not done:
                     ok = False
                     break
@@ -601,8 +609,8 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                 if not present[L]:
                     continue
                 off = att_off[L]
-                if not _project(att_pointers[L], att_indices[L], att_values[L], att_bits[L], att_read[L], A[:, c], P[off:, c],
-                                buffer, limit, clean):
+                if not _project(att_pointers[L], att_indices[L], att_values[L], att_bits[L],
+                                att_read[L], A[:, c], P[off:, c], buffer, limit, clean):
                     ok = False
                 for g in range(layer_groups[L, 0], layer_groups[L, 1]):
                     if self_query[g]:
@@ -617,7 +625,7 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
 def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
              att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
              W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-             W2_values, ffn_b2, ffn_bits, working, hidden_width, self_query, zero_scratch,
+             W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query, zero_scratch,
              extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
              log_start) -> int:
     """Up to `count` passes of program b, each recorded, proven and committed to its own
@@ -650,7 +658,7 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
         m = _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values,
                       att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
                       W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
-                      W2_indices, W2_values, ffn_b2, ffn_bits, working, self_query,
+                      W2_indices, W2_values, ffn_b2, ffn_bits, working, reach, self_query,
                       zero_scratch, extras_layer, slots, bound, skip_bound, limit, A, P, buffer,
                       hidden, kind, source, junk, clean, low, high, scores, mass, cols)
         if m == 0:
@@ -679,7 +687,7 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
 def _programs(count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
               att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
               W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-              W2_values, ffn_b2, ffn_bits, working, hidden_width, self_query, zero_scratch,
+              W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query, zero_scratch,
               extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
               log_start, done):
     """Every program's passes (`_program`) one after another, in this thread."""
@@ -688,7 +696,7 @@ def _programs(count, record, pc_rows, X, cache, present, att_read, att_pointers,
                            att_pointers, att_indices, att_values, att_bits, att_off,
                            layer_groups, groups, lams, targets, ffn_read, W1_pointers,
                            W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-                           W2_values, ffn_b2, ffn_bits, working, hidden_width, self_query,
+                           W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query,
                            zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
                            log_columns, log_values, log_start)
 
@@ -697,7 +705,7 @@ def _programs(count, record, pc_rows, X, cache, present, att_read, att_pointers,
 def _programs_parallel(count, record, pc_rows, X, cache, present, att_read, att_pointers,
                        att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
                        targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
-                       W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working,
+                       W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
                        hidden_width, self_query, zero_scratch, extras_layer, capacity, bound,
                        skip_bound, limit, log, log_columns, log_values, log_start, done):
     """`_programs` with programs spread over numba's threads: one parallel region for all
@@ -707,7 +715,7 @@ def _programs_parallel(count, record, pc_rows, X, cache, present, att_read, att_
                            att_pointers, att_indices, att_values, att_bits, att_off,
                            layer_groups, groups, lams, targets, ffn_read, W1_pointers,
                            W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-                           W2_values, ffn_b2, ffn_bits, working, hidden_width, self_query,
+                           W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query,
                            zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
                            log_columns, log_values, log_start)
 
