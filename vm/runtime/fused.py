@@ -2,8 +2,10 @@
 
 The torch active pass (vm/runtime/active.py) issues about 150 small operations a pass, so
 at batch 1 it is bound by per-operation overhead. This module runs the same pass, on the
-same columns, with the same guard, as one numba function over the batch (programs in
-parallel), and commits X and the projection cache only when every program passed.
+same columns, with the same guard, in numba: each program runs all of a call's passes on
+its own slices of X and the cache (programs in parallel when there are threads), logging the
+columns it commits, and programs that ran ahead of another's first unproven pass are rolled
+back to it (docs/speed.md, "The fused pass").
 
 Bit-identity with the full pass does not depend on the order of any sum here: every
 product of a weight and an input, and every sum of them, is checked at run time to be a
