@@ -443,8 +443,7 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
     """One pass of program b computed and checked into A (state) and P (fresh projections)
     at the columns `cols`, nothing of X or the cache written: the number of evaluated
     columns, or 0 when the pass is not proven."""
-    rows, batch, n = X.shape
-    width = cache.shape[1]
+    rows, _, n = X.shape
     junk[:] = False
     for r in range(rows):
         A[r, 0] = X[r, b, 0]
