@@ -279,3 +279,41 @@ def test_fused_evaluation_without_numba_is_refused(monkeypatch):
 def test_checked_and_dense_runs_are_evaluated_in_full(config):
     program = assemble_file(ROOT / "programs" / "subleq" / "gcd.sq")
     assert TransformerExecutor(geometry_for(program), config).active is None
+
+
+@pytest.mark.skipif(not fused_available(), reason="numba is not installed")
+def test_programs_that_ran_ahead_of_an_unproven_pass_are_rolled_back(monkeypatch):
+    """Each program runs all of a fused call's passes on its own; when one stops early (here
+    program 0 after 5 of 8, as if its sixth pass were unproven), the others are rolled back
+    from the undo log to the same pass, and the run goes on identical to the full pass."""
+    from vm.runtime import fused as fused_module
+
+    real, serial = fused_module._program, fused_module._programs
+
+    def program_0_stops_early(count, *arguments):
+        done = arguments[-1]
+        for b in range(len(done)):
+            done[b] = real(b, count - 3 if b == 0 else count, *arguments[:-1])
+
+    monkeypatch.setattr(fused_module, "_programs", program_0_stops_early)
+    shape = geometry(64, 8)
+    executor = TransformerExecutor(shape, EngineConfig())
+    cards = executor.load(looping_programs(shape, 4, seed=5))
+    pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
+    with torch.inference_mode(), flush_denormals():
+        full, active = to_internal(cards), to_internal(cards)
+        run = evaluator(executor, fused=True).start(active, fused=True)
+        record = torch.empty((8, len(pc), active.shape[1]), dtype=active.dtype)
+        run.step(0)
+        executor.model.step_(full)
+        assert run.fused_steps(8, record, pc, threads=1) == 5
+        for _ in range(5):
+            executor.model.step_(full)
+        assert torch.equal(full, active) and run.stale
+        monkeypatch.setattr(fused_module, "_programs", serial)
+        for step in range(20):
+            executor.model.step_(full)
+            if not run.fused_steps(1, record, pc, threads=1):
+                run.step(step)
+            assert torch.equal(full, active), f"X differs after pass {step}"
+    assert run.fallbacks == 0 and run.fused_passes > 0

@@ -193,7 +193,7 @@ class ActiveEvaluator:
         """A run bound to X (rows, batch, n); X must change only through the run from now on.
 
         `strict`: raise PrecisionError when the guard fails instead of running in full.
-        `fused`: let `ActiveRun.fused_passes_` use the evaluator's fused form, if it has one.
+        `fused`: let `ActiveRun.fused_steps` use the evaluator's fused form, if it has one.
         """
         if self.unsupported is not None:
             raise ValueError(f"active evaluation is not available: {self.unsupported}")
@@ -274,11 +274,11 @@ class ActiveRun:
         if (fused is None or self.stale or self.wait
                 or not all(bool(check.ok.all()) for check in self.pending)):
             return 0
-        done = fused.passes(self, count, record, pc_rows, threads)
+        done, ahead = fused.passes(self, count, record, pc_rows, threads)
         if done:
             self.pending = []
             self.fused_passes += done
-        if done < count and self.fused_passes:
+        if done < count and (self.fused_passes or ahead):
             self.stale = True
         return done
 

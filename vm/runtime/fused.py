@@ -2,8 +2,10 @@
 
 The torch active pass (vm/runtime/active.py) issues about 150 small operations a pass, so
 at batch 1 it is bound by per-operation overhead. This module runs the same pass, on the
-same columns, with the same guard, as one numba function over the batch (programs in
-parallel), and commits X and the projection cache only when every program passed.
+same columns, with the same guard, in numba: each program runs all of a call's passes on
+its own slices of X and the cache (programs in parallel when there are threads), logging the
+columns it commits, and programs that ran ahead of another's first unproven pass are rolled
+back to it (docs/speed.md, "The fused pass").
 
 Bit-identity with the full pass does not depend on the order of any sum here: every
 product of a weight and an input, and every sum of them, is checked at run time to be a
@@ -97,6 +99,7 @@ class FusedPass:
             return ev.unsupported
         self.limit = 2.0 ** (24 if ev.dtype == torch.float32 else 52)
         att_read, att_W, att_bits, att_off, present = [], [], [], [], []
+        reach: list[np.ndarray] = []
         groups: list[tuple] = []
         targets: list[np.ndarray] = []
         layer_groups = []
@@ -122,6 +125,7 @@ class FusedPass:
             att_W.append(_sparse(matrix, bits))
             att_bits.append(bits)
             att_off.append(layer.rows.start)
+            reach.append(np.abs(matrix).sum(axis=1))
             first = len(groups)
             offset = target_start
             for group in layer.groups:
@@ -160,33 +164,56 @@ class FusedPass:
             tuple(ffn_read), *_columns_of(ffn_W1), tuple(ffn_b1), tuple(ffn_rows),
             *_columns_of(ffn_W2), tuple(ffn_b2), np.array(ffn_bits, np.int64).reshape(-1, 2),
             ev.working.cpu().numpy().astype(np.int64),
+            np.concatenate(reach) if reach else np.zeros(0),
             max((len(part) for part in ffn_b1), default=0))
         return None
 
     def passes(self, run: ActiveRun, count: int, record: torch.Tensor, pc_rows: np.ndarray,
-               threads: int | None = None) -> int:
+               threads: int | None = None) -> tuple[int, bool]:
         """Up to `count` passes of `run` in place, each after copying the program counters
         (rows `pc_rows` of the scratch column) into `record[i]`; stops before the first
-        pass it cannot prove, which the caller evaluates another way. Returns the passes
-        made. `threads` caps the threads that evaluate programs in parallel."""
+        pass it cannot prove for every program, which the caller evaluates another way.
+        Returns the passes made and whether the cache no longer matches X (a program ran
+        ahead of that pass and was rolled back). `threads` caps the threads that evaluate
+        programs in parallel, each program running all its passes in one region."""
         ev = self.evaluator
-        numba.set_num_threads(thread_count(threads))
         if run.extras_layer is None or any(key not in run.zero_queries
                                            for key in run.self_query):
-            return 0
+            return 0, False
         X, cache = run.X.numpy(), run.cache.numpy()
         rows, batch, _ = X.shape
-        slots = ev.capacity + 1
         groups = [(layer.index, number) for layer in ev.layers if layer is not None
                   for number in range(len(layer.groups))]
         self_query = np.array([run.self_query[key] for key in groups])
         zero_scratch = np.array([run.zero_queries[key] for key in groups])
-        work = (np.zeros(batch, np.int64), np.zeros((batch, rows, slots), X.dtype),
-                np.zeros((batch, cache.shape[1], slots), cache.dtype),
-                np.zeros((batch, slots), np.int64), np.zeros(batch, np.int64))
-        return _passes(count, record.numpy(), pc_rows, X, cache, *self.tables, self_query,
-                       zero_scratch, run.extras_layer, ev.capacity, ev.bound, SKIP_BOUND,
-                       self.limit, *work)
+        log = batch > 1
+        log_columns, log_values, log_start = self._log(batch, count, rows, X.dtype, log)
+        done = np.zeros(batch, np.int64)
+        workers = min(batch, thread_count(threads))
+        if workers > 1:
+            numba.set_num_threads(workers)
+        kernel = _programs_parallel if workers > 1 else _programs
+        kernel(count, record.numpy(), pc_rows, X, cache, *self.tables, self_query, zero_scratch,
+               run.extras_layer, ev.capacity, ev.bound, SKIP_BOUND, self.limit, log,
+               log_columns, log_values, log_start, done)
+        least = int(done.min())
+        ahead = bool((done > least).any())
+        if ahead:
+            _rollback(X, done, least, log_columns, log_values, log_start)
+        return least, ahead
+
+    def _log(self, batch: int, count: int, rows: int, dtype: np.dtype,
+             log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The undo log of a call (kept between calls of one shape): room for two columns
+        a pass (the scratch column and the written cell) and one pass's worth more."""
+        entries = 2 * count + self.evaluator.capacity + 1 if log else 0
+        shape = (batch, entries, rows, np.dtype(dtype).str)
+        if getattr(self, "_log_shape", None) != shape:
+            self._log_shape = shape
+            self._log_arrays = (np.empty((batch, entries), np.int64),
+                                np.empty((batch, entries, rows), dtype),
+                                np.zeros((batch, count + 1), np.int64))
+        return self._log_arrays
 
 
 if numba is not None:
@@ -406,247 +433,301 @@ def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
     return exact
 
 
-@_parallel
-def _pass(X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits, att_off,
-          layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices, W1_values,
-          ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working,
-          hidden_width, self_query, zero_scratch, extras_layer, capacity, bound, skip_bound, limit,
-          status, state, fresh, columns, counts):
-    """Phase one of a pass: every program's evaluated columns computed and checked into
-    `state`/`fresh` (status 1), nothing of X or the cache written."""
-    rows, batch, n = X.shape
-    width = cache.shape[1]
-    for b in numba.prange(batch):
-        slots = capacity + 1
-        A = np.empty((rows, slots))
-        P = np.empty((width, slots))
-        buffer = np.empty(rows)
-        hidden = np.empty(max(hidden_width, 1))
-        kind = np.zeros(max(hidden_width, 1), np.int64)
-        source = np.zeros(max(hidden_width, 1), np.int64)
-        junk = np.zeros(rows, np.bool_)
-        clean = np.zeros(rows, np.bool_)
-        low = np.zeros(rows)
-        high = np.zeros(rows)
-        scores = np.empty(n)
-        mass = np.empty(n)
-        cols = np.zeros(slots, np.int64)
-        for r in range(rows):
-            A[r, 0] = X[r, b, 0]
-        m = 1
-        ok = True
-        for L in range(len(present)):
+@_jit
+def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits,
+              att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
+              W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits,
+              working, reach, self_query, zero_scratch, extras_layer, slots, bound, skip_bound,
+              limit, A, P, buffer, hidden, kind, source, junk, clean, low, high, scores, mass,
+              cols) -> int:
+    """One pass of program b computed and checked into A (state) and P (fresh projections)
+    at the columns `cols`, nothing of X or the cache written: the number of evaluated
+    columns, or 0 when the pass is not proven."""
+    rows, _, n = X.shape
+    junk[:] = False
+    for r in range(rows):
+        A[r, 0] = X[r, b, 0]
+    m = 1
+    ok = True
+    for L in range(len(present)):
+        if not ok:
+            break
+        if present[L]:
+            off = att_off[L]
+            pointers, indices, values = att_pointers[L], att_indices[L], att_values[L]
+            for c in range(m):
+                if not _project(pointers, indices, values, att_bits[L], att_read[L], A[:, c],
+                                P[off:, c], buffer, limit, junk if c == 0 else clean):
+                    ok = False
             if not ok:
                 break
-            if present[L]:
-                off = att_off[L]
-                pointers, indices, values = att_pointers[L], att_indices[L], att_values[L]
-                for c in range(m):
-                    if not _project(pointers, indices, values, att_bits[L], att_read[L], A[:, c], P[off:, c], buffer,
-                                    limit, junk if c == 0 else clean):
-                        ok = False
-                if not ok:
-                    break
-                if L == extras_layer:
-                    for j in range(n):
-                        mass[j] = -math.inf
-                    for g in range(layer_groups[L, 0], layer_groups[L, 1]):
-                        if not self_query[g]:
-                            continue
-                        h, r = groups[g, 0], groups[g, 1]
-                        for head in range(h):
-                            q = off + groups[g, 3] + head * r
-                            key = off + groups[g, 4] + head * r
-                            for j in range(n):
-                                scores[j] = 0.0
-                            for t in range(r):
-                                scratch_key = P[key + t, 0]
-                                for j in range(n):
-                                    scores[j] += cache[b, q + t, j] * (
-                                        scratch_key - cache[b, key + t, j])
-                            for j in range(n):
-                                exponent = lams[g] * scores[j]
-                                if exponent > mass[j]:
-                                    mass[j] = exponent
-                    threshold = math.log(skip_bound) - 1e-9
-                    for j in range(1, n):
-                        if mass[j] >= threshold:
-                            if m == slots:
-                                ok = False
-                                break
-                            cols[m] = j
-                            for r in range(rows):
-                                A[r, m] = X[r, b, j]
-                            for i in range(len(pointers) - 1):
-                                P[off + i, m] = cache[b, off + i, j]
-                            m += 1
-                    if not ok:
-                        break
+            if L == extras_layer:
+                for j in range(n):
+                    mass[j] = -math.inf
                 for g in range(layer_groups[L, 0], layer_groups[L, 1]):
-                    h, r, k = groups[g, 0], groups[g, 1], groups[g, 2]
+                    if not self_query[g]:
+                        continue
+                    h, r = groups[g, 0], groups[g, 1]
                     for head in range(h):
                         q = off + groups[g, 3] + head * r
                         key = off + groups[g, 4] + head * r
-                        v = off + groups[g, 5] + head * k
-                        target = groups[g, 6] + head * k
-                        live = False
+                        for j in range(n):
+                            scores[j] = 0.0
                         for t in range(r):
-                            if P[q + t, 0] != 0.0:
-                                live = True
-                        if live == zero_scratch[g]:
+                            scratch_key = P[key + t, 0]
+                            for j in range(n):
+                                scores[j] += cache[b, q + t, j] * (
+                                    scratch_key - cache[b, key + t, j])
+                        for j in range(n):
+                            exponent = lams[g] * scores[j]
+                            if exponent > mass[j]:
+                                mass[j] = exponent
+                threshold = math.log(skip_bound) - 1e-9
+                for j in range(1, n):
+                    if mass[j] >= threshold:
+                        if m == slots:
                             ok = False
                             break
-                        if not live:
-                            for t in range(k):
-                                row = targets[target + t]
-                                if junk[row]:
-                                    ok = False
-                                lo = math.inf
-                                hi = -math.inf
-                                for i in range(n):
-                                    lo = min(lo, cache[b, v + t, i])
-                                    hi = max(hi, cache[b, v + t, i])
-                                for c in range(m):
-                                    lo = min(lo, P[v + t, c])
-                                    hi = max(hi, P[v + t, c])
-                                low[row] = A[row, 0] + lo
-                                high[row] = A[row, 0] + hi
-                                junk[row] = True
-                                A[row, 0] = 0.0
-                            if not _extra_outputs(P, A, cols, m, q, key, v, r, k, targets,
-                                                  target):
+                        cols[m] = j
+                        for r in range(rows):
+                            A[r, m] = X[r, b, j]
+                        for i in range(len(pointers) - 1):
+                            P[off + i, m] = cache[b, off + i, j]
+                        m += 1
+                if not ok:
+                    break
+            for g in range(layer_groups[L, 0], layer_groups[L, 1]):
+                h, r, k = groups[g, 0], groups[g, 1], groups[g, 2]
+                for head in range(h):
+                    q = off + groups[g, 3] + head * r
+                    key = off + groups[g, 4] + head * r
+                    v = off + groups[g, 5] + head * k
+                    target = groups[g, 6] + head * k
+                    live = False
+                    for t in range(r):
+                        if P[q + t, 0] != 0.0:
+                            live = True
+                    if live == zero_scratch[g]:
+                        ok = False
+                        break
+                    if not live:
+                        for t in range(k):
+                            row = targets[target + t]
+                            if junk[row]:
                                 ok = False
-                            continue
-                        for i in range(n):
-                            scores[i] = 0.0
+                            lo = -reach[v + t]
+                            hi = reach[v + t]
+                            for c in range(m):
+                                lo = min(lo, P[v + t, c])
+                                hi = max(hi, P[v + t, c])
+                            low[row] = A[row, 0] + lo
+                            high[row] = A[row, 0] + hi
+                            junk[row] = True
+                            A[row, 0] = 0.0
+                        if not _extra_outputs(P, A, cols, m, q, key, v, r, k, targets,
+                                              target):
+                            ok = False
+                        continue
+                    for i in range(n):
+                        scores[i] = 0.0
+                    for t in range(r):
+                        query = P[q + t, 0]
+                        if query != 0.0:
+                            for i in range(n):
+                                scores[i] += query * cache[b, key + t, i]
+                    for c in range(m):
+                        score = 0.0
                         for t in range(r):
-                            query = P[q + t, 0]
-                            if query != 0.0:
-                                for i in range(n):
-                                    scores[i] += query * cache[b, key + t, i]
-                        for c in range(m):
-                            score = 0.0
-                            for t in range(r):
-                                score += P[q + t, 0] * P[key + t, c]
-                            scores[cols[c]] = score
-                        top = -math.inf
-                        winner = -1
-                        for i in range(n):
-                            if scores[i] > top:
-                                top = scores[i]
+                            score += P[q + t, 0] * P[key + t, c]
+                        scores[cols[c]] = score
+                    top = -math.inf
+                    second = -math.inf
+                    winner = -1
+                    for i in range(n):
+                        score = scores[i]
+                        if score > second:
+                            if score > top:
+                                second = top
+                                top = score
                                 winner = i
-                        off_weight = 0.0
+                            else:
+                                second = score
+                    off_weight = 0.0
+                    if not 2.0 * n * math.exp(lams[g] * (second - top)) < bound:
                         for i in range(n):
                             exponent = lams[g] * (scores[i] - top)
                             if i != winner and exponent > -800.0:
                                 off_weight += math.exp(exponent)
-                        if not off_weight < bound:
-                            ok = False
-                            break
-                        slot = -1
-                        for c in range(m):
-                            if cols[c] == winner:
-                                slot = c
-                        for t in range(k):
-                            value = P[v + t, slot] if slot >= 0 else cache[b, v + t, winner]
-                            if value == 0.0:
-                                ok = False
-                            A[targets[target + t], 0] += value
-                        if not _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target):
-                            ok = False
-                    if not ok:
-                        break
-            if not ok:
-                break
-            if len(ffn_rows[L]) > 0:
-                for c in range(m):
-                    if c == 0 and junk.any():
-                        done = _feed_forward_junk(
-                            W1_pointers[L], W1_indices[L], W1_values[L], ffn_b1[L],
-                            W2_pointers[L], W2_indices[L], W2_values[L], ffn_b2[L], ffn_read[L],
-                            ffn_rows[L], ffn_bits[L, 0], ffn_bits[L, 1], A[:, 0], junk, low,
-                            high, hidden, kind, source, buffer, limit)
-                    else:
-                        done = _feed_forward(W1_pointers[L], W1_indices[L], W1_values[L],
-                                             ffn_b1[L], W2_pointers[L], W2_indices[L],
-                                             W2_values[L], ffn_b2[L], ffn_read[L], ffn_rows[L], ffn_bits[L, 0],
-                                             ffn_bits[L, 1], A[:, c], hidden, buffer, limit)
-                    if not done:
+                    if not off_weight < bound:
                         ok = False
                         break
-        if ok and junk.any():
-            ok = False
-        if ok:
+                    slot = -1
+                    for c in range(m):
+                        if cols[c] == winner:
+                            slot = c
+                    for t in range(k):
+                        value = P[v + t, slot] if slot >= 0 else cache[b, v + t, winner]
+                        if value == 0.0:
+                            ok = False
+                        A[targets[target + t], 0] += value
+                    if not _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target):
+                        ok = False
+                if not ok:
+                    break
+        if not ok:
+            break
+        if len(ffn_rows[L]) > 0:
             for c in range(m):
-                for r in range(rows):
-                    value = A[r, c]
-                    if value != 0.0 and value != 1.0 and value != -1.0:
-                        ok = False
-                for r in working:
-                    if A[r, c] != 0.0:
-                        ok = False
-        if ok:
-            for c in range(1, m):
-                for L in range(len(present)):
-                    if not present[L]:
+                if c == 0 and junk.any():
+                    done = _feed_forward_junk(
+                        W1_pointers[L], W1_indices[L], W1_values[L], ffn_b1[L],
+                        W2_pointers[L], W2_indices[L], W2_values[L], ffn_b2[L], ffn_read[L],
+                        ffn_rows[L], ffn_bits[L, 0], ffn_bits[L, 1], A[:, 0], junk, low,
+                        high, hidden, kind, source, buffer, limit)
+                else:
+                    done = _feed_forward(W1_pointers[L], W1_indices[L], W1_values[L],
+                                         ffn_b1[L], W2_pointers[L], W2_indices[L],
+                                         W2_values[L], ffn_b2[L], ffn_read[L], ffn_rows[L],
+                                         ffn_bits[L, 0], ffn_bits[L, 1], A[:, c], hidden, buffer,
+                                         limit)
+                if not done:
+                    ok = False
+                    break
+    if ok and junk.any():
+        ok = False
+    if ok:
+        for c in range(m):
+            for r in range(rows):
+                value = A[r, c]
+                if value != 0.0 and value != 1.0 and value != -1.0:
+                    ok = False
+            for r in working:
+                if A[r, c] != 0.0:
+                    ok = False
+    if ok:
+        for c in range(1, m):
+            for L in range(len(present)):
+                if not present[L]:
+                    continue
+                off = att_off[L]
+                if not _project(att_pointers[L], att_indices[L], att_values[L], att_bits[L],
+                                att_read[L], A[:, c], P[off:, c], buffer, limit, clean):
+                    ok = False
+                for g in range(layer_groups[L, 0], layer_groups[L, 1]):
+                    if self_query[g]:
                         continue
-                    off = att_off[L]
-                    if not _project(att_pointers[L], att_indices[L], att_values[L], att_bits[L], att_read[L], A[:, c], P[off:, c],
-                                    buffer, limit, clean):
-                        ok = False
-                    for g in range(layer_groups[L, 0], layer_groups[L, 1]):
-                        if self_query[g]:
-                            continue
-                        for t in range(groups[g, 0] * groups[g, 1]):
-                            if P[off + groups[g, 3] + t, c] != 0.0:
-                                ok = False
-        if ok:
-            for c in range(m):
-                for r in range(rows):
-                    state[b, r, c] = A[r, c]
-                for i in range(width):
-                    fresh[b, i, c] = P[i, c]
-                columns[b, c] = cols[c]
-            counts[b] = m
-            status[b] = 1
+                    for t in range(groups[g, 0] * groups[g, 1]):
+                        if P[off + groups[g, 3] + t, c] != 0.0:
+                            ok = False
+    return m if ok else 0
 
 
 @_jit
-def _passes(count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
-            att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
-            W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-            W2_values, ffn_b2, ffn_bits, working, hidden_width, self_query, zero_scratch,
-            extras_layer, capacity, bound, skip_bound, limit, status, state, fresh, columns,
-            counts) -> int:
-    """`count` passes, each recorded, proven and committed, or fewer (see FusedPass.passes)."""
-    batch = X.shape[1]
+def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
+             att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
+             W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
+             W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query, zero_scratch,
+             extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
+             log_start) -> int:
+    """Up to `count` passes of program b, each recorded, proven and committed to its own
+    slices of X and the cache; stops before the first pass it cannot prove. With `log`,
+    every committed column's old state is logged (`_rollback`), and a program whose log
+    is full stops too. Returns the passes made."""
+    rows = X.shape[0]
+    width = cache.shape[1]
+    n = X.shape[2]
+    slots = capacity + 1
+    A = np.empty((rows, slots))
+    P = np.empty((width, slots))
+    buffer = np.empty(rows)
+    hidden = np.empty(max(hidden_width, 1))
+    kind = np.zeros(max(hidden_width, 1), np.int64)
+    source = np.zeros(max(hidden_width, 1), np.int64)
+    junk = np.zeros(rows, np.bool_)
+    clean = np.zeros(rows, np.bool_)
+    low = np.zeros(rows)
+    high = np.zeros(rows)
+    scores = np.empty(n)
+    mass = np.empty(n)
+    cols = np.zeros(slots, np.int64)
+    position = 0
     for done in range(count):
+        if log:
+            log_start[b, done] = position
         for i in range(len(pc_rows)):
-            for b in range(batch):
-                record[done, i, b] = X[pc_rows[i], b, 0]
-        status[:] = 0
-        _pass(X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits,
-              att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
-              W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits,
-              working, hidden_width, self_query, zero_scratch, extras_layer, capacity, bound,
-              skip_bound, limit, status, state, fresh, columns, counts)
-        for b in range(batch):
-            if status[b] == 0:
+            record[done, i, b] = X[pc_rows[i], b, 0]
+        m = _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values,
+                      att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
+                      W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
+                      W2_indices, W2_values, ffn_b2, ffn_bits, working, reach, self_query,
+                      zero_scratch, extras_layer, slots, bound, skip_bound, limit, A, P, buffer,
+                      hidden, kind, source, junk, clean, low, high, scores, mass, cols)
+        if m == 0:
+            return done
+        if log:
+            if position + m > log_columns.shape[1]:
                 return done
-        _commit(X, cache, state, fresh, columns, counts)
+            for c in range(m):
+                log_columns[b, position] = cols[c]
+                for r in range(rows):
+                    log_values[b, position, r] = X[r, b, cols[c]]
+                position += 1
+        for c in range(m):
+            column = cols[c]
+            for r in range(rows):
+                X[r, b, column] = A[r, c]
+            if c > 0:
+                for i in range(width):
+                    cache[b, i, column] = P[i, c]
+    if log:
+        log_start[b, count] = position
     return count
 
 
 @_jit
-def _commit(X, cache, state, fresh, columns, counts):
-    """Phase two, once every program passed: the evaluated columns into X, the new
-    projections of the changed non-scratch columns into the cache."""
-    rows, batch, _ = X.shape
-    for b in range(batch):
-        for c in range(counts[b]):
-            column = columns[b, c]
+def _programs(count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
+              att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
+              W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
+              W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query, zero_scratch,
+              extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
+              log_start, done):
+    """Every program's passes (`_program`) one after another, in this thread."""
+    for b in range(X.shape[1]):
+        done[b] = _program(b, count, record, pc_rows, X, cache, present, att_read,
+                           att_pointers, att_indices, att_values, att_bits, att_off,
+                           layer_groups, groups, lams, targets, ffn_read, W1_pointers,
+                           W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
+                           W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query,
+                           zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
+                           log_columns, log_values, log_start)
+
+
+@_parallel
+def _programs_parallel(count, record, pc_rows, X, cache, present, att_read, att_pointers,
+                       att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
+                       targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
+                       W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
+                       hidden_width, self_query, zero_scratch, extras_layer, capacity, bound,
+                       skip_bound, limit, log, log_columns, log_values, log_start, done):
+    """`_programs` with programs spread over numba's threads: one parallel region for all
+    the call's passes (a region a pass made every pass wait for the slowest thread)."""
+    for b in numba.prange(X.shape[1]):
+        done[b] = _program(b, count, record, pc_rows, X, cache, present, att_read,
+                           att_pointers, att_indices, att_values, att_bits, att_off,
+                           layer_groups, groups, lams, targets, ffn_read, W1_pointers,
+                           W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
+                           W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query,
+                           zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
+                           log_columns, log_values, log_start)
+
+
+@_jit
+def _rollback(X, done, least, log_columns, log_values, log_start):
+    """Programs that made more than `least` passes get their columns back as they were
+    before pass `least`, newest logged column first."""
+    rows = X.shape[0]
+    for b in range(X.shape[1]):
+        for e in range(log_start[b, done[b]] - 1, log_start[b, least] - 1, -1):
+            column = log_columns[b, e]
             for r in range(rows):
-                X[r, b, column] = state[b, r, c]
-            if c > 0:
-                for i in range(cache.shape[1]):
-                    cache[b, i, column] = fresh[b, i, c]
+                X[r, b, column] = log_values[b, e, r]
