@@ -41,9 +41,10 @@ float64 and float32."""
 ANCHOR = 4.0
 """Score of the anchor key (as the products' default: small, so scores resolve finely)."""
 STEPS = Parameter("steps", 3, "Newton steps after the sigmoid-sum start (each doubles the "
-                  "correct digits; 0: the fit alone, the float32 default)")
+                  "correct digits; 0: the fit alone)")
 SCALE = Parameter("scale", 1e-3, "eps of the Newton steps' products: rounding ~ulp(4) / eps "
-                  "absolute against truncation 2 (eps s)^4 / 30 relative")
+                  "absolute against truncation 2 (eps s)^4 / 30 relative; 1e-3 suits float64, "
+                  "3e-2 float32")
 FIELDS = ("qy", "qt", "ky")
 """qy: the estimate y in row r of V_{r,k}; qt: the second factor; ky: Y in C's columns."""
 PAIRS = tuple(name for _, _, plus, minus in RICHARDSON for name in (plus, minus))
@@ -157,6 +158,8 @@ def product_relative_error(eps: float, low: float, high: float, dtype: str) -> f
     """Relative error of one Newton product whose result lies in [low, high] in magnitude:
     rounding (absolute, so largest at low), truncation at high, and the assignment's
     rounding."""
+    if low <= 0:
+        return math.inf
     rounding = product_error_bound(eps, ANCHOR, dtype) / low
     truncation = 2 * (eps * high) ** 4 / 30
     return rounding + truncation + 4 * UNIT_ROUNDOFF[dtype]
