@@ -162,7 +162,8 @@ class SpannedProduct(LinearizedProduct):
 
     def domain(self) -> Domain:
         span = self.values["span"]
-        return Domain(f"|result| <= {span:g}", -span, span, applies_to="result")
+        return Domain(f"|result| <= {span:g}", -span, span, applies_to="result",
+                      widen=f"--param {self.name}.span=N")
 
     def relative_error_bound(self, dtype: str) -> float:
         return product_relative_bound(self.values["scale"], self.values["span"], dtype)
@@ -224,7 +225,7 @@ class Percentage(SpannedProduct):
 
     def domain(self) -> Domain:
         span = self.values["span"]
-        return Domain(f"|a| <= {span:g}", -span, span)
+        return Domain(f"|a| <= {span:g}", -span, span, widen=f"--param {self.name}.span=N")
 
     def relative_error_bound(self, dtype: str) -> float:
         return product_relative_bound(self.values["scale"], self.values["span"] * self.factor,

@@ -256,7 +256,7 @@ class Inverse(SigmoidSum):
     def domain(self) -> Domain:
         low, high = self.values["low"], self.values["high"]
         return Domain(f"{low:g} <= |a| <= {high:g}", -high, high, -low, low,
-                      widen=f"--param {self.name}.low=... / {self.name}.high=...")
+                      widen=f"--param {self.name}.low=L or --param {self.name}.high=H")
 
     def start_range(self) -> tuple[float, float]:
         return 1 / self.values["high"], 1 / self.values["low"]
@@ -304,7 +304,7 @@ class Sqrt(SigmoidSum):
     def domain(self) -> Domain:
         low, high = self.values["low"], self.values["high"]
         return Domain(f"a = 0 or {low:g} <= a <= {high:g}", 0.0, high, 0.0, low,
-                      widen=f"--param {self.name}.low=... / {self.name}.high=...")
+                      widen=f"--param {self.name}.low=L or --param {self.name}.high=H")
 
     def start_range(self) -> tuple[float, float]:
         low, high = self.values["low"], self.values["high"]
@@ -367,7 +367,7 @@ class InverseSquareRoot(SigmoidSum):
     def domain(self) -> Domain:
         low, high = self.values["low"], self.values["high"]
         return Domain(f"{low:g} <= a <= {high:g}", low, high,
-                      widen=f"--param {self.name}.low=... / {self.name}.high=...")
+                      widen=f"--param {self.name}.low=L or --param {self.name}.high=H")
 
     def start_range(self) -> tuple[float, float]:
         return 1 / math.sqrt(self.values["high"]), 1 / math.sqrt(self.values["low"])

@@ -77,5 +77,5 @@ def first_domain_violation(program: FleqProgram, max_steps: int,
             values = [record.new[:rows, :columns]]
         if not all(domain.contains(v) for v in values):
             return DomainViolation(step, program.instruction_text(pc), instruction.function,
-                                   domain.description)
+                                   domain.explained())
     return None
