@@ -45,8 +45,9 @@ STEPS = Parameter("steps", 3, "Newton steps after the sigmoid-sum start (each do
 SCALE = Parameter("scale", 1e-3, "eps of the Newton steps' products: rounding ~ulp(4) / eps "
                   "absolute against truncation 2 (eps s)^4 / 30 relative; 1e-3 suits float64, "
                   "3e-2 float32")
-FIELDS = ("qy", "qt", "ky")
-"""qy: the estimate y in row r of V_{r,k}; qt: the second factor; ky: Y in C's columns."""
+FIELDS = ("qt", "ky")
+"""qt: the second factor in row r of V_{r,k} (the block's `qy` holds the estimate y there);
+ky: Y in C's columns."""
 PAIRS = tuple(name for _, _, plus, minus in RICHARDSON for name in (plus, minus))
 
 

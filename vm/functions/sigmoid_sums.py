@@ -43,11 +43,6 @@ class SigmoidSum(FunctionBlock):
     TERMS = Parameter("terms", 64, "number of sigmoid terms (attention heads)")
     SHARPNESS = Parameter("sharpness", 3.0, "slope of each sigmoid times its center spacing")
     LAYERS_PER_STEP = 0
-    float32_values = {"scale": 3e-2}
-    """float32 resolves the products' scores only to ulp(4) = 4.8e-7, so a Newton product is
-    off by ~4e-6 / eps absolute (bound): a larger eps balances that against the truncation
-    2 (eps s)^4 / 30. At 3e-2 the documented bounds are 1.4 % (inv), 0.28 % (rsqrt) and
-    0.45 % (sqrt) relative, measured 0.07 %, 0.013 %, 0.016 %."""
 
     def target(self, x: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -67,15 +62,22 @@ class SigmoidSum(FunctionBlock):
             raise ValueError(f"{self.name}.terms must be an integer in 1..512")
         if self.values["sharpness"] <= 0:
             raise ValueError(f"{self.name}.sharpness must be positive")
-        steps = self.values["steps"]
-        if steps != int(steps) or not 0 <= steps <= 8:
-            raise ValueError(f"{self.name}.steps must be an integer in 0..8")
-        if not 0 < self.values["scale"] <= 0.1:
-            raise ValueError(f"{self.name}.scale must be in (0, 0.1]")
+        if self.refinable:
+            steps = self.values["steps"]
+            if steps != int(steps) or not 0 <= steps <= 8:
+                raise ValueError(f"{self.name}.steps must be an integer in 0..8")
+            if not 0 < self.values["scale"] <= 0.1:
+                raise ValueError(f"{self.name}.scale must be in (0, 0.1]")
+
+    @property
+    def refinable(self) -> bool:
+        """True for blocks with Newton parameters (inv, sqrt, rsqrt): they get the anchor
+        column and the Newton fields."""
+        return "steps" in self.values
 
     @property
     def steps(self) -> int:
-        return int(self.values["steps"])
+        return int(self.values.get("steps", 0))
 
     @property
     def fit(self) -> SigmoidFit:
@@ -124,16 +126,18 @@ class SigmoidSum(FunctionBlock):
         return 1.05 * self.fit.max_relative_error
 
     def extra_columns(self, d: int) -> int:
-        return d * d + 3
+        return d * d + (3 if self.refinable else 2)
 
     def depth(self, d: int) -> int:
         return 3 + self.LAYERS_PER_STEP * self.steps
 
     def private_fields(self, d: int) -> list[tuple[str, int]]:
-        return [("tmp", d), ("x", 1), ("y", 1), ("yt", d)] + newton.private_fields(d)
+        own = [("tmp", d), ("x", 1), ("y", 1), ("yt", d), ("qy", d)]
+        return own + (newton.private_fields(d) if self.refinable else [])
 
     def constant_fields(self, d: int) -> dict[str, np.ndarray]:
-        width = 3 * d + d * d + 3
+        width = 3 * d + self.extra_columns(d)
+        key = 3 * d + d * d
         vr, vk = np.zeros((d, width)), np.zeros((d, width))
         vsel = np.full((d, width), -GATE_BIG)
         is_v, g_v = np.zeros((1, width)), np.full((1, width), -GATE_BIG)
@@ -143,11 +147,14 @@ class SigmoidSum(FunctionBlock):
                 vr[r, column] = vk[k, column] = is_v[0, column] = 1.0
                 vsel[r, column] = g_v[0, column] = 0.0
         sigkey = np.zeros((1, width))
-        sigkey[0, width - 3] = 1.0
+        sigkey[0, key] = 1.0
         skeys = np.full((1, width), -GATE_BIG)
-        skeys[0, width - 3:width - 1] = 0.0
-        return {"vr": vr, "vk": vk, "vsel": vsel, "isV": is_v, "gV": g_v, "sigkey": sigkey,
-                "skeys": skeys, **newton.constant_fields(d, width, width - 1)}
+        skeys[0, key:key + 2] = 0.0
+        fields = {"vr": vr, "vk": vk, "vsel": vsel, "isV": is_v, "gV": g_v, "sigkey": sigkey,
+                  "skeys": skeys}
+        if self.refinable:
+            fields.update(newton.constant_fields(d, width, width - 1))
+        return fields
 
     def build(self, ctx: BlockContext) -> None:
         gather_entries(ctx, 0, "A", "tmp", "vsel", [ctx.row("x")] * ctx.d)
@@ -156,8 +163,8 @@ class SigmoidSum(FunctionBlock):
         emit_entries(ctx, last, "qy", "yt", per_row=True)
 
     def refine(self, ctx: BlockContext, layer: int) -> int:
-        """Add the Newton layers from `layer` on; return the next free layer."""
-        raise NotImplementedError
+        """Add the Newton layers from `layer` on; return the next free layer (none here)."""
+        return layer
 
     def _terms(self, ctx: BlockContext) -> None:
         fit = self.fit
@@ -173,6 +180,16 @@ class SigmoidSum(FunctionBlock):
 
 
 NEWTON = (newton.STEPS, newton.SCALE)
+
+
+class RefinedSum(SigmoidSum):
+    """A SigmoidSum with Newton steps: parameters `steps` and `scale`."""
+
+    float32_values = {"scale": 3e-2}
+    """float32 resolves the products' scores only to ulp(4) = 4.8e-7, so a Newton product is
+    off by ~4e-6 / eps absolute (bound): a larger eps balances that against the truncation
+    2 (eps s)^4 / 30. At 3e-2 the documented bounds are 1.4 % (inv), 0.28 % (rsqrt) and
+    0.45 % (sqrt) relative, measured 0.07 %, 0.013 %, 0.016 %."""
 
 
 def _inverse_steps(ctx: BlockContext, layer: int, steps: int, eps: float) -> int:
@@ -232,7 +249,7 @@ def _rsqrt_error(e: float, low: float, high: float, eps: float, steps: int,
 
 
 @register
-class Inverse(SigmoidSum):
+class Inverse(RefinedSum):
     name = "inv"
     summary = "c = 1 / a, elementwise: a sum of sigmoids, then Newton steps y (2 - a y)"
     lemma = "Lemma 5, Lemma 10, Corollary 4; Lemma 7 (Newton's products)"
@@ -271,7 +288,7 @@ class Inverse(SigmoidSum):
 
 
 @register
-class Sqrt(SigmoidSum):
+class Sqrt(RefinedSum):
     """With Newton steps the sigmoids fit 1/sqrt(a), refined as rsqrt's, and one more product
     gives a * rsqrt(a) (exactly 0 at a = 0); without them they fit sqrt(a) directly."""
 
@@ -340,7 +357,7 @@ class Sqrt(SigmoidSum):
 
 
 @register
-class InverseSquareRoot(SigmoidSum):
+class InverseSquareRoot(RefinedSum):
     name = "rsqrt"
     summary = "c = 1 / sqrt(a), elementwise: a sum of sigmoids, then Newton steps"
     lemma = "Lemma 5; Lemma 7 (Newton's products)"
