@@ -103,13 +103,19 @@ def block_entry(name: str) -> dict[str, Any]:
         "shapes": shapes, "shape_rule": fixed,
         "integer_preserving": block.integer_preserving,
         "domain": domain.description, "domain_applies_to": domain.applies_to,
-        "error_bound": {dtype: {"absolute": block.error_bound(dtype),
-                                "relative": block.relative_error_bound(dtype)}
-                        for dtype in DTYPES},
+        "error_bound": {dtype: _bound(name, dtype) for dtype in DTYPES},
         "parameters": [{"name": p.name, "default": p.default, "doc": p.doc}
                        for p in cls.parameters],
         "float32_defaults": dtype_parameters("float32", [name]).get(name, {}),
     }
+
+
+def _bound(name: str, dtype: str) -> dict[str, float]:
+    """The bound in `dtype` at the defaults runs in that dtype use (`dtype_parameters`)."""
+    from vm.functions import dtype_parameters, make_block
+
+    block = make_block(name, **dtype_parameters(dtype, [name]).get(name, {}))
+    return {"absolute": block.error_bound(dtype), "relative": block.relative_error_bound(dtype)}
 
 
 def routine_entry(name: str) -> dict[str, Any]:

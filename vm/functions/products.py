@@ -198,7 +198,9 @@ class Mul(SpannedProduct):
     summary = "c = a * b for scalars, by the linearized softmax at an eps chosen by |a b|"
     lemma = "Lemma 7, Corollary 2"
     float32_scale = 5e-3
-    parameters = (SCALE, ANCHOR, Parameter("span", 1e6, "largest |result| the bound covers "
+    parameters = (Parameter("scale", 1e-4, "eps of the first level (|a b| < 10; level j "
+                            "uses eps / 100^j); 1e-4 suits float64, 5e-3 float32"),
+                  ANCHOR, Parameter("span", 1e6, "largest |result| the bound covers "
                                            "(more levels of smaller eps for a larger span)"))
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
