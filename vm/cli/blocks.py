@@ -103,6 +103,7 @@ def block_entry(name: str) -> dict[str, Any]:
         "shapes": shapes, "shape_rule": fixed,
         "integer_preserving": block.integer_preserving,
         "domain": domain.description, "domain_applies_to": domain.applies_to,
+        "widen": domain.widen,
         "error_bound": {dtype: _bound(name, dtype) for dtype in DTYPES},
         "parameters": [{"name": p.name, "default": p.default, "doc": p.doc}
                        for p in cls.parameters],
@@ -155,6 +156,7 @@ def describe(entry: dict[str, Any]) -> list[str]:
     if entry["shape_rule"]:
         lines.append(f"  shapes: {entry['shape_rule']}")
     lines.append(f"  domain: {entry['domain']}"
+                 + (f" (widen it with {entry['widen']})" if entry["widen"] else "")
                  + ("; counters stay integers" if entry["integer_preserving"] else ""))
     for dtype, bound in entry["error_bound"].items():
         lines.append(f"  bound {dtype}: {bound['absolute']:.3g} + {bound['relative']:.3g} "
