@@ -188,9 +188,9 @@ SWITCH_SHARPNESS = 1500.0
 class Mul(SpannedProduct):
     """Products whose eps fits their magnitude: level j computes the product at
     eps_j = scale / 100^j (one key, A's column 0, so no coupling), as many levels as take
-    eps * |a b| below 1e-2 at the span; a softmax over the levels, scored by the last
-    level's |a b|, then picks level j for |a b| between thresholds T_(j-1) and
-    T_j = 10 * 100^j. Small products keep the fine eps's accuracy, large ones get an eps
+    eps * |a b| below 1e-2 at the span; a softmax over the levels then picks level j for
+    |a b| between thresholds T_(j-1) and T_j = 10 * 100^j, deciding each switch i by level
+    i + 1's |a b| (accurate near T_i, and huge where that level is past its range). Small products keep the fine eps's accuracy, large ones get an eps
     small enough for their truncation, and the rounding ~ulp(4) / eps_j stays relative."""
 
     name = "mul"
@@ -202,6 +202,14 @@ class Mul(SpannedProduct):
                             "uses eps / 100^j); 1e-4 suits float64, 5e-3 float32"),
                   ANCHOR, Parameter("span", 1e6, "largest |result| the bound covers "
                                            "(more levels of smaller eps for a larger span)"))
+
+    def __init__(self, **values: float) -> None:
+        super().__init__(**values)
+        coarse = self.levels[:-1]
+        if coarse and math.exp(self.values["anchor"]) / min(coarse) > GATE_BIG / 2 ** 10:
+            raise ValueError(f"mul.anchor={self.values['anchor']:g} is too large for "
+                             f"{len(self.levels)} levels: a level past its range would reach "
+                             "e^anchor / eps, beyond the gate offset")
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != (1, 1) or b != (1, 1):
@@ -262,18 +270,20 @@ class Mul(SpannedProduct):
         count = len(self.levels)
         pairs = [(f"{name}_{j}", 1) for j in range(count)
                  for _, _, plus, minus in RICHARDSON for name in (plus, minus)]
-        return pairs + [("qb", d), ("cand", count), ("cv", count), ("mag", 1), ("val", 1),
-                        ("out", 1)]
+        return pairs + [("qb", d), ("cand", count), ("cv", count), ("mag", max(count - 1, 1)),
+                        ("val", 1), ("out", 1)]
 
     def constant_fields(self, d: int) -> dict[str, np.ndarray]:
         """anchor; `akey` (only A's column 0 and the anchor are product keys) and `amark` (A's
         column 0); `csrc` (C's column 0); the level columns' `isF`, `fsel` (level j's
-        column), `fkeys` and the switch scores `fa` * |a b| + `fb`."""
+        column), `fkeys`, and the switch scores: `fa` (row i: switch i's slope where it is
+        passed) times |a b| from level i + 1, plus `fb`."""
         count = len(self.levels)
         width = 3 * d + 1 + count
         anchor_column, first = 3 * d, 3 * d + 1
         fields = {name: np.zeros((1, width)) for name in ("anchor", "amark", "csrc", "isF",
-                                                           "fa", "fb")}
+                                                           "fb")}
+        fields["fa"] = np.zeros((max(count - 1, 1), width))
         fields["anchor"][0, anchor_column] = 1.0
         fields["amark"][0, 0] = 1.0
         fields["csrc"][0, 2 * d] = 1.0
@@ -281,17 +291,14 @@ class Mul(SpannedProduct):
         fields["akey"][0, [0, anchor_column]] = 0.0
         fields["fkeys"] = np.full((1, width), -GATE_BIG)
         fields["fsel"] = np.full((count, width), -GATE_BIG)
-        slope, offset = 0.0, 0.0
         for j in range(count):
             column = first + j
             fields["isF"][0, column] = 1.0
             fields["fkeys"][0, column] = 0.0
             fields["fsel"][j, column] = 0.0
-            fields["fa"][0, column], fields["fb"][0, column] = slope, offset
-            if j < count - 1:
-                threshold = FIRST_THRESHOLD * LEVEL_RATIO ** j
-                slope += SWITCH_SHARPNESS / threshold
-                offset -= SWITCH_SHARPNESS
+            fields["fb"][0, column] = -SWITCH_SHARPNESS * j
+            for i in range(j):
+                fields["fa"][i, column] = SWITCH_SHARPNESS / (FIRST_THRESHOLD * LEVEL_RATIO ** i)
         return fields
 
     def build(self, ctx: BlockContext) -> None:
@@ -310,20 +317,23 @@ class Mul(SpannedProduct):
         if count == 1:
             ctx.emit_result(1, 0, self._level_form(ctx, 0))
             return
-        last = self._level_form(ctx, count - 1)
-        ffn.relu_into(last, ctx.row("mag"), 1.0)
-        ffn.relu_into({r: -c for r, c in last.items()}, ctx.row("mag"), 1.0)
+        for i in range(count - 1):
+            above = self._level_form(ctx, i + 1)
+            ffn.relu_into(above, ctx.row("mag", i), 1.0)
+            ffn.relu_into({r: -c for r, c in above.items()}, ctx.row("mag", i), 1.0)
         values = {(ctx.row("cv", j), ctx.row("cand", j)): 1.0 for j in range(count)}
         ctx.add_head(2, {ctx.row("isF"): np.array([1.0])}, {ctx.row("csrc"): np.array([1.0])},
                      values, MOVE_TEMPERATURE, "level columns take the candidates")
         for j in range(count):
             ctx.ffn(2).copy(ctx.row("cv", j), ctx.row("val"), gate=ctx.row("fsel", j))
-        ctx.add_head(3, {ctx.row("mag"): np.array([1.0, 0.0, 0.0]),
-                         ctx.row("one"): np.array([0.0, 1.0, 1.0])},
-                     {ctx.row("fa"): np.array([1.0, 0.0, 0.0]),
-                      ctx.row("fb"): np.array([0.0, 1.0, 0.0]),
-                      ctx.row("fkeys"): np.array([0.0, 0.0, 1.0])},
-                     {(ctx.row("out"), ctx.row("val")): 1.0}, 1.0, "switch between levels")
+        basis = np.eye(count + 1)
+        queries = {ctx.row("mag", i): basis[i] for i in range(count - 1)}
+        queries[ctx.row("one")] = basis[count - 1] + basis[count]
+        keys = {ctx.row("fa", i): basis[i] for i in range(count - 1)}
+        keys[ctx.row("fb")] = basis[count - 1]
+        keys[ctx.row("fkeys")] = basis[count]
+        ctx.add_head(3, queries, keys, {(ctx.row("out"), ctx.row("val")): 1.0}, 1.0,
+                     "switch between levels")
         ctx.emit_result(3, 0, {ctx.row("out"): 1.0})
 
     def _level_heads(self, ctx: BlockContext, j: int, eps: float) -> None:
