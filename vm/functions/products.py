@@ -179,6 +179,10 @@ FIRST_THRESHOLD = 10.0
 """|a b| up to which mul's first level (eps = scale) gives the result."""
 LAST_LEVEL_REACH = 1e-2
 """Largest eps |a b| of mul's last level at |a b| = span (truncation 2 (1e-2)^4 / 30)."""
+LEVELED_ANCHOR = 10.0
+"""Largest anchor of a mul with several levels: a level past its range holds about
+e^anchor / eps, which must stay far below the gate offset (2^60); at anchor 20 float32 runs
+were measured far outside the bound."""
 SWITCH_SHARPNESS = 1500.0
 """Score slope of a level switch times its threshold T: weights are exactly one-hot outside
 [T (1 - 40 / 1500), T (1 + 750 / 1500)], and both levels are accurate inside."""
@@ -206,10 +210,11 @@ class Mul(SpannedProduct):
     def __init__(self, **values: float) -> None:
         super().__init__(**values)
         coarse = self.levels[:-1]
-        if coarse and math.exp(self.values["anchor"]) / min(coarse) > GATE_BIG / 2 ** 10:
+        if coarse and (self.values["anchor"] > LEVELED_ANCHOR
+                       or math.exp(self.values["anchor"]) / min(coarse) > GATE_BIG / 2 ** 10):
             raise ValueError(f"mul.anchor={self.values['anchor']:g} is too large for "
-                             f"{len(self.levels)} levels: a level past its range would reach "
-                             "e^anchor / eps, beyond the gate offset")
+                             f"{len(self.levels)} levels (at most {LEVELED_ANCHOR:g}): a level "
+                             "past its range reaches e^anchor / eps")
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != (1, 1) or b != (1, 1):
