@@ -122,7 +122,8 @@ class SigmoidSum(FunctionBlock):
         """The fit is weighted by 1/|f|, so its error is close to relative; Newton squares it
         each step (`refined_error`)."""
         if self.steps:
-            return self.refined_error(dtype)
+            error = self.refined_error(dtype)
+            return error if error < 1 else math.inf  # Newton diverges: no bound (nan too)
         return 1.05 * self.fit.max_relative_error
 
     def extra_columns(self, d: int) -> int:
