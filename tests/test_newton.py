@@ -96,7 +96,7 @@ def test_a_domain_error_names_the_parameter_that_widens_it():
     widened = calculate("1/1000", {}, {"inv": {"high": 2000.0}})
     assert abs(widened.transformer - 1e-3) <= 1e-8 * 1e-3
     with pytest.raises(SourceError, match=r"--param mul\.span=N"):
-        calculate("5*50", {})
+        calculate("5000*500", {})
 
 
 HERON = """
