@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from vm.tools.block_errors import BlockErrors, measure, shape_pairs  # noqa: E402
-from vm.functions import REGISTRY, make_block  # noqa: E402
+from vm.functions import REGISTRY, dtype_parameters, make_block  # noqa: E402
 
 DTYPES = ("float32", "float64")
 SWEEPS = {
@@ -94,7 +94,8 @@ def measure_row(block: str, parameter: str, value: float, dtype: str, d: int,
                 points: int) -> Row | None:
     """One measurement; None when the block takes no operands of block size d with this
     parameter value."""
-    settings = {} if parameter == "defaults" else {parameter: value}
+    own = dtype_parameters(dtype, [block]).get(block, {})
+    settings = own if parameter == "defaults" else {**own, parameter: value}
     instance = make_block(block, **settings)
     if not shape_pairs(instance, d):
         return None

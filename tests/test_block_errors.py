@@ -70,7 +70,8 @@ def test_float32_runs_eps_keeps_products_within_bound_and_beats_float64s(name):
     tuned = measure(name, dtype="float32", d=2, count=POINTS, seed=2, **parameters)
     default = measure(name, dtype="float32", d=2, count=POINTS, seed=2)
     assert tuned.bounded and tuned.within_bound, summary_line(tuned)
-    assert tuned.max_error < default.max_error, (summary_line(tuned), summary_line(default))
+    assert tuned.max_relative_error < default.max_relative_error, (summary_line(tuned),
+                                                                   summary_line(default))
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -101,7 +102,7 @@ def test_a_point_outside_the_domain_is_detected():
     outside = [(np.full((1, 1), 0.01), None), (np.full((1, 1), -0.02), None)]
     errors = measure("inv", operands=outside)
     assert len(errors.violations()) == 2 and errors.max_error > 1.0
-    products = measure("mul", operands=[(np.full((1, 1), 20.0), np.full((1, 1), 20.0))])
+    products = measure("mul", operands=[(np.full((1, 1), 1e5), np.full((1, 1), 1e5))])
     assert not products.within_bound and products.worst_ratio > 10
 
 

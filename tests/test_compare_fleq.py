@@ -153,18 +153,18 @@ def test_cli_compare_reports_a_branch_divergence_and_exits_1(capsys, monkeypatch
         "4 on the transformer")
 
 
-def test_cli_inspect_reports_seven_layers_against_the_papers_twelve(capsys):
+def test_cli_inspect_reports_seventeen_layers_against_the_papers_twenty_two(capsys):
     code, out, _ = run_cli(capsys, "inspect", str(CALCULATOR))
     assert code == 0
     lines = out.splitlines()
-    assert any(line.startswith("total: 7 layers") for line in lines)
-    assert "paper (Theorem 2: 9 + max(l_i)): 12 layers" in lines
+    assert any(line.startswith("total: 17 layers") for line in lines)
+    assert "paper (Theorem 2: 9 + max(l_i)): 22 layers" in lines
     code, out, _ = run_cli(capsys, "inspect", str(CALCULATOR), "--json")
     data = json.loads(out)
     deepest = max(block["layers"] for block in data["blocks"])
-    assert data["totals"]["layers"] == 4 + deepest == 7
-    assert data["paper"]["layers"] == 9 + deepest == 12
-    assert np.array_equal([row["layer"] for row in data["layers"]], np.arange(7))
+    assert data["totals"]["layers"] == 4 + deepest == 17
+    assert data["paper"]["layers"] == 9 + deepest == 22
+    assert np.array_equal([row["layer"] for row in data["layers"]], np.arange(17))
 
 
 def test_relative_errors_are_normwise_so_exact_zeros_of_a_matrix_stay_finite():

@@ -171,7 +171,7 @@ def test_fleq_layout_describes_cells_pc_and_halt(tmp_path):
     meta = json.loads(str(np.load(out / "weights.npz")["meta"]))
     X = np.load(out / "punchcard.npy")
     assert layout["machine"] == "fleq" and layout["encoding"] == "real"
-    assert meta["format"] == "looped-transformer/1" and meta["layers"] == 7
+    assert meta["format"] == "looped-transformer/1" and meta["layers"] == 17
     assert X.shape == (meta["rows"], meta["columns"]) == (layout["rows"], layout["columns"])
     memory = layout["regions"]["memory"]
     assert memory == [layout["cell_start"], layout["cell_start"] + layout["cells"] * layout["d"]]

@@ -113,12 +113,12 @@ def test_block_size_defaults_to_the_largest_shape_and_can_be_overridden():
 
 def test_options_add_blocks_and_override_parameters():
     source = ".function mul scale=1e-3\n.data\nx: 1.0\n.code\nx = mul(x, x)\n"
-    program = FLEQ.assemble_text(source, parameters={"mul": {"anchor": 20.0}},
+    program = FLEQ.assemble_text(source, parameters={"mul": {"anchor": 8.0}},
                             functions=["sub"])
     functions = {name: dict(values) for name, values in program.functions}
     assert sorted(functions) == ["mul", "sub"]
     defaults = {p.name: p.default for p in REGISTRY["mul"].parameters}
-    assert functions["mul"] == {**defaults, "scale": 1e-3, "anchor": 20.0}
+    assert functions["mul"] == {**defaults, "scale": 1e-3, "anchor": 8.0}
     with pytest.raises(InputError, match="unknown function 'nope'"):
         FLEQ.assemble_text(source, functions=["nope"])
 

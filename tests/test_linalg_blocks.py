@@ -144,7 +144,7 @@ def test_shape_errors_are_readable_and_located(line, message):
     ("transpose", lambda d: d), ("trace", lambda d: 1), ("matmul_tn", lambda d: 1 + 4),
     ("matmul", lambda d: d + 1 + 4), ("matmul_nt", lambda d: 2 * d + 4),
     ("scale", lambda d: 2 + 4), ("sumsq", lambda d: d + 4),
-    ("rsqrt", lambda d: 1 + 16 + d),
+    ("rsqrt", lambda d: 1 + 16 + d + 3 * (d + 12)),
 ])
 @pytest.mark.parametrize("d", [2, 4])
 def test_heads_and_layers_match_the_metadata(name, heads, d):

@@ -40,30 +40,56 @@ def test_measured_error_is_within_the_bound_at_the_documented_settings(name, dty
 
 
 @pytest.mark.parametrize("name, dtype, largest", [
-    ("mul", "float64", 1e-10), ("percentage", "float64", 2e-11),
-    ("mul", "float32", 1e-3), ("percentage", "float32", 5e-5)])
+    ("mul", "float64", 2e-9), ("percentage", "float64", 2e-11),
+    ("mul", "float32", 1e-2), ("percentage", "float32", 5e-5)])
 def test_the_bound_at_the_domain_edge_is_small(name, dtype, largest):
+    """Relative to the edge for mul (|a b| up to 1e6), absolute for percentage."""
     parameters = {"scale": FLOAT32_SCALES[name]} if dtype == "float32" else {}
     block = make_block(name, **parameters)
     edge = block.values["span"] * getattr(block, "factor", 1.0)
-    assert float(block.bound_at(dtype, edge)) < largest
+    relative_to = edge if name == "mul" else 1.0
+    assert float(block.bound_at(dtype, edge)) / relative_to < largest
+
+
+@pytest.mark.parametrize("dtype, relative", [("float64", 1e-8), ("float32", 1e-3)])
+def test_mul_is_accurate_up_to_a_million(dtype, relative):
+    """Products at and around every level switch (10, 1000, 1e5) and the 1e6 edge: within
+    the bound, and relatively accurate above 1 (float64 1e-8; float32 1e-3)."""
+    parameters = {"scale": FLOAT32_SCALES["mul"]} if dtype == "float32" else {}
+    products = [1.0, 9.7, 10.0, 12.0, 15.0, 977.0, 1000.0, 1300.0, 1e5, 1.2e5, 6e5, 1e6]
+    operands = [(np.full((1, 1), sign * p / 3.0), np.full((1, 1), 3.0))
+                for p in products for sign in (1.0, -1.0)]
+    errors = measure("mul", dtype=dtype, d=1, operands=operands, **parameters)
+    assert errors.within_bound
+    for sample in errors.samples:
+        exact = float(sample.a[0, 0]) * 3.0
+        assert abs(float(sample.computed[0, 0]) - exact) <= relative * abs(exact)
+
+
+def test_mul_keeps_its_fine_eps_below_ten():
+    """Below the first switch mul is the eps = 1e-4 product: bound 6.9e-11 + tiny |f|."""
+    block = make_block("mul")
+    assert float(block.bound_at("float64", 9.0)) < 1e-10
+    assert len(block.levels) == 3 and block.depth(1) == 4
+    assert len(make_block("mul", span=20.0).levels) == 1
 
 
 def test_mul_is_a_thousand_times_better_than_one_head_pair_at_eps_1e3():
     """One ±eps pair at eps = 1e-3 is off by eps^2 s^3 / 6 = 1.3e-3 at s = 20; the two
-    pairs with the coupling correction leave about 1e-11."""
-    errors = measure("mul", d=1, operands=edge_operands("mul"))
+    pairs with the coupling correction leave about 1e-11 (span 20: one level, eps = 1e-4)."""
+    errors = measure("mul", d=1, operands=edge_operands("mul"), span=20.0)
     assert errors.max_error < 2e-11
     assert errors.max_error < 1e-6 * (1e-3 ** 2 * 20 ** 3 / 6)
 
 
 def test_the_truncation_term_of_the_bound_is_measured():
-    """At eps = 0.01 the eps^4 s^5 / 30 truncation dominates at s = 20 (1.1e-4): the
-    measured error is a good part of it and stays within the relative bound."""
-    block = make_block("mul", scale=0.01)
-    errors = measure(block, d=1, operands=[(np.full((1, 1), 4.0), np.full((1, 1), 5.0))])
-    leading = 0.01 ** 4 * 20 ** 5 / 30
-    assert 0.5 * leading < errors.max_error <= float(block.bound_at("float64", 20.0))
+    """At eps = 0.01 the eps^4 s^5 / 30 truncation dominates at s = 9, below mul's first
+    level switch (2e-5): the measured error is a good part of it and stays within the
+    bound."""
+    block = make_block("mul", scale=0.01, span=20.0)
+    errors = measure(block, d=1, operands=[(np.full((1, 1), 3.0), np.full((1, 1), 3.0))])
+    leading = 0.01 ** 4 * 9 ** 5 / 30
+    assert 0.5 * leading < errors.max_error <= float(block.bound_at("float64", 9.0))
 
 
 def test_a_smaller_eps_trades_truncation_for_rounding():

@@ -219,7 +219,7 @@ def error_bound(compiled: Compiled, blocks: dict[str, FunctionBlock], exact: dic
             intervals = [(exact[step.destination] - spread, exact[step.destination] + spread)]
         if not all(domain.contains_interval(low, high) for low, high in intervals):
             shown = ", ".join(f"[{low:.6g}, {high:.6g}]" for low, high in intervals)
-            raise SourceError(f"{step.function} is accurate only for {domain.description}; "
+            raise SourceError(f"{step.function} is accurate only for {domain.explained()}; "
                               f"here its {domain.applies_to} can lie in {shown}", SOURCE_NAME,
                               compiled.expression, 1, step.node.column, step.node.width)
         propagated = PROPAGATION[step.function](x, e)

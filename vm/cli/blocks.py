@@ -103,13 +103,20 @@ def block_entry(name: str) -> dict[str, Any]:
         "shapes": shapes, "shape_rule": fixed,
         "integer_preserving": block.integer_preserving,
         "domain": domain.description, "domain_applies_to": domain.applies_to,
-        "error_bound": {dtype: {"absolute": block.error_bound(dtype),
-                                "relative": block.relative_error_bound(dtype)}
-                        for dtype in DTYPES},
+        "widen": domain.widen,
+        "error_bound": {dtype: _bound(name, dtype) for dtype in DTYPES},
         "parameters": [{"name": p.name, "default": p.default, "doc": p.doc}
                        for p in cls.parameters],
         "float32_defaults": dtype_parameters("float32", [name]).get(name, {}),
     }
+
+
+def _bound(name: str, dtype: str) -> dict[str, float]:
+    """The bound in `dtype` at the defaults runs in that dtype use (`dtype_parameters`)."""
+    from vm.functions import dtype_parameters, make_block
+
+    block = make_block(name, **dtype_parameters(dtype, [name]).get(name, {}))
+    return {"absolute": block.error_bound(dtype), "relative": block.relative_error_bound(dtype)}
 
 
 def routine_entry(name: str) -> dict[str, Any]:
@@ -149,6 +156,7 @@ def describe(entry: dict[str, Any]) -> list[str]:
     if entry["shape_rule"]:
         lines.append(f"  shapes: {entry['shape_rule']}")
     lines.append(f"  domain: {entry['domain']}"
+                 + (f" (widen it with {entry['widen']})" if entry["widen"] else "")
                  + ("; counters stay integers" if entry["integer_preserving"] else ""))
     for dtype, bound in entry["error_bound"].items():
         lines.append(f"  bound {dtype}: {bound['absolute']:.3g} + {bound['relative']:.3g} "

@@ -25,12 +25,20 @@ def make_block(name: str, **parameters: float) -> FunctionBlock:
 def dtype_parameters(dtype: str,
                      functions: Iterable[str] = REGISTRY) -> dict[str, dict[str, float]]:
     """Block parameters a dtype needs: in float32 the larger eps (`float32_scale`) of every
-    linearized-softmax product among `functions`. Pass them to the assembler as `defaults`,
+    linearized-softmax product among `functions`, and each block's `float32_values` (no
+    Newton steps for the sigmoid sums). Pass them to the assembler as `defaults`,
     so a program's `.function` headers and `--param` still win."""
     if dtype != "float32":
         return {}
-    scales = {name: getattr(REGISTRY.get(name), "float32_scale", None) for name in functions}
-    return {name: {"scale": scale} for name, scale in scales.items() if scale is not None}
+    values = {}
+    for name in functions:
+        block = REGISTRY.get(name)
+        scale = getattr(block, "float32_scale", None)
+        own = {**getattr(block, "float32_values", {}),
+               **({"scale": scale} if scale is not None else {})}
+        if own:
+            values[name] = own
+    return values
 
 
 __all__ = ["REGISTRY", "FunctionBlock", "dtype_parameters", "make_block"]

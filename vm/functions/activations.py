@@ -186,7 +186,8 @@ class ReluPrime(ExplicitSigmoidSum):
 
     def domain(self) -> Domain:
         return Domain(f"a <= 0 or a >= {self.ramp:.3g}", exclude_low=0.0,
-                      exclude_high=self.ramp)
+                      exclude_high=self.ramp,
+                      widen=f"a larger --param {self.name}.slope=S, which narrows the ramp")
 
     def error_bound(self, dtype: str) -> float:
         """Both weights of the softmax underflow or round to exactly 0 and 1 off the ramp."""

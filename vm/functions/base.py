@@ -59,6 +59,12 @@ class Domain:
     exclude_high: float | None = None
     applies_to: str = "operands"
     """What low/high/exclude bound: "operands" (every entry of A and B) or "result"."""
+    widen: str | None = None
+    """The `--param` setting that widens the domain, named in domain errors."""
+
+    def explained(self) -> str:
+        """The description, with how to widen the domain where a parameter can."""
+        return self.description + (f" (widen it with {self.widen})" if self.widen else "")
 
     def contains(self, values: np.ndarray) -> bool:
         values = np.asarray(values, dtype=float)
@@ -87,6 +93,8 @@ class FunctionBlock:
     parameters: tuple[Parameter, ...] = ()
     integer_preserving: bool = False
     """True when integer operands give an integer result (counters may use the block)."""
+    float32_values: dict[str, float] = {}
+    """Parameter defaults float32 runs use instead (`vm.functions.dtype_parameters`)."""
     integer_result: bool = False
     """True when the result is an integer whatever the (real) operands, on the block's domain:
     a counter may hold it and a branch test it, which turns a real decision into control

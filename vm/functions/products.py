@@ -31,8 +31,8 @@ import numpy as np
 
 from vm.blocks.ffn import Form
 from vm.functions.arithmetic import UNIT_ROUNDOFF
-from vm.functions.base import (GATE_BIG, BlockContext, Domain, FunctionBlock, Parameter, Shape,
-                               register)
+from vm.functions.base import (GATE_BIG, MOVE_TEMPERATURE, BlockContext, Domain, FunctionBlock,
+                               Parameter, Shape, register)
 from vm.functions.moves import gather_operand
 
 SCALE = Parameter("scale", 1e-4, "eps: scores are eps * a * b (the second head pair uses "
@@ -162,7 +162,8 @@ class SpannedProduct(LinearizedProduct):
 
     def domain(self) -> Domain:
         span = self.values["span"]
-        return Domain(f"|result| <= {span:g}", -span, span, applies_to="result")
+        return Domain(f"|result| <= {span:g}", -span, span, applies_to="result",
+                      widen=f"--param {self.name}.span=N")
 
     def relative_error_bound(self, dtype: str) -> float:
         return product_relative_bound(self.values["scale"], self.values["span"], dtype)
@@ -171,13 +172,49 @@ class SpannedProduct(LinearizedProduct):
         return 2
 
 
+LEVEL_RATIO = 100.0
+"""Each level of mul uses eps / LEVEL_RATIO of the one before and takes over at LEVEL_RATIO
+times its threshold."""
+FIRST_THRESHOLD = 10.0
+"""|a b| up to which mul's first level (eps = scale) gives the result."""
+LAST_LEVEL_REACH = 1e-2
+"""Largest eps |a b| of mul's last level at |a b| = span (truncation 2 (1e-2)^4 / 30)."""
+LEVELED_ANCHOR = 10.0
+"""Largest anchor of a mul with several levels: a level past its range holds about
+e^anchor / eps, which must stay far below the gate offset (2^60); at anchor 20 float32 runs
+were measured far outside the bound."""
+SWITCH_SHARPNESS = 1500.0
+"""Score slope of a level switch times its threshold T: weights are exactly one-hot outside
+[T (1 - 40 / 1500), T (1 + 750 / 1500)], and both levels are accurate inside."""
+
+
 @register
 class Mul(SpannedProduct):
+    """Products whose eps fits their magnitude: level j computes the product at
+    eps_j = scale / 100^j (one key, A's column 0, so no coupling), as many levels as take
+    eps * |a b| below 1e-2 at the span; a softmax over the levels then picks level j for
+    |a b| between thresholds T_(j-1) and T_j = 10 * 100^j, deciding each switch i by level
+    i + 1's |a b| (accurate near T_i, and huge where that level is past its range). Small products keep the fine eps's accuracy, large ones get an eps
+    small enough for their truncation, and the rounding ~ulp(4) / eps_j stays relative."""
+
     name = "mul"
     arity = 2
-    summary = "c = a * b for scalars, by the linearized softmax"
+    summary = "c = a * b for scalars, by the linearized softmax at an eps chosen by |a b|"
     lemma = "Lemma 7, Corollary 2"
     float32_scale = 5e-3
+    parameters = (Parameter("scale", 1e-4, "eps of the first level (|a b| < 10; level j "
+                            "uses eps / 100^j); 1e-4 suits float64, 5e-3 float32"),
+                  ANCHOR, Parameter("span", 1e6, "largest |result| the bound covers "
+                                           "(more levels of smaller eps for a larger span)"))
+
+    def __init__(self, **values: float) -> None:
+        super().__init__(**values)
+        coarse = self.levels[:-1]
+        if coarse and (self.values["anchor"] > LEVELED_ANCHOR
+                       or math.exp(self.values["anchor"]) / min(coarse) > GATE_BIG / 2 ** 10):
+            raise ValueError(f"mul.anchor={self.values['anchor']:g} is too large for "
+                             f"{len(self.levels)} levels (at most {LEVELED_ANCHOR:g}): a level "
+                             "past its range reaches e^anchor / eps")
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != (1, 1) or b != (1, 1):
@@ -187,16 +224,149 @@ class Mul(SpannedProduct):
     def reference(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
         return a * b
 
-    def build(self, ctx: BlockContext) -> None:
-        """Layer 1 gathers b into C's query rows; layer 2: a is A column 0's key, the other
-        A columns' keys are 0."""
-        gather_operand(ctx, 0, "B", "qb")
-        self.product_heads(ctx, 1, [ctx.row("rd", r) for r in range(ctx.d)],
-                           {ctx.row("qb", r): np.eye(ctx.d)[r] for r in range(ctx.d)})
-        self.emit_product(ctx, 1)
+    @property
+    def levels(self) -> list[float]:
+        """eps of each level."""
+        eps, span = self.values["scale"], self.values["span"]
+        levels = [eps]
+        while levels[-1] * span > LAST_LEVEL_REACH and levels[-1] > 1e-15:
+            levels.append(levels[-1] / LEVEL_RATIO)
+        return levels
+
+    def thresholds(self) -> list[float]:
+        return [FIRST_THRESHOLD * LEVEL_RATIO ** j for j in range(len(self.levels) - 1)]
+
+    def error_bound(self, dtype: str) -> float:
+        """The first level's rounding (`product_error_bound`)."""
+        return product_error_bound(self.values["scale"], self.values["anchor"], dtype)
+
+    def relative_error_bound(self, dtype: str) -> float:
+        """Each later level's rounding over the low end of its range, the largest truncation
+        2 (eps_j s)^4 / 30 at the top of a level's range, and the roundings of the switch."""
+        levels, thresholds = self.levels, self.thresholds()
+        tops = [t * (1 + 750 / SWITCH_SHARPNESS) for t in thresholds] + [self.values["span"]]
+        truncation = max(2 * (eps * top) ** 4 / 30 for eps, top in zip(levels, tops))
+        rounding = [product_error_bound(eps, self.values["anchor"], dtype)
+                    / (low * (1 - 40 / SWITCH_SHARPNESS))
+                    for eps, low in zip(levels[1:], thresholds)]
+        return truncation + max(rounding, default=0.0) + 16 * UNIT_ROUNDOFF[dtype]
+
+    def bound_at(self, dtype: str, result: np.ndarray | float) -> np.ndarray | float:
+        """Below the first switch only the first level contributes: its rounding plus its
+        truncation at the switch's top; above it, `error_bound` + `relative_error_bound`
+        |result|."""
+        size = np.abs(result)
+        if len(self.levels) == 1:
+            return super().bound_at(dtype, result)
+        top = FIRST_THRESHOLD * (1 + 750 / SWITCH_SHARPNESS)
+        first = (self.error_bound(dtype)
+                 + (2 * (self.values["scale"] * top) ** 4 / 30 + 16 * UNIT_ROUNDOFF[dtype]) * size)
+        above = super().bound_at(dtype, result)
+        bound = np.where(size < FIRST_THRESHOLD * (1 - 40 / SWITCH_SHARPNESS), first, above)
+        return float(bound) if np.ndim(result) == 0 else bound
+
+    def depth(self, d: int) -> int:
+        return 2 if len(self.levels) == 1 else 4
+
+    def extra_columns(self, d: int) -> int:
+        return 1 + len(self.levels)
 
     def private_fields(self, d: int) -> list[tuple[str, int]]:
-        return super().private_fields(d) + [("qb", d)]
+        count = len(self.levels)
+        pairs = [(f"{name}_{j}", 1) for j in range(count)
+                 for _, _, plus, minus in RICHARDSON for name in (plus, minus)]
+        return pairs + [("qb", d), ("cand", count), ("cv", count), ("mag", max(count - 1, 1)),
+                        ("val", 1), ("out", 1)]
+
+    def constant_fields(self, d: int) -> dict[str, np.ndarray]:
+        """anchor; `akey` (only A's column 0 and the anchor are product keys) and `amark` (A's
+        column 0); `csrc` (C's column 0); the level columns' `isF`, `fsel` (level j's
+        column), `fkeys`, and the switch scores: `fa` (row i: switch i's slope where it is
+        passed) times |a b| from level i + 1, plus `fb`."""
+        count = len(self.levels)
+        width = 3 * d + 1 + count
+        anchor_column, first = 3 * d, 3 * d + 1
+        fields = {name: np.zeros((1, width)) for name in ("anchor", "amark", "csrc", "isF",
+                                                           "fb")}
+        fields["fa"] = np.zeros((max(count - 1, 1), width))
+        fields["anchor"][0, anchor_column] = 1.0
+        fields["amark"][0, 0] = 1.0
+        fields["csrc"][0, 2 * d] = 1.0
+        fields["akey"] = np.full((1, width), -GATE_BIG)
+        fields["akey"][0, [0, anchor_column]] = 0.0
+        fields["fkeys"] = np.full((1, width), -GATE_BIG)
+        fields["fsel"] = np.full((count, width), -GATE_BIG)
+        for j in range(count):
+            column = first + j
+            fields["isF"][0, column] = 1.0
+            fields["fkeys"][0, column] = 0.0
+            fields["fsel"][j, column] = 0.0
+            fields["fb"][0, column] = -SWITCH_SHARPNESS * j
+            for i in range(j):
+                fields["fa"][i, column] = SWITCH_SHARPNESS / (FIRST_THRESHOLD * LEVEL_RATIO ** i)
+        return fields
+
+    def build(self, ctx: BlockContext) -> None:
+        """Layer 1 gathers b into C's query rows; layer 2: every level's two head pairs, the
+        candidates and |a b| from the last; then the level columns take the candidates and
+        C's column attends to the one its |a b| selects."""
+        gather_operand(ctx, 0, "B", "qb")
+        count = len(self.levels)
+        for j, eps in enumerate(self.levels):
+            self._level_heads(ctx, j, eps)
+        ffn = ctx.ffn(1)
+        for j in range(count):
+            form = self._level_form(ctx, j)
+            ffn.relu_into(form, ctx.row("cand", j), 1.0)
+            ffn.relu_into({r: -c for r, c in form.items()}, ctx.row("cand", j), -1.0)
+        if count == 1:
+            ctx.emit_result(1, 0, self._level_form(ctx, 0))
+            return
+        for i in range(count - 1):
+            above = self._level_form(ctx, i + 1)
+            ffn.relu_into(above, ctx.row("mag", i), 1.0)
+            ffn.relu_into({r: -c for r, c in above.items()}, ctx.row("mag", i), 1.0)
+        values = {(ctx.row("cv", j), ctx.row("cand", j)): 1.0 for j in range(count)}
+        ctx.add_head(2, {ctx.row("isF"): np.array([1.0])}, {ctx.row("csrc"): np.array([1.0])},
+                     values, MOVE_TEMPERATURE, "level columns take the candidates")
+        for j in range(count):
+            ctx.ffn(2).copy(ctx.row("cv", j), ctx.row("val"), gate=ctx.row("fsel", j))
+        basis = np.eye(count + 1)
+        queries = {ctx.row("mag", i): basis[i] for i in range(count - 1)}
+        queries[ctx.row("one")] = basis[count - 1] + basis[count]
+        keys = {ctx.row("fa", i): basis[i] for i in range(count - 1)}
+        keys[ctx.row("fb")] = basis[count - 1]
+        keys[ctx.row("fkeys")] = basis[count]
+        ctx.add_head(3, queries, keys, {(ctx.row("out"), ctx.row("val")): 1.0}, 1.0,
+                     "switch between levels")
+        ctx.emit_result(3, 0, {ctx.row("out"): 1.0})
+
+    def _level_heads(self, ctx: BlockContext, j: int, eps: float) -> None:
+        anchor = self.values["anchor"]
+        basis = np.eye(ctx.d + 2)
+        for factor, _, plus, minus in RICHARDSON:
+            for sign, target in ((1.0, plus), (-1.0, minus)):
+                queries = {ctx.row("qb", r): sign * factor * eps * basis[r]
+                           for r in range(ctx.d)}
+                queries[ctx.row("one")] = basis[ctx.d] + basis[ctx.d + 1]
+                keys = {ctx.row("rd", r): basis[r] for r in range(ctx.d)}
+                keys[ctx.row("anchor")] = anchor * basis[ctx.d]
+                keys[ctx.row("akey")] = basis[ctx.d + 1]
+                values = {(ctx.row(f"{target}_{j}"), ctx.row("amark")):
+                          math.exp(anchor) / (factor * eps)}
+                ctx.add_head(1, queries, keys, values, 1.0,
+                             f"level {j}: linearized softmax, {sign * factor:+g} eps")
+
+    def _level_form(self, ctx: BlockContext, j: int) -> Form:
+        """One active key: the pair difference times D^2 / (2 e^2C), D = e^C + 1, with the
+        Richardson weights."""
+        big = math.exp(self.values["anchor"])
+        gain = (big + 1) ** 2 / (2 * big ** 2)
+        form: Form = {}
+        for _, weight, plus, minus in RICHARDSON:
+            form[ctx.row(f"{plus}_{j}")] = weight * gain
+            form[ctx.row(f"{minus}_{j}")] = -weight * gain
+        return form
 
 
 @register
@@ -224,7 +394,7 @@ class Percentage(SpannedProduct):
 
     def domain(self) -> Domain:
         span = self.values["span"]
-        return Domain(f"|a| <= {span:g}", -span, span)
+        return Domain(f"|a| <= {span:g}", -span, span, widen=f"--param {self.name}.span=N")
 
     def relative_error_bound(self, dtype: str) -> float:
         return product_relative_bound(self.values["scale"], self.values["span"] * self.factor,

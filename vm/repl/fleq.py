@@ -210,7 +210,7 @@ class FleqLockstep(Lockstep):
         if not all(domain.contains(v) for v in values):
             what = "result" if domain.applies_to == "result" else "operands"
             raise InputError(f"not run: its {what} leave {instruction.function}'s domain "
-                             f"({domain.description}), where its error bound does not hold")
+                             f"({domain.explained()}), where its error bound does not hold")
 
     def check_counter(self, location: FleqLocation, value: np.ndarray) -> None:
         """An integer counter takes only integers the machine's dtype holds exactly (2^24

@@ -28,11 +28,14 @@ class DomainViolation:
     instruction: str
     function: str
     domain: str
+    widen: str | None = None
+    """The `--param` setting that widens the domain, if one does."""
 
     def describe(self) -> str:
         owner = "the machine's" if self.function == "the machine" else f"{self.function}'s"
+        hint = f" (widen it with {self.widen})" if self.widen else ""
         return (f"step {self.step}: {self.instruction} leaves {owner} domain "
-                f"({self.domain}), where its error bound does not hold")
+                f"({self.domain}){hint}, where its error bound does not hold")
 
 
 def _within_magnitude(value: np.ndarray) -> bool:
@@ -77,5 +80,5 @@ def first_domain_violation(program: FleqProgram, max_steps: int,
             values = [record.new[:rows, :columns]]
         if not all(domain.contains(v) for v in values):
             return DomainViolation(step, program.instruction_text(pc), instruction.function,
-                                   domain.description)
+                                   domain.description, domain.widen)
     return None
