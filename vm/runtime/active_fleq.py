@@ -3,30 +3,40 @@
 Where a FLEQ pass spends its time (`ltvm bench fleq`, docs/speed.md): in the function-block
 layers' attention, whose many heads (sigmoid sums of 64 terms, linearized softmax products)
 every scratch query evaluates over all n keys, for every block, although only the block the
-instruction selects (its `cur_m` bit) produces the result that is written. Every other
-block computes on its own private rows: values that the gated ReLU units of other blocks
-see as exactly 0, that reach memory only through the write head with weight exactly 0,
-and that the last layer clears. `FleqActiveEvaluator` runs the pass with the model's own
-modules, layer by layer, but computes in each block layer only the heads of the selected
-blocks (same weights, same per-head shapes, same softmax rows over all n keys).
+instruction selects (its `cur_m` bit) produces the result that is written. The model runs
+each block's heads of a layer as their own `Attention` (`TransformerLayer.parts`, one per
+component named in the heads' roles), so a block's heads cost the same products whether or
+not the other blocks run. `FleqActiveEvaluator` runs the pass with the model's own modules,
+layer by layer, and skips in each block layer the parts of blocks that are not selected.
 
-Why X comes out bit-identical (docs/speed.md, "FLEQ"): the two computations differ only
-in rows private to unselected blocks, everywhere, and in rows those blocks' units write,
-in those blocks' own columns. Checked once, on the weights: every block head belongs to
-one block (its key's gate row), no head or unit of one block reads a row another block
-writes, and unselected heads write only their block's rows. Checked every pass (the guard):
+Why X comes out bit-identical (docs/speed.md, "FLEQ"). Checked once, on the weights:
 
-* the state is finite, has no -0.0 and |X| <= `bound` (found on the weights by interval
-  propagation through every layer, every head taken as a convex combination of its
-  values): then every value either computation makes is finite, and every gated unit of a
-  block, outside that block's columns, has a pre-activation below -2^59, so both give it
-  exactly 0; 0 x (a finite value) is 0, and the final clear of working rows
-  (x - relu(x) + relu(-x)) is exactly 0 whatever finite x it clears;
-* the write head moves at an exact temperature (`moves_are_exact`): its weight on an
-  unselected block's C column is exactly 0 in both computations, whose keys and queries
-  (positions, write keys, the selection bit) do not depend on block values;
-* the blocks evaluated are every block whose selector `cur_m` (computed by the fetch
-  head, read after layer 0) is non-zero in some scratch column of some program.
+* every block-layer head belongs to one block (its key reads one block gate row); heads
+  write only rows that no other block reads or writes, and no unit or head writes a
+  constant row (rows the geometry fixes: gates, indicators, positions, block constants);
+* units of block layers either carry exactly one block's gate (then they are that block's)
+  or read no row any block writes; the last layer reads block-written rows only through
+  the write head's values and through clear units (x - relu(x) + relu(-x), exactly 0 for
+  every finite x), and its queries and keys read none.
+
+Then the full pass and the skipping pass differ only in rows written by unselected blocks:
+those blocks' own rows (everywhere) and shared result rows in their own columns, provided
+(per pass, the guard) every value of either pass is finite and every unit of block j has a
+pre-activation <= -2^59 outside block j's columns (so both give it exactly 0 there). The
+write head weighs an unselected block's C columns by exactly 0 (exact move temperature,
+keys and queries from control rows only; 0 x a finite value is 0), and the last layer clears
+every working row to exactly 0. What the guard checks each pass, O(rows x n):
+
+* the constant rows equal the geometry's punchcard values exactly;
+* every other row's largest |value| is within its limit: 1 for control and working rows, M
+  for memory; M is found once on the weights by interval propagation through every layer
+  with the constant rows taken exactly per column (gate offsets 0 / -2^60 included), each
+  head's output a convex combination of its values, each unit's pre-activation bounded apart
+  from its constant part: M is the largest power of 2 for which every bound stays below
+  the dtype's largest float / 2^8, every score below it, and every block unit at or below
+  -2^59 outside its block;
+* the blocks evaluated are every block whose selector `cur_m` (computed by the fetch head,
+  read after layer 0) is non-zero in some scratch column of some program.
 
 When the guard fails the pass runs in full (`LoopedTransformer.step_`), or raises
 `PrecisionError` when the run is strict.
@@ -34,262 +44,312 @@ When the guard fails the pass runs in full (`LoopedTransformer.step_`), or raise
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from vm.common.errors import PrecisionError
 from vm.functions.base import GATE_BIG
-from vm.transformer.layers import LoopedTransformer, _add_rows
+from vm.machines.fleq.layout import FleqGeometry
+from vm.machines.fleq.punchcard import constant_rows
+from vm.transformer.layers import LoopedTransformer
 from vm.transformer.layout import Layout
 from vm.transformer.weights import MachineWeights
 
 CONTROL_LAYERS = 3
 """Fetch, pointer and operand layers: always evaluated in full, before any block layer."""
 GATE_MARGIN = GATE_BIG / 2
-"""A gated unit's pre-activation without its gate must stay below this for the gate
-(-GATE_BIG outside the block) to make it exactly 0."""
-SOFTMAX_SLACK = 1.0 + 1e-9
-"""A softmax's weights sum to at most this (rounding), so a head's output is bounded by
-this times the largest value it averages."""
-FINITE = 1e300
-OFFSET_FIELDS = ("gA", "gB", "gC", "resmask")
-"""Rows (besides the block gates and the blocks' constant fields) that hold gate offsets,
-0 or -GATE_BIG: a unit adds them with a positive coefficient to switch itself off."""
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """A block layer's attention restricted to some heads: stacked [lam Q; K; V] rows,
-    groups as (count, r, k, start) in those rows, and where the outputs go."""
-
-    qkv: torch.Tensor
-    groups: tuple[tuple[int, int, int, int], ...]
-    targets: torch.Tensor
-    reduce: torch.Tensor | None
+"""A block unit's pre-activation outside its block must stay at or below -GATE_MARGIN: any
+rounding of its terms (each below 2^62) is far smaller, so its ReLU gives exactly 0."""
+SOFTMAX_SLACK = 1.0 + 1e-6
+"""A softmax's weights sum to at most this (rounding)."""
+ROUNDING = 1.001
+"""Each layer's bounds are widened by this factor, for the rounding of the sums they bound."""
+FINITE_SHIFT = 8
+"""Every bound stays below the dtype's largest float / 2^FINITE_SHIFT."""
+MEMORY_FIELDS = ("mem",)
+"""Rows that hold program data; every other row holds codes, flags or 0 between passes."""
+OFFSET_FIELDS = ("resmask",)
+"""Working rows the control layers fill with gate offsets (0 or -GATE_BIG; the d_h x d_w
+result mask): checked after the control layers, then taken as [-GATE_BIG, 0] by the bounds."""
 
 
 class FleqActiveEvaluator:
     """Block-selective FLEQ passes for one model; `unsupported` says why not, when not."""
 
+    fused = None
+    """No fused form (the Runner asks)."""
+
     def __init__(self, model: LoopedTransformer, weights: MachineWeights, layout: Layout,
-                 blocks: int, exact_moves: bool) -> None:
+                 geometry: FleqGeometry, dtype: str, exact_moves: bool) -> None:
         self.model, self.weights, self.layout = model, weights, layout
-        self.blocks = blocks
-        self.fallbacks = 0
+        self.blocks = len(geometry.blocks)
         self.unsupported: str | None = None
-        self._plans: dict[tuple[int, frozenset[int]], _Plan] = {}
         self.bound = 0.0
+        self.finite = float(np.finfo(dtype).max) / 2.0 ** FINITE_SHIFT
+        constants = constant_rows(geometry, layout)
+        self._constant_mask = np.abs(constants).sum(axis=1) > 0
+        self._constants = constants
+        self.block_columns = [geometry.block_columns(i) for i in range(self.blocks)]
+        self.part_blocks: list[list[frozenset[int]]] = []
+        self._offset_mask = np.zeros(weights.rows, dtype=bool)
+        for name in OFFSET_FIELDS:
+            self._offset_mask[layout[name]] = True
         if not exact_moves:
             self.unsupported = "the write head does not move at an exact temperature"
-        elif model.attention != "masked" or blocks == 0:
+        elif model.attention != "masked" or self.blocks == 0:
             self.unsupported = "needs masked attention and function blocks"
         else:
-            self.head_blocks = self._assign()
+            self.unsupported = self._structure()
             if self.unsupported is None:
-                self.bound = self._state_bound()
+                self.bound = self._memory_bound()
                 if self.bound < 1.0:
-                    self.unsupported = "no state bound keeps every gated unit at exactly 0"
+                    self.unsupported = "no memory bound keeps every block unit at exactly 0"
         self.selector = layout["cur_m"]
-        offsets = self._offset_rows()
-        device = model.layers[0].ffn.b1.device
-        self._offsets = torch.as_tensor(np.flatnonzero(offsets), device=device)
-        self._values = torch.as_tensor(np.flatnonzero(~offsets), device=device)
         self.scratch = model.scratch
+        device = model.layers[0].ffn.b1.device
+        torch_dtype = model.layers[0].ffn.b1.dtype
+        self._constant_rows = torch.as_tensor(np.flatnonzero(self._constant_mask),
+                                              device=device)
+        self._constant_values = torch.as_tensor(constants[self._constant_mask][:, None, :],
+                                                dtype=torch_dtype, device=device)
+        values = np.flatnonzero(~self._constant_mask)
+        self._value_rows = torch.as_tensor(values, device=device)
+        self._offset_rows = torch.as_tensor(np.flatnonzero(self._offset_mask), device=device)
+        self._limits = torch.as_tensor(self._row_limits(self.bound)[values], dtype=torch_dtype,
+                                       device=device)
 
     # -- checks on the weights ---------------------------------------------------------
     def _gate_rows(self) -> dict[int, int]:
         return {self.layout.row(f"gblock{i}"): i for i in range(self.blocks)}
 
-    def _assign(self) -> list[list[int]]:
-        """Each block layer head's block (from its key's gate row); checks that blocks
-        neither read what other blocks write nor share written rows."""
+    def _structure(self) -> str | None:
+        """Why the weights do not allow skipping unselected blocks, or None; fills
+        `part_blocks` (for each layer, the blocks of each of its attention parts)."""
         gates = self._gate_rows()
         gate_list = np.array(sorted(gates))
-        result: list[list[int]] = []
+        layers = self.weights.layers
+        last = len(layers) - 1
         reads: dict[int, set[int]] = {i: set() for i in range(self.blocks)}
         writes: dict[int, set[int]] = {i: set() for i in range(self.blocks)}
-        for index, layer in enumerate(self.weights.layers):
+        ungated_reads: set[int] = set()
+        for index, layer in enumerate(layers):
+            for head in layer.heads:
+                if self._constant_mask[head.written_rows].any():
+                    return f"a head of layer {index} writes a constant row"
+            written = np.flatnonzero(np.abs(layer.ffn.W2).sum(1) + np.abs(layer.ffn.b2))
+            if self._constant_mask[written].any():
+                return f"a unit of layer {index} writes a constant row"
             owners = []
-            if CONTROL_LAYERS <= index < len(self.weights.layers) - 1:
+            if CONTROL_LAYERS <= index < last and (
+                    self._offset_mask[written].any()
+                    or any(self._offset_mask[head.written_rows].any() for head in layer.heads)):
+                return f"layer {index} writes a result mask row"
+            if CONTROL_LAYERS <= index < last:
                 for head in layer.heads:
                     found = [gates[int(r)] for r in gate_list if head.K[:, r].any()]
                     if len(found) != 1:
-                        self.unsupported = f"a head of layer {index} has no single block gate"
-                        return []
+                        return f"a head of layer {index} has no single block gate"
                     block = found[0]
                     owners.append(block)
-                    written = head.written_rows
+                    rows = head.written_rows
                     used = np.flatnonzero(np.abs(head.Q).sum(0) + np.abs(head.K).sum(0)
-                                          + np.abs(head.V[written]).sum(0))
+                                          + np.abs(head.V[rows]).sum(0))
                     reads[block].update(int(r) for r in used if int(r) not in gates)
-                    writes[block].update(int(r) for r in written)
+                    writes[block].update(int(r) for r in rows)
                 ffn = layer.ffn
                 for unit in range(ffn.width):
                     found = [gates[int(r)] for r in gate_list if ffn.W1[unit, r] != 0]
                     if len(found) > 1:
-                        self.unsupported = f"a unit of layer {index} reads two block gates"
-                        return []
+                        return f"a unit of layer {index} reads two block gates"
+                    used = {int(r) for r in np.flatnonzero(ffn.W1[unit])}
                     if found:
-                        block = found[0]
-                        reads[block].update(int(r) for r in np.flatnonzero(ffn.W1[unit])
-                                            if int(r) not in gates)
-                        writes[block].update(int(r) for r in np.flatnonzero(ffn.W2[:, unit]))
-            result.append(owners)
-        head_rows = {i: {int(r) for layer, owners in zip(self.weights.layers, result)
-                         for head, owner in zip(layer.heads, owners) if owner == i
-                         for r in head.written_rows} for i in range(self.blocks)}
+                        reads[found[0]].update(used - set(gates))
+                        writes[found[0]].update(int(r) for r in np.flatnonzero(ffn.W2[:, unit]))
+                    else:
+                        ungated_reads.update(used)
+                layer_model = self.model.layers[index]
+                segments = layer_model.part_heads or [tuple(range(len(layer.heads)))]
+                self.part_blocks.append([frozenset(owners[h] for h in segment)
+                                         for segment in segments])
+            else:
+                self.part_blocks.append([])
         for i in range(self.blocks):
             for j in range(self.blocks):
-                if i != j and (reads[i] & writes[j] or head_rows[i] & writes[j]):
-                    self.unsupported = f"block {i} reads or shares rows block {j} writes"
-                    return []
-        return result
+                if i != j and reads[i] & writes[j]:
+                    return f"block {i} reads rows block {j} writes"
+        block_written = set().union(*writes.values())
+        if ungated_reads & block_written:
+            return "a block layer unit without a block gate reads rows blocks write"
+        return self._last_layer(layers[last], block_written)
 
-    def _offset_rows(self) -> np.ndarray:
-        """Rows holding gate offsets (0 or -GATE_BIG): the block gates and OFFSET_FIELDS."""
-        offsets = np.zeros(self.weights.rows, dtype=bool)
-        offsets[[self.layout.row(f"gblock{i}") for i in range(self.blocks)]] = True
-        for name in OFFSET_FIELDS:
-            offsets[self.layout[name]] = True
-        for name in self.layout.persistent:
-            if name.startswith("b") and "." in name:
-                offsets[self.layout[name]] = True
-        return offsets
+    @staticmethod
+    def _last_layer(layer, block_written: set[int]) -> str | None:
+        """The last layer reads block-written rows only through its heads' values and
+        clear units; None when so."""
+        rows = np.array(sorted(block_written), dtype=int)
+        for head in layer.heads:
+            if np.abs(head.Q[:, rows]).sum() + np.abs(head.K[:, rows]).sum():
+                return "the write head's queries or keys read rows blocks write"
+        ffn = layer.ffn
+        for unit in np.flatnonzero(np.abs(ffn.W1[:, rows]).sum(1)):
+            used = np.flatnonzero(ffn.W1[unit])
+            out = np.flatnonzero(ffn.W2[:, unit])
+            coef = ffn.W1[unit, used[0]] if len(used) == 1 else 0.0
+            if not (len(used) == 1 and abs(coef) == 1.0 and ffn.b1[unit] == 0.0
+                    and list(out) == list(used) and ffn.W2[used[0], unit] == -coef):
+                return "the last layer reads rows blocks write other than to clear them"
+        return None
 
-    def _propagate(self, magnitude: float) -> bool:
-        """Can every value of a pass from a state with |X| <= magnitude outside the gate
-        offsets be bounded below FINITE, with every gated unit's pre-activation, gate
-        aside, below GATE_MARGIN?"""
-        gates = np.zeros(self.weights.rows, dtype=bool)
-        gates[list(self._gate_rows())] = True
-        offsets = self._offset_rows()
-        bound = np.full(self.weights.rows, magnitude)
-        bound[offsets] = 0.0
+    def _row_limits(self, memory: float) -> np.ndarray:
+        """Largest |value| allowed per row at the start of a pass (constant rows: 0, they
+        are checked to equal their punchcard values instead)."""
+        limits = np.where(self._constant_mask, 0.0, 1.0)
+        for name in MEMORY_FIELDS:
+            limits[self.layout[name]] = memory
+        return limits
+
+    def _outside(self) -> np.ndarray:
+        """(blocks, n): True in the columns outside each block."""
+        outside = np.ones((self.blocks, self.weights.columns), dtype=bool)
+        for i, columns in enumerate(self.block_columns):
+            outside[i, columns.start:columns.stop] = False
+        return outside
+
+    def _propagate(self, memory: float) -> bool:
+        """Does every pass from a state within `_row_limits(memory)` (constant rows exact)
+        keep every value below `finite` and every block unit off outside its block?"""
+        gates = self._gate_rows()
+        constant = self._constant_mask
+        C = self._constants[constant]
+        bound = np.where(constant, np.abs(self._constants).max(axis=1), self._row_limits(memory))
+        outside = self._outside()
+        limit = self.finite
+        offset = np.zeros_like(constant)
         with np.errstate(over="ignore", invalid="ignore"):
-            for layer in self.weights.layers:
+            for index, layer in enumerate(self.weights.layers):
+                if index == CONTROL_LAYERS:
+                    offset = self._offset_mask
+                    bound[offset] = GATE_BIG
                 added = np.zeros_like(bound)
                 for head in layer.heads:
-                    if head.V[:, offsets].any():
+                    queries = np.abs(head.lam * head.Q) @ bound
+                    keys = np.abs(head.K) @ bound
+                    if not float(queries @ keys) < limit:
                         return False
                     added += np.abs(head.V) @ bound * SOFTMAX_SLACK
-                bound = bound + added
+                bound = (bound + added) * ROUNDING
+                bound[constant] = np.abs(self._constants[constant]).max(axis=1)
                 ffn = layer.ffn
                 if ffn.width:
-                    negative = np.minimum(ffn.W1[:, offsets & ~gates], 0.0)
-                    pre = (np.abs(ffn.W1[:, ~offsets]) @ bound[~offsets] + np.abs(ffn.b1)
-                           - negative.sum(1) * GATE_BIG)
-                    gated = (ffn.W1[:, gates] > 0).any(1)
-                    if not np.all(pre[gated] < GATE_MARGIN):
+                    free = ~constant & ~offset
+                    variable = (np.abs(ffn.W1[:, free]) @ bound[free]
+                                + np.maximum(-ffn.W1[:, offset], 0.0).sum(1) * GATE_BIG)
+                    offsets = ffn.W1[:, constant] @ C
+                    top = variable + ffn.b1 + offsets.max(axis=1)
+                    for row, block in gates.items():
+                        units = np.flatnonzero(ffn.W1[:, row])
+                        if len(units):
+                            worst = offsets[np.ix_(units, outside[block])].max(axis=1)
+                            if not np.all(variable[units] + ffn.b1[units] + worst
+                                          <= -GATE_MARGIN):
+                                return False
+                    if not np.all(np.abs(offsets).max(axis=1) + variable + np.abs(ffn.b1)
+                                  + np.abs(ffn.W1[:, offset]).sum(1) * GATE_BIG < limit):
                         return False
-                    bound = bound + np.abs(ffn.W2) @ pre + np.abs(ffn.b2)
-                    bound[offsets] = 0.0
-                if not np.all(bound < FINITE):
+                    bound = (bound + np.abs(ffn.W2) @ np.maximum(top, 0.0)
+                             + np.abs(ffn.b2)) * ROUNDING
+                    bound[constant] = np.abs(self._constants[constant]).max(axis=1)
+                if index >= CONTROL_LAYERS:
+                    bound[offset] = GATE_BIG
+                if not np.all(bound < limit):
                     return False
         return True
 
-    def _state_bound(self) -> float:
+    def _memory_bound(self) -> float:
         """The largest power of 2 (from 2^0 up) that `_propagate` accepts; 0 if none."""
         magnitude = 0.0
-        for exponent in range(0, 1000, 4):
+        for exponent in range(0, 1024, 2):
             if not self._propagate(2.0 ** exponent):
                 break
             magnitude = 2.0 ** exponent
         return magnitude
 
     # -- one pass --------------------------------------------------------------------
-    def _plan(self, index: int, selected: frozenset[int]) -> _Plan | None:
-        key = (index, selected)
-        if key in self._plans:
-            return self._plans[key]
-        attention = self.model.layers[index].attention
-        owners = self.head_blocks[index]
-        heads = self.weights.layers[index].heads
-        rows, groups, targets = [], [], []
-        start = 0
-        for group in attention.writing_groups:
-            members = [position for position, head in enumerate(group.heads)
-                       if owners[head] in selected]
-            for position in members:
-                first = group.start + position * group.width
-                rows.extend(range(first, first + group.width))
-                own = heads[group.heads[position]].written_rows
-                targets.extend(int(r) for r in own)
-            if members:
-                groups.append((len(members), group.r, group.k, start))
-                start += len(members) * group.width
-        plan = None
-        if groups:
-            device = attention.QKV.device
-            qkv = attention.QKV[torch.as_tensor(rows, device=device)].contiguous()
-            target = np.array(targets)
-            reduce = None
-            written = np.unique(target)
-            if len(written) < len(target) or np.any(target != written):
-                reduce = torch.as_tensor(target[None, :] == written[:, None],
-                                         dtype=qkv.dtype, device=device)
-            plan = _Plan(qkv, tuple(groups), torch.as_tensor(written, device=device), reduce)
-        self._plans[key] = plan
-        return plan
-
-    def _attend(self, X: torch.Tensor, index: int, selected: frozenset[int]) -> None:
-        """The selected blocks' heads of block layer `index`, added to X."""
-        plan = self._plan(index, selected)
-        if plan is None:
-            return
-        model, attention = self.model, self.model.layers[index].attention
-        _, batch, n = X.shape
-        read = attention.read
-        source = X.view(X.shape[0], -1)
-        source = source[read] if isinstance(read, slice) else source.index_select(0, read)
-        projected = plan.qkv @ source
-        outputs = []
-        for count, r, k, start in plan.groups:
-            width = 2 * r + k
-            part = projected[start:start + count * width].view(count, width, batch, n)
-            part = part.permute(2, 0, 1, 3).reshape(batch * count, width, n)
-            out = attention._heads(part[:, :r], part[:, r:2 * r], part[:, 2 * r:],
-                                   model.attention, model.scratch, model.mask_bias)
-            outputs.append(out.view(batch, count * k, n).transpose(0, 1))
-        out = torch.cat(outputs) if len(outputs) > 1 else outputs[0]
-        if plan.reduce is not None:
-            flat = out.reshape(out.shape[0], batch * n)
-            out = (plan.reduce @ flat).view(plan.reduce.shape[0], batch, n)
-        _add_rows(X, plan.targets, out)
-
-    def _unsafe(self, X: torch.Tensor) -> str | None:
-        """Why this state's pass cannot skip heads, or None."""
-        largest = float(X.index_select(0, self._values).abs().amax())
-        if not largest <= self.bound:
-            return f"a finite state with |X| <= {self.bound:g} outside the gate offsets"
-        offsets = X.index_select(0, self._offsets)
-        if not bool(((offsets == 0) | (offsets.abs() == GATE_BIG)
-                     | (offsets.abs() <= 1)).all()):
-            return "gate offsets and block constants 0, +-GATE_BIG or within [-1, 1]"
-        if bool((torch.signbit(X) & (X == 0)).any()):
-            return "no -0.0 in the state"
+    def problem(self, X: torch.Tensor) -> str | None:
+        """Why this state's pass cannot skip blocks, or None."""
+        constants = X.index_select(0, self._constant_rows)
+        if not bool((constants == self._constant_values).all()):
+            return "constant rows equal to the geometry's punchcard values"
+        values = X.index_select(0, self._value_rows).abs().amax(dim=(1, 2))
+        if not bool((values <= self._limits).all()):
+            return (f"finite values, |memory| <= {self.bound:g} and every other row "
+                    "within [-1, 1]")
         return None
 
     def step_(self, X: torch.Tensor, step: int = 0, strict: bool = False) -> bool:
-        """One pass in place on X (rows, batch, n); True when heads were skipped."""
+        """One pass in place on X (rows, batch, n); True when blocks were skipped."""
         model = self.model
-        problem = self._unsafe(X)
+        problem = self.problem(X)
         if problem is not None:
-            if strict:
-                raise PrecisionError(step, 0, 0, "state", float(X.abs().amax()), problem)
-            self.fallbacks += 1
-            model.step_(X)
-            return False
+            return self._full(X, 0, step, strict, problem)
         selected: frozenset[int] = frozenset()
-        last = len(model.layers) - 1
+        mode, scratch, bias = model.attention, model.scratch, model.mask_bias
         for index, layer in enumerate(model.layers):
-            if CONTROL_LAYERS <= index < last:
-                self._attend(X, index, selected)
+            if index == CONTROL_LAYERS and not self._offsets_exact(X):
+                return self._full(X, index, step, strict, "result mask rows 0 or -2^60")
+            parts = self.part_blocks[index]
+            if parts:
+                for part, blocks in zip(layer.parts or [layer.attention], parts):
+                    if blocks & selected:
+                        layer.attend_part(X, part, mode, scratch, bias)
             else:
-                layer.attend(X, model.attention, model.scratch, model.mask_bias)
+                layer.attend(X, mode, scratch, bias)
             layer.ffn(X)
             if index == 0:
-                flags = X[self.selector, :, :self.scratch].ne(0).flatten(1).any(1)
+                flags = X[self.selector, :, :scratch].ne(0).flatten(1).any(1)
                 selected = frozenset(int(i) for i in flags.nonzero().flatten())
         return True
+
+    def _offsets_exact(self, X: torch.Tensor) -> bool:
+        """After the control layers: every OFFSET_FIELDS value 0 or -GATE_BIG?"""
+        values = X.index_select(0, self._offset_rows)
+        return bool(((values == 0) | (values == -GATE_BIG)).all())
+
+    def _full(self, X: torch.Tensor, first: int, step: int, strict: bool, expected: str
+              ) -> bool:
+        """The layers from `first` on in full (the pass's earlier layers ran in full too),
+        or PrecisionError when strict; False."""
+        if strict:
+            raise PrecisionError(step, first, 0, "state", float(X.abs().amax()), expected)
+        model = self.model
+        for layer in model.layers[first:]:
+            layer.attend(X, model.attention, model.scratch, model.mask_bias)
+            layer.ffn(X)
+        return False
+
+    def start(self, X: torch.Tensor, strict: bool = False, fused: bool = False
+              ) -> "FleqActiveRun":
+        """A run bound to X (rows, batch, n), like `ActiveEvaluator.start`."""
+        if self.unsupported is not None:
+            raise ValueError(f"active evaluation is not available: {self.unsupported}")
+        return FleqActiveRun(self, X, strict)
+
+
+class FleqActiveRun:
+    """Passes of one evaluator on one bound X (the interface the executor's Runner uses)."""
+
+    def __init__(self, evaluator: FleqActiveEvaluator, X: torch.Tensor, strict: bool) -> None:
+        self.evaluator, self.X, self.strict = evaluator, X, strict
+        self.fallbacks = 0
+        """Passes the guard sent to the full pass."""
+
+    def step(self, step: int = 0) -> bool:
+        """One pass in place; True when unselected blocks were skipped."""
+        skipped = self.evaluator.step_(self.X, step, self.strict)
+        self.fallbacks += not skipped
+        return skipped
+
+    def fused_steps(self, count: int, record: torch.Tensor, pc_rows: np.ndarray,
+                    threads: int | None = None) -> int:
+        """No fused form: always 0 passes."""
+        return 0
