@@ -57,9 +57,12 @@ from vm.transformer.weights import MachineWeights
 
 CONTROL_LAYERS = 3
 """Fetch, pointer and operand layers: always evaluated in full, before any block layer."""
-GATE_MARGIN = GATE_BIG / 2
-"""A block unit's pre-activation outside its block must stay at or below -GATE_MARGIN: any
-rounding of its terms (each below 2^62) is far smaller, so its ReLU gives exactly 0."""
+GATE_SLACK = 2.0 ** -10
+"""A block unit's pre-activation outside its block must stay at or below -GATE_SLACK times
+the sum of its terms' magnitudes: the rounding of a sum of k terms is at most k x eps times
+that sum, below it for k up to 2^14 in float32 (eps 2^-24), so its ReLU gives exactly 0."""
+SEARCH_STEPS = 16
+"""The memory bound is searched to 1/SEARCH_STEPS of a binary order of magnitude."""
 SOFTMAX_SLACK = 1.0 + 1e-6
 """A softmax's weights sum to at most this (rounding)."""
 ROUNDING = 1.001
@@ -86,6 +89,8 @@ class FleqActiveEvaluator:
         self.unsupported: str | None = None
         self.bound = 0.0
         self.finite = float(np.finfo(dtype).max) / 2.0 ** FINITE_SHIFT
+        self.memory_limit = self.finite ** 0.5
+        """|memory| allowed (read by the write head only: a finiteness bound)."""
         constants = constant_rows(geometry, layout)
         self._constant_mask = np.abs(constants).sum(axis=1) > 0
         self._constants = constants
@@ -112,7 +117,7 @@ class FleqActiveEvaluator:
                                               device=device)
         self._constant_values = torch.as_tensor(constants[self._constant_mask][:, None, :],
                                                 dtype=torch_dtype, device=device)
-        values = np.flatnonzero(~self._constant_mask)
+        values = np.flatnonzero(~self._constant_mask & ~self._offset_mask)
         self._value_rows = torch.as_tensor(values, device=device)
         self._offset_rows = torch.as_tensor(np.flatnonzero(self._offset_mask), device=device)
         self._limits = torch.as_tensor(self._row_limits(self.bound)[values], dtype=torch_dtype,
@@ -200,12 +205,27 @@ class FleqActiveEvaluator:
                 return "the last layer reads rows blocks write other than to clear them"
         return None
 
-    def _row_limits(self, memory: float) -> np.ndarray:
-        """Largest |value| allowed per row at the start of a pass (constant rows: 0, they
-        are checked to equal their punchcard values instead)."""
-        limits = np.where(self._constant_mask, 0.0, 1.0)
+    def _row_limits(self, operands: float) -> np.ndarray:
+        """Largest |value| allowed per row after the control layers: `operands` in rows the
+        control layers' heads copy from memory (operands, the flag, the old value),
+        `memory_limit` in memory, 1 in the other rows the control layers write and in the
+        program's own rows (pc, instructions), 0 in working rows not written yet (the last
+        layer cleared them). Constant and offset rows are checked exactly instead (0 here)."""
+        limits = np.zeros(self.weights.rows)
+        for name in self.layout.persistent:
+            limits[self.layout[name]] = 1.0
+        control = self.weights.layers[:CONTROL_LAYERS]
+        for layer in control:
+            limits[np.flatnonzero(np.abs(layer.ffn.W2).sum(1) + np.abs(layer.ffn.b2))] = 1.0
+        memory = np.zeros(self.weights.rows, dtype=bool)
         for name in MEMORY_FIELDS:
-            limits[self.layout[name]] = memory
+            memory[self.layout[name]] = True
+        for layer in control:
+            for head in layer.heads:
+                if np.abs(head.V[:, memory]).sum():
+                    limits[head.written_rows] = operands
+        limits[memory] = self.memory_limit
+        limits[self._constant_mask | self._offset_mask] = 0.0
         return limits
 
     def _outside(self) -> np.ndarray:
@@ -215,88 +235,121 @@ class FleqActiveEvaluator:
             outside[i, columns.start:columns.stop] = False
         return outside
 
-    def _propagate(self, memory: float) -> bool:
-        """Does every pass from a state within `_row_limits(memory)` (constant rows exact)
-        keep every value below `finite` and every block unit off outside its block?"""
+    def _prepare(self) -> list[dict[str, np.ndarray]]:
+        """Each layer's weights in the form `_propagate` uses: absolute values, the exact
+        contribution of the constant rows per unit and column, block units' worst case
+        outside their block."""
         gates = self._gate_rows()
         constant = self._constant_mask
         C = self._constants[constant]
-        bound = np.where(constant, np.abs(self._constants).max(axis=1), self._row_limits(memory))
         outside = self._outside()
+        prepared = []
+        offset = self._offset_mask
+        free = ~constant & ~offset
+        for layer in self.weights.layers[CONTROL_LAYERS:]:
+            part: dict[str, np.ndarray] = {"free": free, "offset": offset}
+            if layer.heads:
+                part["Q"] = np.abs(np.concatenate([head.lam * head.Q for head in layer.heads]))
+                part["K"] = np.abs(np.concatenate([head.K for head in layer.heads]))
+                part["starts"] = np.cumsum([0] + [head.Q.shape[0] for head in layer.heads])[:-1]
+                part["V"] = sum(np.abs(head.V) for head in layer.heads)
+            ffn = layer.ffn
+            if ffn.width:
+                offsets = ffn.W1[:, constant] @ C
+                part["W1"] = np.abs(ffn.W1[:, free])
+                part["raised"] = np.maximum(-ffn.W1[:, offset], 0.0).sum(1) * GATE_BIG
+                part["top"] = ffn.b1 + offsets.max(axis=1)
+                part["size"] = (np.abs(offsets).max(axis=1) + np.abs(ffn.b1)
+                                + np.abs(ffn.W1[:, offset]).sum(1) * GATE_BIG)
+                worst = np.full(ffn.width, -np.inf)
+                for row, block in gates.items():
+                    units = np.flatnonzero(ffn.W1[:, row])
+                    if len(units):
+                        worst[units] = (offsets[np.ix_(units, outside[block])].max(axis=1)
+                                        + ffn.b1[units])
+                part["worst"] = worst
+                part["mass"] = (np.abs(ffn.W1[:, constant]) @ np.abs(C)).max(axis=1) + np.abs(
+                    ffn.b1)
+                part["W2"] = np.abs(ffn.W2)
+                part["b2"] = np.abs(ffn.b2)
+            prepared.append(part)
+        return prepared
+
+    def _propagate(self, memory: float, prepared: list[dict[str, np.ndarray]]) -> bool:
+        """Does every pass from a state within `_row_limits(memory)` (constant rows exact)
+        keep every value below `finite` and every block unit off outside its block?"""
+        constant = self._constant_mask
+        fixed = np.abs(self._constants[constant]).max(axis=1)
+        offset = self._offset_mask
+        bound = self._row_limits(memory)
+        bound[constant] = fixed
+        bound[offset] = GATE_BIG
         limit = self.finite
-        offset = np.zeros_like(constant)
         with np.errstate(over="ignore", invalid="ignore"):
-            for index, layer in enumerate(self.weights.layers):
-                if index == CONTROL_LAYERS:
-                    offset = self._offset_mask
-                    bound[offset] = GATE_BIG
-                added = np.zeros_like(bound)
-                for head in layer.heads:
-                    queries = np.abs(head.lam * head.Q) @ bound
-                    keys = np.abs(head.K) @ bound
-                    if not float(queries @ keys) < limit:
+            for part in prepared:
+                if "Q" in part:
+                    scores = np.add.reduceat((part["Q"] @ bound) * (part["K"] @ bound),
+                                             part["starts"])
+                    if not np.all(scores < limit):
                         return False
-                    added += np.abs(head.V) @ bound * SOFTMAX_SLACK
-                bound = (bound + added) * ROUNDING
-                bound[constant] = np.abs(self._constants[constant]).max(axis=1)
-                ffn = layer.ffn
-                if ffn.width:
-                    free = ~constant & ~offset
-                    variable = (np.abs(ffn.W1[:, free]) @ bound[free]
-                                + np.maximum(-ffn.W1[:, offset], 0.0).sum(1) * GATE_BIG)
-                    offsets = ffn.W1[:, constant] @ C
-                    top = variable + ffn.b1 + offsets.max(axis=1)
-                    for row, block in gates.items():
-                        units = np.flatnonzero(ffn.W1[:, row])
-                        if len(units):
-                            worst = offsets[np.ix_(units, outside[block])].max(axis=1)
-                            if not np.all(variable[units] + ffn.b1[units] + worst
-                                          <= -GATE_MARGIN):
-                                return False
-                    if not np.all(np.abs(offsets).max(axis=1) + variable + np.abs(ffn.b1)
-                                  + np.abs(ffn.W1[:, offset]).sum(1) * GATE_BIG < limit):
+                    bound = (bound + part["V"] @ bound * SOFTMAX_SLACK) * ROUNDING
+                    bound[constant] = fixed
+                if "W1" in part:
+                    free = part["free"]
+                    variable = part["W1"] @ bound[free] + part["raised"]
+                    if not (np.all(variable + part["worst"]
+                                   <= -GATE_SLACK * (variable + part["mass"]))
+                            and np.all(variable + part["size"] < limit)):
                         return False
-                    bound = (bound + np.abs(ffn.W2) @ np.maximum(top, 0.0)
-                             + np.abs(ffn.b2)) * ROUNDING
-                    bound[constant] = np.abs(self._constants[constant]).max(axis=1)
-                if index >= CONTROL_LAYERS:
-                    bound[offset] = GATE_BIG
+                    bound = (bound + part["W2"] @ np.maximum(variable + part["top"], 0.0)
+                             + part["b2"]) * ROUNDING
+                    bound[constant] = fixed
+                bound[offset] = GATE_BIG
                 if not np.all(bound < limit):
                     return False
         return True
 
     def _memory_bound(self) -> float:
-        """The largest power of 2 (from 2^0 up) that `_propagate` accepts; 0 if none."""
-        magnitude = 0.0
-        for exponent in range(0, 1024, 2):
-            if not self._propagate(2.0 ** exponent):
-                break
-            magnitude = 2.0 ** exponent
-        return magnitude
+        """The largest power of 2^(1/SEARCH_STEPS) that `_propagate` accepts (it is
+        monotone: bigger states have bigger bounds), by bisection; 0 if none from 2^0."""
+        prepared = self._prepare()
+        if not self._propagate(1.0, prepared):
+            return 0.0
+        low, high = 0, (int(np.log2(self.finite)) + 1) * SEARCH_STEPS
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self._propagate(2.0 ** (middle / SEARCH_STEPS), prepared):
+                low = middle
+            else:
+                high = middle
+        return 2.0 ** (low / SEARCH_STEPS)
 
     # -- one pass --------------------------------------------------------------------
     def problem(self, X: torch.Tensor) -> str | None:
-        """Why this state's pass cannot skip blocks, or None."""
+        """Why X, after the control layers, does not let the pass skip blocks; or None."""
         constants = X.index_select(0, self._constant_rows)
         if not bool((constants == self._constant_values).all()):
             return "constant rows equal to the geometry's punchcard values"
+        offsets = X.index_select(0, self._offset_rows)
+        if not bool(((offsets == 0) | (offsets == -GATE_BIG)).all()):
+            return "result mask rows 0 or -2^60"
         values = X.index_select(0, self._value_rows).abs().amax(dim=(1, 2))
         if not bool((values <= self._limits).all()):
-            return (f"finite values, |memory| <= {self.bound:g} and every other row "
-                    "within [-1, 1]")
+            return (f"finite values, |operands| <= {self.bound:g}, unwritten working rows 0, "
+                    "control rows within [-1, 1]")
         return None
 
     def step_(self, X: torch.Tensor, step: int = 0, strict: bool = False) -> bool:
-        """One pass in place on X (rows, batch, n); True when blocks were skipped."""
+        """One pass in place on X (rows, batch, n); True when blocks were skipped. The
+        control layers run in full; the guard looks at X after them."""
         model = self.model
-        problem = self.problem(X)
-        if problem is not None:
-            return self._full(X, 0, step, strict, problem)
         selected: frozenset[int] = frozenset()
         mode, scratch, bias = model.attention, model.scratch, model.mask_bias
         for index, layer in enumerate(model.layers):
-            if index == CONTROL_LAYERS and not self._offsets_exact(X):
-                return self._full(X, index, step, strict, "result mask rows 0 or -2^60")
+            if index == CONTROL_LAYERS:
+                problem = self.problem(X)
+                if problem is not None:
+                    return self._full(X, index, step, strict, problem)
             parts = self.part_blocks[index]
             if parts:
                 for part, blocks in zip(layer.parts or [layer.attention], parts):
@@ -309,11 +362,6 @@ class FleqActiveEvaluator:
                 flags = X[self.selector, :, :scratch].ne(0).flatten(1).any(1)
                 selected = frozenset(int(i) for i in flags.nonzero().flatten())
         return True
-
-    def _offsets_exact(self, X: torch.Tensor) -> bool:
-        """After the control layers: every OFFSET_FIELDS value 0 or -GATE_BIG?"""
-        values = X.index_select(0, self._offset_rows)
-        return bool(((values == 0) | (values == -GATE_BIG)).all())
 
     def _full(self, X: torch.Tensor, first: int, step: int, strict: bool, expected: str
               ) -> bool:
