@@ -9,37 +9,47 @@ component named in the heads' roles), so a block's heads cost the same products 
 not the other blocks run. `FleqActiveEvaluator` runs the pass with the model's own modules,
 layer by layer, and skips in each block layer the parts of blocks that are not selected.
 
-Why X comes out bit-identical (docs/speed.md, "FLEQ"). Checked once, on the weights:
+Why X comes out bit-identical (docs/speed.md, "FLEQ"). Both passes run the same modules on
+the same data except for the skipped parts: the fetch, pointer and operand layers
+(CONTROL_LAYERS) and the last layer run in full, and a selected block's part is the same
+`Attention` call in both. Checked once, on the weights (`_structure`):
 
-* every block-layer head belongs to one block (its key reads one block gate row); heads
-  write only rows that no other block reads or writes, and no unit or head writes a
-  constant row (rows the geometry fixes: gates, indicators, positions, block constants);
-* units of block layers either carry exactly one block's gate (then they are that block's)
-  or read no row any block writes; the last layer reads block-written rows only through
-  the write head's values and through clear units (x - relu(x) + relu(-x), exactly 0 for
-  every finite x), and its queries and keys read none.
+* every block-layer head belongs to one block (its key reads one block gate row); no block
+  reads a row another block writes; no layer writes a constant row (rows the geometry
+  fixes: gates, indicators, positions, block constants) and no block layer a result-mask row;
+* block-layer units either carry exactly one block's gate (then they are that block's) or
+  read no row any block writes; the last layer reads block-written rows only through the
+  write head's values and through clear units (x - relu(x) + relu(-x), exactly 0 for every
+  finite x), and its queries and keys read none.
 
-Then the full pass and the skipping pass differ only in rows written by unselected blocks:
-those blocks' own rows (everywhere) and shared result rows in their own columns, provided
-(per pass, the guard) every value of either pass is finite and every unit of block j has a
-pre-activation <= -2^59 outside block j's columns (so both give it exactly 0 there). The
-write head weighs an unselected block's C columns by exactly 0 (exact move temperature,
-keys and queries from control rows only; 0 x a finite value is 0), and the last layer clears
-every working row to exactly 0. What the guard checks each pass, O(rows x n):
+Then the two passes differ only in rows that unselected blocks write: their own rows
+(in every column) and shared result rows in their own columns, provided every value of
+either pass is finite and every unit of a block j has a pre-activation <= 0 outside block
+j's columns (both give it exactly 0 there). The write head weighs an unselected block's C
+columns by exactly 0 (exact move temperature; its keys and queries come from control rows;
+0 x a finite value is 0) and the last layer clears every working row to exactly 0.
 
-* the constant rows equal the geometry's punchcard values exactly;
-* every other row's largest |value| is within its limit: 1 for control and working rows, M
-  for memory; M is found once on the weights by interval propagation through every layer
-  with the constant rows taken exactly per column (gate offsets 0 / -2^60 included), each
-  head's output a convex combination of its values, each unit's pre-activation bounded apart
-  from its constant part: M is the largest power of 2 for which every bound stays below
-  the dtype's largest float / 2^8, every score below it, and every block unit at or below
-  -2^59 outside its block;
-* the blocks evaluated are every block whose selector `cur_m` (computed by the fetch head,
-  read after layer 0) is non-zero in some scratch column of some program.
+The guard (`problem`), on X after the control layers, each pass, O(rows x n):
 
-When the guard fails the pass runs in full (`LoopedTransformer.step_`), or raises
-`PrecisionError` when the run is strict.
+* the constant rows equal the geometry's punchcard values, exactly;
+* the result-mask rows (OFFSET_FIELDS) hold only 0 or -GATE_BIG;
+* every other row's largest |value| is within its limit (`_row_limits`): the operand
+  bound `bound` in rows the control heads copy from memory, 1 in the other rows the
+  control layers write and in pc and instructions, 0 in working rows not yet written;
+  memory itself only a finiteness bound.
+
+`bound` is found once, on the weights, by interval propagation from those limits through
+every block layer and the last layer (`_propagate`): constant rows exactly, per unit and
+column (gate offsets 0 / -2^60 included), result-mask rows as [-2^60, 0], each head's
+output as a convex combination of its values, each layer's bounds widened for rounding. It
+is the largest 2^(k/16) for which every bound and score stays below the dtype's largest
+float / 2^8, and every block unit outside its block stays below -2^-10 times the sum of its
+terms' magnitudes (so rounding cannot lift it to > 0).
+
+The blocks evaluated are every block whose selector `cur_m` (the fetch's output, read after
+layer 0) is non-zero in some scratch column of some program of the batch. When the guard
+fails, the rest of the pass runs in full (its first layers already did), or
+`PrecisionError` is raised when the run is strict.
 """
 
 from __future__ import annotations
