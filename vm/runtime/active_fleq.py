@@ -70,13 +70,9 @@ CONTROL_LAYERS = 3
 GATE_SLACK = 2.0 ** -10
 """A block unit's pre-activation outside its block must stay at or below -GATE_SLACK times
 the sum of its terms' magnitudes: the rounding of a sum of k terms is at most k x eps times
-that sum, below it for k up to 2^14 in float32 (eps 2^-24), so its ReLU gives exactly 0."""
+that sum, below that when 2 k eps <= GATE_SLACK (checked), so its ReLU gives exactly 0."""
 SEARCH_STEPS = 16
 """The memory bound is searched to 1/SEARCH_STEPS of a binary order of magnitude."""
-SOFTMAX_SLACK = 1.0 + 1e-6
-"""A softmax's weights sum to at most this (rounding)."""
-ROUNDING = 1.001
-"""Each layer's bounds are widened by this factor, for the rounding of the sums they bound."""
 FINITE_SHIFT = 8
 """Every bound stays below the dtype's largest float / 2^FINITE_SHIFT."""
 MEMORY_FIELDS = ("mem",)
@@ -100,6 +96,12 @@ class FleqActiveEvaluator:
         self.bound = 0.0
         self.finite = float(np.finfo(dtype).max) / 2.0 ** FINITE_SHIFT
         self.memory_limit = self.finite ** 0.5
+        eps = float(np.finfo(dtype).eps)
+        self.rounding = 1.0 + 4.0 * (max(weights.rows, weights.columns) + 8) * eps
+        """Each layer's bounds are widened by this factor: a softmax's weights sum to at
+        most 1 + n eps, and each sum of k terms rounds by at most k eps of its magnitude."""
+        terms = max(int(np.count_nonzero(layer.ffn.W1, axis=1).max(initial=0)) + 1
+                    for layer in weights.layers)
         """|memory| allowed (read by the write head only: a finiteness bound)."""
         constants = constant_rows(geometry, layout)
         self._constant_mask = np.abs(constants).sum(axis=1) > 0
@@ -111,6 +113,8 @@ class FleqActiveEvaluator:
             self._offset_mask[layout[name]] = True
         if not exact_moves:
             self.unsupported = "the write head does not move at an exact temperature"
+        elif 2 * terms * eps > GATE_SLACK:
+            self.unsupported = "units with too many terms for the gate's rounding slack"
         elif model.attention != "masked" or self.blocks == 0:
             self.unsupported = "needs masked attention and function blocks"
         else:
@@ -302,7 +306,7 @@ class FleqActiveEvaluator:
                                              part["starts"])
                     if not np.all(scores < limit):
                         return False
-                    bound = (bound + part["V"] @ bound * SOFTMAX_SLACK) * ROUNDING
+                    bound = (bound + part["V"] @ bound) * self.rounding
                     bound[constant] = fixed
                 if "W1" in part:
                     free = part["free"]
@@ -312,7 +316,7 @@ class FleqActiveEvaluator:
                             and np.all(variable + part["size"] < limit)):
                         return False
                     bound = (bound + part["W2"] @ np.maximum(variable + part["top"], 0.0)
-                             + part["b2"]) * ROUNDING
+                             + part["b2"]) * self.rounding
                     bound[constant] = fixed
                 bound[offset] = GATE_BIG
                 if not np.all(bound < limit):
