@@ -211,7 +211,7 @@ class FleqBenchRow:
         return {**self.__dict__, "program_steps_per_second": self.batch / self.seconds_per_pass}
 
 
-FLEQ_BENCH_STEPS = 10_000
+FLEQ_BENCH_STEPS = 1_000
 """A bench run restarts its program after this many passes if it has not halted by then."""
 
 
