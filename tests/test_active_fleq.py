@@ -124,3 +124,16 @@ def test_strict_runs_raise_instead_of_falling_back(field: str) -> None:
         X[executor.layout[field], 0, -1] = 1.0
     with pytest.raises(PrecisionError):
         _compare(executor, evaluator, X, 1, strict=True)
+
+
+def test_runs_use_it_by_default_and_end_where_full_runs_end() -> None:
+    program = fleq_workload("calculator")
+    geometry = fleq_geometry_for(program)
+    ends = {}
+    for evaluation in ("auto", "full"):
+        executor = TransformerExecutor(geometry, EngineConfig(evaluation=evaluation))
+        runner = executor.runner(executor.load([program]))
+        runner.advance(50)
+        ends[evaluation] = (runner.evaluation, runner.fallbacks, runner.state())
+    assert ends["auto"][:2] == ("active", 0) and ends["full"][0] == "full"
+    assert torch.equal(_bits(ends["auto"][2]), _bits(ends["full"][2]))

@@ -72,7 +72,7 @@ GATE_SLACK = 2.0 ** -10
 the sum of its terms' magnitudes: the rounding of a sum of k terms is at most k x eps times
 that sum, below that when 2 k eps <= GATE_SLACK (checked), so its ReLU gives exactly 0."""
 SEARCH_STEPS = 16
-"""The memory bound is searched to 1/SEARCH_STEPS of a binary order of magnitude."""
+"""The operand bound is searched to 1/SEARCH_STEPS of a binary order of magnitude."""
 FINITE_SHIFT = 8
 """Every bound stays below the dtype's largest float / 2^FINITE_SHIFT."""
 MEMORY_FIELDS = ("mem",)
@@ -94,15 +94,16 @@ class FleqActiveEvaluator:
         self.blocks = len(geometry.blocks)
         self.unsupported: str | None = None
         self.bound = 0.0
+        """The operand bound: largest |value| the guard allows in rows copied from memory."""
         self.finite = float(np.finfo(dtype).max) / 2.0 ** FINITE_SHIFT
         self.memory_limit = self.finite ** 0.5
+        """|memory| allowed (read by the write head only: a finiteness bound)."""
         eps = float(np.finfo(dtype).eps)
         self.rounding = 1.0 + 4.0 * (max(weights.rows, weights.columns) + 8) * eps
         """Each layer's bounds are widened by this factor: a softmax's weights sum to at
         most 1 + n eps, and each sum of k terms rounds by at most k eps of its magnitude."""
         terms = max(int(np.count_nonzero(layer.ffn.W1, axis=1).max(initial=0)) + 1
                     for layer in weights.layers)
-        """|memory| allowed (read by the write head only: a finiteness bound)."""
         constants = constant_rows(geometry, layout)
         self._constant_mask = np.abs(constants).sum(axis=1) > 0
         self._constants = constants
@@ -120,9 +121,9 @@ class FleqActiveEvaluator:
         else:
             self.unsupported = self._structure()
             if self.unsupported is None:
-                self.bound = self._memory_bound()
+                self.bound = self._operand_bound()
                 if self.bound < 1.0:
-                    self.unsupported = "no memory bound keeps every block unit at exactly 0"
+                    self.unsupported = "no operand bound keeps every block unit at exactly 0"
         self.selector = layout["cur_m"]
         self.scratch = model.scratch
         device = model.layers[0].ffn.b1.device
@@ -289,13 +290,14 @@ class FleqActiveEvaluator:
             prepared.append(part)
         return prepared
 
-    def _propagate(self, memory: float, prepared: list[dict[str, np.ndarray]]) -> bool:
-        """Does every pass from a state within `_row_limits(memory)` (constant rows exact)
-        keep every value below `finite` and every block unit off outside its block?"""
+    def _propagate(self, operands: float, prepared: list[dict[str, np.ndarray]]) -> bool:
+        """Does every pass whose state after the control layers is within
+        `_row_limits(operands)` (constant and offset rows exact) keep every value below
+        `finite` and every block unit off outside its block?"""
         constant = self._constant_mask
         fixed = np.abs(self._constants[constant]).max(axis=1)
         offset = self._offset_mask
-        bound = self._row_limits(memory)
+        bound = self._row_limits(operands)
         bound[constant] = fixed
         bound[offset] = GATE_BIG
         limit = self.finite
@@ -323,7 +325,7 @@ class FleqActiveEvaluator:
                     return False
         return True
 
-    def _memory_bound(self) -> float:
+    def _operand_bound(self) -> float:
         """The largest power of 2^(1/SEARCH_STEPS) that `_propagate` accepts (it is
         monotone: bigger states have bigger bounds), by bisection; 0 if none from 2^0."""
         prepared = self._prepare()
