@@ -18,6 +18,7 @@ from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble_file
 from tests.strategies import programs as random_programs
 from vm.runtime.active import ActiveEvaluator, exactness_bound
+from vm.runtime.active_fleq import FleqActiveEvaluator
 from vm.common.errors import InputError, PrecisionError
 from vm.runtime.executor import AUTO_ACTIVE_CELLS, EngineConfig, TransformerExecutor
 from vm.runtime.fused import FusedPass, available as fused_available
@@ -114,14 +115,15 @@ def test_halting_random_programs_run_bit_identically(program):
 
 
 @pytest.mark.parametrize("path", FLEQ_PROGRAMS, ids=lambda path: path.stem)
-def test_fleq_programs_are_evaluated_in_full(path):
-    """FLEQ's function blocks round differently on a subset of columns: the executor keeps the
-    full pass for them, and its runs stay identical to `evaluation="full"`."""
+def test_fleq_programs_are_not_evaluated_on_active_columns(path):
+    """FLEQ's function blocks round differently on a subset of columns: the column-skipping
+    evaluator declines them; the executor uses the block-skipping one
+    (vm/runtime/active_fleq.py) and its runs stay identical to `evaluation="full"`."""
     program = FLEQ.assemble_file(path)
     shape = FLEQ.geometry_for(program)
     active = TransformerExecutor(shape, EngineConfig())
     full = TransformerExecutor(shape, EngineConfig(evaluation="full"))
-    assert active.active is None
+    assert isinstance(active.active, FleqActiveEvaluator)
     assert "real-valued" in evaluator(active).unsupported
     X = active.load([program])
     assert torch.equal(active.run(X, 40).X, full.run(X, 40).X)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import torch
 
@@ -20,7 +22,16 @@ def test_bench_fleq_prints_one_row_per_program_and_batch(capsys):
             if line.startswith("| calculator |")]
     assert code == 0 and len(rows) == 2
     assert [int(row.split("|")[7]) for row in rows] == [1, 2]
-    assert all(float(row.split("|")[12].replace(",", "")) > 0 for row in rows)
+    assert all(float(row.split("|")[13].replace(",", "")) > 0 for row in rows)
+    assert all(row.split("|")[11].strip() == "active" for row in rows)
+
+
+def test_bench_fleq_times_the_evaluation_asked_for(capsys):
+    code = main(["bench", "fleq", "calculator", "--evaluation", "full", "--seconds", "0.05",
+                 "--json"])
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert code == 0 and [row["evaluation"] for row in rows] == ["full"]
+    assert rows[0]["full_passes"] == 0
 
 
 def test_bench_fleq_refuses_an_unknown_workload(capsys):

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from vm.transformer import layers
-from vm.transformer.layers import MASK_AS_BIAS_MAX, LoopedTransformer, cpu_threads, mask_matrix, trace_pass
+from vm.transformer.layers import (MASK_AS_BIAS_MAX, LoopedTransformer, cpu_threads, head_segments,
+                                   mask_matrix, trace_pass)
 from vm.transformer.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
 
 
@@ -232,3 +233,10 @@ def test_a_big_almost_empty_relu_layer_runs_sparse_and_equals_eq1b():
     for b in range(2):
         expected = numpy_pass(machine, X[b], None)
         assert np.abs(got[b] - expected).max() <= 1e-12 * np.abs(expected).max()
+
+
+def test_heads_are_split_by_the_component_their_roles_name():
+    roles = ["inv: term 0", "sqrt: term 0", "inv: term 1", "add: C gathers A"]
+    assert head_segments(roles) == [(0, 2), (1,), (3,)]
+    assert head_segments(["inv: term 0", "inv: term 1"]) == [(0, 1)]
+    assert head_segments(["fetch instruction at pc", "inv: term 0"]) == [(0, 1)]

@@ -67,7 +67,8 @@ def _register_fleq(targets: argparse._SubParsersAction) -> None:
     parser = targets.add_parser(
         "fleq", help="time one pass of the FLEQ looped transformer",
         description="Time passes of the FLEQ looped transformer (unchecked; weights built "
-                    "before timing) on built-in workloads or .fleq files. Built-in: "
+                    "before timing): runs of the program from its start to its halt, "
+                    "repeated, on built-in workloads or .fleq files. Built-in: "
                     "calculator (programs/fleq/calculator.fleq, d = 1) and inverse-d8 "
                     "(X = inverse(A, iters=3) on an 8 x 8 matrix, then y = inv(x)).")
     parser.add_argument("programs", nargs="*", default=list(FLEQ_WORKLOADS), metavar="PROGRAM",
@@ -79,6 +80,11 @@ def _register_fleq(targets: argparse._SubParsersAction) -> None:
     parser.add_argument("--dtype", choices=list(DTYPE_NAMES),
                         help="default: the machine's (float64 for FLEQ)")
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
+    parser.add_argument("--evaluation", choices=["auto", "active", "full"], default="auto",
+                        help="active: skip the function blocks the instruction does not "
+                             "select, bit-identical to full and falling back to it when its "
+                             "guard fails; full: every block, the definition; auto (default): "
+                             "what `ltvm run` uses (the evaluation column says which ran)")
     _add_common_arguments(parser, "by workload")
     parser.set_defaults(func=run_fleq)
 
@@ -89,7 +95,7 @@ def run_fleq(args: argparse.Namespace) -> int:
     from vm.tools.bench import bench_fleq, format_fleq_table
 
     config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
-                          threads=args.threads)
+                          threads=args.threads, evaluation=args.evaluation)
     rows = bench_fleq(args.programs, args.batch, config, args.seconds,
                       lambda message: print(message, file=sys.stderr, flush=True))
     device = torch.cuda.get_device_name() if config.device.startswith("cuda") else "cpu"

@@ -33,7 +33,9 @@ from vm.transformer.sampling import ReadNoise
 from vm.machines import machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
 from vm.machines.subleq.reference import RunResult
+from vm.machines.fleq.layout import FleqGeometry
 from vm.runtime.active import ActiveEvaluator
+from vm.runtime.active_fleq import FleqActiveEvaluator
 from vm.runtime.config import (AUTO_ACTIVE_CELLS, DEFAULT_CHECK_EVERY, DTYPE_NAMES, EVALUATIONS,
                                FUSED_CHECK_EVERY, EngineConfig)
 from vm.runtime.fused import FusedPass
@@ -51,8 +53,12 @@ def _model(geometry: Geometry, temperature: float | None, dtype: str, device: st
 
 @lru_cache(maxsize=16)
 def _active(geometry: Geometry, temperature: float | None, dtype: str, device: str,
-            attention: str) -> ActiveEvaluator:
+            attention: str) -> ActiveEvaluator | FleqActiveEvaluator:
     machine = machine_for(geometry, temperature)
+    if isinstance(geometry, FleqGeometry):
+        return FleqActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
+                                   machine.weights, machine.layout, geometry, dtype,
+                                   machine.moves_are_exact(dtype))
     evaluator = ActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
                                 machine.weights, machine.layout, geometry.scratch,
                                 machine.real_fields)
@@ -84,7 +90,7 @@ class TransformerExecutor:
                         if config.checked is None else config.checked)
         if self.checked:
             self.machine.check_exact_moves(self.dtype_name)
-        self.active: ActiveEvaluator | None = None
+        self.active: ActiveEvaluator | FleqActiveEvaluator | None = None
         if config.evaluation != "full" and not self.checked:
             active = _active(geometry, config.temperature, self.dtype_name, config.device,
                              config.attention)
@@ -266,6 +272,8 @@ class Runner:
             return "fused"
         if wanted == "auto" and executor.device.type != "cpu":
             return "full"
+        if isinstance(active, FleqActiveEvaluator):
+            return "active"
         batch, _, columns = X.shape
         if wanted == "auto" and batch * columns < AUTO_ACTIVE_CELLS:
             return "full"
@@ -281,7 +289,7 @@ class Runner:
         """Up to `max_steps` more passes, fewer when every program reaches EOF first."""
         executor, X = self.executor, self.X
         pc, window, end = executor._pc_rows, self.window, self.done + max_steps
-        with flush_denormals(), executor._threads(X):
+        with flush_denormals(), executor._threads(from_internal(X)):
             while self.done < end and bool(executor.running(X[pc, :, 0]).any()):
                 passes = min(window, end - self.done)
                 offset = 0

@@ -16,7 +16,7 @@ warm-up + budget whatever the machine's load.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -29,9 +29,9 @@ from vm.machines.fleq.punchcard import fleq_geometry_for
 from assembler.program import Program
 from vm.machines.subleq.punchcard import geometry_for
 from vm.common.errors import InputError
-from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.runtime.executor import EngineConfig, Runner, TransformerExecutor
 from vm.runtime.fused import thread_count as fused_thread_count
-from vm.transformer.layers import cpu_thread_count, cpu_threads, flush_denormals, to_internal
+from vm.transformer.layers import cpu_thread_count
 from vm.machines.subleq.reference import ReferenceMachine
 from vm.tools.workloads import FLEQ_WORKLOADS, looping_programs, workload_geometry
 
@@ -200,33 +200,50 @@ class FleqBenchRow:
     device: str
     dtype: str
     attention: str
+    evaluation: str
     threads: int
     seconds_per_pass: float
     warmup_seconds: float
+    full_passes: int
+    """Passes of the timed runs the active evaluation ran in full (its guard failed)."""
 
     def as_dict(self) -> dict:
         return {**self.__dict__, "program_steps_per_second": self.batch / self.seconds_per_pass}
 
 
+FLEQ_BENCH_STEPS = 1_000
+"""A bench run restarts its program after this many passes if it has not halted by then."""
+
+
 def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
-                      budget: float) -> tuple[TransformerExecutor, Timing]:
-    """Seconds per pass of the FLEQ transformer on `batch` copies of the program.
+                      budget: float) -> tuple[TransformerExecutor, Timing, str, int]:
+    """Seconds per pass of the FLEQ transformer on `batch` copies of the program, the
+    evaluation the runs used and how many passes they ran in full.
 
-    Passes are timed directly (model.step_, unchecked), not through the run loop: a pass
-    costs the same before and after the program halts, and the loop would stop at halt.
+    Passes are the program's own: runs from the loaded punchcard to the halt (at most
+    FLEQ_BENCH_STEPS passes), restarted as often as the timing needs, through the run loop
+    `ltvm run` uses (unchecked, so the configured evaluation is what runs). A halted
+    program's passes are not timed: with the active evaluation they select no block.
     """
-    executor = TransformerExecutor(fleq_geometry_for(program), config)
+    executor = TransformerExecutor(fleq_geometry_for(program), replace(config, checked=False))
     X = executor.load([program] * batch)
-    with torch.inference_mode(), flush_denormals(), cpu_threads(
-            batch * X.shape[2], config.threads):
-        internal = to_internal(X)
+    first = executor.runner(X)
+    first.advance(FLEQ_BENCH_STEPS)
+    length = max(1, int(first.result().steps.max()))
+    runs: list[Runner] = []
 
-        def work(passes: int) -> None:
-            for _ in range(passes):
-                executor.model.step_(internal)
-            if config.device.startswith("cuda"):
-                torch.cuda.synchronize()
-        return executor, timed(work, budget)
+    def work(passes: int) -> None:
+        done = 0
+        while done < passes:
+            runner = executor.runner(X)
+            count = min(length, passes - done)
+            runner.advance(count)
+            runs.append(runner)
+            done += count
+        if config.device.startswith("cuda"):
+            torch.cuda.synchronize()
+    timing = timed(work, budget)
+    return executor, timing, first.evaluation, sum(run.fallbacks for run in runs)
 
 
 def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budget: float,
@@ -236,25 +253,27 @@ def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budge
         program = fleq_workload(name)
         for batch in batches:
             progress(f"{name} batch={batch} on {config.device} ...")
-            executor, timing = fleq_pass_seconds(program, batch, config, budget)
+            executor, timing, evaluation, full = fleq_pass_seconds(program, batch, config,
+                                                                   budget)
             weights = executor.machine.weights
             threads = (cpu_thread_count(batch * weights.columns, config.threads)
                        if config.device == "cpu" else 0)
             rows.append(FleqBenchRow(name, program.d, weights.rows, weights.columns,
                                      len(weights.layers), sum(weights.heads), batch,
                                      config.device, executor.dtype_name, config.attention,
-                                     threads, 1.0 / timing.per_second, timing.warmup_seconds))
+                                     evaluation, threads, 1.0 / timing.per_second,
+                                     timing.warmup_seconds, full))
     return rows
 
 
 def format_fleq_table(rows: list[FleqBenchRow]) -> str:
     lines = ["| program | d | rows | n | layers | heads | batch | device | dtype | attention | "
-             "threads | ms per pass | warm-up ms | program steps/s |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|"]
+             "evaluation | threads | ms per pass | warm-up ms | program steps/s | full passes |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row.program} | {row.d} | {row.rows} | {row.columns} | {row.layers} | "
                      f"{row.heads} | {row.batch} | {row.device} | {row.dtype} | "
-                     f"{row.attention} | {row.threads or '-'} | "
+                     f"{row.attention} | {row.evaluation} | {row.threads or '-'} | "
                      f"{row.seconds_per_pass * 1e3:,.3f} | {row.warmup_seconds * 1e3:,.1f} | "
-                     f"{row.batch / row.seconds_per_pass:,.1f} |")
+                     f"{row.batch / row.seconds_per_pass:,.1f} | {row.full_passes} |")
     return "\n".join(lines)

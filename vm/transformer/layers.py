@@ -374,20 +374,49 @@ class FeedForward(_RowIndexed):
         _add_rows(flat, self.rows, update)
 
 
+def head_segments(roles: list[str]) -> list[tuple[int, ...]]:
+    """The heads of a layer split by the component their role names ("inv: ..."), when
+    every head names one and there are several; else one segment of all heads."""
+    names = [role.split(": ", 1)[0] if ": " in role else None for role in roles]
+    if None in names or len(set(names)) < 2:
+        return [tuple(range(len(roles)))]
+    order = list(dict.fromkeys(names))
+    return [tuple(i for i, name in enumerate(names) if name == wanted) for wanted in order]
+
+
 class TransformerLayer(nn.Module):
-    """Attention followed by the ReLU layer, updating X in place."""
+    """Attention followed by the ReLU layer, updating X in place.
+
+    A layer whose heads belong to several components (FLEQ's function blocks) runs each
+    component's heads as its own `Attention` (`parts`, heads `part_heads`): a component's
+    heads then cost the same products whether or not the other components run, which lets
+    vm/runtime/active_fleq.py skip components bit-exactly.
+    """
 
     def __init__(self, weights: LayerWeights, dtype: torch.dtype, sparse: bool = False) -> None:
         super().__init__()
         self.role = weights.role
         self.head_roles = [head.role for head in weights.heads]
         self.attention = Attention(weights.heads, dtype) if weights.heads else None
+        segments = head_segments(self.head_roles) if weights.heads else []
+        self.part_heads = segments if len(segments) > 1 else []
+        self.parts = nn.ModuleList(Attention(tuple(weights.heads[i] for i in segment), dtype)
+                                   for segment in self.part_heads)
         self.ffn = FeedForward(weights.ffn, dtype, sparse)
 
     def attend(self, X: torch.Tensor, mode: str, scratch: int,
                bias: torch.Tensor | None, noise: ReadNoise | None = None) -> None:
-        if self.attention is not None:
-            _add_rows(X, self.attention.rows, self.attention(X, mode, scratch, bias, noise))
+        if self.parts:
+            for part in self.parts:
+                self.attend_part(X, part, mode, scratch, bias, noise)
+        elif self.attention is not None:
+            self.attend_part(X, self.attention, mode, scratch, bias, noise)
+
+    @staticmethod
+    def attend_part(X: torch.Tensor, part: Attention, mode: str, scratch: int,
+                    bias: torch.Tensor | None, noise: ReadNoise | None = None) -> None:
+        """X += the output of some of the layer's heads."""
+        _add_rows(X, part.rows, part(X, mode, scratch, bias, noise))
 
 
 class LoopedTransformer(nn.Module):

@@ -1,0 +1,139 @@
+"""FleqActiveEvaluator: every pass bit-identical to the full Eq. (1) pass; the guard falls back
+(or raises when strict) on states it cannot prove."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from vm.common.errors import PrecisionError
+from vm.functions.base import GATE_BIG
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.runtime.active_fleq import FleqActiveEvaluator
+from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.tools.bench import fleq_workload
+from vm.transformer.layers import cpu_threads, flush_denormals, to_internal
+
+PROGRAMS = sorted((Path(__file__).resolve().parents[1] / "programs" / "fleq").glob("*.fleq"))
+PASSES = 120
+"""Passes compared per program (the longer ones are cut here to keep the suite fast)."""
+
+
+def _setup(program, dtype: str) -> tuple[TransformerExecutor, FleqActiveEvaluator, torch.Tensor]:
+    geometry = fleq_geometry_for(program)
+    executor = TransformerExecutor(geometry, EngineConfig(dtype=dtype, checked=False,
+                                                          evaluation="full"))
+    machine = executor.machine
+    evaluator = FleqActiveEvaluator(executor.model, machine.weights, machine.layout, geometry,
+                                    dtype, machine.moves_are_exact(dtype))
+    assert evaluator.unsupported is None
+    return executor, evaluator, to_internal(executor.load([program]))
+
+
+def _bits(X: torch.Tensor) -> torch.Tensor:
+    return X.view(torch.int64 if X.dtype == torch.float64 else torch.int32)
+
+
+def _compare(executor: TransformerExecutor, evaluator: FleqActiveEvaluator, X: torch.Tensor,
+             passes: int, strict: bool = False) -> int:
+    """Run both evaluations side by side, comparing bits after every pass; passes skipped."""
+    full = X.clone()
+    skipped = 0
+    with torch.inference_mode(), flush_denormals(), cpu_threads(X.shape[2], 1):
+        for step in range(passes):
+            skipped += evaluator.step_(X, step, strict)
+            executor.model.step_(full)
+            assert torch.equal(_bits(X), _bits(full)), f"pass {step} differs"
+    return skipped
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda path: path.stem)
+def test_every_pass_of_every_program_is_bit_identical(path: Path, dtype: str) -> None:
+    """Every pass skips unselected blocks except some of chunked_attention's, whose oracle
+    block (values scaled by e^40) the guard's interval bounds cannot clear for operands
+    above 4.7: those passes run in full."""
+    program = FLEQ.assemble_file(path)
+    executor, evaluator, X = _setup(program, dtype)
+    steps = int(executor.run(executor.load([program]), PASSES).steps[0])
+    skipped = _compare(executor, evaluator, X, steps)
+    assert skipped == steps or (path.stem == "chunked_attention" and skipped >= steps // 2)
+
+
+def test_a_batch_selects_the_union_of_its_programs_blocks() -> None:
+    programs = [FLEQ.assemble_file(path) for path in PROGRAMS if path.stem == "calculator"] * 2
+    executor, evaluator, _ = _setup(programs[0], "float64")
+    X = to_internal(executor.load(programs))
+    memory = executor.layout["mem"]
+    X[memory, 1] *= -3.0
+    assert _compare(executor, evaluator, X, 7) == 7
+
+
+def _calculator(dtype: str = "float64"):
+    return _setup(fleq_workload("calculator"), dtype)
+
+
+def test_a_state_that_is_not_finite_runs_in_full() -> None:
+    executor, evaluator, X = _calculator()
+    X[executor.layout["mem"], 0, -3] = float("nan")
+    assert _compare(executor, evaluator, X, 1) == 0
+
+
+def _huge_operands(executor: TransformerExecutor, evaluator: FleqActiveEvaluator,
+                   X: torch.Tensor) -> None:
+    """Every memory cell of program 0 beyond the guard's operand bound."""
+    geometry = executor.machine.geometry
+    cells = slice(geometry.memory_start, geometry.instruction_start)
+    X[executor.layout["mem"], 0, cells] = 4.0 * evaluator.bound
+
+
+def test_operands_beyond_the_bound_run_in_full_and_still_match() -> None:
+    executor, evaluator, X = _calculator()
+    _huge_operands(executor, evaluator, X)
+    assert _compare(executor, evaluator, X, 3) == 0
+
+
+def test_a_changed_constant_row_runs_in_full() -> None:
+    executor, evaluator, X = _calculator()
+    X[executor.layout.row("gblock0"), 0, 0] = 0.0
+    assert _compare(executor, evaluator, X, 2) == 0
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_result_mask_off_its_offsets_is_caught_after_the_control_layers(strict: bool) -> None:
+    executor, evaluator, X = _calculator()
+    first = executor.machine.geometry.instruction_column(0)
+    X[executor.layout.row("i_dh", 0), 0, first] = 0.25
+    assert evaluator.problem(X) is None
+    if strict:
+        with pytest.raises(PrecisionError, match="result mask"):
+            _compare(executor, evaluator, X, 1, strict=True)
+    else:
+        assert _compare(executor, evaluator, X, 1) == 0
+
+
+@pytest.mark.parametrize("field", ["mem", "gblock0"])
+def test_strict_runs_raise_instead_of_falling_back(field: str) -> None:
+    executor, evaluator, X = _calculator()
+    if field == "mem":
+        _huge_operands(executor, evaluator, X)
+    else:
+        X[executor.layout[field], 0, -1] = 1.0
+    with pytest.raises(PrecisionError):
+        _compare(executor, evaluator, X, 1, strict=True)
+
+
+def test_runs_use_it_by_default_and_end_where_full_runs_end() -> None:
+    program = fleq_workload("calculator")
+    geometry = fleq_geometry_for(program)
+    ends = {}
+    for evaluation in ("auto", "full"):
+        executor = TransformerExecutor(geometry, EngineConfig(evaluation=evaluation))
+        runner = executor.runner(executor.load([program]))
+        runner.advance(50)
+        ends[evaluation] = (runner.evaluation, runner.fallbacks, runner.state())
+    assert ends["auto"][:2] == ("active", 0) and ends["full"][0] == "full"
+    assert torch.equal(_bits(ends["auto"][2]), _bits(ends["full"][2]))

@@ -1,0 +1,419 @@
+"""FLEQ passes that skip the heads of the function blocks the instruction does not select.
+
+Where a FLEQ pass spends its time (`ltvm bench fleq`, docs/speed.md): in the function-block
+layers' attention, whose many heads (sigmoid sums of 64 terms, linearized softmax products)
+every scratch query evaluates over all n keys, for every block, although only the block the
+instruction selects (its `cur_m` bit) produces the result that is written. The model runs
+each block's heads of a layer as their own `Attention` (`TransformerLayer.parts`, one per
+component named in the heads' roles), so a block's heads cost the same products whether or
+not the other blocks run. `FleqActiveEvaluator` runs the pass with the model's own modules,
+layer by layer, and skips in each block layer the parts of blocks that are not selected.
+
+Why X comes out bit-identical (docs/speed.md, "FLEQ"). Both passes run the same modules on
+the same data except for the skipped parts: the fetch, pointer and operand layers
+(CONTROL_LAYERS) and the last layer run in full, and a selected block's part is the same
+`Attention` call in both. Checked once, on the weights (`_structure`):
+
+* every block-layer head belongs to one block (its key reads one block gate row); no block
+  reads a row another block writes; no layer writes a constant row (rows the geometry
+  fixes: gates, indicators, positions, block constants) and no block layer a result-mask row;
+* block-layer units either carry exactly one block's gate (then they are that block's) or
+  read no row any block writes; the last layer reads block-written rows only through the
+  write head's values and through clear units (x - relu(x) + relu(-x), exactly 0 for every
+  finite x), and its queries and keys read none.
+
+Then the two passes differ only in rows that unselected blocks write: their own rows
+(in every column) and shared result rows in their own columns, provided every value of
+either pass is finite and every unit of a block j has a pre-activation <= 0 outside block
+j's columns (both give it exactly 0 there). The write head weighs an unselected block's C
+columns by exactly 0 (exact move temperature; its keys and queries come from control rows;
+0 x a finite value is 0) and the last layer clears every working row to exactly 0.
+
+The guard (`problem`), on X after the control layers, each pass, O(rows x n):
+
+* the constant rows equal the geometry's punchcard values, exactly;
+* the result-mask rows (OFFSET_FIELDS) hold only 0 or -GATE_BIG;
+* every other row's largest |value| is within its limit (`_row_limits`): the operand
+  bound `bound` in rows the control heads copy from memory, 1 in the other rows the
+  control layers write and in pc and instructions, 0 in working rows not yet written;
+  memory itself only a finiteness bound.
+
+`bound` is found once, on the weights, by interval propagation from those limits through
+every block layer and the last layer (`_propagate`): constant rows exactly, per unit and
+column (gate offsets 0 / -2^60 included), result-mask rows as [-2^60, 0], each head's
+output as a convex combination of its values, each layer's bounds widened for rounding. It
+is the largest 2^(k/16) for which every bound and score stays below the dtype's largest
+float / 2^8, and every block unit outside its block stays below -2^-10 times the sum of its
+terms' magnitudes (so rounding cannot lift it to > 0).
+
+The blocks evaluated are every block whose selector `cur_m` (the fetch's output, read after
+layer 0) is non-zero in some scratch column of some program of the batch. When the guard
+fails, the rest of the pass runs in full (its first layers already did), or
+`PrecisionError` is raised when the run is strict.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from vm.common.errors import PrecisionError
+from vm.functions.base import GATE_BIG
+from vm.machines.fleq.layout import FleqGeometry
+from vm.machines.fleq.punchcard import constant_rows
+from vm.transformer.layers import LoopedTransformer
+from vm.transformer.layout import Layout
+from vm.transformer.weights import MachineWeights
+
+CONTROL_LAYERS = 3
+"""Fetch, pointer and operand layers: always evaluated in full, before any block layer."""
+GATE_SLACK = 2.0 ** -10
+"""A block unit's pre-activation outside its block must stay at or below -GATE_SLACK times
+the sum of its terms' magnitudes: the rounding of a sum of k terms is at most k x eps times
+that sum, below that when 2 k eps <= GATE_SLACK (checked), so its ReLU gives exactly 0."""
+SEARCH_STEPS = 16
+"""The operand bound is searched to 1/SEARCH_STEPS of a binary order of magnitude."""
+FINITE_SHIFT = 8
+"""Every bound stays below the dtype's largest float / 2^FINITE_SHIFT."""
+MEMORY_FIELDS = ("mem",)
+"""Rows that hold program data; every other row holds codes, flags or 0 between passes."""
+OFFSET_FIELDS = ("resmask",)
+"""Working rows the control layers fill with gate offsets (0 or -GATE_BIG; the d_h x d_w
+result mask): checked after the control layers, then taken as [-GATE_BIG, 0] by the bounds."""
+
+
+class FleqActiveEvaluator:
+    """Block-selective FLEQ passes for one model; `unsupported` says why not, when not."""
+
+    fused = None
+    """No fused form (the Runner asks)."""
+
+    def __init__(self, model: LoopedTransformer, weights: MachineWeights, layout: Layout,
+                 geometry: FleqGeometry, dtype: str, exact_moves: bool) -> None:
+        self.model, self.weights, self.layout = model, weights, layout
+        self.blocks = len(geometry.blocks)
+        self.unsupported: str | None = None
+        self.bound = 0.0
+        """The operand bound: largest |value| the guard allows in rows copied from memory."""
+        self.finite = float(np.finfo(dtype).max) / 2.0 ** FINITE_SHIFT
+        self.memory_limit = self.finite ** 0.5
+        """|memory| allowed (read by the write head only: a finiteness bound)."""
+        eps = float(np.finfo(dtype).eps)
+        self.rounding = 1.0 + 4.0 * (max(weights.rows, weights.columns) + 8) * eps
+        """Each layer's bounds are widened by this factor: a softmax's weights sum to at
+        most 1 + n eps, and each sum of k terms rounds by at most k eps of its magnitude."""
+        terms = max(int(np.count_nonzero(layer.ffn.W1, axis=1).max(initial=0)) + 1
+                    for layer in weights.layers)
+        constants = constant_rows(geometry, layout)
+        self._constant_mask = np.abs(constants).sum(axis=1) > 0
+        self._constants = constants
+        self.block_columns = [geometry.block_columns(i) for i in range(self.blocks)]
+        self.part_blocks: list[list[frozenset[int]]] = []
+        self._offset_mask = np.zeros(weights.rows, dtype=bool)
+        for name in OFFSET_FIELDS:
+            self._offset_mask[layout[name]] = True
+        if not exact_moves:
+            self.unsupported = "the write head does not move at an exact temperature"
+        elif 2 * terms * eps > GATE_SLACK:
+            self.unsupported = "units with too many terms for the gate's rounding slack"
+        elif model.attention != "masked" or self.blocks == 0:
+            self.unsupported = "needs masked attention and function blocks"
+        else:
+            self.unsupported = self._structure()
+            if self.unsupported is None:
+                self.bound = self._operand_bound()
+                if self.bound < 1.0:
+                    self.unsupported = "no operand bound keeps every block unit at exactly 0"
+        self.selector = layout["cur_m"]
+        self.scratch = model.scratch
+        device = model.layers[0].ffn.b1.device
+        torch_dtype = model.layers[0].ffn.b1.dtype
+        self._constant_rows = torch.as_tensor(np.flatnonzero(self._constant_mask),
+                                              device=device)
+        self._constant_values = torch.as_tensor(constants[self._constant_mask][:, None, :],
+                                                dtype=torch_dtype, device=device)
+        values = np.flatnonzero(~self._constant_mask & ~self._offset_mask)
+        self._value_rows = torch.as_tensor(values, device=device)
+        self._offset_rows = torch.as_tensor(np.flatnonzero(self._offset_mask), device=device)
+        self._limits = torch.as_tensor(self._row_limits(self.bound)[values], dtype=torch_dtype,
+                                       device=device)
+
+    # -- checks on the weights ---------------------------------------------------------
+    def _gate_rows(self) -> dict[int, int]:
+        return {self.layout.row(f"gblock{i}"): i for i in range(self.blocks)}
+
+    def _structure(self) -> str | None:
+        """Why the weights do not allow skipping unselected blocks, or None; fills
+        `part_blocks` (for each layer, the blocks of each of its attention parts)."""
+        gates = self._gate_rows()
+        gate_list = np.array(sorted(gates))
+        layers = self.weights.layers
+        last = len(layers) - 1
+        reads: dict[int, set[int]] = {i: set() for i in range(self.blocks)}
+        writes: dict[int, set[int]] = {i: set() for i in range(self.blocks)}
+        ungated_reads: set[int] = set()
+        for index, layer in enumerate(layers):
+            for head in layer.heads:
+                if self._constant_mask[head.written_rows].any():
+                    return f"a head of layer {index} writes a constant row"
+            written = np.flatnonzero(np.abs(layer.ffn.W2).sum(1) + np.abs(layer.ffn.b2))
+            if self._constant_mask[written].any():
+                return f"a unit of layer {index} writes a constant row"
+            owners = []
+            if CONTROL_LAYERS <= index < last and (
+                    self._offset_mask[written].any()
+                    or any(self._offset_mask[head.written_rows].any() for head in layer.heads)):
+                return f"layer {index} writes a result mask row"
+            if CONTROL_LAYERS <= index < last:
+                for head in layer.heads:
+                    found = [gates[int(r)] for r in gate_list if head.K[:, r].any()]
+                    if len(found) != 1:
+                        return f"a head of layer {index} has no single block gate"
+                    block = found[0]
+                    owners.append(block)
+                    rows = head.written_rows
+                    used = np.flatnonzero(np.abs(head.Q).sum(0) + np.abs(head.K).sum(0)
+                                          + np.abs(head.V[rows]).sum(0))
+                    reads[block].update(int(r) for r in used if int(r) not in gates)
+                    writes[block].update(int(r) for r in rows)
+                ffn = layer.ffn
+                for unit in range(ffn.width):
+                    found = [gates[int(r)] for r in gate_list if ffn.W1[unit, r] != 0]
+                    if len(found) > 1:
+                        return f"a unit of layer {index} reads two block gates"
+                    used = {int(r) for r in np.flatnonzero(ffn.W1[unit])}
+                    if found:
+                        reads[found[0]].update(used - set(gates))
+                        writes[found[0]].update(int(r) for r in np.flatnonzero(ffn.W2[:, unit]))
+                    else:
+                        ungated_reads.update(used)
+                layer_model = self.model.layers[index]
+                segments = layer_model.part_heads or [tuple(range(len(layer.heads)))]
+                self.part_blocks.append([frozenset(owners[h] for h in segment)
+                                         for segment in segments])
+            else:
+                self.part_blocks.append([])
+        for i in range(self.blocks):
+            for j in range(self.blocks):
+                if i != j and reads[i] & writes[j]:
+                    return f"block {i} reads rows block {j} writes"
+        block_written = set().union(*writes.values())
+        if ungated_reads & block_written:
+            return "a block layer unit without a block gate reads rows blocks write"
+        return self._last_layer(layers[last], block_written)
+
+    @staticmethod
+    def _last_layer(layer, block_written: set[int]) -> str | None:
+        """The last layer reads block-written rows only through its heads' values and
+        clear units; None when so."""
+        rows = np.array(sorted(block_written), dtype=int)
+        for head in layer.heads:
+            if np.abs(head.Q[:, rows]).sum() + np.abs(head.K[:, rows]).sum():
+                return "the write head's queries or keys read rows blocks write"
+        ffn = layer.ffn
+        for unit in np.flatnonzero(np.abs(ffn.W1[:, rows]).sum(1)):
+            used = np.flatnonzero(ffn.W1[unit])
+            out = np.flatnonzero(ffn.W2[:, unit])
+            coef = ffn.W1[unit, used[0]] if len(used) == 1 else 0.0
+            if not (len(used) == 1 and abs(coef) == 1.0 and ffn.b1[unit] == 0.0
+                    and list(out) == list(used) and ffn.W2[used[0], unit] == -coef):
+                return "the last layer reads rows blocks write other than to clear them"
+        return None
+
+    def _row_limits(self, operands: float) -> np.ndarray:
+        """Largest |value| allowed per row after the control layers: `operands` in rows the
+        control layers' heads copy from memory (operands, the flag, the old value),
+        `memory_limit` in memory, 1 in the other rows the control layers write and in the
+        program's own rows (pc, instructions), 0 in working rows not written yet (the last
+        layer cleared them). Constant and offset rows are checked exactly instead (0 here)."""
+        limits = np.zeros(self.weights.rows)
+        for name in self.layout.persistent:
+            limits[self.layout[name]] = 1.0
+        control = self.weights.layers[:CONTROL_LAYERS]
+        for layer in control:
+            limits[np.flatnonzero(np.abs(layer.ffn.W2).sum(1) + np.abs(layer.ffn.b2))] = 1.0
+        memory = np.zeros(self.weights.rows, dtype=bool)
+        for name in MEMORY_FIELDS:
+            memory[self.layout[name]] = True
+        for layer in control:
+            for head in layer.heads:
+                if np.abs(head.V[:, memory]).sum():
+                    limits[head.written_rows] = operands
+        limits[memory] = self.memory_limit
+        limits[self._constant_mask | self._offset_mask] = 0.0
+        return limits
+
+    def _outside(self) -> np.ndarray:
+        """(blocks, n): True in the columns outside each block."""
+        outside = np.ones((self.blocks, self.weights.columns), dtype=bool)
+        for i, columns in enumerate(self.block_columns):
+            outside[i, columns.start:columns.stop] = False
+        return outside
+
+    def _prepare(self) -> list[dict[str, np.ndarray]]:
+        """Each layer's weights in the form `_propagate` uses: absolute values, the exact
+        contribution of the constant rows per unit and column, block units' worst case
+        outside their block."""
+        gates = self._gate_rows()
+        constant = self._constant_mask
+        C = self._constants[constant]
+        outside = self._outside()
+        prepared = []
+        offset = self._offset_mask
+        free = ~constant & ~offset
+        for layer in self.weights.layers[CONTROL_LAYERS:]:
+            part: dict[str, np.ndarray] = {"free": free, "offset": offset}
+            if layer.heads:
+                part["Q"] = np.abs(np.concatenate([head.lam * head.Q for head in layer.heads]))
+                part["K"] = np.abs(np.concatenate([head.K for head in layer.heads]))
+                part["starts"] = np.cumsum([0] + [head.Q.shape[0] for head in layer.heads])[:-1]
+                part["V"] = sum(np.abs(head.V) for head in layer.heads)
+            ffn = layer.ffn
+            if ffn.width:
+                offsets = ffn.W1[:, constant] @ C
+                part["W1"] = np.abs(ffn.W1[:, free])
+                part["raised"] = np.maximum(-ffn.W1[:, offset], 0.0).sum(1) * GATE_BIG
+                part["top"] = ffn.b1 + offsets.max(axis=1)
+                part["size"] = (np.abs(offsets).max(axis=1) + np.abs(ffn.b1)
+                                + np.abs(ffn.W1[:, offset]).sum(1) * GATE_BIG)
+                worst = np.full(ffn.width, -np.inf)
+                for row, block in gates.items():
+                    units = np.flatnonzero(ffn.W1[:, row])
+                    if len(units):
+                        worst[units] = (offsets[np.ix_(units, outside[block])].max(axis=1)
+                                        + ffn.b1[units])
+                part["worst"] = worst
+                part["mass"] = (np.abs(ffn.W1[:, constant]) @ np.abs(C)).max(axis=1) + np.abs(
+                    ffn.b1)
+                part["W2"] = np.abs(ffn.W2)
+                part["b2"] = np.abs(ffn.b2)
+            prepared.append(part)
+        return prepared
+
+    def _propagate(self, operands: float, prepared: list[dict[str, np.ndarray]]) -> bool:
+        """Does every pass whose state after the control layers is within
+        `_row_limits(operands)` (constant and offset rows exact) keep every value below
+        `finite` and every block unit off outside its block?"""
+        constant = self._constant_mask
+        fixed = np.abs(self._constants[constant]).max(axis=1)
+        offset = self._offset_mask
+        bound = self._row_limits(operands)
+        bound[constant] = fixed
+        bound[offset] = GATE_BIG
+        limit = self.finite
+        with np.errstate(over="ignore", invalid="ignore"):
+            for part in prepared:
+                if "Q" in part:
+                    scores = np.add.reduceat((part["Q"] @ bound) * (part["K"] @ bound),
+                                             part["starts"])
+                    if not np.all(scores < limit):
+                        return False
+                    bound = (bound + part["V"] @ bound) * self.rounding
+                    bound[constant] = fixed
+                if "W1" in part:
+                    free = part["free"]
+                    variable = part["W1"] @ bound[free] + part["raised"]
+                    if not (np.all(variable + part["worst"]
+                                   <= -GATE_SLACK * (variable + part["mass"]))
+                            and np.all(variable + part["size"] < limit)):
+                        return False
+                    bound = (bound + part["W2"] @ np.maximum(variable + part["top"], 0.0)
+                             + part["b2"]) * self.rounding
+                    bound[constant] = fixed
+                bound[offset] = GATE_BIG
+                if not np.all(bound < limit):
+                    return False
+        return True
+
+    def _operand_bound(self) -> float:
+        """The largest power of 2^(1/SEARCH_STEPS) that `_propagate` accepts (it is
+        monotone: bigger states have bigger bounds), by bisection; 0 if none from 2^0."""
+        prepared = self._prepare()
+        if not self._propagate(1.0, prepared):
+            return 0.0
+        low, high = 0, (int(np.log2(self.finite)) + 1) * SEARCH_STEPS
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self._propagate(2.0 ** (middle / SEARCH_STEPS), prepared):
+                low = middle
+            else:
+                high = middle
+        return 2.0 ** (low / SEARCH_STEPS)
+
+    # -- one pass --------------------------------------------------------------------
+    def problem(self, X: torch.Tensor) -> str | None:
+        """Why X, after the control layers, does not let the pass skip blocks; or None."""
+        constants = X.index_select(0, self._constant_rows)
+        if not bool((constants == self._constant_values).all()):
+            return "constant rows equal to the geometry's punchcard values"
+        offsets = X.index_select(0, self._offset_rows)
+        if not bool(((offsets == 0) | (offsets == -GATE_BIG)).all()):
+            return "result mask rows 0 or -2^60"
+        values = X.index_select(0, self._value_rows).abs().amax(dim=(1, 2))
+        if not bool((values <= self._limits).all()):
+            return (f"finite values, |operands| <= {self.bound:g}, unwritten working rows 0, "
+                    "control rows within [-1, 1]")
+        return None
+
+    def step_(self, X: torch.Tensor, step: int = 0, strict: bool = False) -> bool:
+        """One pass in place on X (rows, batch, n); True when blocks were skipped. The
+        control layers run in full; the guard looks at X after them."""
+        model = self.model
+        selected: frozenset[int] = frozenset()
+        mode, scratch, bias = model.attention, model.scratch, model.mask_bias
+        for index, layer in enumerate(model.layers):
+            if index == CONTROL_LAYERS:
+                problem = self.problem(X)
+                if problem is not None:
+                    return self._full(X, index, step, strict, problem)
+            parts = self.part_blocks[index]
+            if parts:
+                for part, blocks in zip(layer.parts or [layer.attention], parts):
+                    if blocks & selected:
+                        layer.attend_part(X, part, mode, scratch, bias)
+            else:
+                layer.attend(X, mode, scratch, bias)
+            layer.ffn(X)
+            if index == 0:
+                flags = X[self.selector, :, :scratch].ne(0).flatten(1).any(1)
+                selected = frozenset(int(i) for i in flags.nonzero().flatten())
+        return True
+
+    def _full(self, X: torch.Tensor, first: int, step: int, strict: bool, expected: str
+              ) -> bool:
+        """The layers from `first` on in full (the pass's earlier layers ran in full too),
+        or PrecisionError when strict; False."""
+        if strict:
+            raise PrecisionError(step, first, 0, "state", float(X.abs().amax()), expected)
+        model = self.model
+        for layer in model.layers[first:]:
+            layer.attend(X, model.attention, model.scratch, model.mask_bias)
+            layer.ffn(X)
+        return False
+
+    def start(self, X: torch.Tensor, strict: bool = False, fused: bool = False
+              ) -> "FleqActiveRun":
+        """A run bound to X (rows, batch, n), like `ActiveEvaluator.start`."""
+        if self.unsupported is not None:
+            raise ValueError(f"active evaluation is not available: {self.unsupported}")
+        return FleqActiveRun(self, X, strict)
+
+
+class FleqActiveRun:
+    """Passes of one evaluator on one bound X (the interface the executor's Runner uses)."""
+
+    def __init__(self, evaluator: FleqActiveEvaluator, X: torch.Tensor, strict: bool) -> None:
+        self.evaluator, self.X, self.strict = evaluator, X, strict
+        self.fallbacks = 0
+        """Passes the guard sent to the full pass."""
+
+    def step(self, step: int = 0) -> bool:
+        """One pass in place; True when unselected blocks were skipped."""
+        skipped = self.evaluator.step_(self.X, step, self.strict)
+        self.fallbacks += not skipped
+        return skipped
+
+    def fused_steps(self, count: int, record: torch.Tensor, pc_rows: np.ndarray,
+                    threads: int | None = None) -> int:
+        """No fused form: always 0 passes."""
+        return 0
