@@ -25,9 +25,10 @@ def test_the_counting_loop_never_halts_and_counts_through_the_wraparound(steps, 
     assert (result.memory[7], result.pc) == (count, pc)
 
 
-def test_bench_vsubleq_json_rows_name_the_geometry_and_the_ratio(capsys):
+@pytest.mark.parametrize("evaluation", ["full", "active"])
+def test_bench_vsubleq_json_rows_name_the_geometry_and_the_ratio(capsys, evaluation):
     code = main(["bench", "vsubleq", "--words", "16,32", "--bits", "8", "--seconds", "0.05",
-                 "--json"])
+                 "--evaluation", evaluation, "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and "standard SUBLEQ" in out["title"]
     rows = out["rows"]
@@ -35,7 +36,7 @@ def test_bench_vsubleq_json_rows_name_the_geometry_and_the_ratio(capsys):
     for row in rows:
         assert row["bits"] == 8 and row["columns"] == row["words"] + 2  # cpu + the sentinel
         assert row["layers"] == 5 and row["heads"] == 3
-        assert row["evaluation"] == "full" and row["dtype"] == "float32"
+        assert row["evaluation"] == evaluation and row["dtype"] == "float32"
         assert row["transformer_steps_per_second"] > 0 and row["reference_steps_per_second"] > 0
         assert row["ratio"] == pytest.approx(row["transformer_steps_per_second"]
                                              / row["reference_steps_per_second"])

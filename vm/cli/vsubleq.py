@@ -7,7 +7,7 @@ import json
 import sys
 
 from vm.cli.common import positive_float
-from vm.runtime.config import DTYPE_NAMES
+from vm.runtime.config import DTYPE_NAMES, EVALUATIONS
 from vm.transformer.modes import ATTENTION_MODES
 
 DEFAULT_WORDS = [256, 4096]
@@ -27,8 +27,7 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
         "vsubleq", help="steps/s of the standard SUBLEQ transformer beside its reference",
         description="Time the standard (von Neumann) SUBLEQ looped transformer on a counting "
                     "loop that never halts, padded to m memory words, beside the reference "
-                    "interpreter measured in the same run. Tapes are empty; the evaluation "
-                    "is full (every column every pass).")
+                    "interpreter measured in the same run. Tapes are empty.")
     parser.add_argument("--words", type=_words, default=DEFAULT_WORDS, metavar="M,...",
                         help="memory sizes m, powers of two (default "
                              + ",".join(map(str, DEFAULT_WORDS)) + ")")
@@ -40,6 +39,12 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--dtype", choices=list(DTYPE_NAMES), default="float32")
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
+    parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
+                        help="fused, active: only the columns a pass can change (compiled "
+                             "with numba, or in torch), bit-identical to full; full: every "
+                             "column, the definition; auto (default): what `ltvm run` uses "
+                             "(a fused row's warm-up includes numba's compile when its cache "
+                             "is cold)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.set_defaults(func=run)
 
@@ -50,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from vm.tools.vsubleq_bench import bench_vsubleq, format_vsubleq_table
 
     rows = bench_vsubleq(args.words, args.bits, args.seconds, args.dtype, args.attention,
-                         args.device, lambda message: print(message, file=sys.stderr,
+                         args.device, args.evaluation, lambda message: print(message, file=sys.stderr,
                                                             flush=True))
     device = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     title = (f"standard SUBLEQ looped transformer, counting loop, {device}, "

@@ -4,6 +4,8 @@ exact interpreter, and how its states are printed and named."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import json
 from pathlib import Path
 from typing import Callable
@@ -32,7 +34,15 @@ def _engine(config: EngineConfig) -> dict:
         raise InputError("sampling is not available for standard SUBLEQ images (.dec, .vsq)")
     return {"dtype": config.dtype or VsubleqMachine.default_dtype,
             "attention": config.attention, "temperature": config.temperature,
-            "device": config.device, "checked": config.checked}
+            "device": config.device, "checked": config.checked,
+            "accelerate": partial(_evaluator, evaluation=config.evaluation)}
+
+
+def _evaluator(model, weights, layout, scratch: int, evaluation: str):
+    """The runtime's active/fused evaluation for this machine (torch and numba: imported by
+    transformer runs only)."""
+    from vm.runtime.executor import evaluator_for
+    return evaluator_for(model, weights, layout, scratch, evaluation)
 
 
 class Vsubleq(InstructionSet):

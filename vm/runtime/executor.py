@@ -29,7 +29,9 @@ from vm.common.geometry import Geometry
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.transformer.layers import (LoopedTransformer, cpu_threads, flush_denormals,
                                    from_internal, to_internal)
+from vm.transformer.layout import Layout
 from vm.transformer.sampling import ReadNoise
+from vm.transformer.weights import MachineWeights
 from vm.machines import machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
 from vm.machines.subleq.reference import RunResult
@@ -64,6 +66,23 @@ def _active(geometry: Geometry, temperature: float | None, dtype: str, device: s
                                 machine.real_fields)
     fused = FusedPass(evaluator, machine.weights)
     evaluator.fused = fused if fused.unsupported is None else None
+    return evaluator
+
+
+def evaluator_for(model: LoopedTransformer, weights: MachineWeights, layout: Layout,
+                  scratch: int, evaluation: str) -> ActiveEvaluator | None:
+    """The active evaluation (fused where numba runs) of a machine run outside the executor
+    (standard SUBLEQ images), or None for the full pass: `full`, a GPU under `auto`, or a
+    machine the evaluator declines."""
+    device = next(model.buffers()).device
+    if evaluation == "full" or (evaluation == "auto" and device.type != "cpu"):
+        return None
+    evaluator = ActiveEvaluator(model, weights, layout, scratch)
+    if evaluator.unsupported is not None:
+        return None
+    if evaluation in ("auto", "fused"):
+        fused = FusedPass(evaluator, weights)
+        evaluator.fused = fused if fused.unsupported is None else None
     return evaluator
 
 

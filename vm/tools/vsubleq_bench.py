@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import torch
@@ -19,6 +20,7 @@ import torch
 from vm.common.errors import InputError
 from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
 from vm.machines.vsubleq.run import TransformerRun
+from vm.runtime.executor import evaluator_for
 from vm.tools.bench import timed
 
 COUNTING_LOOP = [6, 7, 0,   # 0: mem[7] -= mem[6] (1); <= 0: jump to 0
@@ -54,8 +56,7 @@ class VsubleqBenchRow:
     dtype: str
     attention: str
     evaluation: str
-    """`full`: every column every pass (the batched, active and fused evaluations of
-    vm/runtime do not run this machine)."""
+    """What ran: fused, active (only the columns a pass can change) or full."""
     build_seconds: float
     transformer_steps_per_second: float
     warmup_seconds: float
@@ -80,7 +81,7 @@ def reference_speed(image: Image, budget: float) -> float:
 
 
 def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "float32",
-                  attention: str = "masked", device: str = "cpu",
+                  attention: str = "masked", device: str = "cpu", evaluation: str = "auto",
                   progress: Callable[[str], None] = lambda _: None) -> list[VsubleqBenchRow]:
     """One row per memory size: the transformer's steps/s and the reference's, same run."""
     images = [counting_loop(size, bits) for size in words]  # refuse bad sizes before work
@@ -88,12 +89,13 @@ def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "floa
     for image in images:
         progress(f"m={image.size} N={bits} on {device} ...")
         start = time.perf_counter()
-        run = TransformerRun(image, dtype, attention, device=device, max_output=0)
+        run = TransformerRun(image, dtype, attention, device=device, max_output=0,
+                             checked=False,
+                             accelerate=partial(evaluator_for, evaluation=evaluation))
         built = time.perf_counter() - start
 
         def work(passes: int) -> None:
-            for _ in range(passes):
-                run.step()
+            run.advance(passes)
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
         timing = timed(work, budget)
@@ -102,7 +104,8 @@ def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "floa
         weights = run.machine.weights
         rows.append(VsubleqBenchRow(
             image.size, bits, weights.columns, weights.rows, len(weights.layers),
-            max(weights.heads), device, dtype, attention, "full", built, timing.per_second,
+            max(weights.heads), device, dtype, attention, run.evaluation, built,
+            timing.per_second,
             timing.warmup_seconds, reference_speed(image, budget)))
     return rows
 

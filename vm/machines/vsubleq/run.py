@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -18,8 +18,19 @@ from vm.machines.vsubleq.punchcard import VState, geometry_for, output_needed
 from vm.machines.vsubleq.reference import Image, Reference, Result, Step
 from vm.transformer.layers import (LoopedTransformer, cpu_threads, flush_denormals,
                                    from_internal, to_internal)
+from vm.transformer.layout import Layout
+from vm.transformer.weights import MachineWeights
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+Accelerate = Callable[[LoopedTransformer, MachineWeights, Layout, int], Any]
+"""Builds a faster evaluation of the machine's passes, or None for the full pass (the
+runtime's `evaluator_for`, with the evaluation bound): its `start(X, fused=True)` gives a
+run whose `step()` and `fused_steps(...)` change X exactly as the full pass would."""
+
+FUSED_CHUNK = 256
+"""Passes a fused call may run before the host looks at the halted flag again."""
 
 
 class TransformerRun:
@@ -27,12 +38,13 @@ class TransformerRun:
 
     `checked` validates every read and the state after every pass (a PrecisionError at the
     first value off its levels); None turns it on exactly when the temperature is below the
-    provably safe one."""
+    provably safe one. `accelerate` (unchecked runs only) evaluates passes on the columns
+    they can change, bit-identical to the full pass and proven so every pass."""
 
     def __init__(self, image: Image, dtype: str = "float32", attention: str = "masked",
                  temperature: float | None = None, device: str = "cpu",
                  input_bytes: bytes = b"", max_output: int | None = None,
-                 checked: bool | None = None) -> None:
+                 checked: bool | None = None, accelerate: Accelerate | None = None) -> None:
         """`max_output` bytes of output tape; None: what the reference writes (see
         `output_needed`)."""
         if dtype not in DTYPES:
@@ -50,16 +62,51 @@ class TransformerRun:
         if checked is None:
             checked = not self.machine.temperature_is_safe(dtype)
         self.checker = Checker(self.machine, card) if checked else None
+        evaluator = (accelerate(self.model, self.machine.weights, self.machine.layout,
+                                self.geometry.scratch)
+                     if accelerate is not None and self.checker is None else None)
+        self.active = evaluator.start(self.X, fused=True) if evaluator is not None else None
+        self.evaluation = ("full" if self.active is None
+                           else "fused" if evaluator.fused is not None else "active")
+        """What runs the passes: fused, active or full."""
+
+    def _threads(self):
+        return (cpu_threads(self.X.shape[1] * self.X.shape[2]) if self.X.device.type == "cpu"
+                else nullcontext())  # small work: one thread, idle ones would spin
 
     def step(self) -> None:
-        threads = (cpu_threads(self.X.shape[1] * self.X.shape[2]) if self.X.device.type == "cpu"
-                   else nullcontext())  # small work: one thread, idle ones would spin
-        with torch.inference_mode(), flush_denormals(), threads:
-            if self.checker is None:
+        with torch.inference_mode(), flush_denormals(), self._threads():
+            if self.active is not None:
+                self.active.step()
+            elif self.checker is None:
                 self.model.step_(self.X)
-                return
-            self.model.step_(self.X, observer=self.checker.observe)
-            self.checker.after_pass(from_internal(self.X))
+            else:
+                self.model.step_(self.X, observer=self.checker.observe)
+                self.checker.after_pass(from_internal(self.X))
+
+    def advance(self, count: int) -> int:
+        """Up to `count` passes, stopping at the pass that halts; returns the passes made
+        while running (a fused call may run a few passes past the halt: a halted machine is
+        a fixed point, so they change nothing)."""
+        if self.active is None or self.active.evaluator.fused is None:
+            made = 0
+            while made < count and not self.halted:
+                self.step()
+                made += 1
+            return made
+        record = torch.empty((count, 1, 1), dtype=self.X.dtype, device=self.X.device)
+        rows = np.array([self._halted_row])
+        made = 0
+        with torch.inference_mode(), flush_denormals(), self._threads():
+            while made < count and not self.halted:
+                done = self.active.fused_steps(count - made, record[made:], rows)
+                if done == 0:
+                    record[made].copy_(self.X[rows, :, 0])
+                    self.active.step()
+                    done = 1
+                made += done
+        halted_before = (record[:made, 0, 0] > 0.5).nonzero()
+        return made if len(halted_before) == 0 else int(halted_before[0])
 
     @property
     def halted(self) -> bool:
@@ -81,31 +128,31 @@ def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
                     attention: str = "masked", progress: Callable[[int], None] | None = None,
                     trace: bool = False, temperature: float | None = None,
                     device: str = "cpu", input_bytes: bytes = b"",
-                    max_output: int | None = None, checked: bool | None = None
-                    ) -> Result:
+                    max_output: int | None = None, checked: bool | None = None,
+                    accelerate: Accelerate | None = None) -> Result:
     """Run until halted or `max_steps` passes; a full output tape is an InputError (by
     default the tape holds what the reference writes in `max_steps` steps). With `trace`,
     every pass is decoded and recorded as the reference records it."""
     if max_output is None:
         max_output = output_needed(image, input_bytes, max_steps)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
-                         checked)
+                         checked, accelerate)
     records: list[Step] = []
     before = run.state() if trace else None
     steps = 0
-    while steps < max_steps:
-        run.step()
-        if run.halted:
-            run.refuse_overflow()
+    while steps < max_steps and not run.halted:
         if trace:
+            run.step()
             after = run.state()
             records.append(_record(steps, before, after))
-            before = after
-        steps += 1
+            before, made = after, 1
+        else:
+            made = run.advance(min(FUSED_CHUNK, max_steps - steps))
+        steps += made
+        if run.halted:
+            run.refuse_overflow()
         if progress is not None:
             progress(steps)
-        if run.halted:
-            break
     state = run.state()
     return Result(state.memory, state.pc, steps, state.halted, state.output, trace=records)
 
@@ -139,14 +186,15 @@ class Comparison:
 def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str = "masked",
             progress: Callable[[int], None] | None = None, temperature: float | None = None,
             device: str = "cpu", input_bytes: bytes = b"",
-            max_output: int | None = None, checked: bool | None = None) -> Comparison:
+            max_output: int | None = None, checked: bool | None = None,
+            accelerate: Accelerate | None = None) -> Comparison:
     """After every step, memory, pc, halted, bytes read and output must be equal on both
     engines (until the output tape is full: then an InputError; by default the tape holds
     what the reference writes in `max_steps` steps)."""
     if max_output is None:
         max_output = output_needed(image, input_bytes, max_steps)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
-                         checked)
+                         checked, accelerate)
     reference = Reference(image, input_bytes)
     for step in range(max_steps):
         pc = reference.pc
