@@ -26,6 +26,19 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """Device, dtype, attention and evaluation of a benchmark of the looped transformer."""
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--dtype", choices=list(DTYPE_NAMES), default="float32")
+    parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
+    parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
+                        help="fused, active: only the columns a pass can change (compiled "
+                             "with numba, or in torch), bit-identical to full; full: every "
+                             "column, the definition; auto (default): what `ltvm run` uses "
+                             "(the evaluation column says which ran; a fused row's warm-up "
+                             "includes numba's compile when its cache is cold)")
+
+
 def _add_common_arguments(parser: argparse.ArgumentParser, threads_default: str) -> None:
     parser.add_argument("--seconds", type=positive_float, default=2.0,
                         help="time budget per measurement, after a one-pass warm-up that is "
@@ -46,15 +59,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="column counts n (default 64,256,1024)")
     parser.add_argument("--batch", type=_int_list, default=[1, 256], metavar="B,...",
                         help="batch sizes (default 1,256)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--dtype", choices=list(DTYPE_NAMES), default="float32")
-    parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
-    parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
-                        help="fused, active: only the columns a pass can change (compiled "
-                             "with numba, or in torch), bit-identical to full; full: every "
-                             "column, the definition; auto (default): what `ltvm run` uses "
-                             "(the evaluation column says which ran; a fused row's warm-up "
-                             "includes numba's compile when its cache is cold)")
+    add_engine_arguments(parser)
     _add_common_arguments(parser, "1 up to 32K batch x columns, else torch's")
     parser.set_defaults(func=run)
     targets = parser.add_subparsers(dest="target", metavar="TARGET")

@@ -6,9 +6,8 @@ import argparse
 import json
 import sys
 
+from vm.cli.bench import add_engine_arguments
 from vm.cli.common import positive_float
-from vm.runtime.config import DTYPE_NAMES, EVALUATIONS
-from vm.transformer.modes import ATTENTION_MODES
 
 DEFAULT_WORDS = [256, 4096]
 DEFAULT_BITS = 16
@@ -36,15 +35,7 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
     parser.add_argument("--seconds", type=positive_float, default=2.0,
                         help="time budget per measurement (transformer, then reference), "
                              "after a one-pass warm-up timed apart (default 2)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--dtype", choices=list(DTYPE_NAMES), default="float32")
-    parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
-    parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
-                        help="fused, active: only the columns a pass can change (compiled "
-                             "with numba, or in torch), bit-identical to full; full: every "
-                             "column, the definition; auto (default): what `ltvm run` uses "
-                             "(a fused row's warm-up includes numba's compile when its cache "
-                             "is cold)")
+    add_engine_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.set_defaults(func=run)
 
@@ -55,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from vm.tools.vsubleq_bench import bench_vsubleq, format_vsubleq_table
 
     rows = bench_vsubleq(args.words, args.bits, args.seconds, args.dtype, args.attention,
-                         args.device, args.evaluation, lambda message: print(message, file=sys.stderr,
-                                                            flush=True))
+                         args.device, args.evaluation,
+                         lambda message: print(message, file=sys.stderr, flush=True))
     device = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     title = (f"standard SUBLEQ looped transformer, counting loop, {device}, "
              f"torch {torch.__version__}")

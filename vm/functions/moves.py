@@ -46,9 +46,17 @@ def gather_entries(ctx: BlockContext, layer: int, role: str, staging: str, selec
 def emit_entries(ctx: BlockContext, layer: int, source: str, staging: str,
                  per_row: bool = False) -> None:
     """The inverse of `gather_entries`: C's column k collects row `source` of every entry
-    column V_{r,k} (private fields `vr`, `vk`, gate `gV`) into `staging` row r, one exact head
-    per r, and emits it as result row r. With `per_row`, `source` has d rows and V_{r,k}
-    holds its entry in row r."""
+    column V_{r,k} (`collect_entries`) and emits `staging` row r as result row r."""
+    collect_entries(ctx, layer, source, staging, per_row)
+    for r in range(ctx.d):
+        ctx.emit_result(layer, r, {ctx.row(staging, r): 1.0})
+
+
+def collect_entries(ctx: BlockContext, layer: int, source: str, staging: str,
+                    per_row: bool = False, role: str = "C gathers row") -> None:
+    """C's column k collects row `source` of every entry column V_{r,k} (private fields
+    `vr`, `vk`, gate `gV`) into `staging` row r, one exact head per r. With `per_row`,
+    `source` has d rows and V_{r,k} holds its entry in row r."""
     d = ctx.d
     basis = np.eye(2 * d + 1)
     for r in range(d):
@@ -58,6 +66,4 @@ def emit_entries(ctx: BlockContext, layer: int, source: str, staging: str,
         keys.update({ctx.row("vk", k): basis[d + k] for k in range(d)})
         keys[ctx.row("gV")] = basis[2 * d]
         values = {(ctx.row(staging, r), ctx.row(source, r if per_row else 0)): 1.0}
-        ctx.add_head(layer, queries, keys, values, MOVE_TEMPERATURE, f"C gathers row {r}")
-    for r in range(d):
-        ctx.emit_result(layer, r, {ctx.row(staging, r): 1.0})
+        ctx.add_head(layer, queries, keys, values, MOVE_TEMPERATURE, f"{role} {r}")

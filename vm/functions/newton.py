@@ -32,7 +32,8 @@ import numpy as np
 
 from vm.blocks.ffn import Form, form_sum
 from vm.functions.arithmetic import UNIT_ROUNDOFF
-from vm.functions.base import GATE_BIG, MOVE_TEMPERATURE, BlockContext, Parameter
+from vm.functions.base import GATE_BIG, BlockContext, Parameter
+from vm.functions.moves import collect_entries
 from vm.functions.products import RICHARDSON, product_error_bound
 
 MATCH = 800.0
@@ -140,16 +141,7 @@ def move_to_keys(ctx: BlockContext, layer: int) -> None:
     """C column k, row r of `ky` gets qy[r] of V_{r,k}: the estimates as a matrix Y. Every
     other column's query also lands somewhere; the ReLU layer clears what it got, so the
     anchor's key stays 0."""
-    d = ctx.d
-    basis = np.eye(2 * d + 1)
-    for r in range(d):
-        queries = {ctx.row("kone", k): basis[d + k] for k in range(d)}
-        queries[ctx.row("one")] = basis[r] + basis[2 * d]
-        keys = {ctx.row("vr", i): basis[i] for i in range(d)}
-        keys.update({ctx.row("vk", k): basis[d + k] for k in range(d)})
-        keys[ctx.row("gV")] = basis[2 * d]
-        ctx.add_head(layer, queries, keys, {(ctx.row("ky", r), ctx.row("qy", r)): 1.0},
-                     MOVE_TEMPERATURE, f"C gathers estimate row {r}")
+    collect_entries(ctx, layer, "qy", "ky", per_row=True, role="C gathers estimate row")
     ffn = ctx.ffn(layer)
     for row in ctx.rows("ky"):
         ffn.copy(row, row, gate=ctx.row("offc"), sign=-1.0)
