@@ -12,6 +12,7 @@ import numpy as np
 
 from assembler.fleq_program import FleqProgram, padded
 from vm.functions import make_block
+from vm.machines.stepping import step_until_halted
 
 
 @dataclass(frozen=True)
@@ -77,11 +78,7 @@ class FleqReference:
         return record
 
     def run(self, max_steps: int, trace: bool = False) -> FleqResult:
-        records = []
-        while not self.halted and self.steps < max_steps:
-            record = self.step()
-            if trace:
-                records.append(record)
+        records = step_until_halted(self, max_steps, trace)
         return FleqResult([c.copy() for c in self.cells], self.pc, self.steps, self.halted,
                           records)
 

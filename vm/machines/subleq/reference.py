@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from assembler.program import Program, wrap
+from vm.machines.stepping import step_until_halted
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,7 @@ class ReferenceMachine:
 
     def run(self, max_steps: int, trace: bool = False) -> RunResult:
         """Run until EOF or `max_steps` instructions; steps count executed instructions."""
-        records = []
-        while not self.halted and self.steps < max_steps:
-            record = self.step()
-            if trace:
-                records.append(record)
+        records = step_until_halted(self, max_steps, trace)
         return RunResult(list(self.memory), self.pc, self.steps, self.halted, records)
 
 

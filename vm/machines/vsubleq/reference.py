@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vm.common.errors import InputError
+from vm.machines.stepping import step_until_halted
 
 MIN_MEMORY = 4
 MAX_BITS = 64
@@ -132,11 +133,7 @@ class Reference:
 
     def run(self, max_steps: int, trace: bool = False) -> Result:
         """Run until halted or `max_steps` instructions."""
-        records = []
-        while not self.halted and self.steps < max_steps:
-            record = self.step()
-            if trace:
-                records.append(record)
+        records = step_until_halted(self, max_steps, trace)
         return Result(list(self.memory), self.pc, self.steps, self.halted,
                       bytes(self.output), records)
 

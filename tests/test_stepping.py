@@ -1,0 +1,31 @@
+"""The shared reference run loop: stops at the halt or the step limit, records on request."""
+
+from __future__ import annotations
+
+from vm.machines.stepping import step_until_halted
+
+
+class Countdown:
+    """Halts after `left` steps; each step's record is its step number."""
+
+    def __init__(self, left: int) -> None:
+        self.left, self.steps, self.halted = left, 0, False
+
+    def step(self) -> int:
+        self.steps += 1
+        self.left -= 1
+        self.halted = self.left == 0
+        return self.steps - 1
+
+
+def test_stops_at_the_halt_and_records_every_step_when_tracing() -> None:
+    machine = Countdown(3)
+    assert step_until_halted(machine, 10, trace=True) == [0, 1, 2]
+    assert machine.halted and machine.steps == 3
+
+
+def test_the_limit_counts_steps_made_before_and_records_nothing_untraced() -> None:
+    machine = Countdown(10)
+    assert step_until_halted(machine, 4) == []
+    assert step_until_halted(machine, 6, trace=True) == [4, 5]
+    assert not machine.halted and machine.steps == 6
