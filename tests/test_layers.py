@@ -240,3 +240,20 @@ def test_heads_are_split_by_the_component_their_roles_name():
     assert head_segments(roles) == [(0, 2), (1,), (3,)]
     assert head_segments(["inv: term 0", "inv: term 1"]) == [(0, 1)]
     assert head_segments(["fetch instruction at pc", "inv: term 0"]) == [(0, 1)]
+
+
+@pytest.mark.parametrize("attention", ["dense", "masked"])
+def test_component_parts_all_read_the_layers_input_as_eq1_heads_do(attention):
+    """Heads named by two components, each reading rows the other writes: computing the
+    parts one after another on an updated X would differ; the layer must equal Eq. (1)."""
+    rng = np.random.default_rng(7)
+    heads = heads_with_varied_writes(rng, 10)
+    heads = [HeadWeights(h.Q, h.K, h.V, h.lam, f"{'ab'[i % 2]}: head {i}")
+             for i, h in enumerate(heads)]
+    machine = attention_only_machine(heads, 10, 9)
+    model = LoopedTransformer(machine, torch.float64, attention=attention, scratch=2)
+    assert len(model.layers[0].parts) == 2
+    X = rng.normal(size=(10, 9))
+    got = model(torch.as_tensor(X[None])).numpy()[0]
+    mask = machine.mask if attention == "masked" else None
+    np.testing.assert_allclose(got, per_head_eq1(heads, X, mask), rtol=1e-12, atol=1e-12)

@@ -406,9 +406,10 @@ class TransformerLayer(nn.Module):
 
     def attend(self, X: torch.Tensor, mode: str, scratch: int,
                bias: torch.Tensor | None, noise: ReadNoise | None = None) -> None:
-        if self.parts:
-            for part in self.parts:
-                self.attend_part(X, part, mode, scratch, bias, noise)
+        if self.parts:  # every part reads the layer's input X, as Eq. (1)'s heads do
+            outputs = [part(X, mode, scratch, bias, noise) for part in self.parts]
+            for part, output in zip(self.parts, outputs):
+                _add_rows(X, part.rows, output)
         elif self.attention is not None:
             self.attend_part(X, self.attention, mode, scratch, bias, noise)
 
