@@ -32,6 +32,8 @@ def lockstep(image: Image, passes: int, evaluation: str, input_bytes: bytes = b"
              temperature: float | None = None) -> TransformerRun:
     """Run the full pass and `evaluation` side by side, asserting X equal after every pass;
     returns the accelerated run."""
+    if evaluation == "fused":
+        pytest.importorskip("numba")
     full = TransformerRun(image, input_bytes=input_bytes, temperature=temperature,
                           checked=False)
     fast = TransformerRun(image, input_bytes=input_bytes, temperature=temperature,
@@ -71,6 +73,8 @@ def test_a_large_memory_stays_bit_identical_over_many_passes() -> None:
 
 @pytest.mark.parametrize("evaluation", ["active", "fused"])
 def test_runs_in_chunks_give_the_reference_steps_memory_and_output(evaluation: str) -> None:
+    if evaluation == "fused":
+        pytest.importorskip("numba")
     image, data = program("calc.vsq"), INPUTS["calc.vsq"]
     expected = run_reference(image, 10_000, data)
     got = run_transformer(image, 10_000, input_bytes=data,
@@ -95,6 +99,7 @@ def test_the_guard_falls_back_where_skipping_would_be_wrong() -> None:
 
 
 def test_checked_and_full_runs_use_the_full_pass() -> None:
+    pytest.importorskip("numba")
     image = program("hello.vsq")
     accelerate = partial(evaluator_for, evaluation="fused")
     assert TransformerRun(image, checked=True, accelerate=accelerate).evaluation == "full"

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.gif}: the animation file must end in .gif")
     # matplotlib and torch take seconds to import: load them only when drawing
     from vm.runtime.executor import TransformerExecutor
-    from vm.tools.pictures import axis_labels, save_pass_pictures, save_x_animation
+    from vm.tools.pictures import axis_labels
 
     program, geometry = load_program(args)
     if for_program(program).reads_input:
@@ -67,10 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: the program reached EOF after {int(runner.steps[0])} steps; the pictures "
               f"at step {args.step} show the EOF pass, which changes nothing")
     if args.png:
-        paths = save_pass_pictures(executor.model, X[0], labels, _directory(args.png), args.step,
-                                   f"{name} step {args.step}")
-        for path in paths:
-            print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+        _write_pass_pictures(executor.model, X[0], labels, args.png, args.step, name)
     if args.gif:
         frames = []
         for step in range(args.step, args.step + args.steps + 1):
@@ -79,10 +76,7 @@ def run(args: argparse.Namespace) -> int:
             if pc == program.eof:
                 break
             X = executor.step(X, step)
-        with atomic_path(args.gif) as temporary:
-            save_x_animation(frames, labels, temporary)
-        print(f"wrote {args.gif} ({len(frames)} frames, {Path(args.gif).stat().st_size:,} "
-              "bytes)")
+        _write_animation(frames, labels, args.gif)
     return 0
 
 
@@ -92,7 +86,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     passes drawn (the input, and the bytes the reference writes by then)."""
     from vm.machines.vsubleq.punchcard import output_needed
     from vm.machines.vsubleq.run import TransformerRun
-    from vm.tools.pictures import axis_labels, save_pass_pictures, save_x_animation
+    from vm.tools.pictures import axis_labels
     from vm.transformer.layers import from_internal
 
     config = engine_config(args)
@@ -116,10 +110,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
         """X now, (rows, n), a copy the next pass leaves alone."""
         return from_internal(run.X)[0].clone()
     if args.png:
-        paths = save_pass_pictures(run.model, current(), labels, _directory(args.png), args.step,
-                                   f"{name} step {args.step}")
-        for path in paths:
-            print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+        _write_pass_pictures(run.model, current(), labels, args.png, args.step, name)
     if args.gif:
         frames = []
         for step in range(args.step, args.step + args.steps + 1):
@@ -128,11 +119,24 @@ def _trace_image(args: argparse.Namespace, image) -> int:
             if state.halted:
                 break
             run.step()
-        with atomic_path(args.gif) as temporary:
-            save_x_animation(frames, labels, temporary)
-        print(f"wrote {args.gif} ({len(frames)} frames, {Path(args.gif).stat().st_size:,} "
-              "bytes)")
+        _write_animation(frames, labels, args.gif)
     return 0
+
+
+def _write_pass_pictures(model, X, labels, directory: str, step: int, name: str) -> None:
+    """One PNG per layer of the pass at `step`, each path printed with its size."""
+    from vm.tools.pictures import save_pass_pictures
+    for path in save_pass_pictures(model, X, labels, _directory(directory), step,
+                                   f"{name} step {step}"):
+        print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+
+
+def _write_animation(frames: list, labels, path: str) -> None:
+    """The frames as a GIF at `path`, written whole or not at all."""
+    from vm.tools.pictures import save_x_animation
+    with atomic_path(path) as temporary:
+        save_x_animation(frames, labels, temporary)
+    print(f"wrote {path} ({len(frames)} frames, {Path(path).stat().st_size:,} bytes)")
 
 
 def _directory(path: str) -> Path:
