@@ -169,3 +169,10 @@ def test_checked_mode_stops_a_too_cold_run_and_passes_at_the_default(capsys,
     code, out, _ = run_cli(capsys, command, "--checked", "--input", "hi", ECHO)
     assert code == 0
     assert ('output: "hi"' in out) if command == "run" else out.startswith("OK:")
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_input_file_is_refused_not_read_forever(capsys) -> None:
+    code, _, err = run_cli(capsys, "run", "--engine", "reference", "--input-file", "/dev/zero",
+                           ECHO)
+    assert code == 2 and "input longer than 16,777,216 bytes" in err and "Traceback" not in err

@@ -147,6 +147,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                             " (docs/speed.md)")
 
 
+MAX_INPUT_BYTES = 1 << 24
+"""The most input an --input-file may hold (reading stops there: /dev/zero never ends)."""
+
+
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     """The input stream and output tape of programs that read input (standard SUBLEQ)."""
     given = parser.add_mutually_exclusive_group()
@@ -172,10 +176,13 @@ def input_options(args: argparse.Namespace, isa: InstructionSet, transformer: bo
         given["input_bytes"] = args.input.encode()
     elif args.input_file is not None:
         try:
-            given["input_bytes"] = Path(args.input_file).read_bytes()
+            with open(args.input_file, "rb") as stream:
+                given["input_bytes"] = stream.read(MAX_INPUT_BYTES + 1)
         except OSError as error:
             raise InputError(f"cannot read {args.input_file}: "
                              f"{error.strerror or error}") from None
+        if len(given["input_bytes"]) > MAX_INPUT_BYTES:
+            raise InputError(f"{args.input_file}: input longer than {MAX_INPUT_BYTES:,} bytes")
     if given and not isa.reads_input:
         raise InputError(f"--input and --input-file apply to programs that read input "
                          f"(standard SUBLEQ images: .dec, .vsq), not {isa.name.upper()}")
