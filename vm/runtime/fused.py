@@ -164,8 +164,8 @@ class FusedPass:
             tuple(ffn_read), *_columns_of(ffn_W1), tuple(ffn_b1), tuple(ffn_rows),
             *_columns_of(ffn_W2), tuple(ffn_b2), np.array(ffn_bits, np.int64).reshape(-1, 2),
             ev.working.cpu().numpy().astype(np.int64),
-            np.concatenate(reach) if reach else np.zeros(0),
-            max((len(part) for part in ffn_b1), default=0))
+            np.concatenate(reach) if reach else np.zeros(0))
+        self.hidden_width = max((len(part) for part in ffn_b1), default=1)
         return None
 
     def passes(self, run: ActiveRun, count: int, record: torch.Tensor, pc_rows: np.ndarray,
@@ -193,7 +193,9 @@ class FusedPass:
         if workers > 1:
             numba.set_num_threads(workers)
         kernel = _programs_parallel if workers > 1 else _programs
-        kernel(count, record.numpy(), pc_rows, X, cache, *self.tables, self_query, zero_scratch,
+        work = self._workspace(batch, rows, cache.shape[1], X.shape[2])
+        kernel(count, record.numpy(), pc_rows, X, cache, *self.tables, work, self_query,
+               zero_scratch,
                run.extras_layer, ev.capacity, ev.bound, SKIP_BOUND, self.limit, log,
                log_columns, log_values, log_start, done)
         least = int(done.min())
@@ -201,6 +203,22 @@ class FusedPass:
         if ahead:
             _rollback(X, done, least, log_columns, log_values, log_start)
         return least, ahead
+
+    def _workspace(self, batch: int, rows: int, width: int, n: int) -> tuple[np.ndarray, ...]:
+        """Every program's scratch arrays for the compiled pass (kept between calls of one
+        shape): allocated here, so the pass itself runs without numba's reference counting."""
+        shape = (batch, rows, width, n)
+        if getattr(self, "_work_shape", None) != shape:
+            slots, hidden = self.evaluator.capacity + 1, max(self.hidden_width, 1)
+            self._work_shape = shape
+            self._work = (np.empty((batch, rows, slots)), np.empty((batch, width, slots)),
+                          np.empty((batch, rows)), np.empty((batch, hidden)),
+                          np.zeros((batch, rows)), np.zeros((batch, rows)),
+                          np.empty((batch, n)), np.empty((batch, n)),
+                          np.zeros((batch, hidden), np.int64), np.zeros((batch, hidden), np.int64),
+                          np.zeros((batch, slots), np.int64), np.zeros((batch, rows), np.bool_),
+                          np.zeros((batch, rows), np.bool_))
+        return self._work
 
     def _log(self, batch: int, count: int, rows: int, dtype: np.dtype,
              log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -219,13 +237,16 @@ class FusedPass:
 if numba is not None:
     _jit = numba.njit(cache=True, fastmath=False, nogil=True)
     _parallel = numba.njit(cache=True, fastmath=False, nogil=True, parallel=True)
+    _inline = numba.njit(cache=True, fastmath=False, nogil=True, inline="always", _nrt=False)
+    _bare = numba.njit(cache=True, fastmath=False, nogil=True, _nrt=False)
 else:  # pragma: no cover
     def _jit(function):
         return function
     _parallel = _jit
+    _inline = _jit
 
 
-@_jit
+@_inline
 def _scale_bits(values: np.ndarray, count: int) -> int:
     """Least F (<= 40) with values[:count] * 2^F integral, -1 if none."""
     for bits in range(MAX_FRACTION_BITS + 1):
@@ -241,7 +262,7 @@ def _scale_bits(values: np.ndarray, count: int) -> int:
     return -1
 
 
-@_jit
+@_inline
 def _fits(values: np.ndarray, count: int, scale: float, limit: float) -> bool:
     """Every value's numerator below 2^p: the value is exactly one of the machine's floats."""
     for i in range(count):
@@ -250,7 +271,7 @@ def _fits(values: np.ndarray, count: int, scale: float, limit: float) -> bool:
     return True
 
 
-@_jit
+@_inline
 def _project(pointers: np.ndarray, indices: np.ndarray, values: np.ndarray, w_bits: int,
              read: np.ndarray, column: np.ndarray, out: np.ndarray, buffer: np.ndarray,
              limit: float, junk: np.ndarray) -> bool:
@@ -278,7 +299,7 @@ def _project(pointers: np.ndarray, indices: np.ndarray, values: np.ndarray, w_bi
     return True
 
 
-@_jit
+@_inline
 def _feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W2_values, b2, read,
                   rows, first, second, column, hidden, buffer, limit) -> bool:
     """column += W2 relu(W1 column[read] + b1) + b2, exactly, or False (column untouched
@@ -319,7 +340,7 @@ def _feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W2_val
     return True
 
 
-@_jit
+@_inline
 def _feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W2_values, b2,
                        read, rows, first, second, column, junk, low, high, hidden, kind,
                        source, buffer, limit) -> bool:
@@ -415,7 +436,7 @@ def _feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W
     return True
 
 
-@_jit
+@_inline
 def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
     """One head's output at the extra columns, which see the scratch key and themselves:
     exactly the average of the two values when the two scores tie, else False."""
@@ -433,7 +454,7 @@ def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
     return exact
 
 
-@_jit
+@_bare
 def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits,
               att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
               W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits,
@@ -622,11 +643,11 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
     return m if ok else 0
 
 
-@_jit
+@_bare
 def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
              att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
              W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-             W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query, zero_scratch,
+             W2_values, ffn_b2, ffn_bits, working, reach, work, self_query, zero_scratch,
              extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
              log_start) -> int:
     """Up to `count` passes of program b, each recorded, proven and committed to its own
@@ -635,21 +656,11 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
     is full stops too. Returns the passes made."""
     rows = X.shape[0]
     width = cache.shape[1]
-    n = X.shape[2]
     slots = capacity + 1
-    A = np.empty((rows, slots))
-    P = np.empty((width, slots))
-    buffer = np.empty(rows)
-    hidden = np.empty(max(hidden_width, 1))
-    kind = np.zeros(max(hidden_width, 1), np.int64)
-    source = np.zeros(max(hidden_width, 1), np.int64)
-    junk = np.zeros(rows, np.bool_)
-    clean = np.zeros(rows, np.bool_)
-    low = np.zeros(rows)
-    high = np.zeros(rows)
-    scores = np.empty(n)
-    mass = np.empty(n)
-    cols = np.zeros(slots, np.int64)
+    A, P, buffer, hidden, low, high = (work[0][b], work[1][b], work[2][b], work[3][b],
+                                       work[4][b], work[5][b])
+    scores, mass, kind, source, cols = work[6][b], work[7][b], work[8][b], work[9][b], work[10][b]
+    junk, clean = work[11][b], work[12][b]
     position = 0
     for done in range(count):
         if log:
@@ -688,7 +699,7 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
 def _programs(count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
               att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
               W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-              W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query, zero_scratch,
+              W2_values, ffn_b2, ffn_bits, working, reach, work, self_query, zero_scratch,
               extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
               log_start, done):
     """Every program's passes (`_program`) one after another, in this thread."""
@@ -697,7 +708,7 @@ def _programs(count, record, pc_rows, X, cache, present, att_read, att_pointers,
                            att_pointers, att_indices, att_values, att_bits, att_off,
                            layer_groups, groups, lams, targets, ffn_read, W1_pointers,
                            W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-                           W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query,
+                           W2_values, ffn_b2, ffn_bits, working, reach, work, self_query,
                            zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
                            log_columns, log_values, log_start)
 
@@ -707,7 +718,7 @@ def _programs_parallel(count, record, pc_rows, X, cache, present, att_read, att_
                        att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
                        targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
                        W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
-                       hidden_width, self_query, zero_scratch, extras_layer, capacity, bound,
+                       work, self_query, zero_scratch, extras_layer, capacity, bound,
                        skip_bound, limit, log, log_columns, log_values, log_start, done):
     """`_programs` with programs spread over numba's threads: one parallel region for all
     the call's passes (a region a pass made every pass wait for the slowest thread)."""
@@ -716,7 +727,7 @@ def _programs_parallel(count, record, pc_rows, X, cache, present, att_read, att_
                            att_pointers, att_indices, att_values, att_bits, att_off,
                            layer_groups, groups, lams, targets, ffn_read, W1_pointers,
                            W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-                           W2_values, ffn_b2, ffn_bits, working, reach, hidden_width, self_query,
+                           W2_values, ffn_b2, ffn_bits, working, reach, work, self_query,
                            zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
                            log_columns, log_values, log_start)
 
