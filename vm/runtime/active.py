@@ -241,9 +241,13 @@ class ActiveRun:
         self.backoff, self.wait, self.stale = 0, 0, True
         self.fused_passes = 0
         """Passes the fused form computed since the cache was last built."""
+        self.fused_state = None
+        """What the fused form keeps beside the cache (vm/runtime/fused.py); None whenever a
+        torch pass may have written the cache."""
 
     def step(self, step: int = 0) -> bool:
         """One pass in place; True when it ran on the active columns."""
+        self.fused_state = None
         if self.wait == 0:
             try:
                 if self.stale:
@@ -289,6 +293,7 @@ class ActiveRun:
         s = ev.scratch
         self.stale = False
         self.fused_passes = 0
+        self.fused_state = None
         self.cache = ev.project(X).contiguous()
         self.self_query: dict[tuple[int, int], bool] = {}
         self.zero_queries: dict[tuple[int, int], bool] = {}

@@ -38,6 +38,10 @@ except ImportError:  # pragma: no cover - exercised where numba is not installed
 
 MAX_FRACTION_BITS = 40
 """Inputs needing more fractional bits than this are not checked for exact sums."""
+FLOAT32_EXACT = 2.0 ** 24
+"""Integers below this are exact in float32, and so is every sum of them that stays below."""
+MIRROR_MAX = 127
+"""Largest |numerator| of a cached query or key entry the 8-bit mirror holds."""
 
 
 def available() -> bool:
@@ -81,6 +85,34 @@ def _columns_of(matrices: list[tuple]) -> tuple[tuple, tuple, tuple]:
     return tuple(zip(*matrices)) if matrices else ((), (), ())
 
 
+def _scoring(mirrored: list[tuple], reach: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """The 8-bit mirror's layout: which projection rows it holds (every head's query and key
+    rows), their scale 2^F, their largest |numerator| (from the weights' row sums: cached
+    columns are on the {-1, 0, 1} lattice), each group's first query row, first key row and
+    first head, each head's bound on |own score| and its (query row, key row, r). None when
+    some numerator could exceed MIRROR_MAX."""
+    rows, scale, group_rows, head_rows = [], [], [], []
+    for start, bits, group in mirrored:
+        span = group.count * group.r
+        query_first = len(rows)
+        rows += range(start + group.q.start, start + group.q.start + span)
+        key_first = len(rows)
+        rows += range(start + group.key.start, start + group.key.start + span)
+        scale += [2.0 ** bits] * (2 * span)
+        group_rows.append((query_first, key_first, len(head_rows)))
+        head_rows += [(query_first + h * group.r, key_first + h * group.r, group.r)
+                      for h in range(group.count)]
+    rows_array = np.array(rows, np.int64)
+    scale_array = np.array(scale, np.float64)
+    largest = reach[rows_array] * scale_array
+    if (largest > MIRROR_MAX).any():
+        return None
+    own_bound = np.array([sum(largest[q + t] * largest[k + t] for t in range(r))
+                          for q, k, r in head_rows], np.float64)
+    return (rows_array, scale_array, largest, np.array(group_rows, np.int64).reshape(-1, 3),
+            own_bound, np.array(head_rows, np.int64).reshape(-1, 3))
+
+
 class FusedPass:
     """The static tables of one evaluator's machine, laid out for the compiled pass.
 
@@ -100,6 +132,7 @@ class FusedPass:
         self.limit = 2.0 ** (24 if ev.dtype == torch.float32 else 52)
         att_read, att_W, att_bits, att_off, present = [], [], [], [], []
         reach: list[np.ndarray] = []
+        mirrored: list[tuple] = []
         groups: list[tuple] = []
         targets: list[np.ndarray] = []
         layer_groups = []
@@ -129,6 +162,7 @@ class FusedPass:
             first = len(groups)
             offset = target_start
             for group in layer.groups:
+                mirrored.append((layer.rows.start, bits, group))
                 groups.append((group.count, group.r, group.k, group.q.start, group.key.start,
                                group.v.start, offset, group.lam))
                 offset += group.count * group.k
@@ -166,6 +200,10 @@ class FusedPass:
             ev.working.cpu().numpy().astype(np.int64),
             np.concatenate(reach) if reach else np.zeros(0))
         self.hidden_width = max((len(part) for part in ffn_b1), default=1)
+        scoring = _scoring(mirrored, self.tables[-1])
+        if scoring is None:
+            return "query or key projections do not fit the 8-bit score mirror"
+        self.tables += scoring
         return None
 
     def passes(self, run: ActiveRun, count: int, record: torch.Tensor, pc_rows: np.ndarray,
@@ -193,9 +231,12 @@ class FusedPass:
         if workers > 1:
             numba.set_num_threads(workers)
         kernel = _programs_parallel if workers > 1 else _programs
+        mirror = self._mirror(run, cache)
+        if mirror is None:
+            return 0, False
         work = self._workspace(batch, rows, cache.shape[1], X.shape[2])
-        kernel(count, record.numpy(), pc_rows, X, cache, *self.tables, work, self_query,
-               zero_scratch,
+        kernel(count, record.numpy(), pc_rows, X, cache, *self.tables, *mirror, work,
+               self_query, zero_scratch,
                run.extras_layer, ev.capacity, ev.bound, SKIP_BOUND, self.limit, log,
                log_columns, log_values, log_start, done)
         least = int(done.min())
@@ -203,6 +244,28 @@ class FusedPass:
         if ahead:
             _rollback(X, done, least, log_columns, log_values, log_start)
         return least, ahead
+
+    def _mirror(self, run: ActiveRun, cache: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The run's query and key rows as 8-bit numerators (batch, mirrored rows, n) and
+        every head's own score (Q x_j).(K x_j) as float32 numerators (batch, heads, n): the
+        O(n) scoring reads these, a quarter of the cache's bytes. Built from the cache
+        whenever the torch pass has written it (`run.fused_state` is then None); None when
+        a cached entry is not such a numerator (the pass then goes to the torch form)."""
+        if run.fused_state is not None:
+            return run.fused_state
+        rows, scale = self.tables[-6], self.tables[-5]
+        values = cache[:, rows, :] * scale[None, :, None]
+        values[:, :, 0] = 0.0
+        mirror = values.astype(np.int8)
+        if not np.array_equal(mirror, values):
+            return None
+        heads = self.tables[-1]
+        own = np.empty((cache.shape[0], len(heads), cache.shape[2]), np.float32)
+        for number, (query, key, r) in enumerate(heads):
+            own[:, number] = (mirror[:, query:query + r].astype(np.float32)
+                              * mirror[:, key:key + r]).sum(axis=1)
+        run.fused_state = (mirror, own)
+        return run.fused_state
 
     def _workspace(self, batch: int, rows: int, width: int, n: int) -> tuple[np.ndarray, ...]:
         """Every program's scratch arrays for the compiled pass (kept between calls of one
@@ -214,10 +277,11 @@ class FusedPass:
             self._work = (np.empty((batch, rows, slots)), np.empty((batch, width, slots)),
                           np.empty((batch, rows)), np.empty((batch, hidden)),
                           np.zeros((batch, rows)), np.zeros((batch, rows)),
-                          np.empty((batch, n)), np.empty((batch, n)),
+                          np.empty((batch, n), np.float32), np.empty((batch, n)),
                           np.zeros((batch, hidden), np.int64), np.zeros((batch, hidden), np.int64),
                           np.zeros((batch, slots), np.int64), np.zeros((batch, rows), np.bool_),
-                          np.zeros((batch, rows), np.bool_))
+                          np.zeros((batch, rows), np.bool_), np.empty((batch, width)),
+                          np.empty((batch, slots)))
         return self._work
 
     def _log(self, batch: int, count: int, rows: int, dtype: np.dtype,
@@ -437,6 +501,47 @@ def _feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W
 
 
 @_inline
+def _numerators(P, first, count, floor_bits, out, limit) -> float:
+    """P[first:first + count, 0] times 2^F into `out`, for the least F >= floor_bits making
+    them all integers below `limit`: returns 2^F, or 0.0 when there is none."""
+    for t in range(count):
+        out[t] = P[first + t, 0]
+    bits = _scale_bits(out, count)
+    if bits < 0:
+        return 0.0
+    scale = 2.0 ** max(bits, floor_bits)
+    for t in range(count):
+        out[t] *= scale
+        if abs(out[t]) >= limit:
+            return 0.0
+    return scale
+
+
+@_inline
+def _mirror_scores(mirror, b, first, numerators, r, n, scores):
+    """scores[i] = sum_t numerators[t] mirror[b, first + t, i] for every column, in float32,
+    four rows a sweep. The caller has bounded the sum of the terms' magnitudes below 2^24,
+    so every partial sum is an integer float32 holds exactly, in any order."""
+    for i in range(n):
+        scores[i] = 0.0
+    t = 0
+    while t + 4 <= r:
+        a, c = np.float32(numerators[t]), np.float32(numerators[t + 1])
+        d, e = np.float32(numerators[t + 2]), np.float32(numerators[t + 3])
+        for i in range(n):
+            scores[i] += (a * np.float32(mirror[b, first + t, i])
+                          + c * np.float32(mirror[b, first + t + 1, i])
+                          + d * np.float32(mirror[b, first + t + 2, i])
+                          + e * np.float32(mirror[b, first + t + 3, i]))
+        t += 4
+    while t < r:
+        a = np.float32(numerators[t])
+        for i in range(n):
+            scores[i] += a * np.float32(mirror[b, first + t, i])
+        t += 1
+
+
+@_inline
 def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
     """One head's output at the extra columns, which see the scratch key and themselves:
     exactly the average of the two values when the two scores tie, else False."""
@@ -458,9 +563,10 @@ def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
 def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits,
               att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
               W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits,
-              working, reach, self_query, zero_scratch, extras_layer, slots, bound, skip_bound,
-              limit, A, P, buffer, hidden, kind, source, junk, clean, low, high, scores, mass,
-              cols) -> int:
+              working, reach, mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
+              head_rows, mirror, own, self_query, zero_scratch, extras_layer, slots, bound,
+              skip_bound, limit, A, P, buffer, hidden, kind, source, junk, clean, low, high, scores,
+              mass, cols, numer, evaluated) -> int:
     """One pass of program b computed and checked into A (state) and P (fresh projections)
     at the columns `cols`, nothing of X or the cache written: the number of evaluated
     columns, or 0 when the pass is not proven."""
@@ -490,19 +596,28 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                         continue
                     h, r = groups[g, 0], groups[g, 1]
                     for head in range(h):
-                        q = off + groups[g, 3] + head * r
                         key = off + groups[g, 4] + head * r
-                        for j in range(n):
-                            scores[j] = 0.0
+                        first = group_mirror[g, 0] + head * r
+                        number = group_mirror[g, 2] + head
+                        scale = _numerators(P, key, r, att_bits[L], numer, limit)
+                        own_scale = scale * 2.0 ** -att_bits[L]
+                        size = own_bound[number] * own_scale
                         for t in range(r):
-                            scratch_key = P[key + t, 0]
-                            for j in range(n):
-                                scores[j] += cache[b, q + t, j] * (
-                                    scratch_key - cache[b, key + t, j])
+                            size += abs(numer[t]) * mirror_max[first + t]
+                        if scale == 0.0 or size >= FLOAT32_EXACT:
+                            ok = False
+                            break
+                        _mirror_scores(mirror, b, first, numer, r, n, scores)
+                        unit = lams[g] / (scale * 2.0 ** att_bits[L])
+                        shift = np.float32(own_scale)
                         for j in range(n):
-                            exponent = lams[g] * scores[j]
+                            exponent = unit * (scores[j] - own[b, number, j] * shift)
                             if exponent > mass[j]:
                                 mass[j] = exponent
+                    if not ok:
+                        break
+                if not ok:
+                    break
                 threshold = math.log(skip_bound) - 1e-9
                 for j in range(1, n):
                     if mass[j] >= threshold:
@@ -549,23 +664,23 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                                               target):
                             ok = False
                         continue
-                    for i in range(n):
-                        scores[i] = 0.0
+                    first = group_mirror[g, 1] + head * r
+                    scale = _numerators(P, q, r, 0, numer, limit)
+                    size = 0.0
                     for t in range(r):
-                        query = P[q + t, 0]
-                        if query != 0.0:
-                            for i in range(n):
-                                scores[i] += query * cache[b, key + t, i]
+                        size += abs(numer[t]) * mirror_max[first + t]
+                    if scale == 0.0 or size >= FLOAT32_EXACT:
+                        ok = False
+                        break
+                    _mirror_scores(mirror, b, first, numer, r, n, scores)
                     for c in range(m):
-                        score = 0.0
-                        for t in range(r):
-                            score += P[q + t, 0] * P[key + t, c]
-                        scores[cols[c]] = score
+                        scores[cols[c]] = -np.inf
+                    unit = 1.0 / (scale * 2.0 ** att_bits[L])
                     top = -math.inf
                     second = -math.inf
                     winner = -1
                     for i in range(n):
-                        score = scores[i]
+                        score = scores[i] * unit
                         if score > second:
                             if score > top:
                                 second = top
@@ -573,11 +688,27 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                                 winner = i
                             else:
                                 second = score
+                    for c in range(m):
+                        score = 0.0
+                        for t in range(r):
+                            score += P[q + t, 0] * P[key + t, c]
+                        evaluated[c] = score
+                        if score > second:
+                            if score > top:
+                                second = top
+                                top = score
+                                winner = cols[c]
+                            else:
+                                second = score
                     off_weight = 0.0
                     if not 2.0 * n * math.exp(lams[g] * (second - top)) < bound:
                         for i in range(n):
-                            exponent = lams[g] * (scores[i] - top)
+                            exponent = lams[g] * (scores[i] * unit - top)
                             if i != winner and exponent > -800.0:
+                                off_weight += math.exp(exponent)
+                        for c in range(m):
+                            exponent = lams[g] * (evaluated[c] - top)
+                            if cols[c] != winner and exponent > -800.0:
                                 off_weight += math.exp(exponent)
                     if not off_weight < bound:
                         ok = False
@@ -647,7 +778,8 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
 def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
              att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
              W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-             W2_values, ffn_b2, ffn_bits, working, reach, work, self_query, zero_scratch,
+             W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max,
+             group_mirror, own_bound, head_rows, mirror, own, work, self_query, zero_scratch,
              extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
              log_start) -> int:
     """Up to `count` passes of program b, each recorded, proven and committed to its own
@@ -660,7 +792,7 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
     A, P, buffer, hidden, low, high = (work[0][b], work[1][b], work[2][b], work[3][b],
                                        work[4][b], work[5][b])
     scores, mass, kind, source, cols = work[6][b], work[7][b], work[8][b], work[9][b], work[10][b]
-    junk, clean = work[11][b], work[12][b]
+    junk, clean, numer, evaluated = work[11][b], work[12][b], work[13][b], work[14][b]
     position = 0
     for done in range(count):
         if log:
@@ -668,11 +800,12 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
         for i in range(len(pc_rows)):
             record[done, i, b] = X[pc_rows[i], b, 0]
         m = _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values,
-                      att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
-                      W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
-                      W2_indices, W2_values, ffn_b2, ffn_bits, working, reach, self_query,
-                      zero_scratch, extras_layer, slots, bound, skip_bound, limit, A, P, buffer,
-                      hidden, kind, source, junk, clean, low, high, scores, mass, cols)
+                      att_bits, att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers,
+                      W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values,
+                      ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max,
+                      group_mirror, own_bound, head_rows, mirror, own, self_query, zero_scratch,
+                      extras_layer, slots, bound, skip_bound, limit, A, P, buffer, hidden, kind,
+                      source, junk, clean, low, high, scores, mass, cols, numer, evaluated)
         if m == 0:
             return done
         if log:
@@ -690,6 +823,14 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
             if c > 0:
                 for i in range(width):
                     cache[b, i, column] = P[i, c]
+                for i in range(len(mirror_rows)):
+                    mirror[b, i, column] = np.int8(P[mirror_rows[i], c] * mirror_scale[i])
+                for h in range(len(head_rows)):
+                    score = np.float32(0.0)
+                    for t in range(head_rows[h, 2]):
+                        score += (np.float32(mirror[b, head_rows[h, 0] + t, column])
+                                  * np.float32(mirror[b, head_rows[h, 1] + t, column]))
+                    own[b, h, column] = score
     if log:
         log_start[b, count] = position
     return count
@@ -699,18 +840,20 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
 def _programs(count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
               att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
               W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-              W2_values, ffn_b2, ffn_bits, working, reach, work, self_query, zero_scratch,
+              W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max,
+              group_mirror, own_bound, head_rows, mirror, own, work, self_query, zero_scratch,
               extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
               log_start, done):
     """Every program's passes (`_program`) one after another, in this thread."""
     for b in range(X.shape[1]):
-        done[b] = _program(b, count, record, pc_rows, X, cache, present, att_read,
-                           att_pointers, att_indices, att_values, att_bits, att_off,
-                           layer_groups, groups, lams, targets, ffn_read, W1_pointers,
-                           W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-                           W2_values, ffn_b2, ffn_bits, working, reach, work, self_query,
-                           zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
-                           log_columns, log_values, log_start)
+        done[b] = _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointers,
+                           att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
+                           targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
+                           W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
+                           mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
+                           head_rows, mirror, own, work, self_query, zero_scratch, extras_layer,
+                           capacity, bound, skip_bound, limit, log, log_columns, log_values,
+                           log_start)
 
 
 @_parallel
@@ -718,18 +861,20 @@ def _programs_parallel(count, record, pc_rows, X, cache, present, att_read, att_
                        att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
                        targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
                        W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
-                       work, self_query, zero_scratch, extras_layer, capacity, bound,
+                       mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound, head_rows,
+                       mirror, own, work, self_query, zero_scratch, extras_layer, capacity, bound,
                        skip_bound, limit, log, log_columns, log_values, log_start, done):
     """`_programs` with programs spread over numba's threads: one parallel region for all
     the call's passes (a region a pass made every pass wait for the slowest thread)."""
     for b in numba.prange(X.shape[1]):
-        done[b] = _program(b, count, record, pc_rows, X, cache, present, att_read,
-                           att_pointers, att_indices, att_values, att_bits, att_off,
-                           layer_groups, groups, lams, targets, ffn_read, W1_pointers,
-                           W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-                           W2_values, ffn_b2, ffn_bits, working, reach, work, self_query,
-                           zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
-                           log_columns, log_values, log_start)
+        done[b] = _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointers,
+                           att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
+                           targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
+                           W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
+                           mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
+                           head_rows, mirror, own, work, self_query, zero_scratch, extras_layer,
+                           capacity, bound, skip_bound, limit, log, log_columns, log_values,
+                           log_start)
 
 
 @_jit
