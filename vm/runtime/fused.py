@@ -676,18 +676,20 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                     for c in range(m):
                         scores[cols[c]] = -np.inf
                     unit = 1.0 / (scale * 2.0 ** att_bits[L])
-                    top = -math.inf
-                    second = -math.inf
+                    top32 = np.float32(-np.inf)
+                    second32 = np.float32(-np.inf)
                     winner = -1
                     for i in range(n):
-                        score = scores[i] * unit
-                        if score > second:
-                            if score > top:
-                                second = top
-                                top = score
+                        score32 = scores[i]
+                        if score32 > second32:
+                            if score32 > top32:
+                                second32 = top32
+                                top32 = score32
                                 winner = i
                             else:
-                                second = score
+                                second32 = score32
+                    top = top32 * unit
+                    second = second32 * unit
                     for c in range(m):
                         score = 0.0
                         for t in range(r):
