@@ -324,14 +324,27 @@ SPARSE_DENSITY_MAX = 0.01
 SPARSE_SIZE_MIN = 1 << 14
 """On a CPU, a ReLU-layer matrix with at least SPARSE_SIZE_MIN entries of which at most
 SPARSE_DENSITY_MAX are non-zero is multiplied in CSR form: FLEQ's last layer (clearing the
-working rows, 699 x 324 at d = 8, 0.3 % non-zero) drops from 9 ms to 0.3 ms. Denser or
-smaller matrices (all of SUBLEQ's, measured) stay dense, where CSR is slower."""
+working rows, 699 x 324 at d = 8, 0.3 % non-zero) drops from 9 ms to 0.3 ms."""
+SPARSE_WORK_DENSITY_MAX = 0.2
+SPARSE_WORK_MIN = 1 << 18
+"""A matrix up to SPARSE_WORK_DENSITY_MAX non-zero is also kept in CSR form when its dense
+product over the machine's columns costs at least SPARSE_WORK_MIN multiply-adds (entries x
+columns): measured in float64 on FLEQ's layers, CSR beats the dense product from about
+there (inverse-d8's fetch layer, 314 x 78 at 2.6 % over 473 columns: 0.89 ms -> 0.14 ms),
+and loses below it, where the per-call overhead dominates."""
 
 
-def _matrix(W: np.ndarray, dtype: torch.dtype, sparse: bool) -> torch.Tensor:
-    """W as a torch tensor: CSR when `sparse` is allowed and W is big and almost empty."""
+def _sparse_pays(W: np.ndarray, columns: int) -> bool:
+    """Is CSR the faster form for W times a (W's columns) x `columns` matrix?"""
+    density = np.count_nonzero(W) / max(W.size, 1)
+    return ((W.size >= SPARSE_SIZE_MIN and density <= SPARSE_DENSITY_MAX)
+            or (W.size * columns >= SPARSE_WORK_MIN and density <= SPARSE_WORK_DENSITY_MAX))
+
+
+def _matrix(W: np.ndarray, dtype: torch.dtype, sparse: bool, columns: int) -> torch.Tensor:
+    """W as a torch tensor: CSR when `sparse` is allowed and CSR pays (`_sparse_pays`)."""
     dense = torch.as_tensor(W, dtype=dtype)
-    if not sparse or W.size < SPARSE_SIZE_MIN or np.count_nonzero(W) > SPARSE_DENSITY_MAX * W.size:
+    if not sparse or not _sparse_pays(W, columns):
         return dense
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta state")
@@ -341,21 +354,22 @@ def _matrix(W: np.ndarray, dtype: torch.dtype, sparse: bool) -> torch.Tensor:
 class FeedForward(_RowIndexed):
     """The ReLU layer of Eq. (1b), computed on the rows it reads and writes.
 
-    `sparse`: big, almost empty matrices may be kept in CSR form (for CPU runs); the
-    products then skip the zero terms, which changes only the summation order.
+    `sparse`: big, almost empty matrices may be kept in CSR form (for CPU runs, where they
+    multiply `columns` columns); the products then skip the zero terms, which changes only
+    the summation order.
     """
 
     def __init__(self, weights: FeedForwardWeights, dtype: torch.dtype,
-                 sparse: bool = False) -> None:
+                 sparse: bool = False, columns: int = 1) -> None:
         super().__init__()
         read = np.flatnonzero(np.abs(weights.W1).sum(axis=0))
         written = weights.written_rows
         self.empty = weights.width == 0 or len(written) == 0
         self._set_rows("read", read)
         self._set_rows("rows", written)
-        self.register_buffer("W1", _matrix(weights.W1[:, read], dtype, sparse))
+        self.register_buffer("W1", _matrix(weights.W1[:, read], dtype, sparse, columns))
         self.register_buffer("b1", torch.as_tensor(weights.b1[:, None], dtype=dtype))
-        self.register_buffer("W2", _matrix(weights.W2[written], dtype, sparse))
+        self.register_buffer("W2", _matrix(weights.W2[written], dtype, sparse, columns))
         self.has_b2 = bool(np.any(weights.b2))
         self.register_buffer("b2", torch.as_tensor(weights.b2[written, None], dtype=dtype))
 
@@ -393,7 +407,8 @@ class TransformerLayer(nn.Module):
     vm/runtime/active_fleq.py skip components bit-exactly.
     """
 
-    def __init__(self, weights: LayerWeights, dtype: torch.dtype, sparse: bool = False) -> None:
+    def __init__(self, weights: LayerWeights, dtype: torch.dtype, sparse: bool = False,
+                 columns: int = 1) -> None:
         super().__init__()
         self.role = weights.role
         self.head_roles = [head.role for head in weights.heads]
@@ -402,7 +417,7 @@ class TransformerLayer(nn.Module):
         self.part_heads = segments if len(segments) > 1 else []
         self.parts = nn.ModuleList(Attention(tuple(weights.heads[i] for i in segment), dtype)
                                    for segment in self.part_heads)
-        self.ffn = FeedForward(weights.ffn, dtype, sparse)
+        self.ffn = FeedForward(weights.ffn, dtype, sparse, columns)
 
     def attend(self, X: torch.Tensor, mode: str, scratch: int,
                bias: torch.Tensor | None, noise: ReadNoise | None = None) -> None:
@@ -432,7 +447,7 @@ class LoopedTransformer(nn.Module):
         self.attention, self.scratch = attention, scratch
         device = torch.device(device)
         sparse = device.type == "cpu"
-        self.layers = nn.ModuleList(TransformerLayer(layer, dtype, sparse)
+        self.layers = nn.ModuleList(TransformerLayer(layer, dtype, sparse, weights.columns)
                                     for layer in weights.layers)
         use_bias = attention == "masked" and weights.columns <= MASK_AS_BIAS_MAX
         bias = None
