@@ -124,6 +124,16 @@ class FleqActiveEvaluator:
                 self.bound = self._operand_bound()
                 if self.bound < 1.0:
                     self.unsupported = "no operand bound keeps every block unit at exactly 0"
+        self.unit_gates: list[list[int | None] | None] = [None] * len(model.layers)
+        """For each block layer whose units run in parts, each part's block (None: units
+        without a gate, always run); None for layers that run every unit."""
+        if self.unsupported is None:
+            gate_rows = self._gate_rows()
+            last = len(model.layers) - 1
+            for index, layer in enumerate(model.layers):
+                if CONTROL_LAYERS <= index < last and layer.ffn.parts:
+                    self.unit_gates[index] = [None if gate is None else gate_rows[gate]
+                                              for gate in layer.ffn.part_gates]
         self.selector = layout["cur_m"]
         self.scratch = model.scratch
         device = model.layers[0].ffn.b1.device
@@ -373,7 +383,9 @@ class FleqActiveEvaluator:
                         layer.attend_part(X, part, mode, scratch, bias)
             else:
                 layer.attend(X, mode, scratch, bias)
-            layer.ffn(X)
+            gates = self.unit_gates[index]
+            layer.ffn(X, None if gates is None else
+                      [i for i, block in enumerate(gates) if block is None or block in selected])
             if index == 0:
                 flags = X[self.selector, :, :scratch].ne(0).flatten(1).any(1)
                 selected = frozenset(int(i) for i in flags.nonzero().flatten())
