@@ -290,9 +290,10 @@ class Attention(_RowIndexed):
         """Eq. (1a)'s V X softmax(...) for a batch of heads: (heads, k, n); `noise` is
         added to the scratch queries' scores (stochastic reads)."""
         if mode == "dense" or bias is not None:
-            scores = queries.transpose(1, 2) @ keys
-            if bias is not None:
-                scores += bias
+            if bias is not None:  # the mask added in the product: x + 0 and x - inf are exact
+                scores = torch.baddbmm(bias, queries.transpose(1, 2), keys)
+            else:
+                scores = queries.transpose(1, 2) @ keys
             if noise is not None:
                 scores[:, :scratch] += noise
             return values @ torch.softmax(scores, dim=2).transpose(1, 2)
