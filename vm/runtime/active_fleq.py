@@ -136,8 +136,8 @@ class FleqActiveEvaluator:
                                               for gate in layer.ffn.part_gates]
         self.selector = layout["cur_m"]
         self.scratch = model.scratch
-        device = model.layers[0].ffn.b1.device
-        torch_dtype = model.layers[0].ffn.b1.dtype
+        device = model.layers[0].ffn.b2.device
+        torch_dtype = model.layers[0].ffn.b2.dtype
         self._constant_rows = torch.as_tensor(np.flatnonzero(self._constant_mask),
                                               device=device)
         self._constant_values = torch.as_tensor(constants[self._constant_mask][:, None, :],
