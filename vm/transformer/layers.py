@@ -10,16 +10,17 @@ a few batched products (heads of equal shape grouped, Q, K, V stacked, lam
 folded into Q), each head's value product covers only the rows it writes,
 projections read only the rows some head uses, and on a CPU the heads run in
 chunks whose scores stay in cache; a ReLU layer reads only the rows its W1
-uses, writes only the rows its W2/b2 change, and on a CPU multiplies big,
-almost empty matrices in CSR form. Results differ from a head-by-head,
-dense evaluation only in summation order.
+uses, writes only the rows its W2/b2 change, and on a CPU multiplies sparse
+matrices in CSR form wherever that pays; the units reading a gate row (FLEQ's
+blocks) run as their own part, every part from the layer's input. Results
+differ from a head-by-head, dense evaluation only in summation order.
 
 Attention is `dense` (every query sees every key, cost n^2) or `masked`: the
 geometry-only mask of the paper's Section 5.2 remark, where the first
 `scratch` columns attend globally and every other column attends to itself
 and the scratchpad (`mask_matrix`; exported with the weights). Up to
 `MASK_AS_BIAS_MAX` columns the mask is applied as a -inf bias on dense
-scores; beyond, a linear-cost path computes the same softmax over only the
+scores, added within the score product; beyond, a linear-cost path computes the same softmax over only the
 allowed keys, so a pass costs O(n * scratch).
 """
 
