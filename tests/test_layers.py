@@ -257,3 +257,42 @@ def test_component_parts_all_read_the_layers_input_as_eq1_heads_do(attention):
     got = model(torch.as_tensor(X[None])).numpy()[0]
     mask = machine.mask if attention == "masked" else None
     np.testing.assert_allclose(got, per_head_eq1(heads, X, mask), rtol=1e-12, atol=1e-12)
+
+
+def test_relu_units_run_as_one_part_per_gate_row_read_from_the_layers_input():
+    """Units reading gate row 0 or 1 write rows the other part and the ungated units read:
+    parts computed one after another on an updated X would differ from Eq. (1b)."""
+    rng = np.random.default_rng(11)
+    rows, width, columns, gates = 10, 9, 6, (0, 1)
+    W1 = rng.normal(size=(width, rows))
+    W1[:, list(gates)] = 0.0
+    W1[0:3, 0] = 1.0  # units 0-2 carry gate 0, units 3-5 gate 1, units 6-8 none
+    W1[3:6, 1] = 1.0
+    ffn = FeedForwardWeights(W1, rng.normal(size=width), rng.normal(size=(rows, width)),
+                             rng.normal(size=rows))
+    machine = MachineWeights((LayerWeights((), ffn, "gated"),), rows, columns)
+    model = LoopedTransformer(machine, torch.float64, gate_rows=gates)
+    ffn_module = model.layers[0].ffn
+    assert ffn_module.part_gates == [0, 1, None]
+    X = rng.normal(size=(2, rows, columns))
+    got = model(torch.as_tensor(X)).numpy()
+    for b in range(2):
+        np.testing.assert_allclose(got[b], numpy_pass(machine, X[b], None), rtol=1e-12,
+                                   atol=1e-12)
+    internal = layers.to_internal(torch.as_tensor(X))
+    ffn_module(internal, [0, 2])  # the units of gate 1 skipped
+    without = FeedForwardWeights(W1[[0, 1, 2, 6, 7, 8]], ffn.b1[[0, 1, 2, 6, 7, 8]],
+                                 ffn.W2[:, [0, 1, 2, 6, 7, 8]], ffn.b2)
+    expected = numpy_pass(MachineWeights((LayerWeights((), without, "gated"),), rows, columns),
+                          X[0], None)
+    np.testing.assert_allclose(layers.from_internal(internal)[0].numpy(), expected, rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_csr_is_chosen_by_density_and_by_the_work_of_the_product():
+    W = np.zeros((40, 40))
+    W[:, :4] = 1.0  # 10 % non-zero, 1,600 entries
+    assert not layers._sparse_pays(W, 1)  # too little work for CSR's per-call cost
+    assert layers._sparse_pays(W, -(-layers.SPARSE_WORK_MIN // W.size))
+    W[:, :10] = 1.0  # 25 % non-zero: dense wins at any size
+    assert not layers._sparse_pays(W, 1 << 20)

@@ -124,10 +124,20 @@ class FleqActiveEvaluator:
                 self.bound = self._operand_bound()
                 if self.bound < 1.0:
                     self.unsupported = "no operand bound keeps every block unit at exactly 0"
+        self.unit_gates: list[list[int | None] | None] = [None] * len(model.layers)
+        """For each block layer whose units run in parts, each part's block (None: units
+        without a gate, always run); None for layers that run every unit."""
+        if self.unsupported is None:
+            gate_rows = self._gate_rows()
+            last = len(model.layers) - 1
+            for index, layer in enumerate(model.layers):
+                if CONTROL_LAYERS <= index < last and layer.ffn.parts:
+                    self.unit_gates[index] = [None if gate is None else gate_rows[gate]
+                                              for gate in layer.ffn.part_gates]
         self.selector = layout["cur_m"]
         self.scratch = model.scratch
-        device = model.layers[0].ffn.b1.device
-        torch_dtype = model.layers[0].ffn.b1.dtype
+        device = model.layers[0].ffn.b2.device
+        torch_dtype = model.layers[0].ffn.b2.dtype
         self._constant_rows = torch.as_tensor(np.flatnonzero(self._constant_mask),
                                               device=device)
         self._constant_values = torch.as_tensor(constants[self._constant_mask][:, None, :],
@@ -341,31 +351,45 @@ class FleqActiveEvaluator:
         return 2.0 ** (low / SEARCH_STEPS)
 
     # -- one pass --------------------------------------------------------------------
+    def _checks(self, X: torch.Tensor) -> torch.Tensor:
+        """The guard's three conditions on X (see `problem`) as a bool tensor, unsynced."""
+        constants = X.index_select(0, self._constant_rows)
+        offsets = X.index_select(0, self._offset_rows)
+        low, high = torch.aminmax(X.flatten(1), dim=1)  # NaN propagates, and fails below
+        largest = torch.maximum(high, -low).index_select(0, self._value_rows)
+        return torch.stack(((constants == self._constant_values).all(),
+                            ((offsets == 0) | (offsets == -GATE_BIG)).all(),
+                            (largest <= self._limits).all()))
+
     def problem(self, X: torch.Tensor) -> str | None:
         """Why X, after the control layers, does not let the pass skip blocks; or None."""
-        constants = X.index_select(0, self._constant_rows)
-        if not bool((constants == self._constant_values).all()):
+        return self._explain(self._checks(X).tolist())
+
+    def _explain(self, checks: list[bool]) -> str | None:
+        if not checks[0]:
             return "constant rows equal to the geometry's punchcard values"
-        offsets = X.index_select(0, self._offset_rows)
-        if not bool(((offsets == 0) | (offsets == -GATE_BIG)).all()):
+        if not checks[1]:
             return "result mask rows 0 or -2^60"
-        values = X.index_select(0, self._value_rows).abs().amax(dim=(1, 2))
-        if not bool((values <= self._limits).all()):
+        if not checks[2]:
             return (f"finite values, |operands| <= {self.bound:g}, unwritten working rows 0, "
                     "control rows within [-1, 1]")
         return None
 
     def step_(self, X: torch.Tensor, step: int = 0, strict: bool = False) -> bool:
         """One pass in place on X (rows, batch, n); True when blocks were skipped. The
-        control layers run in full; the guard looks at X after them."""
+        control layers run in full; the guard looks at X after them. The selected blocks
+        (read after layer 0) and the guard's result reach the host in one sync."""
         model = self.model
         selected: frozenset[int] = frozenset()
         mode, scratch, bias = model.attention, model.scratch, model.mask_bias
+        flags = None
         for index, layer in enumerate(model.layers):
             if index == CONTROL_LAYERS:
-                problem = self.problem(X)
+                found = torch.cat((self._checks(X), flags)).tolist()
+                problem = self._explain(found[:3])
                 if problem is not None:
                     return self._full(X, index, step, strict, problem)
+                selected = frozenset(i for i, flag in enumerate(found[3:]) if flag)
             parts = self.part_blocks[index]
             if parts:
                 for part, blocks in zip(layer.parts or [layer.attention], parts):
@@ -373,10 +397,11 @@ class FleqActiveEvaluator:
                         layer.attend_part(X, part, mode, scratch, bias)
             else:
                 layer.attend(X, mode, scratch, bias)
-            layer.ffn(X)
+            gates = self.unit_gates[index]
+            layer.ffn(X, None if gates is None else
+                      [i for i, block in enumerate(gates) if block is None or block in selected])
             if index == 0:
                 flags = X[self.selector, :, :scratch].ne(0).flatten(1).any(1)
-                selected = frozenset(int(i) for i in flags.nonzero().flatten())
         return True
 
     def _full(self, X: torch.Tensor, first: int, step: int, strict: bool, expected: str

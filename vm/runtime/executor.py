@@ -50,7 +50,10 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 def _model(geometry: Geometry, temperature: float | None, dtype: str, device: str,
            attention: str) -> LoopedTransformer:
     machine = machine_for(geometry, temperature)
-    return LoopedTransformer(machine.weights, DTYPES[dtype], device, attention, geometry.scratch)
+    gates = (tuple(machine.layout.row(f"gblock{i}") for i in range(len(geometry.blocks)))
+             if isinstance(geometry, FleqGeometry) else ())
+    return LoopedTransformer(machine.weights, DTYPES[dtype], device, attention, geometry.scratch,
+                             gates)
 
 
 @lru_cache(maxsize=16)

@@ -10,16 +10,17 @@ a few batched products (heads of equal shape grouped, Q, K, V stacked, lam
 folded into Q), each head's value product covers only the rows it writes,
 projections read only the rows some head uses, and on a CPU the heads run in
 chunks whose scores stay in cache; a ReLU layer reads only the rows its W1
-uses, writes only the rows its W2/b2 change, and on a CPU multiplies big,
-almost empty matrices in CSR form. Results differ from a head-by-head,
-dense evaluation only in summation order.
+uses, writes only the rows its W2/b2 change, and on a CPU multiplies sparse
+matrices in CSR form wherever that pays; the units reading a gate row (FLEQ's
+blocks) run as their own part, every part from the layer's input. Results
+differ from a head-by-head, dense evaluation only in summation order.
 
 Attention is `dense` (every query sees every key, cost n^2) or `masked`: the
 geometry-only mask of the paper's Section 5.2 remark, where the first
 `scratch` columns attend globally and every other column attends to itself
 and the scratchpad (`mask_matrix`; exported with the weights). Up to
 `MASK_AS_BIAS_MAX` columns the mask is applied as a -inf bias on dense
-scores; beyond, a linear-cost path computes the same softmax over only the
+scores, added within the score product; beyond, a linear-cost path computes the same softmax over only the
 allowed keys, so a pass costs O(n * scratch).
 """
 
@@ -290,9 +291,10 @@ class Attention(_RowIndexed):
         """Eq. (1a)'s V X softmax(...) for a batch of heads: (heads, k, n); `noise` is
         added to the scratch queries' scores (stochastic reads)."""
         if mode == "dense" or bias is not None:
-            scores = queries.transpose(1, 2) @ keys
-            if bias is not None:
-                scores += bias
+            if bias is not None:  # the mask added in the product: x + 0 and x - inf are exact
+                scores = torch.baddbmm(bias, queries.transpose(1, 2), keys)
+            else:
+                scores = queries.transpose(1, 2) @ keys
             if noise is not None:
                 scores[:, :scratch] += noise
             return values @ torch.softmax(scores, dim=2).transpose(1, 2)
@@ -324,14 +326,27 @@ SPARSE_DENSITY_MAX = 0.01
 SPARSE_SIZE_MIN = 1 << 14
 """On a CPU, a ReLU-layer matrix with at least SPARSE_SIZE_MIN entries of which at most
 SPARSE_DENSITY_MAX are non-zero is multiplied in CSR form: FLEQ's last layer (clearing the
-working rows, 699 x 324 at d = 8, 0.3 % non-zero) drops from 9 ms to 0.3 ms. Denser or
-smaller matrices (all of SUBLEQ's, measured) stay dense, where CSR is slower."""
+working rows, 699 x 324 at d = 8, 0.3 % non-zero) drops from 9 ms to 0.3 ms."""
+SPARSE_WORK_DENSITY_MAX = 0.2
+SPARSE_WORK_MIN = 1 << 18
+"""A matrix up to SPARSE_WORK_DENSITY_MAX non-zero is also kept in CSR form when its dense
+product over the machine's columns costs at least SPARSE_WORK_MIN multiply-adds (entries x
+columns): measured in float64 on FLEQ's layers, CSR beats the dense product from about
+there (inverse-d8's fetch layer, 314 x 78 at 2.6 % over 473 columns: 0.89 ms -> 0.14 ms),
+and loses below it, where the per-call overhead dominates."""
 
 
-def _matrix(W: np.ndarray, dtype: torch.dtype, sparse: bool) -> torch.Tensor:
-    """W as a torch tensor: CSR when `sparse` is allowed and W is big and almost empty."""
+def _sparse_pays(W: np.ndarray, columns: int) -> bool:
+    """Is CSR the faster form for W times a (W's columns) x `columns` matrix?"""
+    density = np.count_nonzero(W) / max(W.size, 1)
+    return ((W.size >= SPARSE_SIZE_MIN and density <= SPARSE_DENSITY_MAX)
+            or (W.size * columns >= SPARSE_WORK_MIN and density <= SPARSE_WORK_DENSITY_MAX))
+
+
+def _matrix(W: np.ndarray, dtype: torch.dtype, sparse: bool, columns: int) -> torch.Tensor:
+    """W as a torch tensor: CSR when `sparse` is allowed and CSR pays (`_sparse_pays`)."""
     dense = torch.as_tensor(W, dtype=dtype)
-    if not sparse or W.size < SPARSE_SIZE_MIN or np.count_nonzero(W) > SPARSE_DENSITY_MAX * W.size:
+    if not sparse or not _sparse_pays(W, columns):
         return dense
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta state")
@@ -341,29 +356,60 @@ def _matrix(W: np.ndarray, dtype: torch.dtype, sparse: bool) -> torch.Tensor:
 class FeedForward(_RowIndexed):
     """The ReLU layer of Eq. (1b), computed on the rows it reads and writes.
 
-    `sparse`: big, almost empty matrices may be kept in CSR form (for CPU runs); the
-    products then skip the zero terms, which changes only the summation order.
+    `sparse`: big, almost empty matrices may be kept in CSR form (for CPU runs, where they
+    multiply `columns` columns); the products then skip the zero terms, which changes only
+    the summation order. `gate_rows`: units that read one of these rows (FLEQ's block
+    gates) run as one part per gate row, the others as one more part (`parts`,
+    `part_gates`): every part reads the layer's input, then each adds its output, so a
+    part's products are the same whether or not the other parts run, which lets
+    vm/runtime/active_fleq.py skip the units of unselected blocks bit-exactly.
     """
 
     def __init__(self, weights: FeedForwardWeights, dtype: torch.dtype,
-                 sparse: bool = False) -> None:
+                 sparse: bool = False, columns: int = 1, gate_rows: tuple[int, ...] = ()
+                 ) -> None:
         super().__init__()
+        self.part_gates: list[int | None] = []
+        self.parts = nn.ModuleList()
+        units = _unit_parts(weights.W1, gate_rows)
+        if len(units) > 1 or (units and units[0][0] is not None):
+            no_b2 = np.zeros_like(weights.b2)
+            for gate, members in units:
+                self.part_gates.append(gate)
+                self.parts.append(FeedForward(FeedForwardWeights(
+                    weights.W1[members], weights.b1[members], weights.W2[:, members], no_b2),
+                    dtype, sparse, columns))
         read = np.flatnonzero(np.abs(weights.W1).sum(axis=0))
         written = weights.written_rows
         self.empty = weights.width == 0 or len(written) == 0
         self._set_rows("read", read)
         self._set_rows("rows", written)
-        self.register_buffer("W1", _matrix(weights.W1[:, read], dtype, sparse))
-        self.register_buffer("b1", torch.as_tensor(weights.b1[:, None], dtype=dtype))
-        self.register_buffer("W2", _matrix(weights.W2[written], dtype, sparse))
         self.has_b2 = bool(np.any(weights.b2))
+        if self.parts:
+            self._set_rows("b2_rows", np.flatnonzero(weights.b2))
+            self.register_buffer("b2", torch.as_tensor(weights.b2[np.flatnonzero(weights.b2),
+                                                                  None], dtype=dtype))
+            return
+        self.register_buffer("W1", _matrix(weights.W1[:, read], dtype, sparse, columns))
+        self.register_buffer("b1", torch.as_tensor(weights.b1[:, None], dtype=dtype))
+        self.register_buffer("W2", _matrix(weights.W2[written], dtype, sparse, columns))
         self.register_buffer("b2", torch.as_tensor(weights.b2[written, None], dtype=dtype))
 
-    def forward(self, A: torch.Tensor) -> None:
-        """A += W2 relu(W1 A + b1) + b2, in place (A in the (rows, batch, n) layout)."""
+    def forward(self, A: torch.Tensor, parts: list[int] | None = None) -> None:
+        """A += W2 relu(W1 A + b1) + b2, in place (A in the (rows, batch, n) layout); with
+        `parts`, only those parts' units (b2 always)."""
         if self.empty:
             return
         flat = A.view(A.shape[0], -1)
+        if self.parts:
+            chosen = range(len(self.parts)) if parts is None else parts
+            updates = [(self.parts[i], self.parts[i].update(flat)) for i in chosen]
+            for part, update in updates:
+                if update is not None:
+                    _add_rows(flat, part.rows, update)
+            if self.has_b2:
+                _add_rows(flat, self.b2_rows, self.b2)
+            return
         hidden = torch.addmm(self.b1, self.W1, _take_rows(flat, self.read)).relu_()
         if isinstance(self.rows, slice) and not self.has_b2:
             flat[self.rows].addmm_(self.W2, hidden)
@@ -372,6 +418,25 @@ class FeedForward(_RowIndexed):
         if self.has_b2:
             update += self.b2
         _add_rows(flat, self.rows, update)
+
+    def update(self, flat: torch.Tensor) -> torch.Tensor | None:
+        """W2 relu(W1 A + b1) on the written rows of a part without b2, or None if empty."""
+        if self.empty:
+            return None
+        return self.W2 @ torch.addmm(self.b1, self.W1, _take_rows(flat, self.read)).relu_()
+
+
+def _unit_parts(W1: np.ndarray, gate_rows: tuple[int, ...]
+                ) -> list[tuple[int | None, np.ndarray]]:
+    """The units reading each gate row (by the first gate row a unit reads), then the units
+    reading none (gate None); only non-empty parts, none at all without gate rows."""
+    if not gate_rows or not W1.shape[0]:
+        return []
+    reads = W1[:, list(gate_rows)] != 0
+    owner = np.where(reads.any(axis=1), reads.argmax(axis=1), -1)
+    parts = [(int(gate_rows[g]), np.flatnonzero(owner == g)) for g in range(len(gate_rows))]
+    parts.append((None, np.flatnonzero(owner == -1)))
+    return [(gate, members) for gate, members in parts if len(members)]
 
 
 def head_segments(roles: list[str]) -> list[tuple[int, ...]]:
@@ -393,7 +458,8 @@ class TransformerLayer(nn.Module):
     vm/runtime/active_fleq.py skip components bit-exactly.
     """
 
-    def __init__(self, weights: LayerWeights, dtype: torch.dtype, sparse: bool = False) -> None:
+    def __init__(self, weights: LayerWeights, dtype: torch.dtype, sparse: bool = False,
+                 columns: int = 1, gate_rows: tuple[int, ...] = ()) -> None:
         super().__init__()
         self.role = weights.role
         self.head_roles = [head.role for head in weights.heads]
@@ -402,7 +468,7 @@ class TransformerLayer(nn.Module):
         self.part_heads = segments if len(segments) > 1 else []
         self.parts = nn.ModuleList(Attention(tuple(weights.heads[i] for i in segment), dtype)
                                    for segment in self.part_heads)
-        self.ffn = FeedForward(weights.ffn, dtype, sparse)
+        self.ffn = FeedForward(weights.ffn, dtype, sparse, columns, gate_rows)
 
     def attend(self, X: torch.Tensor, mode: str, scratch: int,
                bias: torch.Tensor | None, noise: ReadNoise | None = None) -> None:
@@ -421,18 +487,22 @@ class TransformerLayer(nn.Module):
 
 
 class LoopedTransformer(nn.Module):
-    """TF of Algorithm 1: one application executes one instruction."""
+    """TF of Algorithm 1: one application executes one instruction.
+
+    `gate_rows`: rows whose readers among a ReLU layer's units run as their own part
+    (`FeedForward`): FLEQ's block gates."""
 
     def __init__(self, weights: MachineWeights, dtype: torch.dtype = torch.float32,
                  device: str | torch.device = "cpu", attention: str = "masked",
-                 scratch: int = 1) -> None:
+                 scratch: int = 1, gate_rows: tuple[int, ...] = ()) -> None:
         super().__init__()
         if attention not in ATTENTION_MODES:
             raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
         self.attention, self.scratch = attention, scratch
         device = torch.device(device)
         sparse = device.type == "cpu"
-        self.layers = nn.ModuleList(TransformerLayer(layer, dtype, sparse)
+        self.layers = nn.ModuleList(TransformerLayer(layer, dtype, sparse, weights.columns,
+                                                     gate_rows)
                                     for layer in weights.layers)
         use_bias = attention == "masked" and weights.columns <= MASK_AS_BIAS_MAX
         bias = None
