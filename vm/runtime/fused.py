@@ -281,7 +281,7 @@ class FusedPass:
                           np.zeros((batch, hidden), np.int64), np.zeros((batch, hidden), np.int64),
                           np.zeros((batch, slots), np.int64), np.zeros((batch, rows), np.bool_),
                           np.zeros((batch, rows), np.bool_), np.empty((batch, width)),
-                          np.empty((batch, slots)))
+                          np.empty((batch, slots)), np.empty((batch, rows)))
         return self._work
 
     def _log(self, batch: int, count: int, rows: int, dtype: np.dtype,
@@ -566,14 +566,14 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
               working, reach, mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
               head_rows, mirror, own, self_query, zero_scratch, extras_layer, slots, bound,
               skip_bound, limit, A, P, buffer, hidden, kind, source, junk, clean, low, high, scores,
-              mass, cols, numer, evaluated) -> int:
-    """One pass of program b computed and checked into A (state) and P (fresh projections)
-    at the columns `cols`, nothing of X or the cache written: the number of evaluated
-    columns, or 0 when the pass is not proven."""
+              mass, cols, numer, evaluated, scratch) -> int:
+    """One pass of program b, whose scratch column is `scratch`, computed and checked into A
+    (state) and P (fresh projections) at the columns `cols`, nothing of X, the scratch or
+    the cache written: the number of evaluated columns, or 0 when the pass is not proven."""
     rows, _, n = X.shape
     junk[:] = False
     for r in range(rows):
-        A[r, 0] = X[r, b, 0]
+        A[r, 0] = scratch[r]
     m = 1
     ok = True
     for L in range(len(present)):
@@ -795,47 +795,54 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
                                        work[4][b], work[5][b])
     scores, mass, kind, source, cols = work[6][b], work[7][b], work[8][b], work[9][b], work[10][b]
     junk, clean, numer, evaluated = work[11][b], work[12][b], work[13][b], work[14][b]
+    scratch = work[15][b]
+    for r in range(rows):
+        scratch[r] = X[r, b, 0]
     position = 0
+    made = count
     for done in range(count):
         if log:
             log_start[b, done] = position
         for i in range(len(pc_rows)):
-            record[done, i, b] = X[pc_rows[i], b, 0]
+            record[done, i, b] = scratch[pc_rows[i]]
         m = _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values,
                       att_bits, att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers,
                       W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values,
                       ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max,
                       group_mirror, own_bound, head_rows, mirror, own, self_query, zero_scratch,
                       extras_layer, slots, bound, skip_bound, limit, A, P, buffer, hidden, kind,
-                      source, junk, clean, low, high, scores, mass, cols, numer, evaluated)
-        if m == 0:
-            return done
+                      source, junk, clean, low, high, scores, mass, cols, numer, evaluated,
+                      scratch)
+        if m == 0 or (log and position + m > log_columns.shape[1]):
+            made = done
+            break
         if log:
-            if position + m > log_columns.shape[1]:
-                return done
             for c in range(m):
                 log_columns[b, position] = cols[c]
                 for r in range(rows):
-                    log_values[b, position, r] = X[r, b, cols[c]]
+                    log_values[b, position, r] = scratch[r] if c == 0 else X[r, b, cols[c]]
                 position += 1
-        for c in range(m):
+        for r in range(rows):
+            scratch[r] = A[r, 0]
+        for c in range(1, m):
             column = cols[c]
             for r in range(rows):
                 X[r, b, column] = A[r, c]
-            if c > 0:
-                for i in range(width):
-                    cache[b, i, column] = P[i, c]
-                for i in range(len(mirror_rows)):
-                    mirror[b, i, column] = np.int8(P[mirror_rows[i], c] * mirror_scale[i])
-                for h in range(len(head_rows)):
-                    score = np.float32(0.0)
-                    for t in range(head_rows[h, 2]):
-                        score += (np.float32(mirror[b, head_rows[h, 0] + t, column])
-                                  * np.float32(mirror[b, head_rows[h, 1] + t, column]))
-                    own[b, h, column] = score
-    if log:
+            for i in range(width):
+                cache[b, i, column] = P[i, c]
+            for i in range(len(mirror_rows)):
+                mirror[b, i, column] = np.int8(P[mirror_rows[i], c] * mirror_scale[i])
+            for h in range(len(head_rows)):
+                score = np.float32(0.0)
+                for t in range(head_rows[h, 2]):
+                    score += (np.float32(mirror[b, head_rows[h, 0] + t, column])
+                              * np.float32(mirror[b, head_rows[h, 1] + t, column]))
+                own[b, h, column] = score
+    for r in range(rows):
+        X[r, b, 0] = scratch[r]
+    if log and made == count:
         log_start[b, count] = position
-    return count
+    return made
 
 
 @_jit
