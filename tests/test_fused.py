@@ -1,0 +1,82 @@
+"""The fused pass's 8-bit score mirror (vm/runtime/fused.py): what it refuses, and that a
+cache it cannot mirror exactly sends the pass to the torch form instead of a guess."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("numba")
+
+from vm.runtime.executor import EngineConfig, TransformerExecutor  # noqa: E402
+from vm.runtime.fused import MIRROR_MAX, _numerators, _scoring  # noqa: E402
+from vm.transformer.layers import flush_denormals, to_internal  # noqa: E402
+from vm.tools.workloads import looping_programs, workload_geometry  # noqa: E402
+
+
+def _head(r: int = 2) -> SimpleNamespace:
+    """One head's group: queries in projection rows 0..r-1, keys in r..2r-1."""
+    return SimpleNamespace(count=1, r=r, q=slice(0, r), key=slice(r, 2 * r))
+
+
+@pytest.mark.parametrize("bits", [0, 1, 3])
+def test_the_mirror_takes_numerators_up_to_8_bits_and_refuses_more(bits):
+    """A row's largest numerator is its weights' absolute sum times 2^F (lattice inputs)."""
+    reach = np.ones(4)
+    reach[3] = MIRROR_MAX / 2 ** bits
+    assert _scoring([(0, bits, _head())], reach) is not None
+    reach[3] = (MIRROR_MAX + 1) / 2 ** bits
+    assert _scoring([(0, bits, _head())], reach) is None
+
+
+def test_the_mirror_layout_names_each_heads_query_and_key_rows():
+    """Two layers' heads: the mirror holds every query row, then every key row, of each."""
+    first, second = _head(2), SimpleNamespace(count=2, r=1, q=slice(1, 3), key=slice(3, 5))
+    rows, scale, largest, groups, own_bound, heads = _scoring(
+        [(0, 0, first), (10, 2, second)], np.ones(20))
+    assert rows.tolist() == [0, 1, 2, 3, 11, 12, 13, 14]
+    assert scale.tolist() == [1, 1, 1, 1, 4, 4, 4, 4]
+    assert groups.tolist() == [[0, 2, 0], [4, 6, 1]]
+    assert heads.tolist() == [[0, 2, 2], [4, 6, 1], [5, 7, 1]]
+    assert own_bound.tolist() == [2, 16, 16]
+
+
+def test_query_numerators_use_the_least_power_of_two_and_respect_the_limit():
+    P = np.array([[0.75], [-1.5], [2.0]])
+    out = np.empty(3)
+    assert _numerators(P, 0, 3, 0, out, 2.0 ** 24) == 4.0
+    assert out.tolist() == [3.0, -6.0, 8.0]
+    assert _numerators(P, 2, 1, 3, out, 2.0 ** 24) == 8.0
+    assert out[0] == 16.0
+    assert _numerators(P, 0, 3, 0, out, 8.0) == 0.0
+
+
+def test_a_cache_entry_the_mirror_cannot_hold_sends_the_pass_to_the_torch_form():
+    """A cached key that is not an integer numerator (impossible on the lattice, forced
+    here) must not be rounded into the mirror: the fused form makes no pass, X is left as
+    it was, and the torch pass that follows still matches the full pass."""
+    shape = workload_geometry(64)
+    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused"))
+    cards = executor.load(looping_programs(shape, 2, seed=3))
+    pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
+    evaluator = executor.active
+    with torch.inference_mode(), flush_denormals():
+        full, active = to_internal(cards), to_internal(cards)
+        run = evaluator.start(active, fused=True)
+        record = torch.empty((4, len(pc), active.shape[1]), dtype=active.dtype)
+        run.step(0)
+        executor.model.step_(full)
+        assert run.fused_state is None
+        mirrored_row = int(evaluator.fused.tables[-6][0])
+        run.cache[1, mirrored_row, 5] += 0.5
+        before = active.clone()
+        assert run.fused_steps(4, record, pc, threads=1) == 0
+        assert torch.equal(active, before) and run.fused_state is None
+        run.stale = True
+        for step in range(1, 6):
+            executor.model.step_(full)
+            if not run.fused_steps(1, record, pc, threads=1):
+                run.step(step)
+            assert torch.equal(full, active), f"X differs after pass {step}"
+        assert run.fused_passes > 0
