@@ -68,7 +68,7 @@ def test_a_cache_entry_the_mirror_cannot_hold_sends_the_pass_to_the_torch_form()
         run.step(0)
         executor.model.step_(full)
         assert run.fused_state is None
-        mirrored_row = int(evaluator.fused.tables[-6][0])
+        mirrored_row = int(evaluator.fused.mirror_rows[0])
         run.cache[1, mirrored_row, 5] += 0.5
         before = active.clone()
         assert run.fused_steps(4, record, pc, threads=1) == 0

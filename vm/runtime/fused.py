@@ -189,6 +189,7 @@ class FusedPass:
             ffn_W2.append(_sparse(ffn.W2[rows], second))
             ffn_b2.append(_integral(ffn.b2[rows], second))
             ffn_bits.append((first, second))
+        reach_rows = np.concatenate(reach) if reach else np.zeros(0)
         self.tables = (
             np.array(present), tuple(att_read), *_columns_of(att_W), np.array(att_bits, np.int64),
             np.array(att_off, np.int64), np.array(layer_groups, np.int64).reshape(-1, 2),
@@ -197,12 +198,12 @@ class FusedPass:
             np.concatenate(targets) if targets else np.zeros(0, np.int64),
             tuple(ffn_read), *_columns_of(ffn_W1), tuple(ffn_b1), tuple(ffn_rows),
             *_columns_of(ffn_W2), tuple(ffn_b2), np.array(ffn_bits, np.int64).reshape(-1, 2),
-            ev.working.cpu().numpy().astype(np.int64),
-            np.concatenate(reach) if reach else np.zeros(0))
+            ev.working.cpu().numpy().astype(np.int64), reach_rows)
         self.hidden_width = max((len(part) for part in ffn_b1), default=1)
-        scoring = _scoring(mirrored, self.tables[-1])
+        scoring = _scoring(mirrored, reach_rows)
         if scoring is None:
             return "query or key projections do not fit the 8-bit score mirror"
+        self.mirror_rows, self.mirror_scale, *_, self.head_rows = scoring
         self.tables += scoring
         return None
 
@@ -253,17 +254,18 @@ class FusedPass:
         a cached entry is not such a numerator (the pass then goes to the torch form)."""
         if run.fused_state is not None:
             return run.fused_state
-        rows, scale = self.tables[-6], self.tables[-5]
-        values = cache[:, rows, :] * scale[None, :, None]
-        values[:, :, 0] = 0.0
-        mirror = values.astype(np.int8)
-        if not np.array_equal(mirror, values):
-            return None
-        heads = self.tables[-1]
-        own = np.empty((cache.shape[0], len(heads), cache.shape[2]), np.float32)
-        for number, (query, key, r) in enumerate(heads):
-            own[:, number] = (mirror[:, query:query + r].astype(np.float32)
-                              * mirror[:, key:key + r]).sum(axis=1)
+        batch, _, n = cache.shape
+        mirror = np.empty((batch, len(self.mirror_rows), n), np.int8)
+        own = np.empty((batch, len(self.head_rows), n), np.float32)
+        for b in range(batch):  # one program at a time: no batch-sized float64 temporary
+            values = cache[b, self.mirror_rows] * self.mirror_scale[:, None]
+            values[:, 0] = 0.0
+            mirror[b] = values
+            if not np.array_equal(mirror[b], values):
+                return None
+            for number, (query, key, r) in enumerate(self.head_rows):
+                own[b, number] = (mirror[b, query:query + r].astype(np.float32)
+                                  * mirror[b, key:key + r]).sum(axis=0)
         run.fused_state = (mirror, own)
         return run.fused_state
 

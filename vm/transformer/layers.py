@@ -20,8 +20,8 @@ geometry-only mask of the paper's Section 5.2 remark, where the first
 `scratch` columns attend globally and every other column attends to itself
 and the scratchpad (`mask_matrix`; exported with the weights). Up to
 `MASK_AS_BIAS_MAX` columns the mask is applied as a -inf bias on dense
-scores, added within the score product; beyond, a linear-cost path computes the same softmax over only the
-allowed keys, so a pass costs O(n * scratch).
+scores, added within the score product; beyond, a linear-cost path computes the
+same softmax over only the allowed keys, so a pass costs O(n * scratch).
 """
 
 from __future__ import annotations
