@@ -22,6 +22,7 @@ from vm.runtime.active_fleq import FleqActiveEvaluator
 from vm.common.errors import InputError, PrecisionError
 from vm.runtime.executor import AUTO_ACTIVE_CELLS, EngineConfig, TransformerExecutor
 from vm.runtime.fused import FusedPass, available as fused_available
+from vm.runtime.graphed import GraphedPasses
 from vm.common.geometry import Geometry
 from vm.transformer.layers import flush_denormals, to_internal
 from vm.isa import FLEQ
@@ -33,19 +34,23 @@ FLEQ_PROGRAMS = sorted((ROOT / "programs" / "fleq").glob("*.fleq"))
 
 
 EVALUATIONS = ["torch", pytest.param("fused", marks=pytest.mark.skipif(
-    not fused_available(), reason="numba is not installed"))]
-"""The active pass in torch (vm/runtime/active.py) and compiled (vm/runtime/fused.py)."""
+    not fused_available(), reason="numba is not installed")), "graphed"]
+"""The active pass in torch (vm/runtime/active.py), compiled (vm/runtime/fused.py), and in
+the capturable form that CUDA graphs record (vm/runtime/graphed.py; here on the CPU, one
+pass a chunk, so that X is compared after every pass)."""
 
 
 def evaluator(executor: TransformerExecutor, capacity: int | None = None,
-              fused: bool = False) -> ActiveEvaluator:
+              evaluation: str = "torch") -> ActiveEvaluator:
     machine = executor.machine
     extra = {} if capacity is None else {"capacity": capacity}
     built = ActiveEvaluator(executor.model, machine.weights, machine.layout,
                             executor.geometry.scratch, machine.real_fields, **extra)
-    if fused:
+    if evaluation == "fused":
         built.fused = FusedPass(built, machine.weights)
-        assert built.fused.unsupported is None
+    elif evaluation == "graphed":
+        built.fused = GraphedPasses(built, length=1)
+    assert built.fused is None or built.fused.unsupported is None
     return built
 
 
@@ -53,13 +58,15 @@ def lockstep(executor: TransformerExecutor, cards: torch.Tensor, passes: int,
              strict: bool = True, capacity: int | None = None,
              evaluation: str = "torch") -> int:
     """Run full and active passes side by side, X equal after each; returns the fallbacks.
-    With the fused evaluation, also asserts that it computed at least one of the passes
-    that did not fall back to the full pass (the others ran on the torch active pass)."""
-    fused = evaluation == "fused"
+    With a compiled evaluation (fused, graphed), also asserts that it computed at least one
+    of the passes that did not fall back to the full pass (the others ran on the torch
+    active pass)."""
+    fused = evaluation != "torch"
     pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
     with torch.inference_mode(), flush_denormals():
         full, active = to_internal(cards), to_internal(cards)
-        run = evaluator(executor, capacity, fused).start(active, strict=strict, fused=fused)
+        run = evaluator(executor, capacity, evaluation).start(active, strict=strict,
+                                                              fused=fused)
         record = torch.empty((1, len(pc), active.shape[1]), dtype=active.dtype)
         compiled = 0
         for step in range(passes):
@@ -304,7 +311,7 @@ def test_programs_that_ran_ahead_of_an_unproven_pass_are_rolled_back(monkeypatch
     pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
     with torch.inference_mode(), flush_denormals():
         full, active = to_internal(cards), to_internal(cards)
-        run = evaluator(executor, fused=True).start(active, fused=True)
+        run = evaluator(executor, evaluation="fused").start(active, fused=True)
         record = torch.empty((8, len(pc), active.shape[1]), dtype=active.dtype)
         run.step(0)
         executor.model.step_(full)

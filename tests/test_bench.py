@@ -15,6 +15,7 @@ class FakeClock:
 
     def __init__(self, per_item: float, first_call: float) -> None:
         self.now, self.per_item, self.first_call, self.calls = 0.0, per_item, first_call, 0
+        self.sizes: list[int] = []
 
     def __call__(self) -> float:
         return self.now
@@ -22,6 +23,7 @@ class FakeClock:
     def work(self, items: int) -> None:
         self.now += items * self.per_item + (self.first_call if self.calls == 0 else 0.0)
         self.calls += 1
+        self.sizes.append(items)
 
 
 @pytest.mark.parametrize("per_item", [1e-6, 1e-3, 0.3, 5.0])
@@ -50,3 +52,12 @@ def test_bench_refuses_a_budget_that_is_not_a_positive_number(capsys, seconds):
     with pytest.raises(SystemExit) as stop:
         main(["bench", "--seconds", seconds])
     assert stop.value.code == 2 and "--seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("unit", [1, 32])
+def test_timed_calls_work_in_whole_units(unit):
+    """A CUDA graph makes its passes in chunks: every call asks for a multiple of them."""
+    clock = FakeClock(1e-4, first_call=0.5)
+    timing = timed(clock.work, budget=1.0, clock=clock, unit=unit)
+    assert clock.sizes[0] == unit and all(size % unit == 0 for size in clock.sizes)
+    assert timing.items == sum(clock.sizes[1:]) and timing.items > unit

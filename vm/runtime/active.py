@@ -54,6 +54,7 @@ from vm.transformer.weights import HeadWeights, MachineWeights
 
 if TYPE_CHECKING:
     from vm.runtime.fused import FusedPass
+    from vm.runtime.graphed import GraphedPasses
 
 DEFAULT_CAPACITY = 8
 """Most extras (columns evaluated beyond the scratchpad) per program and pass; a pass that
@@ -161,8 +162,9 @@ class ActiveEvaluator:
         for layer in attending:
             stacked[layer.rows, torch.searchsorted(read, layer.read)] = layer.W
         self.read, self.W = read, stacked
-        self.fused: "FusedPass | None" = None
-        """The compiled form of this evaluator's pass (vm/runtime/fused.py), when set."""
+        self.fused: "FusedPass | GraphedPasses | None" = None
+        """The compiled form of this evaluator's pass, when set: numba on the CPU
+        (vm/runtime/fused.py), CUDA graphs on a GPU (vm/runtime/graphed.py)."""
         working = [row for name in layout.working()
                    for row in range(layout[name].start, layout[name].stop)]
         self.working = torch.as_tensor(working, device=self.device)
@@ -272,8 +274,8 @@ class ActiveRun:
         after recording the program counters (rows `pc_rows` of the scratch column) into
         `record[i]`; 0 when there is none or the run is not ready for it (a cache to
         build, a back-off, pending checks). After a pass the fused form could not prove,
-        the cache is marked for rebuilding: the torch pass needs the own scores that the
-        fused form does not keep."""
+        the cache is marked for rebuilding when the fused form does not keep the own scores
+        that the torch pass needs (`keeps_own_scores`)."""
         fused = self.fused
         if (fused is None or self.stale or self.wait
                 or not all(bool(check.ok.all()) for check in self.pending)):
@@ -282,7 +284,7 @@ class ActiveRun:
         if done:
             self.pending = []
             self.fused_passes += done
-        if done < count and (self.fused_passes or ahead):
+        if done < count and (ahead or (self.fused_passes and not fused.keeps_own_scores)):
             self.stale = True
         return done
 
@@ -351,11 +353,18 @@ class ActiveRun:
                                            extras))
 
     # -- one pass -------------------------------------------------------------------------
-    def _active_pass(self) -> None:
+    def _active_pass(self, proven: torch.Tensor | None = None) -> None:
+        """One pass; raises _GuardFailure before writing X when a guard condition fails.
+
+        `proven` (a one-element bool tensor): the pass is being captured as part of a CUDA
+        graph (vm/runtime/graphed.py), which allows no host sync. Every condition is then
+        ANDed into `proven` instead of raising, X is written regardless (the caller restores
+        it when `proven` ends False) and the extras have the fixed width `ev.capacity`."""
         ev, X = self.evaluator, self.X
         rows, batch, _ = X.shape
         s = ev.scratch
-        checks, self.pending = self.pending, []
+        checks = [] if proven is not None else self.pending
+        self.pending = []
         Xa = X[:, :, :s].contiguous()
         extras: torch.Tensor | None = None
         for layer, module in zip(ev.layers, ev.model.layers):
@@ -367,7 +376,7 @@ class ActiveRun:
                     cache.scatter_(2, extras[:, None, :].expand(-1, layer.width, -1),
                                    fresh[:, :, s:])
                 if layer.index == self.extras_layer:
-                    extras = self._extras(layer, cache)
+                    extras = self._extras(layer, cache, checks if proven is not None else None)
                     Xa = torch.cat([Xa, X.gather(2, extras[None].expand(rows, -1, -1))], 2)
                     fresh = torch.cat([fresh, cache.gather(
                         2, extras[:, None, :].expand(-1, layer.width, -1))], 2)
@@ -388,15 +397,24 @@ class ActiveRun:
         checks.append(_Check(~off_lattice, off_lattice.to(X.dtype), len(ev.layers) - 1,
                              "result", "on the lattice {-1, 0, 1} with zero working rows "
                              "after the pass", columns))
-        if not bool(torch.cat([check.ok.flatten() for check in checks]).all()):
+        if proven is None and not bool(torch.cat([check.ok.flatten() for check in checks]).all()):
             raise _GuardFailure(next(check for check in checks if not bool(check.ok.all())))
         X.scatter_(2, columns[None].expand(rows, -1, -1), Xa)
         if extras is not None:
             self._refresh(extras, Xa[:, :, s:])
+        if proven is not None:
+            checks += self.pending
+            self.pending = []
+            proven.logical_and_(torch.cat([check.ok.flatten() for check in checks]).all())
 
-    def _extras(self, layer: _Layer, cache: torch.Tensor) -> torch.Tensor:
+    def _extras(self, layer: _Layer, cache: torch.Tensor,
+                deferred: list[_Check] | None = None) -> torch.Tensor:
         """Per program, the non-scratch columns whose softmax in this layer puts at least
-        SKIP_BOUND on non-self keys, padded with the next most attracted columns: (batch, E)."""
+        SKIP_BOUND on non-self keys, padded with the next most attracted columns: (batch, E).
+
+        E is the most any program needs, found by a host sync; with `deferred` (a captured
+        pass) it is `capacity` (or every non-scratch column, if fewer) and the condition that
+        no program needs more is appended there instead."""
         ev = self.evaluator
         s = ev.scratch
         mass = None
@@ -409,6 +427,13 @@ class ActiveRun:
             own = self.own_scores[number][..., s:, None]
             weight = torch.exp(group.lam * (scores - own)).sum(-1).amax(1)
             mass = weight if mass is None else torch.maximum(mass, weight)
+        if deferred is not None:
+            width = min(ev.capacity, mass.shape[-1])
+            needed = (mass >= SKIP_BOUND).sum(-1, keepdim=True)
+            deferred.append(_Check(needed <= width, needed.to(mass.dtype), layer.index,
+                                   "columns", f"at most {width} columns a program with "
+                                   f"off-self weight >= {SKIP_BOUND}", (1 << 30, s)))
+            return mass.topk(width, dim=-1).indices + s
         needed = int((mass >= SKIP_BOUND).sum(-1).max())
         if needed > ev.capacity:
             raise _GuardFailure(_Check(mass < SKIP_BOUND, mass, layer.index, "columns",

@@ -54,9 +54,10 @@ class EngineConfig:
     """"active": runs compute only the columns a pass can change (vm/runtime/active.py),
     bit-identical to "full", the definition, which they fall back to pass by pass when the
     guard fails and which checked runs, single steps and machines the active evaluator does
-    not support use; "fused": the active pass compiled into one call (vm/runtime/fused.py,
-    needs numba), falling back to "active" pass by pass; "auto": fused where numba is
-    installed, else active from AUTO_ACTIVE_CELLS batch x columns on."""
+    not support use; "fused": the active pass compiled into one call, falling back to
+    "active" pass by pass: with numba on the CPU (vm/runtime/fused.py), as CUDA graphs on a
+    GPU (vm/runtime/graphed.py); "auto": fused where it is available (a GPU, or numba
+    installed), else active from AUTO_ACTIVE_CELLS batch x columns on (on the CPU)."""
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPE_NAMES:
@@ -65,7 +66,8 @@ class EngineConfig:
             raise InputError(f"attention must be one of {', '.join(ATTENTION_MODES)}")
         if self.evaluation not in EVALUATIONS:
             raise InputError(f"evaluation must be one of {', '.join(EVALUATIONS)}")
-        if self.evaluation == "fused" and not _fused_available():
+        if (self.evaluation == "fused" and not self.device.startswith("cuda")
+                and not _fused_available()):
             raise InputError("evaluation 'fused' needs numba: pip install 'ltvm[fast]'")
         if self.temperature is not None and self.temperature <= 0:
             raise InputError(f"temperature must be positive, got {self.temperature}")

@@ -41,6 +41,7 @@ from vm.runtime.active_fleq import FleqActiveEvaluator
 from vm.runtime.config import (AUTO_ACTIVE_CELLS, DEFAULT_CHECK_EVERY, DTYPE_NAMES, EVALUATIONS,
                                FUSED_CHECK_EVERY, EngineConfig)
 from vm.runtime.fused import FusedPass
+from vm.runtime.graphed import GraphedPasses
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 """The torch dtype of each of `DTYPE_NAMES`."""
@@ -67,25 +68,33 @@ def _active(geometry: Geometry, temperature: float | None, dtype: str, device: s
     evaluator = ActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
                                 machine.weights, machine.layout, geometry.scratch,
                                 machine.real_fields)
-    fused = FusedPass(evaluator, machine.weights)
-    evaluator.fused = fused if fused.unsupported is None else None
+    evaluator.fused = _compiled(evaluator, machine.weights)
     return evaluator
+
+
+def _compiled(evaluator: ActiveEvaluator,
+              weights: MachineWeights) -> FusedPass | GraphedPasses | None:
+    """The compiled form of the evaluator's pass: CUDA graphs on a GPU, numba on the CPU;
+    None where it has none (numba missing, a machine the form declines)."""
+    if evaluator.device.type == "cuda":
+        form: FusedPass | GraphedPasses = GraphedPasses(evaluator)
+    else:
+        form = FusedPass(evaluator, weights)
+    return form if form.unsupported is None else None
 
 
 def evaluator_for(model: LoopedTransformer, weights: MachineWeights, layout: Layout,
                   scratch: int, evaluation: str) -> ActiveEvaluator | None:
-    """The active evaluation (fused where numba runs) of a machine run outside the executor
-    (standard SUBLEQ images), or None for the full pass: `full`, a GPU under `auto`, or a
+    """The active evaluation (fused where numba runs, CUDA graphs on a GPU) of a machine run
+    outside the executor (standard SUBLEQ images), or None for the full pass: `full`, or a
     machine the evaluator declines."""
-    device = next(model.buffers()).device
-    if evaluation == "full" or (evaluation == "auto" and device.type != "cpu"):
+    if evaluation == "full":
         return None
     evaluator = ActiveEvaluator(model, weights, layout, scratch)
     if evaluator.unsupported is not None:
         return None
     if evaluation in ("auto", "fused"):
-        fused = FusedPass(evaluator, weights)
-        evaluator.fused = fused if fused.unsupported is None else None
+        evaluator.fused = _compiled(evaluator, weights)
     return evaluator
 
 
@@ -300,6 +309,13 @@ class Runner:
         if wanted == "auto" and batch * columns < AUTO_ACTIVE_CELLS:
             return "full"
         return "active"
+
+    @property
+    def chunk(self) -> int:
+        """Passes the run's compiled form makes per call at its own pace: a CUDA graph's
+        length; 1 for the CPU forms, which make any number."""
+        fused = self.active.fused if self.evaluation == "fused" else None
+        return fused.length if isinstance(fused, GraphedPasses) else 1
 
     @property
     def fallbacks(self) -> int:

@@ -118,6 +118,10 @@ class FusedPass:
 
     `unsupported` says why this machine cannot be fused (then None of the rest is set)."""
 
+    keeps_own_scores = False
+    """Its passes do not update the torch pass's own scores: after them the cache is rebuilt
+    before a torch pass."""
+
     def __init__(self, evaluator: ActiveEvaluator, weights) -> None:
         self.evaluator = evaluator
         self.unsupported = self._build(evaluator, weights)

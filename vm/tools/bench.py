@@ -50,16 +50,17 @@ class Timing:
 
 
 def timed(work: Callable[[int], None], budget: float,
-          clock: Callable[[], float] = time.perf_counter) -> Timing:
-    """Time `work(k)` (k items) for about `budget` seconds after a one-item warm-up.
+          clock: Callable[[], float] = time.perf_counter, unit: int = 1) -> Timing:
+    """Time `work(k)` (k items) for about `budget` seconds after a one-unit warm-up.
 
-    Chunks grow 1, 2, 4, ... and the next one runs only if, at the rate so far, it ends
-    within the budget: the wall time is warm-up + max(budget, one item), never a fixed
-    chunk that load can stretch to minutes."""
+    Chunks grow unit, 2 unit, 4 unit, ... and the next one runs only if, at the rate so
+    far, it ends within the budget: the wall time is warm-up + max(budget, one unit), never
+    a fixed chunk that load can stretch to minutes. `unit`: the items the work does in one
+    call at its own pace (a CUDA graph's passes; fewer run another way)."""
     start = clock()
-    work(1)
+    work(unit)
     warmup = clock() - start
-    done, chunk, begin = 0, 1, clock()
+    done, chunk, begin = 0, unit, clock()
     while True:
         work(chunk)
         done += chunk
@@ -104,7 +105,7 @@ def reference_speed(program: Program, budget: float) -> float:
 STARTING_PASSES = 2
 """Passes before timing starts, counted in the warm-up: a run's first pass builds the
 active evaluation's cache in torch, its second is the first fused one (numba compiles it
-when its cache on disk is cold)."""
+when its cache on disk is cold). On a GPU the warm-up's next chunk captures the graph."""
 
 
 def transformer_speed(program: Program, batch: int, config: EngineConfig,
@@ -124,7 +125,7 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
     start = time.perf_counter()
     work(STARTING_PASSES)
     starting = time.perf_counter() - start
-    timing = timed(work, budget)
+    timing = timed(work, budget, unit=runner.chunk)
     return (Timing(timing.per_second * batch, starting + timing.warmup_seconds,
                    timing.items * batch), runner.evaluation, runner.fallbacks)
 
