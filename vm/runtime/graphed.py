@@ -81,14 +81,15 @@ class GraphedPasses:
         self._proven = torch.ones((), dtype=torch.bool, device=X.device)
         self._record = torch.empty((self.length, len(pc_rows), X.shape[1]), dtype=X.dtype,
                                    device=X.device)
-        pc = torch.as_tensor(pc_rows, device=X.device)
+        self._pc = torch.as_tensor(pc_rows, device=X.device)
+        """Kept here: a graph does not keep alive the tensors it reads."""
 
         def chunk() -> None:
             for saved, live in zip(self._saved, self._live):
                 saved.copy_(live)
             self._proven.fill_(True)
             for i in range(self.length):
-                self._record[i].copy_(X.index_select(0, pc)[:, :, 0])
+                self._record[i].copy_(X.index_select(0, self._pc)[:, :, 0])
                 run._active_pass(self._proven)
 
         self._replay = self._capture(chunk)
