@@ -22,10 +22,11 @@ PASSES = 120
 """Passes compared per program (the longer ones are cut here to keep the suite fast)."""
 
 
-def _setup(program, dtype: str) -> tuple[TransformerExecutor, FleqActiveEvaluator, torch.Tensor]:
+def _setup(program, dtype: str,
+           device: str = "cpu") -> tuple[TransformerExecutor, FleqActiveEvaluator, torch.Tensor]:
     geometry = fleq_geometry_for(program)
     executor = TransformerExecutor(geometry, EngineConfig(dtype=dtype, checked=False,
-                                                          evaluation="full"))
+                                                          evaluation="full", device=device))
     machine = executor.machine
     evaluator = FleqActiveEvaluator(executor.model, machine.weights, machine.layout, geometry,
                                     dtype, machine.moves_are_exact(dtype))
@@ -50,14 +51,18 @@ def _compare(executor: TransformerExecutor, evaluator: FleqActiveEvaluator, X: t
     return skipped
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                        reason="needs a CUDA device")])])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda path: path.stem)
-def test_every_pass_of_every_program_is_bit_identical(path: Path, dtype: str) -> None:
+def test_every_pass_of_every_program_is_bit_identical(path: Path, dtype: str,
+                                                      device: str) -> None:
     """Every pass skips unselected blocks except some of chunked_attention's, whose oracle
     block (values scaled by e^40) the guard's interval bounds cannot clear for operands
     above 4.7: those passes run in full."""
     program = FLEQ.assemble_file(path)
-    executor, evaluator, X = _setup(program, dtype)
+    executor, evaluator, X = _setup(program, dtype, device)
     steps = int(executor.run(executor.load([program]), PASSES).steps[0])
     skipped = _compare(executor, evaluator, X, steps)
     assert skipped == steps or (path.stem == "chunked_attention" and skipped >= steps // 2)

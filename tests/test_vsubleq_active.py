@@ -105,3 +105,17 @@ def test_checked_and_full_runs_use_the_full_pass() -> None:
     assert TransformerRun(image, checked=True, accelerate=accelerate).evaluation == "full"
     assert TransformerRun(image, checked=False, accelerate=partial(
         evaluator_for, evaluation="full")).evaluation == "full"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_runs_are_graphed_by_default_and_give_the_reference_result() -> None:
+    image, data = program("calc.vsq"), INPUTS["calc.vsq"]
+    expected = run_reference(image, 10_000, data)
+    run = TransformerRun(image, device="cuda", input_bytes=data, checked=False,
+                         accelerate=partial(evaluator_for, evaluation="auto"))
+    assert run.evaluation == "fused"
+    got = run_transformer(image, 10_000, input_bytes=data, device="cuda",
+                          accelerate=partial(evaluator_for, evaluation="auto"))
+    assert (got.steps, got.memory, got.output, got.halted) == (
+        expected.steps, expected.memory, expected.output, True)

@@ -311,13 +311,6 @@ class Runner:
         return "active"
 
     @property
-    def chunk(self) -> int:
-        """Passes the run's compiled form makes per call at its own pace: a CUDA graph's
-        length; 1 for the CPU forms, which make any number."""
-        fused = self.active.fused if self.evaluation == "fused" else None
-        return fused.length if isinstance(fused, GraphedPasses) else 1
-
-    @property
     def fallbacks(self) -> int:
         """Passes so far that the active evaluation had to run in full."""
         return self.active.fallbacks if self.active is not None else 0

@@ -31,6 +31,14 @@ GRAPH_PASSES = 32
 chunk hands back to the eager pass."""
 
 
+def chunk_of(run: object) -> int:
+    """Passes a run's compiled form makes per call at its own pace: a CUDA graph's length;
+    1 without one (any run, or None) or for the CPU form, which makes any number
+    (benchmarks time whole chunks)."""
+    fused = getattr(run, "fused", None)
+    return fused.length if isinstance(fused, GraphedPasses) else 1
+
+
 class GraphedPasses:
     """The compiled form of an evaluator's pass on a GPU (`ActiveEvaluator.fused`)."""
 

@@ -31,6 +31,7 @@ from vm.machines.subleq.punchcard import geometry_for
 from vm.common.errors import InputError
 from vm.runtime.executor import EngineConfig, Runner, TransformerExecutor
 from vm.runtime.fused import thread_count as fused_thread_count
+from vm.runtime.graphed import chunk_of
 from vm.transformer.layers import cpu_thread_count
 from vm.machines.subleq.reference import ReferenceMachine
 from vm.tools.workloads import FLEQ_WORKLOADS, looping_programs, workload_geometry
@@ -125,7 +126,7 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
     start = time.perf_counter()
     work(STARTING_PASSES)
     starting = time.perf_counter() - start
-    timing = timed(work, budget, unit=runner.chunk)
+    timing = timed(work, budget, unit=chunk_of(runner.active))
     return (Timing(timing.per_second * batch, starting + timing.warmup_seconds,
                    timing.items * batch), runner.evaluation, runner.fallbacks)
 

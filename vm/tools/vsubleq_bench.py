@@ -22,6 +22,7 @@ from vm.common.errors import InputError
 from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
 from vm.machines.vsubleq.run import TransformerRun
 from vm.runtime.executor import evaluator_for
+from vm.runtime.graphed import chunk_of
 from vm.tools.bench import STARTING_PASSES, timed
 
 COUNTING_LOOP = [6, 7, 0,   # 0: mem[7] -= mem[6] (1); <= 0: jump to 0
@@ -102,7 +103,7 @@ def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "floa
         start = time.perf_counter()
         work(STARTING_PASSES)
         starting = time.perf_counter() - start
-        timing = timed(work, budget)
+        timing = timed(work, budget, unit=chunk_of(run.active))
         if run.halted:  # the loop never halts: a halted machine would time nothing
             raise RuntimeError("the counting loop halted on the transformer")
         weights = run.machine.weights
