@@ -32,11 +32,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=list(DTYPE_NAMES), default="float32")
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
     parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
-                        help="fused, active: only the columns a pass can change (compiled "
-                             "with numba, or in torch), bit-identical to full; full: every "
-                             "column, the definition; auto (default): what `ltvm run` uses "
-                             "(the evaluation column says which ran; a fused row's warm-up "
-                             "includes numba's compile when its cache is cold)")
+                        help="fused, active: only the columns a pass can change (fused: "
+                             "compiled with numba on the CPU, CUDA graphs on a GPU; active: "
+                             "in torch), bit-identical to full; full: every column, the "
+                             "definition; auto (default): what `ltvm run` uses (the evaluation "
+                             "column says which ran; a fused row's warm-up includes numba's "
+                             "compile when its cache is cold, or the graph's capture)")
 
 
 def _add_common_arguments(parser: argparse.ArgumentParser, threads_default: str) -> None:

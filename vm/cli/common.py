@@ -138,12 +138,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                        help="active: compute each pass only on the columns it can change, "
                             "bit-identical to full and falling back to it when a run-time guard "
                             "cannot prove a skipped column unchanged (SUBLEQ, masked attention); "
-                            "fused: the same pass compiled with numba into one call (pip "
-                            "install 'ltvm[fast]'; the first run on a machine compiles for about "
-                            "20 s); full: every column in every layer, the definition (always "
-                            "used by --checked, by trace and by FLEQ programs); auto (default): "
-                            "fused where numba is installed, else active from "
-                            f"{AUTO_ACTIVE_CELLS} batch x columns on, where it is faster"
+                            "FLEQ: skip the blocks the instruction does not select; "
+                            "fused: the SUBLEQ pass compiled with numba into one call on the CPU "
+                            "(pip install 'ltvm[fast]'; the first run on a machine compiles for "
+                            "about 20 s), captured as CUDA graphs of 32 passes on a GPU; full: "
+                            "every column in every layer, the definition (always used by "
+                            "--checked and by trace); auto (default): fused where it is "
+                            "available, else active (on the CPU from "
+                            f"{AUTO_ACTIVE_CELLS} batch x columns on, where it is faster)"
                             " (docs/speed.md)")
 
 

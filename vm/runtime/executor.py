@@ -301,8 +301,6 @@ class Runner:
             return "full"
         if wanted in ("fused", "auto") and active.fused is not None:
             return "fused"
-        if wanted == "auto" and executor.device.type != "cpu":
-            return "full"
         if isinstance(active, FleqActiveEvaluator):
             return "active"
         batch, _, columns = X.shape
