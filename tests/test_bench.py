@@ -54,6 +54,12 @@ def test_bench_refuses_a_budget_that_is_not_a_positive_number(capsys, seconds):
     assert stop.value.code == 2 and "--seconds" in capsys.readouterr().err
 
 
+def test_bench_refuses_a_batch_beyond_memory_with_a_message(capsys):
+    """100,000 programs at n = 4096 need terabytes: exit 2 at once, not a swap or a trace."""
+    assert main(["bench", "--columns", "4096", "--batch", "100000", "--seconds", "0.1"]) == 2
+    assert "run fewer programs" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("unit", [1, 32])
 def test_timed_calls_work_in_whole_units(unit):
     """A CUDA graph makes its passes in chunks: every call asks for a multiple of them."""

@@ -107,6 +107,21 @@ class BatchRun:
     halted: np.ndarray
 
 
+def free_memory(device: torch.device) -> int | None:
+    """Bytes that can be allocated on `device` now (a CPU: Linux's MemAvailable); None
+    where that cannot be read."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 class TransformerExecutor:
     """One geometry's looped transformer, ready to run batches of programs."""
 
@@ -136,9 +151,31 @@ class TransformerExecutor:
 
     def load(self, programs: list[Program]) -> torch.Tensor:
         """Punchcards of programs of this geometry as one (batch, rows, n) tensor."""
+        self.check_memory(len(programs))
         for program in programs:
             self.machine.check_program(program, self.dtype_name)
         return self.load_punchcards(np.stack([self.machine.encode(p) for p in programs]))
+
+    def check_memory(self, batch: int) -> None:
+        """Refuse, before any work, a batch whose run cannot fit in the memory free now: it
+        would otherwise swap for minutes or end in the allocator's traceback. Counted: the
+        host's float64 punchcards, X, its internal copy and the initial state the checks
+        compare with, and the active evaluation's projection cache (twice on a GPU, whose
+        graphs copy it aside)."""
+        rows, n = self.layout.rows, self.layout.columns
+        size = self.dtype.itemsize
+        device = rows * n * 3 * size
+        if isinstance(self.active, ActiveEvaluator):
+            device += self.active.width * n * size * (2 if self.device.type == "cuda" else 1)
+        host = rows * n * 8 + (device if self.device.type == "cpu" else 0)
+        for needed, where in ((host * batch, torch.device("cpu")),
+                              (device * batch, self.device)):
+            free = free_memory(where)
+            if free is not None and needed > free:
+                raise InputError(f"a batch of {batch} programs at n = {n} needs about "
+                                 f"{needed / 2**30:.1f} GiB on {where.type}, more than the "
+                                 f"{free / 2**30:.1f} GiB free there: run fewer programs at "
+                                 "once")
 
     def load_punchcards(self, cards: np.ndarray) -> torch.Tensor:
         cards = np.asarray(cards, dtype=np.float64)
