@@ -3,6 +3,8 @@ chunk runs as Python calls) and, where a GPU is present, captured as CUDA graphs
 
 from __future__ import annotations
 
+import gc
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +72,27 @@ def test_chunks_are_bit_identical_to_the_full_pass(device, length):
     cards = executor.load(looping_programs(shape, 4, seed=11))
     graphed = chunked(executor, cards, 200 // length, length)
     assert graphed.captures == 1, "a run whose cache was never rebuilt needs one graph"
+
+
+def test_the_captured_chunk_goes_with_its_run():
+    """The evaluator outlives runs (executors share it): the chunk, which holds copies of X
+    and the cache (and on a GPU the graph's memory), must be freed with its run."""
+    shape = geometry(64, 8)
+    executor = TransformerExecutor(shape, EngineConfig())
+    machine = executor.machine
+    evaluator = ActiveEvaluator(executor.model, machine.weights, machine.layout, 1)
+    evaluator.fused = GraphedPasses(evaluator, 4)
+    pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
+    with torch.inference_mode(), flush_denormals():
+        X = to_internal(executor.load(looping_programs(shape, 2, seed=2)))
+        run = evaluator.start(X, fused=True)
+        run.step(0)
+        record = torch.empty((4, len(pc), 2), dtype=X.dtype)
+        assert run.fused_steps(4, record, pc) == 4
+        chunk = weakref.ref(run.graph)
+        del run
+        gc.collect()
+    assert chunk() is None
 
 
 @pytest.mark.parametrize("device", DEVICES)

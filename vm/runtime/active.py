@@ -246,6 +246,9 @@ class ActiveRun:
         self.fused_state = None
         """What the fused form keeps beside the cache (vm/runtime/fused.py); None whenever a
         torch pass may have written the cache."""
+        self.graph = None
+        """The CUDA-graph form's captured passes of this run (vm/runtime/graphed.py): kept
+        here so that the graph and its copies of X and the cache go with the run."""
 
     def step(self, step: int = 0) -> bool:
         """One pass in place; True when it ran on the active columns."""

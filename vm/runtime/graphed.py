@@ -52,8 +52,6 @@ class GraphedPasses:
         self.unsupported = evaluator.unsupported
         self.captures = 0
         """Graphs captured so far: one per run and per rebuild of its cache."""
-        self._bound: tuple | None = None
-        self._replay: Callable[[], None] | None = None
 
     def passes(self, run: ActiveRun, count: int, record: torch.Tensor, pc_rows: np.ndarray,
                threads: int | None = None) -> tuple[int, bool]:
@@ -66,61 +64,73 @@ class GraphedPasses:
             return 0, False
         done = 0
         while count - done >= self.length:
-            self._bind(run, pc_rows)
-            self._replay()
-            if not bool(self._proven):
-                self._restore()
+            chunk = self._chunk(run, pc_rows)
+            chunk.replay()
+            if not bool(chunk.proven):
+                chunk.restore()
                 break
-            record[done:done + self.length].copy_(self._record)
+            record[done:done + self.length].copy_(chunk.record)
             done += self.length
         return done, False
 
-    def _bind(self, run: ActiveRun, pc_rows: np.ndarray) -> None:
-        """Capture the chunk for this run's tensors unless the current graph already has
-        them (a rebuild replaces the cache and own scores, so it needs a new graph)."""
-        key = (run, run.cache, run.own_scores, tuple(pc_rows))
-        if self._bound is not None and all(a is b for a, b in zip(self._bound[:3], key[:3])) \
-                and self._bound[3] == key[3]:
-            return
-        self._bound = None
+    def _chunk(self, run: ActiveRun, pc_rows: np.ndarray) -> "_Chunk":
+        """The run's captured chunk (kept on the run, so that it goes with it), captured
+        anew when the run has none for its current cache: a rebuild replaces the cache and
+        own scores."""
+        chunk = run.graph
+        if chunk is None or not chunk.binds(run, pc_rows):
+            run.graph = None  # the old graph's memory goes before the new one is taken
+            chunk = run.graph = _Chunk(run, self.length, pc_rows)
+            self.captures += 1
+        return chunk
+
+
+class _Chunk:
+    """`length` passes of one run, captured (on a GPU) with the copies that undo them."""
+
+    def __init__(self, run: ActiveRun, length: int, pc_rows: np.ndarray) -> None:
         X = run.X
-        self._live = [X, run.cache, *run.own_scores.values()]
-        self._saved = [tensor.clone() for tensor in self._live]
-        self._proven = torch.ones((), dtype=torch.bool, device=X.device)
-        self._record = torch.empty((self.length, len(pc_rows), X.shape[1]), dtype=X.dtype,
-                                   device=X.device)
-        self._pc = torch.as_tensor(pc_rows, device=X.device)
+        self.cache, self.own_scores, self.pc_rows = run.cache, run.own_scores, tuple(pc_rows)
+        self.live = [X, run.cache, *run.own_scores.values()]
+        self.saved = [tensor.clone() for tensor in self.live]
+        self.proven = torch.ones((), dtype=torch.bool, device=X.device)
+        self.record = torch.empty((length, len(pc_rows), X.shape[1]), dtype=X.dtype,
+                                  device=X.device)
+        self.pc = torch.as_tensor(pc_rows, device=X.device)
         """Kept here: a graph does not keep alive the tensors it reads."""
 
-        def chunk() -> None:
-            for saved, live in zip(self._saved, self._live):
+        def passes() -> None:
+            for saved, live in zip(self.saved, self.live):
                 saved.copy_(live)
-            self._proven.fill_(True)
-            for i in range(self.length):
-                self._record[i].copy_(X.index_select(0, self._pc)[:, :, 0])
-                run._active_pass(self._proven)
+            self.proven.fill_(True)
+            for i in range(length):
+                self.record[i].copy_(X.index_select(0, self.pc)[:, :, 0])
+                run._active_pass(self.proven)
 
-        self._replay = self._capture(chunk)
-        self._bound = key
-        self.captures += 1
+        self.replay = self._capture(passes, X.device)
 
-    def _capture(self, chunk: Callable[[], None]) -> Callable[[], None]:
-        """The chunk as a CUDA graph's replay, after the warm-up run that capture needs
-        (on a side stream, undone); on other devices the chunk itself."""
-        if self.evaluator.device.type != "cuda":
-            return chunk
+    def binds(self, run: ActiveRun, pc_rows: np.ndarray) -> bool:
+        """Was this chunk captured on the run's current cache and own scores?"""
+        return (self.cache is run.cache and self.own_scores is run.own_scores
+                and self.pc_rows == tuple(pc_rows))
+
+    def _capture(self, passes: Callable[[], None], device: torch.device) -> Callable[[], None]:
+        """The passes as a CUDA graph's replay, after the warm-up run that capture needs
+        (on a side stream, undone); on other devices the passes themselves."""
+        if device.type != "cuda":
+            return passes
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            chunk()
+            passes()
         torch.cuda.current_stream().wait_stream(side)
-        self._restore()
+        self.restore()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            chunk()
+            passes()
         return graph.replay
 
-    def _restore(self) -> None:
-        """X, cache and own scores as they were before the last chunk."""
-        for saved, live in zip(self._saved, self._live):
+    def restore(self) -> None:
+        """X, cache and own scores as they were before the last replay."""
+        for saved, live in zip(self.saved, self.live):
             live.copy_(saved)
