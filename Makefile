@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/ltvm demo
 
+# The suite runs on up to 4 processes (pytest-xdist): 4.5 min instead of 6.5 on 2 cores.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4
 
 bench: $(STAMP)
 	$(BIN)/ltvm bench
