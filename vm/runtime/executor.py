@@ -167,9 +167,11 @@ class TransformerExecutor:
         device = rows * n * 3 * size
         if isinstance(self.active, ActiveEvaluator):
             device += self.active.width * n * size * (2 if self.device.type == "cuda" else 1)
-        host = rows * n * 8 + (device if self.device.type == "cpu" else 0)
-        for needed, where in ((host * batch, torch.device("cpu")),
-                              (device * batch, self.device)):
+        cards = rows * n * 8
+        needs = ([(cards, torch.device("cpu")), (device, self.device)]
+                 if self.device.type == "cuda" else [(cards + device, self.device)])
+        for per_program, where in needs:
+            needed = per_program * batch
             free = free_memory(where)
             if free is not None and needed > free:
                 raise InputError(f"a batch of {batch} programs at n = {n} needs about "
