@@ -34,10 +34,12 @@ def geometry(columns: int, bits: int) -> Geometry:
 
 
 def chunked(executor: TransformerExecutor, cards: torch.Tensor, chunks: int, length: int,
-            strict: bool = True) -> GraphedPasses:
+            strict: bool = True) -> tuple[GraphedPasses, int]:
     """`chunks` chunks of `length` passes beside the full pass: X equal after each chunk and
     the recorded program counters those of the full pass before each of its passes. A chunk
-    the graph cannot prove is run pass by pass on the torch active pass instead."""
+    the graph cannot prove is run pass by pass on the torch active pass instead. Returns
+    the compiled form and how many chunks it made (not the first: that one builds the
+    cache and learns the run's query pattern on the torch pass)."""
     machine = executor.machine
     evaluator = ActiveEvaluator(executor.model, machine.weights, machine.layout,
                                 executor.geometry.scratch)
@@ -48,20 +50,21 @@ def chunked(executor: TransformerExecutor, cards: torch.Tensor, chunks: int, len
         run = evaluator.start(active, strict=strict, fused=True)
         record = torch.empty((length, len(pc), active.shape[1]), dtype=active.dtype,
                              device=active.device)
-        step = 0
+        step = made = 0
         for chunk in range(chunks):
             counters = []
             for _ in range(length):
                 counters.append(full[pc, :, 0].clone())
                 executor.model.step_(full)
             if run.fused_steps(length, record, pc) == length:
+                made += 1
                 assert torch.equal(record, torch.stack(counters)), f"pcs of chunk {chunk}"
             else:
                 for _ in range(length):
                     run.step(step)
                     step += 1
             assert torch.equal(full, active), f"X differs after chunk {chunk}"
-    return graphed
+    return graphed, made
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -70,7 +73,8 @@ def test_chunks_are_bit_identical_to_the_full_pass(device, length):
     shape = geometry(64, 8)
     executor = TransformerExecutor(shape, EngineConfig(device=device))
     cards = executor.load(looping_programs(shape, 4, seed=11))
-    graphed = chunked(executor, cards, 200 // length, length)
+    graphed, made = chunked(executor, cards, 200 // length, length)
+    assert made == 200 // length - 1, "every chunk after the first (which builds the cache)"
     assert graphed.captures == 1, "a run whose cache was never rebuilt needs one graph"
 
 
@@ -129,8 +133,8 @@ def test_a_chunk_that_is_not_proven_leaves_x_as_it_was(device):
 def test_every_subleq_program_runs_bit_identically_in_graphs(path):
     program = assemble_file(path)
     executor = TransformerExecutor(geometry_for(program), EngineConfig(device="cuda"))
-    chunked(executor, executor.load([program]), 400, 1)
-    chunked(executor, executor.load([program]), 12, 32)
+    assert chunked(executor, executor.load([program]), 400, 1)[1] == 399
+    assert chunked(executor, executor.load([program]), 12, 32)[1] == 11
 
 
 @pytest.mark.gpu
@@ -143,8 +147,8 @@ def test_random_looping_programs_run_bit_identically_in_graphs(columns, bits, ba
     shape = geometry(columns, bits)
     executor = TransformerExecutor(shape, EngineConfig(device="cuda", dtype=dtype))
     cards = executor.load(looping_programs(shape, batch, seed=columns + bits + batch))
-    assert chunked(executor, cards, 1000, 1).captures == 1
-    assert chunked(executor, cards, 32, 32).captures == 1
+    assert chunked(executor, cards, 1000, 1)[1] == 999
+    assert chunked(executor, cards, 32, 32)[1] == 31
 
 
 @pytest.mark.gpu
