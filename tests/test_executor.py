@@ -138,3 +138,26 @@ def test_a_batch_larger_than_free_memory_is_refused_before_any_work(monkeypatch)
     assert executor.load([FACTORIAL] * 2).shape[0] == 2
     with pytest.raises(InputError, match="batch of 10 programs .* run fewer"):
         executor.load([FACTORIAL] * 10)
+
+
+@pytest.mark.parametrize("evaluation", ["auto", "active", "full"])
+def test_a_restarted_run_ends_where_a_fresh_run_ends(evaluation):
+    """Runner.restart: the same steps, halts and X as a new run, from a run left halfway
+    and from one that halted (whose active cache must be rebuilt from the new X)."""
+    programs = [assemble(COUNTDOWN.format(n=n), "c.sq") for n in (3, 9)]
+    executor = TransformerExecutor(geometry_for(programs[0]),
+                                   EngineConfig(evaluation=evaluation, check_every=4))
+    cards = executor.load(programs)
+    fresh = executor.runner(cards)
+    fresh.advance(1000)
+    runner = executor.runner(executor.load(programs[::-1]))
+    for halfway in (5, 1000):
+        runner.advance(halfway)
+        runner.restart(cards)
+        runner.advance(1000)
+        ends = [runner.result(), fresh.result()]
+        assert torch.equal(ends[0].X, ends[1].X) and ends[0].halted.all()
+        assert np.array_equal(ends[0].steps, ends[1].steps)
+        runner.restart(executor.load(programs[::-1]))
+    with pytest.raises(ValueError, match="shape"):
+        runner.restart(cards[:1])

@@ -14,11 +14,15 @@ import torch
 from assembler.subleq import assemble_file
 from vm.common.errors import PrecisionError
 from vm.common.geometry import Geometry
+from vm.isa import FLEQ
+from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.machines.subleq.punchcard import geometry_for
 from vm.machines.subleq.reference import run_reference
 from vm.runtime.active import ActiveEvaluator, _GuardFailure
+from vm.runtime.active_fleq import FleqActiveEvaluator
 from vm.runtime.executor import EngineConfig, TransformerExecutor
-from vm.runtime.graphed import GraphedPasses
+from vm.runtime.graphed import FleqGraphedPasses, GraphedPasses
+from vm.tools.bench import fleq_workload
 from vm.tools.workloads import looping_programs
 from vm.transformer.layers import flush_denormals, to_internal
 
@@ -167,3 +171,107 @@ def test_gpu_runs_use_graphs_by_default_and_agree_with_full_runs_and_the_referen
     assert np.array_equal(runs[0].steps, runs[1].steps) and runs[0].halted.all()
     assert graphed.fallbacks == 0
     assert graphed.results(runs[0])[0].memory == run_reference(program).memory
+
+
+FLEQ_PROGRAMS = sorted((ROOT / "programs" / "fleq").glob("*.fleq"))
+
+
+def fleq_graphs(program, device: str, dtype: str = "float64"
+                ) -> tuple[TransformerExecutor, FleqActiveEvaluator, torch.Tensor]:
+    """A FLEQ executor (full), an evaluator whose compiled form is FleqGraphedPasses (built
+    here, so the CPU has one too), and the program's punchcard in the internal layout."""
+    shape = fleq_geometry_for(program)
+    executor = TransformerExecutor(shape, EngineConfig(device=device, dtype=dtype,
+                                                       checked=False, evaluation="full"))
+    machine = executor.machine
+    evaluator = FleqActiveEvaluator(executor.model, machine.weights, machine.layout, shape,
+                                    dtype, machine.moves_are_exact(dtype))
+    evaluator.fused = FleqGraphedPasses(evaluator)
+    return executor, evaluator, to_internal(executor.load([program]))
+
+
+def fleq_lockstep(executor: TransformerExecutor, run, passes: int) -> int:
+    """`passes` passes of the graphs beside the full pass, one call each: X and the recorded
+    program counters equal after every pass; a pass the graphs decline runs on the eager
+    step. Returns the passes the graphs made."""
+    X = run.X
+    pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
+    record = torch.empty((1, len(pc), X.shape[1]), dtype=X.dtype, device=X.device)
+    full, made = X.clone(), 0
+    with torch.inference_mode(), flush_denormals():
+        for step in range(passes):
+            counters = full[pc, :, 0].clone()
+            executor.model.step_(full)
+            if run.fused_steps(1, record, pc) == 1:
+                made += 1
+                assert torch.equal(record[0], counters), f"pcs before pass {step}"
+            else:
+                run.step(step)
+            assert torch.equal(X, full), f"X differs after pass {step}"
+    return made
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("path", FLEQ_PROGRAMS, ids=lambda path: path.stem)
+def test_fleq_graphs_are_bit_identical_to_the_full_pass(path, device):
+    """Every pass by the graphs except the ones the guard sends to the full pass (some of
+    chunked_attention's, whose operands exceed its bound); one control graph and one graph
+    per set of blocks the run selected."""
+    program = FLEQ.assemble_file(path)
+    executor, evaluator, X = fleq_graphs(program, device)
+    steps = int(executor.run(executor.load([program]), 60).steps[0])
+    run = evaluator.start(X, fused=True)
+    made = fleq_lockstep(executor, run, steps + 2)
+    assert made == steps + 2 or (path.stem == "chunked_attention" and made >= steps // 2)
+    assert run.fallbacks == steps + 2 - made
+    if device == "cuda":
+        assert evaluator.fused.captures == 1 + len(run.graph.rests)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_fleq_pass_the_guard_declines_leaves_x_as_it_was(device):
+    """Operands beyond the guard's bound: the control graph ran, so only the restore brings
+    X back; the eager step then runs the pass in full, or raises when strict."""
+    executor, evaluator, X = fleq_graphs(fleq_workload("calculator"), device)
+    shape = executor.machine.geometry
+    X[executor.layout["mem"], 0, shape.memory_start:shape.instruction_start] = 4 * evaluator.bound
+    before = X.clone()
+    pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
+    record = torch.empty((1, len(pc), 1), dtype=X.dtype, device=X.device)
+    with torch.inference_mode():
+        assert evaluator.start(X, fused=True).fused_steps(1, record, pc) == 0
+        assert torch.equal(X, before)
+        with pytest.raises(PrecisionError):
+            evaluator.start(X, strict=True, fused=True).step(0)
+    assert fleq_lockstep(executor, evaluator.start(X, fused=True), 2) == 0
+
+
+def test_fleq_runs_on_the_cpu_have_no_graphs():
+    program = fleq_workload("calculator")
+    executor = TransformerExecutor(fleq_geometry_for(program), EngineConfig(evaluation="fused"))
+    assert executor.active.fused is None
+    assert executor.runner(executor.load([program])).evaluation == "active"
+
+
+@pytest.mark.gpu
+@CUDA
+def test_gpu_fleq_runs_use_graphs_by_default_and_agree_with_full_runs():
+    program = fleq_workload("calculator")
+    shape = fleq_geometry_for(program)
+    graphed = TransformerExecutor(shape, EngineConfig(device="cuda"))
+    full = TransformerExecutor(shape, EngineConfig(device="cuda", evaluation="full"))
+    cards = graphed.load([program] * 2)
+    runner = graphed.runner(cards)
+    assert runner.evaluation == "fused"
+    assert isinstance(graphed.active.fused, FleqGraphedPasses)
+    expected = full.run(full.load([program] * 2), 100)
+    captures = []
+    for _ in range(2):  # a restart keeps the run's graphs and captures none
+        runner.advance(100)
+        captures.append(graphed.active.fused.captures)
+        end = runner.result()
+        assert torch.equal(end.X, expected.X)
+        assert np.array_equal(end.steps, expected.steps) and end.halted.all()
+        assert graphed.fallbacks == 0 and runner.active.graph is not None
+        runner.restart(cards)
+    assert captures[1] == captures[0] > 0

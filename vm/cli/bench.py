@@ -42,8 +42,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_common_arguments(parser: argparse.ArgumentParser, threads_default: str) -> None:
     parser.add_argument("--seconds", type=positive_float, default=2.0,
-                        help="time budget per measurement, after a one-pass warm-up that is "
-                             "timed and shown apart (default 2)")
+                        help="time budget per measurement, after a warm-up (a pass, a CUDA "
+                             "graph's chunk, or a FLEQ program's whole run) that is timed and "
+                             "shown apart (default 2)")
     parser.add_argument("--threads", type=int,
                         help=f"torch CPU threads (default: {threads_default})")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -86,11 +87,14 @@ def _register_fleq(targets: argparse._SubParsersAction) -> None:
     parser.add_argument("--dtype", choices=list(DTYPE_NAMES),
                         help="default: the machine's (float64 for FLEQ)")
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
-    parser.add_argument("--evaluation", choices=["auto", "active", "full"], default="auto",
+    parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
                         help="active: skip the function blocks the instruction does not "
                              "select, bit-identical to full and falling back to it when its "
-                             "guard fails; full: every block, the definition; auto (default): "
-                             "what `ltvm run` uses (the evaluation column says which ran)")
+                             "guard fails; fused: on a GPU, the active pass as CUDA graphs "
+                             "(the CPU has none and runs active); full: every block, the "
+                             "definition; auto (default): what `ltvm run` uses (the "
+                             "evaluation column says which ran; the warm-up is one whole run, "
+                             "graph captures included)")
     _add_common_arguments(parser, "by workload")
     parser.set_defaults(func=run_fleq)
 

@@ -271,6 +271,12 @@ class ActiveRun:
         self.stale = True
         return False
 
+    def restart(self) -> None:
+        """X was replaced in place (`Runner.restart`): the cache is built anew, from it,
+        before the next pass, and any back-off ends."""
+        self.stale = True
+        self.backoff = self.wait = 0
+
     def fused_steps(self, count: int, record: torch.Tensor, pc_rows: np.ndarray,
                     threads: int | None = None) -> int:
         """Up to `count` passes by the evaluator's fused form (vm/runtime/fused.py), each

@@ -86,7 +86,8 @@ class FleqActiveEvaluator:
     """Block-selective FLEQ passes for one model; `unsupported` says why not, when not."""
 
     fused = None
-    """No fused form (the Runner asks)."""
+    """The compiled form of its pass, if any: CUDA graphs on a GPU (set by the executor,
+    vm/runtime/graphed.py `FleqGraphedPasses`); the Runner asks."""
 
     def __init__(self, model: LoopedTransformer, weights: MachineWeights, layout: Layout,
                  geometry: FleqGeometry, dtype: str, exact_moves: bool) -> None:
@@ -379,17 +380,38 @@ class FleqActiveEvaluator:
         """One pass in place on X (rows, batch, n); True when blocks were skipped. The
         control layers run in full; the guard looks at X after them. The selected blocks
         (read after layer 0) and the guard's result reach the host in one sync."""
+        problem, selected = self.verdict(self.control_(X).tolist())
+        if problem is not None:
+            return self._full(X, CONTROL_LAYERS, step, strict, problem)
+        self.rest_(X, selected)
+        return True
+
+    def control_(self, X: torch.Tensor) -> torch.Tensor:
+        """The control layers, in full and in place; then the guard's three conditions and
+        each block's selector (non-zero `cur_m` after layer 0), as one bool tensor on X's
+        device, unsynced (`verdict` reads it)."""
         model = self.model
-        selected: frozenset[int] = frozenset()
-        mode, scratch, bias = model.attention, model.scratch, model.mask_bias
         flags = None
-        for index, layer in enumerate(model.layers):
-            if index == CONTROL_LAYERS:
-                found = torch.cat((self._checks(X), flags)).tolist()
-                problem = self._explain(found[:3])
-                if problem is not None:
-                    return self._full(X, index, step, strict, problem)
-                selected = frozenset(i for i, flag in enumerate(found[3:]) if flag)
+        for index, layer in enumerate(model.layers[:CONTROL_LAYERS]):
+            layer.attend(X, model.attention, model.scratch, model.mask_bias)
+            layer.ffn(X)
+            if index == 0:
+                flags = X[self.selector, :, :self.scratch].ne(0).flatten(1).any(1)
+        return torch.cat((self._checks(X), flags))
+
+    def verdict(self, found: list[bool]) -> tuple[str | None, frozenset[int]]:
+        """From `control_`'s result: why the rest of the pass cannot skip blocks (None when
+        it can), and the blocks it must run."""
+        return (self._explain(found[:3]),
+                frozenset(i for i, flag in enumerate(found[3:]) if flag))
+
+    def rest_(self, X: torch.Tensor, selected: frozenset[int]) -> None:
+        """The layers after the control layers, in place, with only the `selected` blocks'
+        heads and units in the block layers."""
+        model = self.model
+        mode, scratch, bias = model.attention, model.scratch, model.mask_bias
+        for index in range(CONTROL_LAYERS, len(model.layers)):
+            layer = model.layers[index]
             parts = self.part_blocks[index]
             if parts:
                 for part, blocks in zip(layer.parts or [layer.attention], parts):
@@ -400,9 +422,6 @@ class FleqActiveEvaluator:
             gates = self.unit_gates[index]
             layer.ffn(X, None if gates is None else
                       [i for i, block in enumerate(gates) if block is None or block in selected])
-            if index == 0:
-                flags = X[self.selector, :, :scratch].ne(0).flatten(1).any(1)
-        return True
 
     def _full(self, X: torch.Tensor, first: int, step: int, strict: bool, expected: str
               ) -> bool:
@@ -418,19 +437,24 @@ class FleqActiveEvaluator:
 
     def start(self, X: torch.Tensor, strict: bool = False, fused: bool = False
               ) -> "FleqActiveRun":
-        """A run bound to X (rows, batch, n), like `ActiveEvaluator.start`."""
+        """A run bound to X (rows, batch, n), like `ActiveEvaluator.start`; `fused`: its
+        passes may use the evaluator's compiled form (CUDA graphs, vm/runtime/graphed.py)."""
         if self.unsupported is not None:
             raise ValueError(f"active evaluation is not available: {self.unsupported}")
-        return FleqActiveRun(self, X, strict)
+        return FleqActiveRun(self, X, strict, self.fused if fused else None)
 
 
 class FleqActiveRun:
     """Passes of one evaluator on one bound X (the interface the executor's Runner uses)."""
 
-    def __init__(self, evaluator: FleqActiveEvaluator, X: torch.Tensor, strict: bool) -> None:
-        self.evaluator, self.X, self.strict = evaluator, X, strict
+    def __init__(self, evaluator: FleqActiveEvaluator, X: torch.Tensor, strict: bool,
+                 fused=None) -> None:
+        self.evaluator, self.X, self.strict, self.fused = evaluator, X, strict, fused
         self.fallbacks = 0
         """Passes the guard sent to the full pass."""
+        self.graph = None
+        """The compiled form's captured graphs of this run, kept here so that they and
+        their copy of X go with the run."""
 
     def step(self, step: int = 0) -> bool:
         """One pass in place; True when unselected blocks were skipped."""
@@ -438,7 +462,16 @@ class FleqActiveRun:
         self.fallbacks += not skipped
         return skipped
 
+    def restart(self) -> None:
+        """X was replaced in place (`Runner.restart`): the graphs, bound to X's storage and
+        nothing else, stay valid."""
+
     def fused_steps(self, count: int, record: torch.Tensor, pc_rows: np.ndarray,
                     threads: int | None = None) -> int:
-        """No fused form: always 0 passes."""
-        return 0
+        """Up to `count` passes by the compiled form, each after recording the program
+        counters (rows `pc_rows` of the scratch column) into `record[i]`; it stops before
+        a pass whose guard fails, which the eager `step` then runs (in full, or raising
+        when strict). 0 without a compiled form."""
+        if self.fused is None:
+            return 0
+        return self.fused.passes(self, count, record, pc_rows, threads)[0]

@@ -41,7 +41,7 @@ from vm.runtime.active_fleq import FleqActiveEvaluator
 from vm.runtime.config import (AUTO_ACTIVE_CELLS, DEFAULT_CHECK_EVERY, DTYPE_NAMES, EVALUATIONS,
                                FUSED_CHECK_EVERY, EngineConfig)
 from vm.runtime.fused import FusedPass
-from vm.runtime.graphed import GraphedPasses
+from vm.runtime.graphed import FleqGraphedPasses, GraphedPasses
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 """The torch dtype of each of `DTYPE_NAMES`."""
@@ -62,9 +62,12 @@ def _active(geometry: Geometry, temperature: float | None, dtype: str, device: s
             attention: str) -> ActiveEvaluator | FleqActiveEvaluator:
     machine = machine_for(geometry, temperature)
     if isinstance(geometry, FleqGeometry):
-        return FleqActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
+        fleq = FleqActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
                                    machine.weights, machine.layout, geometry, dtype,
                                    machine.moves_are_exact(dtype))
+        if fleq.unsupported is None and torch.device(device).type == "cuda":
+            fleq.fused = FleqGraphedPasses(fleq)
+        return fleq
     evaluator = ActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
                                 machine.weights, machine.layout, geometry.scratch,
                                 machine.real_fields)
@@ -328,8 +331,8 @@ class Runner:
         self.noise = (ReadNoise(config.sampling, config.seed, executor.device)
                       if config.sampling is not None else None)
         """Stochastic reads, for sampling runs (always evaluated in full)."""
-        if self.evaluation == "fused":
-            self.window = max(self.window, FUSED_CHECK_EVERY)
+        if self.evaluation == "fused" and not isinstance(executor.active, FleqActiveEvaluator):
+            self.window = max(self.window, FUSED_CHECK_EVERY)  # FLEQ's graphs sync every pass
         self.active = (executor.active.start(self.X, fused=self.evaluation == "fused")
                        if self.evaluation != "full" else None)
 
@@ -381,6 +384,19 @@ class Runner:
                 if progress is not None:
                     progress(self.done)
         executor.fallbacks = self.fallbacks
+
+    @torch.inference_mode()
+    def restart(self, X: torch.Tensor) -> None:
+        """Start the run again from X (batch, rows, n), of the shape it started with, keeping
+        what its evaluation compiled for it (a GPU run's CUDA graphs), so that timing
+        repeated short runs does not time compiling them again."""
+        if X.shape != from_internal(self.X).shape:
+            raise ValueError(f"a restart needs X of shape {tuple(from_internal(self.X).shape)}")
+        self.X.copy_(to_internal(X))
+        self.steps.zero_()
+        self.done = 0
+        if self.active is not None:
+            self.active.restart()
 
     @torch.inference_mode()
     def state(self) -> torch.Tensor:

@@ -13,6 +13,10 @@ eager pass, which meets the same failure and runs that pass in full. A proven ch
 exactly the torch active passes (bit-identical to the full pass, docs/speed.md), launched
 differently.
 
+A FLEQ active pass reads, on the host, which blocks its instruction selected, so
+`FleqGraphedPasses` makes it two graphs a pass around that one sync: the control layers,
+then the rest of the pass for the selected blocks (one graph per set of blocks).
+
 Without CUDA there are no graphs: the recorded passes run as Python calls, which is how the
 tests on a CPU exercise everything here but the capture itself.
 """
@@ -25,10 +29,31 @@ import numpy as np
 import torch
 
 from vm.runtime.active import ActiveEvaluator, ActiveRun
+from vm.runtime.active_fleq import FleqActiveEvaluator, FleqActiveRun
 
 GRAPH_PASSES = 32
 """Passes per graph: one host sync per this many passes, and the most passes a failed
 chunk hands back to the eager pass."""
+
+
+def captured(work: Callable[[], None], device: torch.device, undo: Callable[[], None],
+             pool: tuple[int, int] | None = None) -> Callable[[], None]:
+    """`work` as a CUDA graph's replay, after the warm-up run that capture needs (on a side
+    stream, then `undo`ne: capture itself computes nothing); `pool`: a memory pool shared
+    with the caller's other graphs, which are replayed one at a time and keep nothing in
+    it between replays. On other devices `work` itself."""
+    if device.type != "cuda":
+        return work
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        work()
+    torch.cuda.current_stream().wait_stream(side)
+    undo()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        work()
+    return graph.replay
 
 
 def chunk_of(run: object) -> int:
@@ -107,30 +132,91 @@ class _Chunk:
                 self.record[i].copy_(X.index_select(0, self.pc)[:, :, 0])
                 run._active_pass(self.proven)
 
-        self.replay = self._capture(passes, X.device)
+        self.replay = captured(passes, X.device, self.restore)
 
     def binds(self, run: ActiveRun, pc_rows: np.ndarray) -> bool:
         """Was this chunk captured on the run's current cache and own scores?"""
         return (self.cache is run.cache and self.own_scores is run.own_scores
                 and self.pc_rows == tuple(pc_rows))
 
-    def _capture(self, passes: Callable[[], None], device: torch.device) -> Callable[[], None]:
-        """The passes as a CUDA graph's replay, after the warm-up run that capture needs
-        (on a side stream, undone); on other devices the passes themselves."""
-        if device.type != "cuda":
-            return passes
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            passes()
-        torch.cuda.current_stream().wait_stream(side)
-        self.restore()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            passes()
-        return graph.replay
-
     def restore(self) -> None:
         """X, cache and own scores as they were before the last replay."""
         for saved, live in zip(self.saved, self.live):
             live.copy_(saved)
+
+
+class FleqGraphedPasses:
+    """The compiled form of a FLEQ evaluator's pass on a GPU (`FleqActiveEvaluator.fused`).
+
+    A FLEQ active pass asks the host, once, which blocks the instruction selected and
+    whether the guard held (`FleqActiveEvaluator.control_`), so it cannot be a graph of many
+    passes. Each pass is two graphs instead: the control layers (after copying X aside),
+    then, after that one sync, the rest of the pass for the selected set of blocks, one
+    graph per set the run meets. They are the eager pass's own modules on the same data.
+    """
+
+    keeps_own_scores = True
+    """Nothing beside X to keep current (the Runner's interface)."""
+
+    def __init__(self, evaluator: FleqActiveEvaluator) -> None:
+        self.evaluator = evaluator
+        self.unsupported = evaluator.unsupported
+        self.captures = 0
+        """Graphs captured so far: per run, the control graph and one per block set."""
+
+    def passes(self, run: FleqActiveRun, count: int, record: torch.Tensor,
+               pc_rows: np.ndarray, threads: int | None = None) -> tuple[int, bool]:
+        """Up to `count` passes of `run`, each after copying the program counters into
+        `record[i]`; stops, X restored, before a pass whose guard fails. Returns the passes
+        made and False (nothing ran ahead). `threads` is the CPU form's."""
+        graphs = run.graph
+        if graphs is None or graphs.pc_rows != tuple(pc_rows):
+            run.graph = None
+            graphs = run.graph = _FleqGraphs(run, pc_rows, self)
+        for done in range(count):
+            record[done].copy_(run.X.index_select(0, graphs.pc)[:, :, 0])
+            graphs.control()
+            problem, selected = self.evaluator.verdict(graphs.found.tolist())
+            if problem is not None:
+                graphs.restore()
+                return done, False
+            graphs.rest(selected)()
+        return count, False
+
+
+class _FleqGraphs:
+    """One run's FLEQ graphs (`FleqGraphedPasses`): the control layers and, by block set,
+    the rest of the pass, sharing one memory pool."""
+
+    def __init__(self, run: FleqActiveRun, pc_rows: np.ndarray,
+                 form: FleqGraphedPasses) -> None:
+        X, evaluator = run.X, run.evaluator
+        self.X, self.evaluator, self.form = X, evaluator, form
+        self.pc_rows = tuple(pc_rows)
+        self.pc = torch.as_tensor(pc_rows, device=X.device)
+        self.saved = X.clone()
+        self.found = torch.empty(3 + evaluator.blocks, dtype=torch.bool, device=X.device)
+        self.pool = torch.cuda.graph_pool_handle() if X.device.type == "cuda" else None
+        self.rests: dict[frozenset[int], Callable[[], None]] = {}
+
+        def control() -> None:
+            self.saved.copy_(X)
+            self.found.copy_(evaluator.control_(X))
+
+        self.control = self._captured(control)
+
+    def rest(self, selected: frozenset[int]) -> Callable[[], None]:
+        """The rest of the pass for this block set, captured the first time it is needed
+        (X then stands after the control layers, as the capture's warm-up needs)."""
+        if selected not in self.rests:
+            self.rests[selected] = self._captured(lambda: self.evaluator.rest_(self.X, selected))
+        return self.rests[selected]
+
+    def _captured(self, work: Callable[[], None]) -> Callable[[], None]:
+        before = self.X.clone() if self.X.device.type == "cuda" else None
+        self.form.captures += before is not None
+        return captured(work, self.X.device, lambda: self.X.copy_(before), self.pool)
+
+    def restore(self) -> None:
+        """X as it was before the last control graph."""
+        self.X.copy_(self.saved)

@@ -29,7 +29,7 @@ from vm.machines.fleq.punchcard import fleq_geometry_for
 from assembler.program import Program
 from vm.machines.subleq.punchcard import geometry_for
 from vm.common.errors import InputError
-from vm.runtime.executor import EngineConfig, Runner, TransformerExecutor
+from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.runtime.fused import thread_count as fused_thread_count
 from vm.runtime.graphed import chunk_of
 from vm.transformer.layers import cpu_thread_count
@@ -232,20 +232,19 @@ def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
     first = executor.runner(X)
     first.advance(FLEQ_BENCH_STEPS)
     length = max(1, int(first.result().steps.max()))
-    runs: list[Runner] = []
+    runner = executor.runner(X)
 
     def work(passes: int) -> None:
         done = 0
         while done < passes:
-            runner = executor.runner(X)
+            runner.restart(X)
             count = min(length, passes - done)
             runner.advance(count)
-            runs.append(runner)
             done += count
         if config.device.startswith("cuda"):
             torch.cuda.synchronize()
-    timing = timed(work, budget)
-    return executor, timing, first.evaluation, sum(run.fallbacks for run in runs)
+    timing = timed(work, budget, unit=length)  # the warm-up: one whole run
+    return executor, timing, first.evaluation, runner.fallbacks
 
 
 def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budget: float,
