@@ -122,9 +122,10 @@ def _take_rows(X: torch.Tensor, rows: slice | torch.Tensor) -> torch.Tensor:
 
 
 def _add_rows(X: torch.Tensor, rows: slice | torch.Tensor, update: torch.Tensor) -> None:
-    """X[rows] += update, in place (X in the internal (rows, batch, n) layout)."""
+    """X[rows] += update, in place (X in the internal (rows, batch, n) layout): add_ on the
+    view, not `+=`, whose item assignment would copy the view onto itself (a kernel more)."""
     if isinstance(rows, slice):
-        X[rows] += update
+        X[rows].add_(update)
     else:
         X.index_add_(0, rows, update)
 
