@@ -34,6 +34,18 @@ def test_bench_fleq_times_the_evaluation_asked_for(capsys):
     assert rows[0]["full_passes"] == 0
 
 
+def test_bench_fleq_sets_the_reference_interpreter_beside_every_row(capsys):
+    code = main(["bench", "fleq", "calculator", "--batch", "1,2", "--seconds", "0.05",
+                 "--json"])
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert code == 0 and len(rows) == 2
+    for row in rows:
+        assert row["reference_steps_per_second"] > 0
+        assert np.isclose(row["ratio"], row["program_steps_per_second"]
+                          / row["reference_steps_per_second"])
+        assert np.isclose(row["program_steps_per_second"], row["batch"] / row["seconds_per_pass"])
+
+
 def test_bench_fleq_refuses_an_unknown_workload(capsys):
     code = main(["bench", "fleq", "no-such-workload", "--seconds", "0.05"])
     assert code == 2 and "no FLEQ workload or file named" in capsys.readouterr().err

@@ -4,8 +4,9 @@ one FLEQ pass.
 SUBLEQ benchmark programs never halt (every jump stays inside the program and
 the last instruction jumps back), so every pass of the transformer and every
 step of the interpreter does real work. Weights are built before timing starts,
-as in any real run. FLEQ passes are timed one by one on built-in workloads or
-given programs (`bench_fleq`).
+as in any real run. FLEQ passes are timed on built-in workloads or given programs, runs
+restarted at each halt, beside the FLEQ reference interpreter on the same steps
+(`bench_fleq`).
 
 Every measurement is bounded: its first call (one pass) is timed apart as the
 warm-up (allocation, caches, a JIT's compile), then chunks of passes grow only
@@ -26,6 +27,7 @@ import torch
 from vm.isa import FLEQ
 from assembler.fleq_program import FleqProgram
 from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.machines.fleq.reference import FleqReference
 from assembler.program import Program
 from vm.machines.subleq.punchcard import geometry_for
 from vm.common.errors import InputError
@@ -208,9 +210,20 @@ class FleqBenchRow:
     warmup_seconds: float
     full_passes: int
     """Passes of the timed runs the active evaluation ran in full (its guard failed)."""
+    reference_steps_per_second: float
+    """The FLEQ reference interpreter's steps/s on one copy of the program (same restarts)."""
+
+    @property
+    def program_steps_per_second(self) -> float:
+        return self.batch / self.seconds_per_pass
+
+    @property
+    def ratio(self) -> float:
+        return self.program_steps_per_second / self.reference_steps_per_second
 
     def as_dict(self) -> dict:
-        return {**self.__dict__, "program_steps_per_second": self.batch / self.seconds_per_pass}
+        return {**self.__dict__, "program_steps_per_second": self.program_steps_per_second,
+                "ratio": self.ratio}
 
 
 FLEQ_BENCH_STEPS = 1_000
@@ -247,6 +260,19 @@ def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
     return executor, timing, first.evaluation, runner.fallbacks
 
 
+def fleq_reference_speed(program: FleqProgram, budget: float) -> float:
+    """Steps per second of the FLEQ reference interpreter (vm/machines/fleq/reference.py) on
+    the program's own steps, restarted at each halt as the transformer's runs are."""
+    machine = FleqReference(program)
+
+    def work(steps: int) -> None:
+        for _ in range(steps):
+            if machine.halted:
+                machine.reset()
+            machine.step()
+    return timed(work, budget).per_second
+
+
 def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budget: float,
                progress: Callable[[str], None] = lambda _: None) -> list[FleqBenchRow]:
     rows = []
@@ -263,18 +289,23 @@ def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budge
                                      len(weights.layers), sum(weights.heads), batch,
                                      config.device, executor.dtype_name, config.attention,
                                      evaluation, threads, 1.0 / timing.per_second,
-                                     timing.warmup_seconds, full))
+                                     timing.warmup_seconds, full,
+                                     fleq_reference_speed(program, budget)))
     return rows
 
 
 def format_fleq_table(rows: list[FleqBenchRow]) -> str:
     lines = ["| program | d | rows | n | layers | heads | batch | device | dtype | attention | "
-             "evaluation | threads | ms per pass | warm-up ms | program steps/s | full passes |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|"]
+             "evaluation | threads | ms per pass | warm-up ms | program steps/s | "
+             "reference steps/s | ratio | full passes |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"
+             "---:|"]
     for row in rows:
         lines.append(f"| {row.program} | {row.d} | {row.rows} | {row.columns} | {row.layers} | "
                      f"{row.heads} | {row.batch} | {row.device} | {row.dtype} | "
                      f"{row.attention} | {row.evaluation} | {row.threads or '-'} | "
                      f"{row.seconds_per_pass * 1e3:,.3f} | {row.warmup_seconds * 1e3:,.1f} | "
-                     f"{row.batch / row.seconds_per_pass:,.1f} | {row.full_passes} |")
+                     f"{row.program_steps_per_second:,.1f} | "
+                     f"{row.reference_steps_per_second:,.1f} | {row.ratio:.4f} | "
+                     f"{row.full_passes} |")
     return "\n".join(lines)
