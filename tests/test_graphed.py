@@ -246,6 +246,17 @@ def test_a_fleq_pass_the_guard_declines_leaves_x_as_it_was(device):
     assert fleq_lockstep(executor, evaluator.start(X, fused=True), 2) == 0
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_fleq_block_sets_beyond_the_limit_run_uncaptured_and_identical(device):
+    executor, evaluator, X = fleq_graphs(fleq_workload("calculator"), device)
+    evaluator.fused.max_sets = 2
+    run = evaluator.start(X, fused=True)
+    assert fleq_lockstep(executor, run, 9) == 9
+    assert len(run.graph.rests) == 2
+    if device == "cuda":
+        assert evaluator.fused.captures == 3
+
+
 def test_fleq_runs_on_the_cpu_have_no_graphs():
     program = fleq_workload("calculator")
     executor = TransformerExecutor(fleq_geometry_for(program), EngineConfig(evaluation="fused"))

@@ -23,6 +23,7 @@ tests on a CPU exercise everything here but the capture itself.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -34,6 +35,11 @@ from vm.runtime.active_fleq import FleqActiveEvaluator, FleqActiveRun
 GRAPH_PASSES = 32
 """Passes per graph: one host sync per this many passes, and the most passes a failed
 chunk hands back to the eager pass."""
+
+
+MAX_BLOCK_SETS = 32
+"""The most block sets a FLEQ run captures graphs for; a batch of different programs can meet
+up to 2^blocks unions, and each graph costs a capture (a few ms). Further sets run eagerly."""
 
 
 def captured(work: Callable[[], None], device: torch.device, undo: Callable[[], None],
@@ -163,6 +169,7 @@ class FleqGraphedPasses:
         self.unsupported = evaluator.unsupported
         self.captures = 0
         """Graphs captured so far: per run, the control graph and one per block set."""
+        self.max_sets = MAX_BLOCK_SETS
 
     def passes(self, run: FleqActiveRun, count: int, record: torch.Tensor,
                pc_rows: np.ndarray, threads: int | None = None) -> tuple[int, bool]:
@@ -207,9 +214,14 @@ class _FleqGraphs:
 
     def rest(self, selected: frozenset[int]) -> Callable[[], None]:
         """The rest of the pass for this block set, captured the first time it is needed
-        (X then stands after the control layers, as the capture's warm-up needs)."""
-        if selected not in self.rests:
-            self.rests[selected] = self._captured(lambda: self.evaluator.rest_(self.X, selected))
+        (X then stands after the control layers, as the capture's warm-up needs); run
+        eagerly, uncaptured, once the run holds `form.max_sets` graphs."""
+        if selected in self.rests:
+            return self.rests[selected]
+        work = partial(self.evaluator.rest_, self.X, selected)
+        if len(self.rests) >= self.form.max_sets:
+            return work
+        self.rests[selected] = self._captured(work)
         return self.rests[selected]
 
     def _captured(self, work: Callable[[], None]) -> Callable[[], None]:
