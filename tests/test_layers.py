@@ -296,3 +296,15 @@ def test_csr_is_chosen_by_density_and_by_the_work_of_the_product():
     assert layers._sparse_pays(W, -(-layers.SPARSE_WORK_MIN // W.size))
     W[:, :10] = 1.0  # 25 % non-zero: dense wins at any size
     assert not layers._sparse_pays(W, 1 << 20)
+
+
+@pytest.mark.parametrize(("device", "per_head", "expected"), [
+    ("cpu", 100, layers.CACHED_SCORES_BYTES // 800),
+    ("meta", 100, layers.DEVICE_SCORES_BYTES // 800),
+    ("meta", 10 * layers.DEVICE_SCORES_BYTES, 1),
+])
+def test_heads_run_in_chunks_bounded_by_the_device_budget(device, per_head, expected):
+    """A GPU (any device but the CPU; "meta" here) runs at most DEVICE_SCORES_BYTES of float64
+    scores at once, and always at least one head."""
+    X = torch.empty((3, 2, 5), dtype=torch.float64, device=device)
+    assert layers._chunk_size(per_head, X) == expected

@@ -156,15 +156,19 @@ class _HeadGroup:
 CACHED_SCORES_BYTES = 1 << 20
 """On a CPU, heads are run in chunks whose score matrices take about this much memory, so
 scores, softmax and value product stay in a core's L2 cache (measured 4-7x faster on a
-float64 FLEQ layer of 80 heads at n = 471 than one batch of all heads). CUDA runs each group
-at once."""
+float64 FLEQ layer of 80 heads at n = 471 than one batch of all heads)."""
+DEVICE_SCORES_BYTES = 1 << 30
+"""On a GPU, chunks of heads (of all programs of a batch) whose score matrices take at most
+this much memory: a group runs at once up to large batches (a calculator batch of 1,000
+takes 0.8 GB), and a batch whose scores would not fit runs in chunks instead of failing
+(inverse-d8: 78 MB of scores a program in its 68-head layer)."""
 
 
 def _chunk_size(scores_per_head: int, X: torch.Tensor) -> int:
-    """How many heads to run at once: about CACHED_SCORES_BYTES of scores on a CPU."""
-    if X.device.type != "cpu":
-        return 1 << 62
-    return max(1, CACHED_SCORES_BYTES // (scores_per_head * X.element_size()))
+    """How many heads to run at once: about CACHED_SCORES_BYTES of scores on a CPU, at most
+    DEVICE_SCORES_BYTES elsewhere."""
+    budget = CACHED_SCORES_BYTES if X.device.type == "cpu" else DEVICE_SCORES_BYTES
+    return max(1, budget // (scores_per_head * X.element_size()))
 
 
 class Attention(_RowIndexed):
