@@ -171,3 +171,34 @@ def test_asm_encodes_a_fleq_program_and_lists_it(capsys, tmp_path):
     assert "t = percentage(t)" in out and "halt" in out
     code, _, err = run_cli(capsys, "asm", calculator, "--export-csv", str(tmp_path / "csv"))
     assert code == 2 and "SUBLEQ programs only" in err
+
+
+@pytest.mark.parametrize("raised", [
+    lambda torch: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
+    lambda torch: RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. "
+                               "DefaultCPUAllocator: can't allocate memory: you tried ..."),
+    lambda torch: MemoryError(),
+])
+def test_running_out_of_memory_is_a_clear_error_with_exit_2(raised, capsys, monkeypatch):
+    """What check_memory's estimate leaves out still ends in one line, not a traceback."""
+    import torch
+
+    from vm.cli import bench
+
+    def out_of_memory(args):
+        raise raised(torch)
+    monkeypatch.setattr(bench, "run_fleq", out_of_memory)
+    assert main(["bench", "fleq", "calculator"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ltvm: error: out of memory") and "--batch" in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_other_runtime_errors_are_not_taken_for_memory(monkeypatch):
+    from vm.cli import bench
+
+    def broken(args):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(bench, "run_fleq", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["bench", "fleq", "calculator"])

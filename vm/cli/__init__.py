@@ -50,6 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+OUT_OF_MEMORY_ADVICE = "run fewer programs at once (--batch) or a smaller program"
+
+
+def _out_of_memory(error: RuntimeError) -> bool:
+    """Did torch's allocator run out (a GPU's OutOfMemoryError, or the CPU allocator's
+    error)? `TransformerExecutor.check_memory` refuses most such runs before they start;
+    this catches what its estimate leaves out. torch is looked up, not imported: a command
+    that never imported it cannot have raised its errors."""
+    torch = sys.modules.get("torch")
+    return ((torch is not None and isinstance(error, torch.OutOfMemoryError))
+            or "DefaultCPUAllocator: can't allocate memory" in str(error))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -63,6 +76,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except MemoryError:
+        print(f"ltvm: error: out of memory: {OUT_OF_MEMORY_ADVICE}", file=sys.stderr)
+        return 2
+    except RuntimeError as error:
+        if not _out_of_memory(error):
+            raise
+        print(f"ltvm: error: out of memory ({str(error).splitlines()[0][:160]}): "
+              f"{OUT_OF_MEMORY_ADVICE}", file=sys.stderr)
+        return 2
     except OSError as error:
         # A path the user named that cannot be read or written (permissions, a file where
         # a directory should be, a full disk): what went wrong and where, exit 2.
