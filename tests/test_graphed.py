@@ -24,6 +24,7 @@ from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.runtime.graphed import FleqGraphedPasses, GraphedPasses
 from vm.tools.bench import fleq_workload
 from vm.tools.workloads import looping_programs
+from vm.transformer import layers
 from vm.transformer.layers import flush_denormals, to_internal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,6 +227,19 @@ def test_fleq_graphs_are_bit_identical_to_the_full_pass(path, device):
     assert run.fallbacks == steps + 2 - made
     if device == "cuda":
         assert evaluator.fused.captures == 1 + len(run.graph.rests)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["calculator", "inverse-d8"])
+def test_fleq_graphs_with_heads_in_small_chunks_are_bit_identical(name, device, monkeypatch):
+    """Every layer's heads in chunks of at most 1 MiB of scores (what a big batch meets on a
+    GPU, `DEVICE_SCORES_BYTES`), captured as graphs where there is a GPU."""
+    monkeypatch.setattr(layers, "DEVICE_SCORES_BYTES", 1 << 20)
+    monkeypatch.setattr(layers, "CACHED_SCORES_BYTES", 1 << 16)
+    program = fleq_workload(name)
+    executor, evaluator, X = fleq_graphs(program, device)
+    steps = int(executor.run(executor.load([program]), 60).steps[0])
+    assert fleq_lockstep(executor, evaluator.start(X, fused=True), steps) == steps
 
 
 @pytest.mark.parametrize("device", DEVICES)
