@@ -54,6 +54,8 @@ fails, the rest of the pass runs in full (its first layers already did), or
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
@@ -64,6 +66,9 @@ from vm.machines.fleq.punchcard import constant_rows
 from vm.transformer.layers import LoopedTransformer
 from vm.transformer.layout import Layout
 from vm.transformer.weights import MachineWeights
+
+if TYPE_CHECKING:  # graphed.py imports this module
+    from vm.runtime.graphed import FleqGraphedPasses
 
 CONTROL_LAYERS = 3
 """Fetch, pointer and operand layers: always evaluated in full, before any block layer."""
@@ -449,7 +454,7 @@ class FleqActiveRun:
     """Passes of one evaluator on one bound X (the interface the executor's Runner uses)."""
 
     def __init__(self, evaluator: FleqActiveEvaluator, X: torch.Tensor, strict: bool,
-                 fused=None) -> None:
+                 fused: FleqGraphedPasses | None = None) -> None:
         self.evaluator, self.X, self.strict, self.fused = evaluator, X, strict, fused
         self.fallbacks = 0
         """Passes the guard sent to the full pass."""
