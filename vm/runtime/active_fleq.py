@@ -72,6 +72,9 @@ if TYPE_CHECKING:  # graphed.py imports this module
 
 CONTROL_LAYERS = 3
 """Fetch, pointer and operand layers: always evaluated in full, before any block layer."""
+GUARD_CHECKS = 3
+"""Conditions the guard reports (`_checks`), ahead of the block selectors in `control_`'s
+result."""
 GATE_SLACK = 2.0 ** -10
 """A block unit's pre-activation outside its block must stay at or below -GATE_SLACK times
 the sum of its terms' magnitudes: the rounding of a sum of k terms is at most k x eps times
@@ -408,8 +411,8 @@ class FleqActiveEvaluator:
     def verdict(self, found: list[bool]) -> tuple[str | None, frozenset[int]]:
         """From `control_`'s result: why the rest of the pass cannot skip blocks (None when
         it can), and the blocks it must run."""
-        return (self._explain(found[:3]),
-                frozenset(i for i, flag in enumerate(found[3:]) if flag))
+        return (self._explain(found[:GUARD_CHECKS]),
+                frozenset(i for i, flag in enumerate(found[GUARD_CHECKS:]) if flag))
 
     def rest_(self, X: torch.Tensor, selected: frozenset[int]) -> None:
         """The layers after the control layers, in place, with only the `selected` blocks'

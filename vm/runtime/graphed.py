@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from vm.runtime.active import ActiveEvaluator, ActiveRun
-from vm.runtime.active_fleq import FleqActiveEvaluator, FleqActiveRun
+from vm.runtime.active_fleq import GUARD_CHECKS, FleqActiveEvaluator, FleqActiveRun
 
 GRAPH_PASSES = 32
 """Passes per graph: one host sync per this many passes, and the most passes a failed
@@ -161,9 +161,6 @@ class FleqGraphedPasses:
     graph per set the run meets. They are the eager pass's own modules on the same data.
     """
 
-    keeps_own_scores = True
-    """Nothing beside X to keep current (the Runner's interface)."""
-
     def __init__(self, evaluator: FleqActiveEvaluator) -> None:
         self.evaluator = evaluator
         self.unsupported = evaluator.unsupported
@@ -202,7 +199,8 @@ class _FleqGraphs:
         self.pc_rows = tuple(pc_rows)
         self.pc = torch.as_tensor(pc_rows, device=X.device)
         self.saved = X.clone()
-        self.found = torch.empty(3 + evaluator.blocks, dtype=torch.bool, device=X.device)
+        self.found = torch.empty(GUARD_CHECKS + evaluator.blocks, dtype=torch.bool,
+                                 device=X.device)
         self.pool = torch.cuda.graph_pool_handle() if X.device.type == "cuda" else None
         self.rests: dict[frozenset[int], Callable[[], None]] = {}
 
