@@ -47,11 +47,21 @@ def test_bench_json_rows_carry_the_reference_and_the_ratio(capsys):
     assert row["threads"] >= 1 and row["warmup_seconds"] > 0
 
 
-@pytest.mark.parametrize("seconds", ["-1", "0", "inf", "nan", "x"])
-def test_bench_refuses_a_budget_that_is_not_a_positive_number(capsys, seconds):
+@pytest.mark.parametrize("seconds", ["-1", "0", "inf", "nan", "x", "1e308", "3601"])
+def test_bench_refuses_a_budget_that_is_not_a_positive_number_up_to_an_hour(capsys, seconds):
     with pytest.raises(SystemExit) as stop:
         main(["bench", "--seconds", seconds])
     assert stop.value.code == 2 and "--seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", [[], ["fleq"], ["vsubleq"], ["attention"]])
+@pytest.mark.parametrize("threads", ["0", "257", "100000"])
+def test_bench_refuses_a_thread_count_out_of_range_before_any_work(capsys, target, threads):
+    """100,000 threads used to end in a segmentation fault."""
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", *target, "--threads", threads])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--threads" in err and "Traceback" not in err
 
 
 def test_bench_refuses_a_batch_beyond_memory_with_a_message(capsys):

@@ -11,6 +11,7 @@ import torch
 
 from vm.attention.chunked.bench import Config, measure_config, run_bench, run_worker_process
 from vm.cli import attention, main
+from vm.common.errors import InputError
 
 
 @pytest.fixture(autouse=True)
@@ -68,6 +69,28 @@ def test_bad_options_give_one_message_and_exit_2(argv: list[str], message: str, 
     assert captured.out == ""
     assert captured.err.count("\n") == 1 and captured.err.startswith("ltvm: error: ")
     assert message in captured.err
+
+
+@pytest.mark.parametrize("option, value", [("--score-scale", "nan"), ("--score-scale", "inf"),
+                                           ("--score-scale", "-1"), ("--threads", "0"),
+                                           ("--threads", "100000")])
+def test_bad_numbers_are_refused_by_the_parser(option: str, value: str, capsys) -> None:
+    """A NaN score scale used to print `error: nan` and exit 0."""
+    with pytest.raises(SystemExit) as stop:
+        main(["attention", "--n", "64", "--m", "16", "--mode", "exact", option, value])
+    assert stop.value.code == 2 and option in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("limit", ["nan", "inf", "0"])
+def test_bench_refuses_a_memory_limit_that_is_not_a_positive_number(limit: str, tmp_path,
+                                                                    capsys) -> None:
+    """A NaN limit used to let full attention run at every N (minutes at N = 65536)."""
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "attention", "--full-limit-gib", limit, "--out", str(tmp_path / "b")])
+    assert stop.value.code == 2 and "--full-limit-gib" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+    with pytest.raises(InputError, match="positive and finite"):
+        run_bench(tmp_path / "c", [256], [64], full_limit_gib=float(limit))
 
 
 def bench_parser() -> argparse.ArgumentParser:

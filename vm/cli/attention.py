@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from vm.attention.chunked import MODES
+from vm.cli.common import non_negative_float, positive_float, thread_count
 from vm.common.errors import InputError, RunFailure
 
 DTYPE_NAMES = ("float32", "float64")
@@ -39,9 +40,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--window", type=int, default=None,
                         help="window size r for window/sink (default M // 2)")
     parser.add_argument("--sinks", type=int, default=4, help="sink count s for sink (default 4)")
-    parser.add_argument("--score-scale", type=float, default=1.0,
+    parser.add_argument("--score-scale", type=non_negative_float, default=1.0,
                         help="standard deviation of the first layer's scores (default 1)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--threads", type=thread_count, default=1,
+                        help="torch threads (default 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -58,17 +60,17 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
                         help="comma-separated N values (default 4096,16384,65536)")
     parser.add_argument("--m-values", type=_int_list, default=[256, 1024],
                         help="comma-separated M values (default 256,1024)")
-    parser.add_argument("--full-limit-gib", type=float, default=4.0,
+    parser.add_argument("--full-limit-gib", type=positive_float, default=4.0,
                         help="skip full attention above this estimated memory (default 4)")
     parser.add_argument("--head-dim", type=int, default=16, help="head dimension (default 16)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--threads", type=thread_count, default=1,
                         help="torch threads of every measured process (default 1)")
     parser.set_defaults(func=run_bench_command)
 
 
 SIZE_LIMITS = {"n": 1 << 16, "heads": 64, "layers": 64, "head_dim": 1024, "oracle_heads": 64,
-               "oracle_layers": 64, "threads": 256}
+               "oracle_layers": 64}
 """Largest sizes one instance may ask for, checked before any allocation."""
 SIZE_REASONS = {"n": " (the check against direct attention costs N^2 in this mode: 65536 "
                      "takes minutes; window and sink go to 2^20)"}
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.dtype not in DTYPE_NAMES:
         raise InputError(f"unknown dtype '{args.dtype}' (choose float32 or float64)")
-    for name in ("heads", "layers", "head_dim", "threads"):
+    for name in ("heads", "layers", "head_dim"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be positive, got "
                              f"{getattr(args, name)}")

@@ -7,7 +7,7 @@ import importlib
 import json
 import sys
 
-from vm.cli.common import positive_float
+from vm.cli.common import positive_float, thread_count
 from vm.runtime.config import DTYPE_NAMES, EVALUATIONS, EngineConfig
 from vm.tools.workloads import FLEQ_WORKLOADS
 from vm.transformer.modes import ATTENTION_MODES
@@ -40,12 +40,25 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                              "compile when its cache is cold, or the graph's capture)")
 
 
+MAX_BENCH_SECONDS = 3600.0
+"""A measurement's longest budget: an hour a cell is surely a typo for fewer seconds."""
+
+
+def bench_seconds(text: str) -> float:
+    """argparse type: a measurement's time budget, above 0 and at most MAX_BENCH_SECONDS."""
+    value = positive_float(text)
+    if value > MAX_BENCH_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_BENCH_SECONDS:g} seconds, "
+                                         f"got {text}")
+    return value
+
+
 def _add_common_arguments(parser: argparse.ArgumentParser, threads_default: str) -> None:
-    parser.add_argument("--seconds", type=positive_float, default=2.0,
+    parser.add_argument("--seconds", type=bench_seconds, default=2.0,
                         help="time budget per measurement, after a warm-up (a pass, a CUDA "
                              "graph's chunk, or a FLEQ program's whole run) that is timed and "
                              "shown apart (default 2)")
-    parser.add_argument("--threads", type=int,
+    parser.add_argument("--threads", type=thread_count,
                         help=f"torch CPU threads (default: {threads_default})")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
 

@@ -20,6 +20,7 @@ from vm.isa import SUBLEQ, InstructionSet, ProgramOptions, for_path, for_program
 from vm.isa.base import format_value
 from vm.machines.subleq.punchcard import DEFAULT_SCRATCH
 from vm.machines.subleq.reference import RunResult
+from vm.common.threads import MAX_THREADS
 from vm.runtime.config import AUTO_ACTIVE_CELLS, DTYPE_NAMES, EVALUATIONS, EngineConfig
 from vm.transformer.modes import ATTENTION_MODES
 
@@ -39,6 +40,14 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+def thread_count(text: str) -> int:
+    """argparse type: a CPU thread count, 1 to MAX_THREADS."""
+    value = _int_at_least(text, 1)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_THREADS}, got {value}")
+    return value
+
+
 def finite_float(text: str) -> float:
     """Any finite number (a learning rate, an offset), for argparse."""
     try:
@@ -55,6 +64,14 @@ def positive_float(text: str) -> float:
     value = finite_float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number at or above 0 (a spread that may be zero), for argparse."""
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {text}")
     return value
 
 

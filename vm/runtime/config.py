@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from vm.common.errors import InputError
+from vm.common.threads import check_threads
 from vm.transformer.modes import ATTENTION_MODES
 
 DTYPE_NAMES = ("float32", "float64")
@@ -77,8 +78,8 @@ class EngineConfig:
                                               and self.sampling > 0):
             raise InputError(f"sampling temperature must be positive and finite, got "
                              f"{self.sampling}")
-        if self.threads is not None and self.threads < 1:
-            raise InputError(f"threads must be at least 1, got {self.threads}")
+        if self.threads is not None:
+            check_threads(self.threads)
         check_device(self.device)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from vm.attention.chunked.model import Mask, random_instance
 from vm.attention.chunked.reference import direct_forward, head_attention, relative_error
 from vm.attention.chunked.simulate import mode_mask, simulate
 from vm.common.errors import InputError, RunFailure
+from vm.common.threads import check_threads
 
 GIB = 2 ** 30
 SIMULATIONS = ("exact", "window", "sampled")
@@ -125,10 +127,9 @@ def run_bench(out_dir: Path, n_values: list[int], m_values: list[int],
     """
     if not n_values or not m_values or min(n_values + m_values) < 2 or head_dim < 1:
         raise InputError("bench sizes must be at least 2 and the head dimension positive")
-    if full_limit_gib <= 0:
-        raise InputError(f"--full-limit-gib must be positive, got {full_limit_gib}")
-    if threads < 1:
-        raise InputError(f"--threads must be positive, got {threads}")
+    if not 0 < full_limit_gib < math.inf:
+        raise InputError(f"--full-limit-gib must be positive and finite, got {full_limit_gib}")
+    check_threads(threads, "--threads")
     rows = []
     configs = _configs(sorted(n_values), sorted(m_values), head_dim, seed, error_limit, threads)
     for index, config in enumerate(configs, 1):
