@@ -202,3 +202,36 @@ def test_other_runtime_errors_are_not_taken_for_memory(monkeypatch):
     monkeypatch.setattr(bench, "run_fleq", broken)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["bench", "fleq", "calculator"])
+
+
+def test_writing_through_a_symbolic_link_keeps_the_link(capsys, tmp_path):
+    """The staged file replaces the file the link names, not the link itself."""
+    real = tmp_path / "real.npy"
+    real.write_bytes(b"old")
+    link = tmp_path / "link.npy"
+    link.symlink_to(real)
+    assert run_cli(capsys, "asm", FACTORIAL, "-o", str(link))[0] == 0
+    assert link.is_symlink() and np.load(real).shape[0] > 0
+
+
+def test_a_pipe_or_device_is_written_in_place_not_replaced(tmp_path):
+    """Run as root, `-o /dev/null` used to turn /dev/null into a regular file."""
+    from vm.cli.common import atomic_path
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    with atomic_path(pipe) as path:
+        assert path == pipe
+    assert not pipe.is_file() and pipe.exists()
+
+
+def test_input_text_that_is_not_utf8_reaches_the_program_as_its_bytes():
+    """A shell passes undecodable bytes as surrogate escapes; `.encode()` raised on them."""
+    import argparse
+
+    from vm.cli.common import input_options
+    from vm.isa import VSUBLEQ
+
+    args = argparse.Namespace(input=os.fsdecode(b"a\xff\xfe"), input_file=None,
+                              max_output=None)
+    assert input_options(args, VSUBLEQ)["input_bytes"] == b"a\xff\xfe"

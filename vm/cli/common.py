@@ -20,7 +20,7 @@ from vm.isa import SUBLEQ, InstructionSet, ProgramOptions, for_path, for_program
 from vm.isa.base import format_value
 from vm.machines.subleq.punchcard import DEFAULT_SCRATCH
 from vm.machines.subleq.reference import RunResult
-from vm.common.threads import MAX_THREADS
+from vm.common.limits import MAX_TEMPERATURE, MAX_THREADS
 from vm.runtime.config import AUTO_ACTIVE_CELLS, DTYPE_NAMES, EVALUATIONS, EngineConfig
 from vm.transformer.modes import ATTENTION_MODES
 
@@ -48,6 +48,19 @@ def thread_count(text: str) -> int:
     return value
 
 
+MAX_SEED = (1 << 63) - 1
+"""Seeds go to torch and numpy generators, which take 0 to 2^64 - 1: a seed plus a sample's
+index stays in range below 2^63."""
+
+
+def seed_value(text: str) -> int:
+    """argparse type: a random seed, 0 to MAX_SEED."""
+    value = _int_at_least(text, 0)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be at most 2^63 - 1, got {value}")
+    return value
+
+
 def finite_float(text: str) -> float:
     """Any finite number (a learning rate, an offset), for argparse."""
     try:
@@ -64,6 +77,14 @@ def positive_float(text: str) -> float:
     value = finite_float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
+    return value
+
+
+def temperature_value(text: str) -> float:
+    """argparse type: a softmax temperature lam, above 0 and at most MAX_TEMPERATURE."""
+    value = positive_float(text)
+    if value > MAX_TEMPERATURE:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_TEMPERATURE:g}, got {text}")
     return value
 
 
@@ -142,7 +163,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                        help="masked: scratch columns attend globally, others to themselves and "
                             "the scratchpad, O(n) a pass (default); dense: every column to "
                             "every column, O(n^2)")
-    group.add_argument("--temperature", type=float, metavar="LAM",
+    group.add_argument("--temperature", type=temperature_value, metavar="LAM",
                        help="softmax temperature lam (default for SUBLEQ: ln((n-1)/2^-54)/2, "
                             "which makes every read exact to the last bit; for FLEQ: 800, and "
                             "at least 746 in float64 or 104 in float32, where moved reals "
@@ -193,7 +214,7 @@ def input_options(args: argparse.Namespace, isa: InstructionSet, transformer: bo
     an ISA that reads input; the options are refused for any other."""
     given: dict = {}
     if args.input is not None:
-        given["input_bytes"] = args.input.encode()
+        given["input_bytes"] = os.fsencode(args.input)
     elif args.input_file is not None:
         try:
             with open(args.input_file, "rb") as stream:
@@ -249,10 +270,16 @@ def load_program(args: argparse.Namespace) -> tuple[object, object]:
 def atomic_path(target: str | Path) -> Iterator[Path]:
     """A temporary path renamed onto `target` only if the block succeeds,
     so a failed command never leaves a half-written file. The file gets the mode a plain
-    open() would give it (mkstemp's is 0600)."""
+    open() would give it (mkstemp's is 0600). A symbolic link keeps pointing where it did
+    (the file it names is replaced); a device or pipe, which has no contents to replace, is
+    written in place (`-o /dev/null`)."""
     target = Path(target)
     if target.is_dir():
         raise InputError(f"cannot write {target}: it is a directory")
+    if target.exists() and not target.is_file():
+        yield target
+        return
+    target = Path(os.path.realpath(target)) if target.is_symlink() else target
     if not target.parent.exists():
         raise InputError(f"cannot write {target}: directory {target.parent} does not exist")
     if not target.parent.is_dir():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from vm.cli.common import add_program_arguments, load_program, positive_int
+from vm.cli.common import add_program_arguments, load_program, positive_int, temperature_value
 from vm.common.errors import InputError
 from vm.common.geometry import Geometry
 from vm.isa import for_program
@@ -21,7 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="memory columns, reserved cells included (without PROG)")
     parser.add_argument("--instructions", type=positive_int, metavar="K",
                         help="instruction columns, EOF included (without PROG)")
-    parser.add_argument("--temperature", type=float, metavar="LAM",
+    parser.add_argument("--temperature", type=temperature_value, metavar="LAM",
                         help="softmax temperature (default: the exact-read rule)")
     parser.add_argument("--json", action="store_true", help="print the table as JSON")
     parser.set_defaults(func=run)

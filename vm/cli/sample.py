@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Callable
 
 from assembler.program import Program
-from vm.cli.common import add_time_limit, load_program, positive_float, positive_int
+from vm.cli.common import (add_time_limit, load_program, positive_float, positive_int,
+                            seed_value)
 from vm.common.errors import InputError
 from vm.isa import ProgramOptions, for_path, for_program
 from vm.tools.progress import Progress
@@ -47,7 +48,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "'candidate'; its cell 'ok' is the reward) or SCRIPT.py (a Python "
                              "file defining reward(answer) -> float; answer None for a run "
                              "that did not halt)")
-    parser.add_argument("--seed", type=int, default=0, help="noise seed (default 0)")
+    parser.add_argument("--seed", type=seed_value, default=0, help="noise seed (default 0)")
     parser.add_argument("--max-steps", type=positive_int, default=DEFAULT_MAX_STEPS,
                         metavar="K", help="step limit per run; a run that does not halt "
                                           f"answers 'none' (default {DEFAULT_MAX_STEPS})")

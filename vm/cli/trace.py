@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, atomic_path,
@@ -91,7 +92,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
 
     config = engine_config(args)
     isa = for_program(image)
-    input_bytes = (args.input or "").encode()
+    input_bytes = os.fsencode(args.input or "")
     last = args.step + (args.steps if args.gif else 0) + 1
     run = TransformerRun(image, config.dtype or isa.default_dtype, config.attention,
                          config.temperature, config.device, input_bytes,

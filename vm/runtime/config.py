@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from vm.common.errors import InputError
-from vm.common.threads import check_threads
+from vm.common.limits import check_temperature, check_threads
 from vm.transformer.modes import ATTENTION_MODES
 
 DTYPE_NAMES = ("float32", "float64")
@@ -70,8 +70,8 @@ class EngineConfig:
         if (self.evaluation == "fused" and not self.device.startswith("cuda")
                 and not _fused_available()):
             raise InputError("evaluation 'fused' needs numba: pip install 'ltvm[fast]'")
-        if self.temperature is not None and self.temperature <= 0:
-            raise InputError(f"temperature must be positive, got {self.temperature}")
+        if self.temperature is not None:
+            check_temperature(self.temperature)
         if self.check_every < 1:
             raise InputError("check_every must be at least 1")
         if self.sampling is not None and not (math.isfinite(self.sampling)

@@ -34,7 +34,7 @@ from vm.attention.chunked.model import Mask, random_instance
 from vm.attention.chunked.reference import direct_forward, head_attention, relative_error
 from vm.attention.chunked.simulate import mode_mask, simulate
 from vm.common.errors import InputError, RunFailure
-from vm.common.threads import check_threads
+from vm.common.limits import check_threads
 
 GIB = 2 ** 30
 SIMULATIONS = ("exact", "window", "sampled")

@@ -31,6 +31,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from vm.common.limits import check_temperature
 from vm.blocks import arith
 from vm.blocks.correct import clear, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
@@ -247,7 +248,7 @@ def _checks(layout: Layout, last: int) -> tuple[Check, ...]:
 def fleq_machine(geometry: FleqGeometry, temperature: float | None = None) -> FleqMachine:
     """Build (once per geometry and temperature) the FLEQ looped transformer."""
     layout = fleq_layout(geometry)
-    lam = MOVE_TEMPERATURE if temperature is None else float(temperature)
+    lam = MOVE_TEMPERATURE if temperature is None else check_temperature(float(temperature))
     layers = [_fetch_layer(layout, lam), _pointer_layer(layout, geometry, lam),
               _operand_layer(layout, geometry, lam), *_block_layers(layout, geometry),
               _write_layer(layout, geometry, lam)]

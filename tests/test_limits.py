@@ -1,0 +1,57 @@
+"""`vm.common.limits`: one rule for every thread count and temperature a user or a caller
+passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vm.common.errors import InputError
+from vm.common.limits import MAX_TEMPERATURE, MAX_THREADS, check_temperature, check_threads
+from vm.isa import ProgramOptions, for_path
+from vm.runtime.config import EngineConfig
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
+
+
+@pytest.mark.parametrize("threads", [1, 2, MAX_THREADS])
+def test_a_count_in_range_is_returned(threads):
+    assert check_threads(threads) == threads
+
+
+@pytest.mark.parametrize("threads", [0, -3, MAX_THREADS + 1, 100_000])
+def test_a_count_out_of_range_names_the_option_and_the_range(threads):
+    with pytest.raises(InputError, match=rf"--threads must be between 1 and {MAX_THREADS}, "
+                                         rf"got {threads}"):
+        check_threads(threads, "--threads")
+
+
+def test_an_engine_config_refuses_a_thread_count_that_crashes_thread_pools():
+    """100,000 torch threads crashed the process (a segfault, not an error)."""
+    with pytest.raises(InputError, match="threads must be between"):
+        EngineConfig(threads=100_000)
+
+
+@pytest.mark.parametrize("temperature", [1e-3, 20.0, MAX_TEMPERATURE])
+def test_a_temperature_in_range_is_returned(temperature):
+    assert check_temperature(temperature) == temperature
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, float("nan"), float("inf"), 1e300])
+def test_a_temperature_that_would_compute_nan_is_refused(temperature):
+    """lam = inf (or 1e300) made scores inf - inf: runs printed NaN cells with exit 0."""
+    with pytest.raises(InputError, match="temperature must be above 0 and at most"):
+        check_temperature(temperature)
+    with pytest.raises(InputError, match="temperature must be above 0"):
+        EngineConfig(temperature=temperature)
+
+
+@pytest.mark.parametrize("source", ["subleq/factorial.sq", "fleq/calculator.fleq",
+                                    "vsubleq/echo.vsq"])
+def test_every_machine_refuses_an_infinite_temperature_before_building(source):
+    path = PROGRAMS / source
+    isa = for_path(path)
+    _, geometry = isa.load(path, ProgramOptions())
+    with pytest.raises(InputError, match="temperature"):
+        isa.machine(geometry, float("inf"))

@@ -1,0 +1,30 @@
+"""Limits on what a user may ask of a run, checked in one place for every entry point."""
+
+from __future__ import annotations
+
+import math
+
+from vm.common.errors import InputError
+
+MAX_THREADS = 256
+"""Far above any machine's useful count, and below what makes thread pools fail (torch
+crashed with 100,000)."""
+MAX_TEMPERATURE = 1e6
+"""The largest softmax temperature lam: far sharper than any read needs (the defaults are
+about 20 for SUBLEQ and 800 for FLEQ); an infinite or huge lam turns scores into inf - inf,
+a NaN that no run should compute on."""
+
+
+def check_threads(threads: int, option: str = "threads") -> int:
+    """`threads` when it is 1 to MAX_THREADS, else InputError naming `option`."""
+    if not 1 <= threads <= MAX_THREADS:
+        raise InputError(f"{option} must be between 1 and {MAX_THREADS}, got {threads}")
+    return threads
+
+
+def check_temperature(temperature: float, option: str = "temperature") -> float:
+    """`temperature` when it is above 0 and at most MAX_TEMPERATURE, else InputError."""
+    if not (math.isfinite(temperature) and 0 < temperature <= MAX_TEMPERATURE):
+        raise InputError(f"{option} must be above 0 and at most {MAX_TEMPERATURE:g}, got "
+                         f"{temperature:g}")
+    return temperature
