@@ -242,12 +242,16 @@ def calculate(expression: str, inputs: dict[str, float],
     program = FLEQ.assemble_text(compiled.source, "<calc>", parameters=parameters or {},
                             defaults=dtype_parameters(dtype))
     geometry = fleq_geometry_for(program)
-    blocks = {name: make_block(name, **dict(values)) for name, values in program.functions}
     limit = len(program.instructions) + 1
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        blocks = {name: make_block(name, **dict(values)) for name, values in program.functions}
         reference = run_fleq_reference(program, limit)
-    exact = {name: float(value) for name, value in program.named_memory(reference.cells).items()}
-    bound = error_bound(compiled, blocks, exact, dtype)
+        exact = {name: float(value)
+                 for name, value in program.named_memory(reference.cells).items()}
+        bound = error_bound(compiled, blocks, exact, dtype)
+    if not math.isfinite(bound):
+        raise InputError(f"the blocks' error bound on these operands is {bound} (see the "
+                         "--param values): no result they could promise, so none is computed")
     result = run_transformer(program, geometry, limit, config)
     if not result.halted:
         raise RuntimeError("the compiled program did not halt on the transformer")
