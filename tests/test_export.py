@@ -6,7 +6,9 @@ what a reader of DESIGN.md §3 would write.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -58,3 +60,95 @@ def test_export_refuses_a_directory_with_other_files_and_writes_nothing(tmp_path
     code = main(["export", str(ROOT / "programs/subleq/gcd.sq"), "-o", str(tmp_path)])
     assert code == 2 and "holds other files" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+GCD = str(ROOT / "programs/subleq/gcd.sq")
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` (hidden ones too) with a file's bytes, None for a directory."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+            for p in sorted(root.rglob("*"))}
+
+
+def test_a_blocked_destination_is_refused_before_anything_moves(tmp_path, capsys):
+    """A directory where punchcard.npy goes used to fail after weights.npz and layout.json
+    had moved in, and the error named the hidden staging directory."""
+    out = tmp_path / "pe2"
+    (out / "punchcard.npy").mkdir(parents=True)
+    before = tree(tmp_path)
+    code = main(["export", GCD, "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"cannot write {out / 'punchcard.npy'}: it is a directory" in err
+    assert ".pe2." not in err
+    assert tree(tmp_path) == before
+
+
+def test_a_failure_while_moving_puts_the_previous_export_back(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "export"
+    assert main(["export", GCD, "-o", str(out), "--attention", "dense"]) == 0
+    before = tree(tmp_path)
+    real_replace = os.replace
+
+    def failing(src, dst):
+        if Path(dst) == out / "punchcard.npy" and ".previous" not in str(src):
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing)
+    code = main(["export", GCD, "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"cannot write {out / 'punchcard.npy'}: No space left" in err
+    assert tree(tmp_path) == before
+
+
+def test_a_file_that_cannot_go_back_is_kept_and_named(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "export"
+    assert main(["export", GCD, "-o", str(out), "--attention", "dense"]) == 0
+    old_layout = (out / "layout.json").read_bytes()
+    real_replace = os.replace
+
+    def failing(src, dst):
+        moving_in = ".previous" not in str(src)
+        if (Path(dst) == out / "punchcard.npy" and moving_in
+                or Path(dst) == out / "layout.json" and not moving_in):
+            raise OSError(errno.EIO, "Input/output error", str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing)
+    assert main(["export", GCD, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "could not put back layout.json, which are kept in " in err
+    kept = Path(err.split("which are kept in ")[1].strip()) / "layout.json"
+    assert kept.read_bytes() == old_layout
+
+
+def test_a_write_error_names_the_users_path_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    """`-o /proc/x` reported `No such file or directory: /proc/.x.v57v3g7n`."""
+    out = tmp_path / "export"
+
+    def full_disk(path, array):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(np, "save", full_disk)
+    assert main(["export", GCD, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"ltvm: error: cannot write {out / 'punchcard.npy'}: No space left on device\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_output_path_is_refused(tmp_path, capsys, monkeypatch):
+    """Path('') is the current directory: `-o ''` used to export into it."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", GCD, "-o", ""]) == 2
+    assert "empty path" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_export_directory_gets_the_mode_of_a_plain_mkdir(tmp_path):
+    old = os.umask(0o027)
+    try:
+        assert main(["export", GCD, "-o", str(tmp_path / "export")]) == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "export").stat().st_mode & 0o777 == 0o750

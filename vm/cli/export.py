@@ -6,7 +6,7 @@ import argparse
 
 from vm.cli.common import add_program_arguments, load_program
 from vm.isa import for_program
-from vm.runtime.export import FLEQ_DTYPE, FORMATS, export, files
+from vm.runtime.export import FLEQ_DTYPE, FORMATS, check_export_directory, export, files
 from vm.transformer.modes import ATTENTION_MODES
 DESCRIPTION = """\
 Write DIR/weights.npz (every Q, K, V, lam, mask, W1, b1, W2, b2 and a JSON meta string),
@@ -56,6 +56,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_export_directory(args.output)  # a bad -o is refused before the machine is built
     program, geometry = load_program(args)
     isa = for_program(program)
     machine = isa.machine(geometry, args.temperature)
