@@ -24,6 +24,8 @@ DEFAULT_CSV_SCRATCH = 2
 MAX_FIELD = 80
 """Longest field read: a signed 64-bit decimal integer has at most 20 characters."""
 SETTINGS_FILE = "program.json"
+CSV_FILES = ("commands.csv", "memory.csv", SETTINGS_FILE)
+"""What `save_csv` writes."""
 SETTINGS_FORMAT = "ltvm-csv/1"
 
 
@@ -121,13 +123,13 @@ def save_csv(program: Program, directory: str | Path, scratch: int = DEFAULT_CSV
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     first_code = scratch + len(program.memory)
-    commands, memory = directory / "commands.csv", directory / "memory.csv"
+    commands, memory, settings_path = (directory / name for name in CSV_FILES)
     rows = [f"{i.a + scratch},{i.b + scratch},{i.c + first_code}"
             for i in all_instructions(program)]
     commands.write_text("a,b,c\n" + "\n".join(rows) + "\n")
     memory.write_text("mem\n" + "\n".join(map(str, program.memory)) + "\n")
     settings = {"format": SETTINGS_FORMAT, "scratch": scratch, "bits": program.bits}
-    (directory / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
+    settings_path.write_text(json.dumps(settings, indent=2) + "\n")
     return commands, memory
 
 

@@ -235,3 +235,50 @@ def test_input_text_that_is_not_utf8_reaches_the_program_as_its_bytes():
     args = argparse.Namespace(input=os.fsdecode(b"a\xff\xfe"), input_file=None,
                               max_output=None)
     assert input_options(args, VSUBLEQ)["input_bytes"] == b"a\xff\xfe"
+
+
+def test_asm_export_csv_creates_its_directory_and_round_trips(capsys, tmp_path):
+    target = tmp_path / "csv"
+    code, out, _ = run_cli(capsys, "asm", FACTORIAL, "--export-csv", str(target))
+    assert code == 0 and f"wrote {target / 'commands.csv'}" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["csv"]
+    assert sorted(p.name for p in target.iterdir()) == ["commands.csv", "memory.csv",
+                                                       "program.json"]
+    code, out, _ = run_cli(capsys, "run", "--csv", str(target / "commands.csv"),
+                           str(target / "memory.csv"), "--engine", "reference")
+    assert code == 0 and "mem = [0, -1, 6, 720" in out
+
+
+def test_asm_export_csv_is_all_or_nothing(capsys, tmp_path):
+    """memory.csv as a directory used to fail after commands.csv was written (and -o's X)."""
+    (tmp_path / "pw1" / "memory.csv").mkdir(parents=True)
+    code, _, err = run_cli(capsys, "asm", FACTORIAL, "--export-csv", str(tmp_path / "pw1"),
+                           "-o", str(tmp_path / "x.npy"))
+    assert code == 2
+    assert f"cannot write {tmp_path / 'pw1' / 'memory.csv'}: it is a directory" in err
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "pw1", "pw1/memory.csv"]
+
+
+def test_asm_export_csv_needs_an_existing_parent_like_o(capsys, tmp_path):
+    target = tmp_path / "missing" / "csv"
+    code, _, err = run_cli(capsys, "asm", FACTORIAL, "--export-csv", str(target))
+    assert code == 2 and f"directory {tmp_path / 'missing'} does not exist" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_asm_export_csv_onto_a_file_says_what_failed(capsys, tmp_path):
+    (tmp_path / "afile").write_text("mine")
+    code, _, err = run_cli(capsys, "asm", FACTORIAL, "--export-csv", str(tmp_path / "afile"))
+    assert code == 2
+    assert err == (f"ltvm: error: cannot write {tmp_path / 'afile'}: it exists and is not a "
+                   "directory\n")
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
+@pytest.mark.parametrize("option", ["-o", "--export-csv"])
+def test_asm_refuses_an_empty_output_path(option, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "asm", FACTORIAL, option, "")
+    assert code == 2 and err == f"ltvm: error: {option} is an empty path\n"
+    assert list(tmp_path.iterdir()) == []

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 
-from assembler.csv_format import SETTINGS_FILE
+from assembler.csv_format import CSV_FILES
 from vm.cli.common import add_program_arguments, atomic_path, load_program
 from vm.common.errors import InputError
 from vm.isa import for_program
+from vm.runtime.export import check_directory, staged_files
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
@@ -21,16 +23,23 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--listing", action="store_true",
                         help="print the disassembly (labels, names, one instruction a line)")
     parser.add_argument("--export-csv", metavar="DIR",
-                        help="write DIR/commands.csv and DIR/memory.csv (column-index format)")
+                        help="write DIR/commands.csv, DIR/memory.csv (column-index format) "
+                             "and DIR/program.json, all or none; DIR is created if its "
+                             "parent exists")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    for option, value in (("-o", args.output), ("--export-csv", args.export_csv)):
+        if value == "":
+            raise InputError(f"{option} is an empty path")
     program, geometry = load_program(args)
     isa = for_program(program)
-    if args.export_csv and not isa.writes_csv:
-        raise InputError(f"--export-csv writes SUBLEQ programs only (the CSV format has no "
-                         f"{isa.name.upper()} instructions)")
+    if args.export_csv is not None:
+        if not isa.writes_csv:
+            raise InputError(f"--export-csv writes SUBLEQ programs only (the CSV format has "
+                             f"no {isa.name.upper()} instructions)")
+        check_directory(args.export_csv, CSV_FILES)  # before -o writes anything
     layout = isa.layout(geometry)
     X = isa.encode(program, geometry, layout)
     if args.output:
@@ -52,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
         print(isa.listing(program), end="")
     if args.output:
         print(f"wrote {args.output}")
-    if args.export_csv:
-        commands, memory = isa.save_csv(program, args.export_csv, geometry.scratch)
-        print(f"wrote {commands}, {memory} and {commands.parent / SETTINGS_FILE}")
+    if args.export_csv is not None:
+        with staged_files(args.export_csv, CSV_FILES) as staging:
+            isa.save_csv(program, str(staging), geometry.scratch)
+        commands, memory, settings = (Path(args.export_csv) / name for name in CSV_FILES)
+        print(f"wrote {commands}, {memory} and {settings}")
     return 0
