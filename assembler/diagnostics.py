@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import lark
@@ -42,12 +43,26 @@ def deepest(tree: lark.Tree) -> tuple[int, lark.Tree]:
     return best, best_node
 
 
+MAX_SOURCE_BYTES = 16 << 20
+"""The most a source file (.sq, .fleq, .vsq, .dec, CSV) may hold, 16 MiB: generous, as the
+shipped programs are a few KiB and one filling the transformer's 65,536 columns a few MiB.
+Reading stops one byte past it, so /dev/zero and endless pipes are refused rather than read
+until memory runs out."""
+
+
 def read_source(path: str | Path, encoding: str = "utf-8") -> str:
-    """A source file's text, or InputError for a file that cannot be read or is not text."""
+    """A source file's text (newlines as Path.read_text gives them), or InputError for a file
+    that cannot be read, is larger than MAX_SOURCE_BYTES or is not text."""
     try:
-        return Path(path).read_text(encoding=encoding)
+        with open(path, "rb") as stream:
+            data = stream.read(MAX_SOURCE_BYTES + 1)
     except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror}") from None
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+    if len(data) > MAX_SOURCE_BYTES:
+        raise InputError(f"{path}: source larger than {MAX_SOURCE_BYTES / 2 ** 20:g} MiB "
+                         f"(the most a source file may hold)")
+    try:
+        return io.TextIOWrapper(io.BytesIO(data), encoding=encoding).read()
     except UnicodeDecodeError:
         raise InputError(f"{path} is not a text file") from None
 

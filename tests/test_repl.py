@@ -13,6 +13,7 @@ import pexpect
 import pytest
 import torch
 
+import assembler.diagnostics
 import vm.repl.session
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.tools.progress import Progress
@@ -72,6 +73,20 @@ def test_load_reports_the_program_and_errors_in_one_line(tmp_path):
     bad_fleq.write_text(".data\nx: 1.0\n.code\nx = add(x, y)\n")
     assert session.execute(f"load {bad_fleq}").startswith(f"{bad_fleq}:4:")
     assert session.execute("pc").startswith("step 0  pc 0"), "a failed load keeps the program"
+
+
+def test_load_refuses_a_source_over_the_cap_and_keeps_the_program(repl, tmp_path,
+                                                                   monkeypatch):
+    """`load /dev/zero` read until the machine ran out of memory; the read stops at the cap."""
+    monkeypatch.setattr(assembler.diagnostics, "MAX_SOURCE_BYTES", 1 << 20)
+    big = tmp_path / "big.sq"
+    with open(big, "wb") as handle:
+        handle.truncate((1 << 20) + 1)
+    too_big = "source larger than 1 MiB (the most a source file may hold)"
+    assert repl.execute(f"load {big}") == f"error: {big}: {too_big}"
+    if os.path.exists("/dev/zero"):
+        assert repl.execute("load /dev/zero") == f"error: /dev/zero: {too_big}"
+    assert repl.execute("pc").startswith("step 0  pc 0  subleq n, t")
 
 
 def test_step_executes_one_or_k_instructions_and_shows_what_changed(repl):

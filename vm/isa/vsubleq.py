@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from assembler.dec import load_image
+from assembler.diagnostics import read_source
 from assembler.vsq import assemble as assemble_vsq
 from vm.common.errors import InputError
 from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions
@@ -56,11 +57,7 @@ class Vsubleq(InstructionSet):
         if options.block_size or options.parameters or options.functions or options.scratch:
             raise InputError("--block-size, --param, --functions and --scratch do not apply "
                              "to standard SUBLEQ images (.dec, .vsq)")
-        try:
-            text = Path(path).read_text()
-        except (OSError, UnicodeDecodeError) as error:
-            raise InputError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}"
-                             ) from None
+        text = read_source(path)
         if Path(path).suffix == ".vsq":
             assembled = assemble_vsq(text, str(path), options.bits)
             words, bits = assembled.words, assembled.bits

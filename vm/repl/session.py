@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
+from assembler.diagnostics import read_source
 from vm.common.errors import InputError, LtvmError
 from vm.isa import for_path
 from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR
@@ -187,12 +188,7 @@ class Repl:
         except (InputError, KeyError):
             raise InputError(f"{path}: the REPL runs SUBLEQ (.sq) and FLEQ (.fleq) sources, "
                              f"not '{Path(path).suffix}'") from None
-        try:
-            source = Path(path).read_text()
-        except OSError as error:
-            raise InputError(f"cannot read {path}: {error.strerror}") from None
-        except UnicodeDecodeError:
-            raise InputError(f"{path} is not a text file") from None
+        source = read_source(path)
         engine = self.loaded.machine.active if self.loaded else self.engine
         loading = dialect.load(path, source, self.config, engine, self.bits, self.scratch)
         self.loaded = Loaded(path, source, loading.program, loading.machine, dialect)

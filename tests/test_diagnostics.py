@@ -1,0 +1,73 @@
+"""Reading source files (`assembler.diagnostics.read_source`): text as Path.read_text gives it,
+and a bounded read, so a file over MAX_SOURCE_BYTES, /dev/zero or an endless pipe is refused
+with exit 2 by every command that reads a program, instead of being read until memory runs
+out."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import assembler.diagnostics
+from assembler.diagnostics import MAX_SOURCE_BYTES, read_source
+from vm.cli import main
+from vm.common.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_text_is_what_read_text_gives(tmp_path):
+    """Universal newlines and the BOM handling of the encoding, as before the read was
+    bounded (line numbers in errors depend on the first)."""
+    path = tmp_path / "crlf.sq"
+    path.write_bytes(b"\xef\xbb\xbfa\r\nb\rc\n")
+    assert read_source(path) == path.read_text(encoding="utf-8") == "\ufeffa\nb\nc\n"
+    assert read_source(path, encoding="utf-8-sig") == "a\nb\nc\n"
+
+
+def test_a_file_at_the_cap_is_read_and_one_byte_more_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(assembler.diagnostics, "MAX_SOURCE_BYTES", 1 << 20)
+    path = tmp_path / "prog.sq"
+    path.write_text("x" * (1 << 20))
+    assert read_source(path) == "x" * (1 << 20)
+    path.write_text("x" * ((1 << 20) + 1))
+    with pytest.raises(InputError, match=r"prog\.sq: source larger than 1 MiB"):
+        read_source(path)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_device_that_never_ends_is_refused(monkeypatch):
+    monkeypatch.setattr(assembler.diagnostics, "MAX_SOURCE_BYTES", 1 << 10)
+    with pytest.raises(InputError, match="/dev/zero: source larger than"):
+        read_source("/dev/zero")
+
+
+def _oversized(directory: Path, name: str) -> Path:
+    """A sparse file one byte over the cap (no disk blocks, read in a few milliseconds)."""
+    path = directory / name
+    with open(path, "wb") as handle:
+        handle.truncate(MAX_SOURCE_BYTES + 1)
+    return path
+
+
+@pytest.mark.parametrize("command", ["asm", "run", "compare", "inspect"])
+@pytest.mark.parametrize("name", ["prog.sq", "prog.fleq", "prog.vsq", "prog.dec"])
+def test_every_command_refuses_an_oversized_source(command, name, tmp_path, capsys):
+    path = _oversized(tmp_path, name)
+    assert main([command, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"ltvm: error: {path}: source larger than 16 MiB (the most a source file " \
+                  f"may hold)\n"
+
+
+def test_csv_import_refuses_an_oversized_file(tmp_path, capsys):
+    shutil.copytree(ROOT / "programs" / "csv" / "countdown", tmp_path / "countdown")
+    commands = tmp_path / "countdown" / "commands.csv"
+    commands.unlink()
+    _oversized(commands.parent, commands.name)
+    memory = commands.with_name("memory.csv")
+    assert main(["run", "--csv", str(commands), str(memory)]) == 2
+    assert f"{commands}: source larger than 16 MiB" in capsys.readouterr().err
