@@ -216,3 +216,27 @@ def test_trace_command_draws_a_fleq_program(capsys, tmp_path):
             assert png.format == "PNG"
     with Image.open(tmp_path / "x.gif") as gif:
         assert gif.n_frames == 3, "steps 1, 2 and 3, where the program reaches EOF"
+
+
+def test_trace_pictures_are_all_written_or_none(capsys, monkeypatch, tmp_path):
+    """A failure while drawing the third layer used to leave the first two behind."""
+    import vm.tools.pictures as pictures
+
+    drawn = pictures.layer_figure
+
+    def failing(trace, layer, *rest):
+        if layer == 2:
+            raise OSError(28, "No space left on device")
+        return drawn(trace, layer, *rest)
+    monkeypatch.setattr(pictures, "layer_figure", failing)
+    source = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    assert main(["trace", source, "--png", str(tmp_path / "png")]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert list((tmp_path / "png").iterdir()) == []
+
+
+def test_trace_does_not_create_missing_parent_directories(capsys, tmp_path):
+    source = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    assert main(["trace", source, "--png", str(tmp_path / "missing" / "png")]) == 2
+    assert "cannot create directory" in capsys.readouterr().err
+    assert not (tmp_path / "missing").exists()

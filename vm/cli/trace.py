@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, atomic_path,
@@ -125,11 +127,20 @@ def _trace_image(args: argparse.Namespace, image) -> int:
 
 
 def _write_pass_pictures(model, X, labels, directory: str, step: int, name: str) -> None:
-    """One PNG per layer of the pass at `step`, each path printed with its size."""
+    """One PNG per layer of the pass at `step`, each path printed with its size. They are
+    drawn into a hidden folder beside them and moved in only when every one is drawn, so a
+    failure part-way leaves none."""
     from vm.tools.pictures import save_pass_pictures
-    for path in save_pass_pictures(model, X, labels, _directory(directory), step,
-                                   f"{name} step {step}"):
-        print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    target = _directory(directory)
+    staging = Path(tempfile.mkdtemp(dir=target, prefix=".trace-"))
+    try:
+        drawn = save_pass_pictures(model, X, labels, staging, step, f"{name} step {step}")
+        for path in drawn:
+            final = target / path.name
+            os.replace(path, final)
+            print(f"wrote {final} ({final.stat().st_size:,} bytes)")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _write_animation(frames: list, labels, path: str) -> None:
@@ -141,10 +152,11 @@ def _write_animation(frames: list, labels, path: str) -> None:
 
 
 def _directory(path: str) -> Path:
-    """`path` as an existing directory, created if needed."""
+    """`path` as an existing directory, created if needed (its parent must exist, as for
+    every output path)."""
     directory = Path(path)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(exist_ok=True)
     except OSError as error:
         raise InputError(f"cannot create directory {directory}: {error.strerror}") from None
     return directory
