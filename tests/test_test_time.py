@@ -154,6 +154,8 @@ def test_ltvm_sample_best_of_n_with_a_reward_script(capsys, tmp_path):
     ("x = 1 / 0\n", "ZeroDivisionError"),
     ("reward = 3\n", "defines no function reward"),
     ("def reward(answer):\n    return float('nan')\n", "is not finite"),
+    ("import sys\nsys.exit(0)\n", "SystemExit"),
+    ("import sys\ndef reward(answer):\n    sys.exit(3)\n", "SystemExit"),
 ])
 def test_a_broken_reward_script_is_bad_input(capsys, tmp_path, text, message):
     script = tmp_path / "broken.py"
@@ -161,3 +163,9 @@ def test_a_broken_reward_script_is_bad_input(capsys, tmp_path, text, message):
     code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.1", "--samples", "4",
                  "--strategy", "best-of-n", "--reward", str(script)])
     assert code == 2 and message in capsys.readouterr().err
+
+
+def test_a_reward_without_best_of_n_is_refused_not_ignored(capsys):
+    code = main(["sample", FACTORIAL, "--cell", "fact", "--samples", "4", "--reward",
+                 "reference"])
+    assert code == 2 and "--strategy best-of-n" in capsys.readouterr().err

@@ -41,7 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES, metavar="N",
                         help=f"runs (default {DEFAULT_SAMPLES}, at most {MAX_SAMPLES})")
     parser.add_argument("--strategy", choices=["majority", "best-of-n"], default="majority")
-    parser.add_argument("--reward", default="reference", metavar="R",
+    parser.add_argument("--reward", metavar="R",
                         help="best-of-n's reward: 'reference' (1 for the reference "
                              "interpreter's answer, else 0; the default), CHECK.sq (a SUBLEQ "
                              "verifier run on the transformer with the answer in its cell "
@@ -66,7 +66,7 @@ def script_reward(path: Path) -> Callable[[Answer], float]:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as error:  # the user's code: any failure is bad input
+    except (Exception, SystemExit) as error:  # the user's code: any failure is bad input
         raise InputError(f"{path}: {type(error).__name__}: {error}") from None
     reward = getattr(module, "reward", None)
     if not callable(reward):
@@ -75,7 +75,7 @@ def script_reward(path: Path) -> Callable[[Answer], float]:
     def checked(answer: Answer) -> float:
         try:
             value = float(reward(answer))
-        except Exception as error:
+        except (Exception, SystemExit) as error:
             raise InputError(f"{path}: reward({answer!r}) failed: "
                              f"{type(error).__name__}: {error}") from None
         if not math.isfinite(value):
@@ -111,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
     if not reference.halted:
         raise InputError(f"the reference run does not halt within {args.max_steps} steps")
     correct = reference.memory[program.symbols[args.cell].address]
-    reward = _reward(args.reward, correct, args.max_steps) \
+    if args.reward is not None and args.strategy != "best-of-n":
+        raise InputError("--reward applies to --strategy best-of-n (majority takes no reward)")
+    reward = _reward(args.reward or "reference", correct, args.max_steps) \
         if args.strategy == "best-of-n" else None
     batches = -(-args.samples // SAMPLE_BATCH)
     progress = Progress("passes", batches * args.max_steps, max_seconds=args.max_seconds)
