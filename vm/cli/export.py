@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from vm.cli.common import add_program_arguments, load_program
+from vm.cli.common import add_program_arguments, load_program, temperature_value
 from vm.isa import for_program
 from vm.runtime.export import FLEQ_DTYPE, FORMATS, check_export_directory, export, files
 from vm.transformer.modes import ATTENTION_MODES
@@ -46,7 +46,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked",
                         help="masked (default) exports each head's geometry-only mask; dense "
                              "exports none")
-    parser.add_argument("--temperature", type=float, metavar="LAM",
+    parser.add_argument("--temperature", type=temperature_value, metavar="LAM",
                         help="softmax temperature (default: the exact-read rule for SUBLEQ, "
                              "the exact-move temperature 800 for FLEQ)")
     parser.add_argument("--format", choices=FORMATS, default="npz",
