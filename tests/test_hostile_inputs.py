@@ -231,6 +231,7 @@ def _matrix_files(directory: Path) -> dict[str, tuple[Path, str]]:
         ("cube", np.zeros((2, 2, 2)), "square matrix"),
         ("wide", np.zeros((2, 3)), "square matrix"),
         ("huge", np.eye(17), "larger than the largest block size"),
+        ("zero", np.zeros((0, 0)), "the matrix is empty"),
         ("nan", np.array([[1.0, np.nan], [0.0, 1.0]]), "not finite"),
         ("text", np.array([["a", "b"], ["c", "d"]]), "real numeric array"),
         ("complex", np.eye(2) * 1j, "real numeric array"),
@@ -242,8 +243,8 @@ def _matrix_files(directory: Path) -> dict[str, tuple[Path, str]]:
     return files
 
 
-MATRIX_CASES = ["npz", "empty", "garbage", "cube", "wide", "huge", "nan", "text", "complex",
-                "missing", "directory"]
+MATRIX_CASES = ["npz", "empty", "garbage", "cube", "wide", "huge", "zero", "nan", "text",
+                "complex", "missing", "directory"]
 
 
 @pytest.mark.parametrize("name", MATRIX_CASES)

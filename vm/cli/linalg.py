@@ -46,8 +46,8 @@ def load_matrix(path: str) -> np.ndarray:
         raise InputError(f"{path} is empty (expected a .npy array)") from None
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror or error}") from None
-    except ValueError as error:
-        raise InputError(f"{path} is not a numeric .npy array ({error})") from None
+    except ValueError:  # numpy's own text advises allow_pickle, which this never does
+        raise InputError(f"{path} is not a numeric .npy array") from None
     if not isinstance(matrix, np.ndarray):
         matrix.close()
         raise InputError(f"{path} is an .npz archive; give one matrix as a .npy file "
@@ -56,7 +56,9 @@ def load_matrix(path: str) -> np.ndarray:
         raise InputError(f"{path}: expected a real numeric array, got dtype {matrix.dtype}")
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
         raise InputError(f"{path}: expected a square matrix, got shape {matrix.shape}")
-    if not 1 <= matrix.shape[0] <= MAX_BLOCK:
+    if matrix.shape[0] == 0:
+        raise InputError(f"{path}: the matrix is empty (0x0)")
+    if matrix.shape[0] > MAX_BLOCK:
         raise InputError(f"{path}: {matrix.shape[0]}x{matrix.shape[0]} is larger than the "
                          f"largest block size d = {MAX_BLOCK}")
     if not np.isfinite(matrix).all():
