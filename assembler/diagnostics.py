@@ -20,8 +20,33 @@ class SourceError(InputError):
         self.message, self.file, self.line, self.column = message, file, line, column
         lines = text.splitlines()
         source_line = lines[line - 1] if 0 < line <= len(lines) else ""
-        caret = " " * (column - 1) + "^" + "~" * max(0, width - 1)
-        super().__init__(f"{file}:{line}:{column}: error: {message}\n    {source_line}\n    {caret}")
+        shown, offset = _window(source_line, column)
+        width = max(1, min(width, len(shown) - offset))
+        caret = " " * offset + "^" + "~" * (width - 1)
+        super().__init__(f"{file}:{line}:{column}: error: {_clip(message)}\n    {shown}\n"
+                         f"    {caret}")
+
+
+SHOWN_LINE = 160
+"""Most characters of a source line an error shows: a 300 KB line is cut around the column,
+not printed whole."""
+SHOWN_MESSAGE = 400
+"""Most characters of an error message (one that quotes a huge token is cut)."""
+
+
+def _window(line: str, column: int) -> tuple[str, int]:
+    """The part of `line` shown around `column` (1-based), and the caret's offset in it."""
+    if len(line) <= SHOWN_LINE:
+        return line, column - 1
+    start = max(0, min(column - 1 - SHOWN_LINE // 3, len(line) - SHOWN_LINE))
+    stop = start + SHOWN_LINE
+    prefix = "..." if start else ""
+    suffix = "..." if stop < len(line) else ""
+    return prefix + line[start:stop] + suffix, len(prefix) + column - 1 - start
+
+
+def _clip(message: str) -> str:
+    return message if len(message) <= SHOWN_MESSAGE else message[:SHOWN_MESSAGE] + "..."
 
 
 MAX_NESTING = 200

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import assembler.diagnostics
-from assembler.diagnostics import MAX_SOURCE_BYTES, read_source
+from assembler.diagnostics import MAX_SOURCE_BYTES, SourceError, read_source
 from vm.cli import main
 from vm.common.errors import InputError
 
@@ -71,3 +71,14 @@ def test_csv_import_refuses_an_oversized_file(tmp_path, capsys):
     memory = commands.with_name("memory.csv")
     assert main(["run", "--csv", str(commands), str(memory)]) == 2
     assert f"{commands}: source larger than 16 MiB" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("column", [1, 5_000, 150_000, 299_990])
+def test_an_error_on_a_huge_line_shows_a_window_with_the_caret_under_its_column(column):
+    """A 300 KB line used to be echoed whole (half a megabyte of stderr)."""
+    line = "".join(chr(ord("a") + i % 26) for i in range(300_000))
+    error = SourceError("bad " + "x" * 10_000, "big.sq", f"ok\n{line}\n", 2, column, width=3)
+    _, shown, caret = str(error).split("\n")
+    assert len(str(error)) < 1_000
+    assert shown[caret.index("^")] == line[column - 1]
+    assert caret.strip() == "^~~"
