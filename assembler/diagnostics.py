@@ -35,7 +35,10 @@ SHOWN_MESSAGE = 400
 
 
 def _window(line: str, column: int) -> tuple[str, int]:
-    """The part of `line` shown around `column` (1-based), and the caret's offset in it."""
+    """The part of `line` shown around `column` (1-based), and the caret's offset in it;
+    a tab shows as a space and other unprintable characters as '?', one column each, so
+    the caret stays under its character and no control byte reaches the terminal."""
+    line = "".join(c if c.isprintable() else " " if c == "\t" else "?" for c in line)
     if len(line) <= SHOWN_LINE:
         return line, column - 1
     start = max(0, min(column - 1 - SHOWN_LINE // 3, len(line) - SHOWN_LINE))
@@ -89,7 +92,21 @@ def read_source(path: str | Path, encoding: str = "utf-8") -> str:
     try:
         return io.TextIOWrapper(io.BytesIO(data), encoding=encoding).read()
     except UnicodeDecodeError:
-        raise InputError(f"{path} is not a text file") from None
+        raise _undecodable(path, data, encoding) from None
+
+
+def _undecodable(path: str | Path, data: bytes, encoding: str) -> SourceError:
+    """Where the first byte that is not `encoding` text sits, as a located error."""
+    try:
+        data.decode(encoding)
+        start = 0
+    except UnicodeDecodeError as error:
+        start = error.start
+    line_start = data.rfind(b"\n", 0, start) + 1
+    column = len(data[line_start:start].decode(encoding, errors="replace")) + 1
+    return SourceError(f"not {encoding} text: byte 0x{data[start]:02x} cannot be decoded",
+                       str(path), data.decode(encoding, errors="replace"),
+                       data.count(b"\n", 0, start) + 1, column)
 
 
 def error_at(message: str, file: str, text: str, where: lark.Token | lark.Tree) -> SourceError:

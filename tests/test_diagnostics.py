@@ -82,3 +82,20 @@ def test_an_error_on_a_huge_line_shows_a_window_with_the_caret_under_its_column(
     assert len(str(error)) < 1_000
     assert shown[caret.index("^")] == line[column - 1]
     assert caret.strip() == "^~~"
+
+
+def test_bytes_that_are_not_utf8_are_located(tmp_path):
+    """Such a file used to be only 'not a text file', with no line or column."""
+    path = tmp_path / "bad.sq"
+    path.write_bytes(b".data\nx: 1\n.code\nsubleq x, x ; caf\xc3\xa9\nhalt \xff\xfe\n")
+    with pytest.raises(SourceError) as raised:
+        read_source(path)
+    header, shown, caret = str(raised.value).split("\n")
+    assert header == f"{path}:5:6: error: not utf-8 text: byte 0xff cannot be decoded"
+    assert shown[caret.index("^"):] == "\ufffd\ufffd"
+
+
+def test_tabs_and_control_characters_keep_the_caret_under_its_column():
+    error = SourceError("unknown", "t.sq", "\tfoo\x00 bar\n", 1, 7, width=3)
+    _, shown, caret = str(error).split("\n")
+    assert shown == "     foo? bar" and shown[caret.index("^"):][:3] == "bar"
