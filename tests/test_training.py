@@ -6,6 +6,7 @@ documented distance of exact SGD at every epoch, the loss falls below a threshol
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -18,7 +19,8 @@ from vm.runtime.executor import EngineConfig
 from vm.machines.fleq.reference import run_fleq_reference
 from vm.apps.training import (TrainingSetup, assemble_training, exact_sgd, features,
                          initial_weights, load_dataset, run_on_transformer, sgd_sample,
-                         synthetic_regression, train, weight_names)
+                         starting_point, synthetic_regression, train, weight_names)
+from vm.machines.fleq.punchcard import fleq_geometry_for
 
 torch.set_num_threads(1)
 
@@ -163,7 +165,94 @@ def test_cli_pickled_arrays_are_refused(tmp_path, capsys):
     path = tmp_path / "objects.npz"
     np.savez(path, x=np.array([[1.0]], dtype=object), y=np.zeros((1, 1)))
     assert main(["train", "--data", str(path)]) == 2
-    assert "cannot read" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "x must be a real numeric array (integers or floats), got dtype object" in err
+    assert "allow_pickle" not in err
+
+
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/zero"])
+def test_cli_devices_are_not_npz_files(device, capsys):
+    """/dev/null gave numpy's EOFError as a traceback; zipfile reads /dev/zero without end."""
+    if not os.path.exists(device):
+        pytest.skip(f"no {device}")
+    assert main(["train", "--data", device]) == 2
+    assert capsys.readouterr().err == f"ltvm: error: {device} is not an .npz file (a zip " \
+                                      f"archive of arrays x and y): not a regular file\n"
+
+
+def test_cli_a_damaged_archive_is_an_input_error(tmp_path, capsys):
+    """A failed CRC (zipfile.BadZipFile, a traceback before) names the file, and nothing of
+    numpy's advice to load it unsafely is passed on."""
+    path = tmp_path / "damaged.npz"
+    np.savez(path, x=np.arange(12.0).reshape(6, 2), y=np.zeros((6, 1)))
+    data = bytearray(path.read_bytes())
+    data[data.index(b"\x00\x00\x00\x00\x00\x00\xf0?")] ^= 0xFF  # the first 1.0 of x
+    path.write_bytes(bytes(data))
+    assert main(["train", "--data", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ltvm: error: {path} is not a valid .npz of numeric arrays x and y")
+    assert "Traceback" not in err and "allow_pickle" not in err
+
+
+def test_complex_and_boolean_data_are_refused_like_linalg(tmp_path):
+    """A complex x was taken with a ComplexWarning, its imaginary part dropped."""
+    path = tmp_path / "complex.npz"
+    np.savez(path, x=np.ones((3, 2)) + 1j, y=np.zeros((3, 1)))
+    with pytest.raises(InputError, match="x must be a real numeric array .* complex128"):
+        load_dataset(path)
+    with pytest.raises(InputError, match="y must be a real numeric array .* bool"):
+        train(np.ones((3, 2)), np.ones((3, 1), dtype=bool), TrainingSetup(0, 0.1, 1))
+
+
+def test_integers_and_vectors_load_as_float_columns(tmp_path):
+    path = tmp_path / "ints.npz"
+    np.savez(path, x=np.arange(6).reshape(3, 2), y=np.arange(3, dtype=np.float32))
+    x, y = load_dataset(path)
+    assert x.dtype == y.dtype == np.float64 and x.shape == (3, 2) and y.shape == (3, 1)
+    assert y[:, 0].tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("shape, message", [((70_000, 1), "70,000 samples"),
+                                            ((3, 17), "x has 17 columns")])
+def test_sizes_are_refused_from_the_headers(tmp_path, shape, message):
+    """A compressed archive of zeros is refused before its data is inflated."""
+    path = tmp_path / "big.npz"
+    np.savez_compressed(path, x=np.zeros(shape), y=np.zeros((shape[0], 1)))
+    with pytest.raises(InputError, match=message):
+        load_dataset(path)
+
+
+def test_too_many_samples_are_refused_before_the_program_is_built(tmp_path, capsys):
+    """The columns are predicted from programs of one and two samples: exactly at the
+    boundary (309 samples of this network fill 65,340 columns, 310 would need 65,547), and
+    before --show-program prints a program the transformer cannot hold (20,000 samples took
+    54 s to be refused)."""
+    setup = TrainingSetup(16, 0.1, 1)
+    inputs, targets, weights = starting_point(np.zeros((309, 15)), np.zeros((309, 16)), setup)
+    program = assemble_training(inputs, targets, setup, weights)
+    assert fleq_geometry_for(program).columns == 65_340
+    with pytest.raises(InputError, match="310 samples need 65,547 columns, more than the "
+                                         "transformer's 65,536: at most 309 fit this network "
+                                         r"\(d_in 15 \+ 1 bias, hidden 16, d_out 16\)"):
+        starting_point(np.zeros((310, 15)), np.zeros((310, 16)), setup)
+    path = tmp_path / "many.npz"
+    np.savez(path, x=np.zeros((20_000, 2)), y=np.zeros((20_000, 1)))
+    assert main(["train", "--data", str(path), "--show-program"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "20,000 samples need 580,093 columns" in captured.err
+    assert "at most 2,256 fit this network (d_in 2 + 1 bias, hidden 0, d_out 1)" in captured.err
+
+
+def test_max_seconds_counts_the_set_up(tmp_path, capsys):
+    """The limit was checked only once the run began, after a set-up of tens of seconds for
+    thousands of samples; now it is checked before each stage of the set-up."""
+    x, y = synthetic_regression(3, 1, 1)
+    path = tmp_path / "data.npz"
+    np.savez(path, x=x, y=y)
+    assert main(["train", "--data", str(path), "--max-seconds", "1e-9"]) == 1
+    assert capsys.readouterr().err == "ltvm: error: stopped by --max-seconds 1e-09 before " \
+                                      "assembling the program, before the run began\n"
 
 
 def test_cli_show_program_prints_assemblable_source(tmp_path, capsys):

@@ -17,15 +17,19 @@ bound, and `ltvm train` says so (exit 1).
 
 from __future__ import annotations
 
+import os
+import stat
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable
 
 import numpy as np
 
 from vm.isa import FLEQ
 from assembler.fleq_program import FleqProgram
+from vm.machines.fleq.layout import MAX_COLUMNS
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.common.errors import InputError, RunFailure
 from vm.runtime.executor import EngineConfig, TransformerExecutor
@@ -72,35 +76,102 @@ class Trajectory:
 
 # -- data -------------------------------------------------------------------------------
 def load_dataset(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """x (n x d_in) and y (n x d_out) from an .npz file, checked."""
-    if Path(path).is_file() and not zipfile.is_zipfile(path):
-        raise InputError(f"{path} is not an .npz file (a zip archive of arrays x and y)")
+    """x (n x d_in) and y (n x d_out) from an .npz file, checked. The arrays' headers are
+    checked before their data is read: a (compressed) archive of millions of samples is
+    refused at once, not decompressed into memory, and nothing is unpickled."""
+    not_npz = f"{path} is not an .npz file (a zip archive of arrays x and y)"
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            missing = {"x", "y"} - set(archive.files)
-            if missing:
-                raise InputError(f"{path}: no array {' or '.join(sorted(missing))!r} "
-                                 f"(it has: {', '.join(archive.files) or 'none'})")
-            x, y = archive["x"], archive["y"]
+        with open(path, "rb") as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                # a zip is read from its end: zipfile would read /dev/zero until memory ran out
+                raise InputError(f"{not_npz}: not a regular file")
+            try:
+                archive = zipfile.ZipFile(stream)
+            except zipfile.BadZipFile:
+                raise InputError(not_npz) from None
+            with archive:
+                x, y = _read_xy(archive, str(path))
     except InputError:
         raise
-    except (OSError, ValueError) as error:
-        raise InputError(f"cannot read {path} as .npz: {error}") from None
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+    except (zipfile.BadZipFile, EOFError, ValueError, RuntimeError, NotImplementedError,
+            zlib.error) as error:
+        raise InputError(f"{path} is not a valid .npz of numeric arrays x and y ({error})"
+                         ) from None
     return check_dataset(x, y, str(path))
+
+
+def _read_xy(archive: zipfile.ZipFile, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Arrays x and y of an .npz archive, their dtypes and shapes checked first."""
+    members = {name.removesuffix(".npy"): name for name in archive.namelist()
+               if name.endswith(".npy")}
+    missing = {"x", "y"} - set(members)
+    if missing:
+        raise InputError(f"{where}: no array {' or '.join(sorted(missing))!r} "
+                         f"(it has: {', '.join(members) or 'none'})")
+    shapes = {}
+    for name in ("x", "y"):
+        with archive.open(members[name]) as member:
+            shapes[name], dtype = _array_header(member)
+        _check_dtype(name, dtype, where)
+    _check_shapes(shapes["x"], shapes["y"], where)
+    arrays = []
+    for name in ("x", "y"):
+        with archive.open(members[name]) as member:
+            arrays.append(np.lib.format.read_array(member, allow_pickle=False))
+    return arrays[0], arrays[1]
+
+
+def _array_header(member: IO[bytes]) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype an .npy member declares, read without its data."""
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+    else:
+        raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+    return shape, dtype
+
+
+def _check_dtype(name: str, dtype: np.dtype, where: str) -> None:
+    """Integers and reals only, as `ltvm linalg` takes: complex values would lose their
+    imaginary part, booleans, strings and objects are no data to fit."""
+    if dtype.kind not in "iuf":
+        raise InputError(f"{where}: {name} must be a real numeric array (integers or floats), "
+                         f"got dtype {dtype}")
+
+
+def _check_shapes(x_shape: tuple[int, ...], y_shape: tuple[int, ...], where: str) -> None:
+    """n x d (or n) arrays with the same n >= 1, within what any network's program can hold:
+    block size d <= MAX_BLOCK, and at most MAX_COLUMNS samples (each takes columns)."""
+    if not (1 <= len(x_shape) <= 2 and 1 <= len(y_shape) <= 2 and x_shape[0] == y_shape[0]
+            and x_shape[0] >= 1):
+        raise InputError(f"{where}: x must be n x d_in and y n x d_out with the same n >= 1, "
+                         f"got {x_shape} and {y_shape}")
+    for name, shape in (("x", x_shape), ("y", y_shape)):
+        width = shape[1] if len(shape) == 2 else 1
+        if not 1 <= width <= MAX_BLOCK:
+            raise InputError(f"{where}: {name} has {width} columns; 1 to {MAX_BLOCK} fit the "
+                             f"largest block size d = {MAX_BLOCK}")
+    if x_shape[0] > MAX_COLUMNS:
+        raise InputError(f"{where}: {x_shape[0]:,} samples; the transformer's "
+                         f"{MAX_COLUMNS:,} columns hold fewer (each sample takes several)")
 
 
 def check_dataset(x: np.ndarray, y: np.ndarray, where: str = "data") -> tuple[np.ndarray,
                                                                               np.ndarray]:
+    """x and y as n x d float arrays, or InputError: real, finite, the same n, sizes that
+    `_check_shapes` allows."""
     x, y = np.asarray(x), np.asarray(y)
+    _check_dtype("x", x.dtype, where)
+    _check_dtype("y", y.dtype, where)
+    _check_shapes(x.shape, y.shape, where)
     if x.ndim == 1:
         x = x[:, None]
     if y.ndim == 1:
         y = y[:, None]
-    if x.ndim != 2 or y.ndim != 2 or len(x) != len(y) or len(x) == 0:
-        raise InputError(f"{where}: x must be n x d_in and y n x d_out with the same n >= 1, "
-                         f"got {x.shape} and {y.shape}")
-    if not (np.issubdtype(x.dtype, np.number) and np.issubdtype(y.dtype, np.number)):
-        raise InputError(f"{where}: x and y must be numeric")
     x, y = x.astype(float), y.astype(float)
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise InputError(f"{where}: x and y must be finite")
@@ -226,6 +297,24 @@ def assemble_training(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
                          defaults=dtype_parameters(setup.dtype))
 
 
+def check_columns(inputs: np.ndarray, y: np.ndarray, setup: TrainingSetup,
+                  weights: tuple[np.ndarray, ...]) -> None:
+    """Refuse data whose program would not fit the transformer's MAX_COLUMNS before it is
+    built (20,000 samples took 54 s to be refused). Every sample adds the same cells and
+    instructions, so programs of one and of two samples give the count for n."""
+    one, two = (fleq_geometry_for(assemble_training(np.zeros((k, inputs.shape[1])),
+                                                    np.zeros((k, y.shape[1])), setup,
+                                                    weights)).columns for k in (1, 2))
+    n = len(inputs)
+    columns = one + (n - 1) * (two - one)
+    if columns > MAX_COLUMNS:
+        most = 1 + (MAX_COLUMNS - one) // (two - one)
+        raise InputError(f"{n:,} samples need {columns:,} columns, more than the transformer's "
+                         f"{MAX_COLUMNS:,}: at most {most:,} fit this network (d_in "
+                         f"{inputs.shape[1] - setup.bias}{' + 1 bias' if setup.bias else ''}, "
+                         f"hidden {setup.hidden}, d_out {y.shape[1]})")
+
+
 # -- running it -----------------------------------------------------------------------------
 def epoch_length(program: FleqProgram) -> int:
     """Instructions in one pass through the epoch loop (each runs exactly once)."""
@@ -234,10 +323,15 @@ def epoch_length(program: FleqProgram) -> int:
 
 def run_on_transformer(program: FleqProgram, setup: TrainingSetup,
                        config: EngineConfig | None = None,
-                       progress: Callable[[int], None] | None = None) -> Trajectory:
-    """Run the training program one epoch at a time; read `mean` and the weights after each."""
+                       progress: Callable[[int], None] | None = None,
+                       checkpoint: Callable[[str], None] | None = None) -> Trajectory:
+    """Run the training program one epoch at a time; read `mean` and the weights after each.
+    `checkpoint` is called with the set-up stage about to begin (see `train`)."""
     config = config or EngineConfig(dtype=setup.dtype)
+    checkpoint = checkpoint or (lambda stage: None)
+    checkpoint("building the transformer")
     executor = TransformerExecutor(fleq_geometry_for(program), config)
+    checkpoint("loading the program")
     X = executor.load([program])
     length, trajectory = epoch_length(program), Trajectory()
     names = weight_names(setup.hidden)
@@ -281,19 +375,28 @@ class TrainingComparison:
 def starting_point(x: np.ndarray, y: np.ndarray, setup: TrainingSetup
                    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
     """(inputs with their bias column, targets, initial weights): what the program and exact
-    SGD both start from, so a shown program is the one `train` runs."""
+    SGD both start from, so a shown program is the one `train` runs; InputError for data
+    the program could not hold."""
     x, y = check_dataset(x, y)
     inputs = features(x, setup.bias)
-    return inputs, y, initial_weights(inputs.shape[1], setup.hidden, y.shape[1], setup.seed)
+    weights = initial_weights(inputs.shape[1], setup.hidden, y.shape[1], setup.seed)
+    check_columns(inputs, y, setup, weights)
+    return inputs, y, weights
 
 
 def train(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
           config: EngineConfig | None = None,
-          progress: Callable[[int], None] | None = None) -> TrainingComparison:
-    """Build the program from the data, run it on the transformer and run exact SGD."""
+          progress: Callable[[int], None] | None = None,
+          checkpoint: Callable[[str], None] | None = None) -> TrainingComparison:
+    """Build the program from the data, run it on the transformer and run exact SGD.
+    `checkpoint` is called with the name of each set-up stage before it begins (assembling,
+    building the transformer, loading), so a time limit can stop a set-up that takes
+    seconds to minutes for thousands of samples; `progress` is called during the run."""
+    checkpoint = checkpoint or (lambda stage: None)
     inputs, y, weights = starting_point(x, y, setup)
+    checkpoint("assembling the program")
     program = assemble_training(inputs, y, setup, weights)
-    transformer = run_on_transformer(program, setup, config, progress)
+    transformer = run_on_transformer(program, setup, config, progress, checkpoint)
     exact = exact_sgd(inputs, y, setup, weights)
     steps = epoch_length(program) * setup.epochs
     return TrainingComparison(setup, transformer, exact, steps, len(program.instructions),

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from dataclasses import replace
 
-from vm.cli.common import (add_engine_arguments, add_time_limit, engine_config, finite_float,
-                           non_negative_int, positive_int)
+from vm.cli.common import (add_engine_arguments, engine_config, finite_float, non_negative_int,
+                           positive_float, positive_int)
 from vm.common.errors import InputError
 from vm.functions.activations import ACTIVATIONS
-from vm.tools.progress import Progress
+from vm.tools.progress import Progress, TimeLimitExceeded
 
 MAX_EPOCHS = 100_000
 """Most epochs one command may ask for (each is thousands of passes for a few samples)."""
@@ -44,7 +45,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--show-program", action="store_true",
                         help="print the generated FLEQ program and exit")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    add_time_limit(parser)
+    parser.add_argument("--max-seconds", type=positive_float, metavar="S",
+                        help="stop after S seconds of wall time (exit 1). The set-up "
+                             "counts: assembling the program and building the transformer "
+                             "take seconds to minutes for thousands of samples; the limit is "
+                             "checked before each of its stages (one already begun runs to "
+                             "its end) and during the run; default: no limit")
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -65,8 +71,16 @@ def run(args: argparse.Namespace) -> int:
         print(program_source(inputs, targets, setup, weights), end="")
         return 0
     progress = Progress("steps", max_seconds=args.max_seconds)
+
+    def checkpoint(stage: str) -> None:
+        """--max-seconds between the set-up's stages (Progress checks it during the run)."""
+        if args.max_seconds is not None and \
+                time.monotonic() - progress.created >= args.max_seconds:
+            raise TimeLimitExceeded(f"stopped by --max-seconds {args.max_seconds:g} before "
+                                    f"{stage}, before the run began")
+
     try:
-        result = train(x, y, setup, config, progress)
+        result = train(x, y, setup, config, progress, checkpoint)
     finally:
         progress.done()
     distances, differences = result.weight_distances, result.loss_differences
