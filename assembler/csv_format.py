@@ -140,8 +140,8 @@ def csv_settings(commands: str | Path) -> dict[str, int] | None:
     if not path.is_file():
         return None
     try:
-        settings = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        settings = json.loads(read_source(path, encoding="utf-8-sig"))
+    except json.JSONDecodeError as error:
         raise InputError(f"cannot read {path}: {error}") from None
     if not isinstance(settings, dict) or settings.get("format") != SETTINGS_FORMAT:
         raise InputError(f"{path}: not an ltvm CSV settings file (format {SETTINGS_FORMAT})")

@@ -71,11 +71,12 @@ def deepest(tree: lark.Tree) -> tuple[int, lark.Tree]:
     return best, best_node
 
 
-MAX_SOURCE_BYTES = 16 << 20
-"""The most a source file (.sq, .fleq, .vsq, .dec, CSV) may hold, 16 MiB: generous, as the
-shipped programs are a few KiB and one filling the transformer's 65,536 columns a few MiB.
-Reading stops one byte past it, so /dev/zero and endless pipes are refused rather than read
-until memory runs out."""
+MAX_SOURCE_BYTES = 4 << 20
+"""The most a source file (.sq, .fleq, .vsq, .dec, CSV, program.json) may hold, 4 MiB:
+generous, as the shipped programs are a few KiB and one filling the transformer's 65,536
+columns about 1 MiB of plain text, and small enough that parsing it stays near a gigabyte
+(the parse tree takes about 250 bytes a source byte). Reading stops one byte past it, so
+/dev/zero and endless pipes are refused rather than read until memory runs out."""
 
 
 def read_source(path: str | Path, encoding: str = "utf-8") -> str:

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from assembler.csv_format import load_csv, save_csv
-from assembler.diagnostics import SourceError
+from assembler.csv_format import SETTINGS_FILE, csv_settings, load_csv, save_csv
+from assembler.diagnostics import MAX_SOURCE_BYTES, SourceError
 from strategies import programs
+from vm.common.errors import InputError
 from vm.machines.subleq.reference import run_reference
 
 
@@ -62,3 +63,12 @@ def test_export_then_import_gives_the_same_program(tmp_path, program):
     assert [(i.a, i.b, i.c) for i in loaded.instructions] == \
         [(i.a, i.b, i.c) for i in program.instructions]
     assert loaded.eof_operands == program.eof_operands
+
+
+def test_an_oversized_settings_file_is_refused_not_read_whole(tmp_path):
+    commands = tmp_path / "commands.csv"
+    commands.write_text("")
+    with open(tmp_path / SETTINGS_FILE, "wb") as handle:
+        handle.truncate(MAX_SOURCE_BYTES + 1)
+    with pytest.raises(InputError, match="source larger than"):
+        csv_settings(commands)

@@ -59,7 +59,7 @@ def test_every_command_refuses_an_oversized_source(command, name, tmp_path, caps
     path = _oversized(tmp_path, name)
     assert main([command, str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"ltvm: error: {path}: source larger than 16 MiB (the most a source file " \
+    assert err == f"ltvm: error: {path}: source larger than 4 MiB (the most a source file " \
                   f"may hold)\n"
 
 
@@ -70,7 +70,7 @@ def test_csv_import_refuses_an_oversized_file(tmp_path, capsys):
     _oversized(commands.parent, commands.name)
     memory = commands.with_name("memory.csv")
     assert main(["run", "--csv", str(commands), str(memory)]) == 2
-    assert f"{commands}: source larger than 16 MiB" in capsys.readouterr().err
+    assert f"{commands}: source larger than 4 MiB" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("column", [1, 5_000, 150_000, 299_990])
