@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-OUT_OF_MEMORY_ADVICE = "run fewer programs at once (--batch) or a smaller program"
+OUT_OF_MEMORY_ADVICE = ("run a smaller program, fewer programs at once (--batch, where the "
+                        "command has it) or less data")
 
 
 def _out_of_memory(error: RuntimeError) -> bool:

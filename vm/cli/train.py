@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 
 from vm.cli.common import (add_engine_arguments, engine_config, finite_float, non_negative_int,
-                           positive_float, positive_int)
+                           positive_float, positive_int, seed_value)
 from vm.common.errors import InputError
 from vm.functions.activations import ACTIVATIONS
 from vm.tools.progress import Progress, TimeLimitExceeded
@@ -41,7 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-bias", action="store_true",
                         help="do not append the constant input 1 that gives the first layer "
                              "a bias")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights")
+    parser.add_argument("--seed", type=seed_value, default=0, help="seed of the initial weights")
     parser.add_argument("--show-program", action="store_true",
                         help="print the generated FLEQ program and exit")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
