@@ -191,6 +191,8 @@ FLAG_CASES = {
     "train_epochs_huge": (["train", "--data", "DATA", "--epochs", "1000000000"],
                           "exceeds the limit"),
     "train_hidden_huge": (["train", "--data", "DATA", "--hidden", "100000"], "at most 16"),
+    "train_seed_beyond_64_bits": (["train", "--data", "DATA", "--seed", str(2 ** 64)],
+                                  "at most"),
     "sample_max_seconds_zero": (["sample", FACTORIAL, "--cell", "fact", "--max-seconds", "0"],
                                 None),
     "temperature_infinite": (["run", FACTORIAL, "--temperature", "inf"], "finite"),
