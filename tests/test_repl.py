@@ -374,3 +374,11 @@ def test_a_session_through_a_pseudo_terminal(tmp_path):
         child.close()
     assert child.exitstatus == 0
     assert history.read_text().splitlines()[:2] == ["break done", "run"]
+
+
+def test_a_picture_folder_that_is_a_file_is_one_plain_error(tmp_path):
+    """It used to print the raw exception: 'error: FileExistsError: [Errno 17] ...'."""
+    (tmp_path / "afile").write_text("")
+    session = Repl(picture_dir=tmp_path / "afile")
+    assert session.execute(f"load {FACTORIAL}").startswith("loaded")
+    assert session.execute("show X") == f"error: File exists: {tmp_path / 'afile'}"

@@ -165,6 +165,9 @@ class Repl:
         except LtvmError as error:
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
             return first if error.located else f"error: {first}"
+        except OSError as error:  # a path the line named: what went wrong and where
+            where = f": {error.filename}" if error.filename else ""
+            return f"error: {error.strerror or error}{where}"
         except Exception as error:  # the session must survive anything a line can cause
             return f"error: {type(error).__name__}: {error}".splitlines()[0]
 
