@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -32,6 +33,11 @@ def test_skip_exact_runs_only_the_fast_path(capsys):
     (["--n", "8", "--degree", "9"], "--degree must be between 0 and 8"),
     (["--n", "8", "--bound", "inf"], "--bound must be finite and positive"),
     (["--n", "8", "--bound", "-1"], "--bound must be finite and positive"),
+    (["--n", "64", "--bound", "1000"], "--bound must be between 1e-30 and 350"),
+    (["--n", "64", "--bound", "1e308"], "--bound must be between 1e-30 and 350"),
+    (["--n", "64", "--bound", "351", "--json"], "--bound must be between 1e-30 and 350"),
+    (["--n", "64", "--bound", "1e-308"], "--bound must be between 1e-30 and 350"),
+    (["--n", "64", "--bound", "1e-31", "--json"], "--bound must be between 1e-30 and 350"),
     (["--n", "8", "--form", "diagonal"], "unknown form"),
     (["--n", "8", "--d", "16", "--degree", "8"], "GiB of factors"),
     (["--n", "65536"], "pass --skip-exact"),
@@ -72,3 +78,41 @@ def test_bench_rope_refuses_bad_arguments(argv, message, capsys, tmp_path):
     assert main(["bench", "rope", "--out", str(tmp_path), *argv]) == 2
     assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def strict_json(text: str) -> dict:
+    """json.loads that refuses NaN and Infinity, which are not JSON."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("form, d", [("rotary", 4), ("general", 2)])
+@pytest.mark.parametrize("bound", ["350", "1e-30"])
+def test_the_extreme_bounds_give_finite_figures(form: str, d: int, bound: str, capsys):
+    """B = 360 printed exp_error inf, B = 1000 (and 1e-100) NaN with exit 0; at the limits
+    every figure is a number."""
+    assert main(["rope", "--n", "64", "--d", str(d), "--form", form, "--bound", bound,
+                 "--json"]) == 0
+    report = strict_json(capsys.readouterr().out)
+    assert all(math.isfinite(value) for value in report.values() if isinstance(value, float))
+    if bound == "1e-30":
+        assert report["error"] < 1e-12
+
+
+def test_a_non_finite_figure_is_a_precision_failure(monkeypatch, capsys):
+    monkeypatch.setattr("vm.attention.rope.polynomial.exp_error_bound",
+                        lambda bound, degree: float("nan"))
+    assert main(["rope", "--n", "16", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "precision error: exp_error" in captured.err
+
+
+@pytest.mark.parametrize("seed", [str(2 ** 64), "-1"])
+def test_seeds_torch_cannot_take_are_refused_by_the_parser(seed: str, capsys):
+    """2^64 raised 'Overflow when unpacking long long' from torch's manual_seed."""
+    with pytest.raises(SystemExit) as stop:
+        main(["rope", "--n", "8", "--seed", seed])
+    captured = capsys.readouterr()
+    assert stop.value.code == 2 and "--seed" in captured.err and "Traceback" not in captured.err

@@ -14,7 +14,8 @@ import json
 import math
 from pathlib import Path
 
-from vm.common.errors import InputError
+from vm.cli.common import seed_value
+from vm.common.errors import InputError, RunFailure
 
 MAX_N = 1 << 17
 MAX_D = 16
@@ -24,6 +25,16 @@ MEMORY_LIMIT = 4 * 2 ** 30
 BLOCK_ENTRIES = 1 << 18
 """Rows of the exact gradient done at once: block x n entries (2 MiB: the n x n blocks
 stay in cache; 2^24 entries made the exact path 1.5 to 7 x slower)."""
+MIN_BOUND = 1e-30
+"""Converting the Chebyshev interpolant of exp on [-B, B] to monomials divides its k-th
+coefficient by B^k, so its rounding noise (1e-16) becomes a coefficient near 1e-16 / B^g:
+past float64's range (1.8e308) from B = 1e-40 at g = 8, which made NaN gradients. 1e-30
+keeps that below 1e225 at every degree; exp is 1 to the last bit long before (B < 1e-16)."""
+MAX_BOUND = 350.0
+"""exp_error is |P(x) - e^x| / e^x at x = -B, about e^(2B) times the polynomial's error:
+float64 holds e^(2B) only below B = ln(1.8e308) / 2 = 354.9 (B = 360 printed inf, B = 710
+NaN, and exp itself overflows from B = 709.8). Every figure stays finite up to 350 at every
+degree and n; the fast gradient's error is far above 1 long before (3e6 at B = 50)."""
 FORMS = ("rotary", "general")
 BENCH_SECTIONS = ("time", "error", "boundary", "d8", "general")
 
@@ -38,11 +49,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--d", type=int, default=4, help=f"head dimension (<= {MAX_D}, "
                         "even for the rotary form; default 4)")
     parser.add_argument("--bound", type=float, default=1.0,
-                        help="B: every score lies in [-B, B] (default 1)")
+                        help=f"B: every score lies in [-B, B], {MIN_BOUND:g} to {MAX_BOUND:g} "
+                             "(default 1)")
     parser.add_argument("--degree", type=int, default=8,
                         help=f"degree g of the polynomial for exp (<= {MAX_DEGREE}; default 8)")
     parser.add_argument("--form", default="rotary", help="rotary (default) or general")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
     parser.add_argument("--skip-exact", action="store_true",
                         help="run only the fast path (no error figure)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -66,6 +78,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise InputError(f"--degree must be between 0 and {MAX_DEGREE}, got {args.degree}")
     if not (math.isfinite(args.bound) and args.bound > 0):
         raise InputError(f"--bound must be finite and positive, got {args.bound}")
+    if not MIN_BOUND <= args.bound <= MAX_BOUND:
+        raise InputError(f"--bound must be between {MIN_BOUND:g} and {MAX_BOUND:g}, got "
+                         f"{args.bound:g}: beyond them the polynomial method's coefficients "
+                         "(below) or its error against e^x (above, about e^(2B)) leave "
+                         "float64's range")
     fast = working_bytes(args.n, args.d, args.degree, args.form)
     if fast > MEMORY_LIMIT:
         raise InputError(f"the fast {args.form} route at d={args.d}, degree {args.degree} "
@@ -147,6 +164,12 @@ def run(args: argparse.Namespace) -> int:
     report.update(fast_time=fast_taken.seconds, fast_memory=fast_taken.peak_bytes,
                   factor_memory=fast.factor_bytes, memory_method=fast_taken.method,
                   threads=torch.get_num_threads())
+    broken = [key for key, value in report.items()
+              if isinstance(value, float) and not math.isfinite(value)]
+    if broken:
+        raise RunFailure(f"precision error: {', '.join(broken)} came out "
+                         f"{', '.join(str(report[key]) for key in broken)} in float64 at "
+                         f"--bound {args.bound:g}, --degree {args.degree}; use a bound nearer 1")
     _print(report, args.json)
     return 0
 
