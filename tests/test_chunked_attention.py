@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vm.attention.chunked import reference
+from vm.attention.chunked import parts, reference
 from vm.attention.chunked.model import HeadWeights, LargeTransformer, Mask, random_instance
 from vm.attention.chunked.oracle import AttentionOracle
 from vm.attention.chunked.simulate import expected_calls, mode_mask, simulate
@@ -218,6 +218,19 @@ def test_scores_beyond_the_precision_raise_instead_of_returning_garbage() -> Non
     x, model = scored_instance(64, 95.0, 100.0, torch.float32)
     with pytest.raises(RunFailure, match="smallest normal"):
         simulate(model, x, "exact", 16)
+
+
+def test_nan_weights_raise_instead_of_passing_the_range_check() -> None:
+    """NaN < tiny is False: scores that overflowed to inf (inf - inf = NaN in the softmax)
+    passed the check and printed `error: nan` with exit 0."""
+    keys = torch.tensor([[-1, 0, 1]])
+    queries = torch.tensor([[-1, 0, 1]])
+    output = torch.full((1, 3, 4), 0.5)
+    output[0, 2, 2] = float("nan")
+    with pytest.raises(RunFailure, match="smallest normal"):
+        parts.read_normalizer(output, keys, queries, causal=False)
+    with pytest.raises(RunFailure, match="smallest normal"):
+        parts.read_values(output, keys, queries, causal=False)
 
 
 def test_window_reports_the_cancellation_it_amplifies() -> None:

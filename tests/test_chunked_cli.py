@@ -9,9 +9,10 @@ import json
 import pytest
 import torch
 
-from vm.attention.chunked.bench import Config, measure_config, run_bench, run_worker_process
+from vm.attention.chunked.bench import (Config, measure_config, run_bench, run_worker_process,
+                                        worker_failure)
 from vm.cli import attention, main
-from vm.common.errors import InputError
+from vm.common.errors import InputError, RunFailure
 
 
 @pytest.fixture(autouse=True)
@@ -130,3 +131,145 @@ def test_bench_worker_runs_in_a_fresh_process() -> None:
     assert measured["calls"] == 2 * 8 ** 2
     assert measured["seconds"] > 0 and measured["peak_bytes"] >= 0
     assert measured["error"] < 1e-5
+
+
+def strict_json(text: str) -> dict:
+    """json.loads that refuses NaN and Infinity, which are not JSON."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("mode", ["exact", "causal", "sampled"])
+@pytest.mark.parametrize("scale, dtype", [("1e200", "float32"), ("1e39", "float32"),
+                                          ("88", "float32"), ("709", "float64")])
+def test_score_scales_beyond_the_dtype_are_refused_before_work(mode: str, scale: str,
+                                                              dtype: str, capsys) -> None:
+    """From 1e39 in float32 the scores overflowed to inf: `error: nan` (sampled: `d: inf`)
+    with exit 0."""
+    assert main(["attention", "--n", "64", "--m", "16", "--mode", mode, "--dtype", dtype,
+                 "--score-scale", scale]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "--score-scale" in captured.err and "exceeds the limit of" in captured.err
+
+
+def test_infinite_bounds_of_theorem_4_1_are_null_in_json(capsys) -> None:
+    """C beyond e^700 (float64 scores near 700) printed Infinity, which is not JSON."""
+    assert main(["attention", "--n", "64", "--m", "16", "--mode", "sampled", "--dtype",
+                 "float64", "--score-scale", "200", "--json"]) == 0
+    report = strict_json(capsys.readouterr().out)
+    assert report["c"] is None and report["bound"] is None
+    assert report["normalizer_bound"] is None and report["d"] > 0
+
+
+def test_a_non_finite_error_is_a_precision_failure(monkeypatch, capsys) -> None:
+    monkeypatch.setattr("vm.attention.chunked.reference.relative_error",
+                        lambda approx, exact: float("nan"))
+    assert main(["attention", "--n", "64", "--m", "16", "--mode", "exact", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "precision error" in captured.err
+
+
+HUGE_SEED = str(2 ** 64)
+
+
+@pytest.mark.parametrize("argv", [
+    ["attention", "--n", "64", "--m", "16", "--mode", "exact", "--seed", HUGE_SEED],
+    ["attention", "--n", "64", "--m", "16", "--mode", "exact", "--seed", "-1"],
+    ["bench", "attention", "--seed", HUGE_SEED],
+])
+def test_seeds_torch_cannot_take_are_refused_by_the_parser(argv: list[str], capsys) -> None:
+    """2^64 raised 'Overflow when unpacking long long' from torch's manual_seed."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    captured = capsys.readouterr()
+    assert stop.value.code == 2 and "--seed" in captured.err and "Traceback" not in captured.err
+
+
+def test_the_largest_seed_runs(capsys) -> None:
+    assert main(["attention", "--n", "32", "--m", "8", "--mode", "exact", "--seed",
+                 str(2 ** 63 - 1)]) == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n", "65536", "--m", "2", "--mode", "exact"], "8,589,934,592 oracle calls"),
+    (["--n", "4096", "--m", "4", "--mode", "exact", "--heads", "64"], "oracle calls"),
+    (["--n", "30000", "--m", "20000", "--mode", "exact"], "--m 20000 exceeds the limit of 16384"),
+    (["--n", "2000000", "--m", "16", "--mode", "window"], "exceeds the limit of 1048576"),
+])
+def test_infeasible_instances_are_refused_before_work(argv: list[str], message: str,
+                                                      capsys) -> None:
+    """M = 2 at N = 65536 asked for 8.6 billion oracle calls (days); M = 20000 for a 1.5 GiB
+    score matrix a call."""
+    assert main(["attention", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in captured.err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n-values", "10000000000", "--m-values", "16"], "--n-values 10000000000 exceeds"),
+    (["--n-values", "3000000"], "--n-values 3000000 exceeds the limit of 65536"),
+    (["--head-dim", "100000000"], "--head-dim 100000000 exceeds the limit of 1024"),
+    (["--n-values", "30000", "--m-values", "20000"], "--m-values 20000 exceeds"),
+    (["--n-values", "65536", "--m-values", "2"], "raise --m-values or lower --n-values"),
+])
+def test_bench_refuses_infeasible_sizes_before_work(argv: list[str], message: str, tmp_path,
+                                                    capsys) -> None:
+    """N = 10^10 printed the worker's whole traceback (can't allocate memory); N = 3,000,000
+    ran for minutes."""
+    assert main(["bench", "attention", "--out", str(tmp_path / "b"), *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and message in captured.err
+    assert not (tmp_path / "b").exists()
+
+
+def refuse_work(config: Config) -> dict:
+    raise AssertionError(f"measured {config} before checking the output directory")
+
+
+@pytest.mark.parametrize("layout, out, message", [
+    ("file", "afile", "not a directory"), ("file", "afile/sub", "is not a directory"),
+    ("table_dir", "out", "it is a directory"),
+])
+def test_bench_checks_its_output_directory_before_any_work(layout: str, out: str, message: str,
+                                                           tmp_path, capsys) -> None:
+    """An existing file as --out was refused only after all the measurements (8.5 s)."""
+    (tmp_path / "afile").write_text("keep")
+    (tmp_path / "out" / "attention.md").mkdir(parents=True)
+    with pytest.raises(InputError, match=message):
+        run_bench(tmp_path / out, [256], [64], head_dim=4, worker=refuse_work)
+    assert main(["bench", "attention", "--n-values", "256", "--m-values", "64", "--out",
+                 str(tmp_path / out)]) == 2
+    assert message in capsys.readouterr().err
+    assert (tmp_path / "afile").read_text() == "keep"
+
+
+def test_bench_creates_missing_output_directories(tmp_path) -> None:
+    run_bench(tmp_path / "a" / "b", [64], [16], full_limit_gib=1, head_dim=2, error_limit=0,
+              worker=lambda config: {"calls": 1, "seconds": 0.1, "peak_bytes": 1,
+                                     "error": None, "method": "test"})
+    assert (tmp_path / "a" / "b" / "attention.csv").exists()
+
+
+@pytest.mark.parametrize("returncode, stderr, kind, message", [
+    (1, "Traceback (most recent call last):\n  File \"x\", line 1\nRuntimeError: [enforce fail "
+        "at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried to "
+        "allocate 640000000000 bytes.\n", InputError, "ran out of memory"),
+    (-9, "", InputError, "out-of-memory killer"),
+    (-11, "", RunFailure, "killed by signal SIGSEGV"),
+    (2, "unknown attention mode 'x'\n", InputError, ": unknown attention mode 'x'"),
+    (1, "Traceback (most recent call last):\nValueError: bad\n", RunFailure, "failed: ValueError"),
+])
+def test_a_failed_worker_is_one_line(returncode: int, stderr: str, kind: type, message: str
+                                     ) -> None:
+    error = worker_failure(Config("exact", 64, 16, 4, 4, 0, 0), returncode, stderr)
+    assert type(error) is kind and message in str(error)
+    assert "\n" not in str(error) and "Traceback" not in str(error)
+
+
+def test_a_worker_out_of_memory_is_one_line() -> None:
+    """--head-dim 100000000 printed the worker's traceback and exited 1."""
+    with pytest.raises(InputError, match="ran out of memory") as caught:
+        run_worker_process(Config("full", 2, 0, 10 ** 8, 0, 0, 0))
+    assert "\n" not in str(caught.value)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from vm.attention.chunked.average_case import check_first_layer, head_constants
+from vm.attention.chunked.average_case import bounds, check_first_layer, head_constants
 from vm.attention.chunked.model import HeadWeights, LargeTransformer, Mask
 from vm.attention.chunked.sampled import block_sizes, plan_head
 from vm.attention.chunked.simulate import simulate
@@ -64,6 +64,14 @@ def test_stated_bounds_follow_the_proof() -> None:
     assert check.output_bound == pytest.approx(max(
         sqrt(8 * c2 ** 2 * log(40 * N) / 1023),
         sqrt(128 * log(40 * 2 * N) / (1023 * check.d ** 2))))
+
+
+def test_bounds_of_a_huge_c_are_infinite_not_an_overflow_error() -> None:
+    """C = e^460 (float64 scores near 460) made `c ** 4` raise OverflowError: a traceback."""
+    output, normalizer = bounds(exp(460), 0.5, 64, 12, 16)
+    assert output == normalizer == float("inf")
+    assert bounds(exp(200), 0.5, 64, 12, 16)[0] == float("inf")
+    assert bounds(exp(200), 0.5, 64, 12, 16)[1] < float("inf")
 
 
 def test_blocks_are_balanced_and_samples_partition_the_keys() -> None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from vm.attention.chunked import MODES
-from vm.cli.common import non_negative_float, positive_float, thread_count
+from vm.attention.chunked.limits import check_calls, check_limits, check_score_scale
+from vm.cli.common import non_negative_float, positive_float, seed_value, thread_count
 from vm.common.errors import InputError, RunFailure
 
 DTYPE_NAMES = ("float32", "float64")
@@ -36,7 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--oracle-layers", type=int, default=1,
                         help="oracle layers L' (default 1)")
     parser.add_argument("--dtype", default="float32", help="float32 (default) or float64")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
     parser.add_argument("--window", type=int, default=None,
                         help="window size r for window/sink (default M // 2)")
     parser.add_argument("--sinks", type=int, default=4, help="sink count s for sink (default 4)")
@@ -63,20 +65,10 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
     parser.add_argument("--full-limit-gib", type=positive_float, default=4.0,
                         help="skip full attention above this estimated memory (default 4)")
     parser.add_argument("--head-dim", type=int, default=16, help="head dimension (default 16)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
     parser.add_argument("--threads", type=thread_count, default=1,
                         help="torch threads of every measured process (default 1)")
     parser.set_defaults(func=run_bench_command)
-
-
-SIZE_LIMITS = {"n": 1 << 16, "heads": 64, "layers": 64, "head_dim": 1024, "oracle_heads": 64,
-               "oracle_layers": 64}
-"""Largest sizes one instance may ask for, checked before any allocation."""
-SIZE_REASONS = {"n": " (the check against direct attention costs N^2 in this mode: 65536 "
-                     "takes minutes; window and sink go to 2^20)"}
-BANDED_MODES = ("window", "sink")
-BANDED_MAX_N = 1 << 20
-"""Window and sink checks score only each block's band: linear in N."""
 
 
 def _int_list(text: str) -> list[int]:
@@ -88,30 +80,32 @@ def _int_list(text: str) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     """Simulate one random instance and print its figures."""
-    import torch  # here, not at the top: every `ltvm` call imports this module
-
-    from vm.attention.chunked.average_case import check_first_layer
-    from vm.attention.chunked.memory import measure
-    from vm.attention.chunked.model import random_instance
-    from vm.attention.chunked.reference import direct_forward, relative_error
-    from vm.attention.chunked.simulate import check_sizes, mode_mask, simulate
-
     if args.dtype not in DTYPE_NAMES:
         raise InputError(f"unknown dtype '{args.dtype}' (choose float32 or float64)")
     for name in ("heads", "layers", "head_dim"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be positive, got "
                              f"{getattr(args, name)}")
-    for name, limit in SIZE_LIMITS.items():
-        if name == "n" and args.mode in BANDED_MODES:
-            limit = BANDED_MAX_N
-        if getattr(args, name) > limit:
-            raise InputError(f"--{name.replace('_', '-')} {getattr(args, name)} exceeds the "
-                             f"limit of {limit}{SIZE_REASONS.get(name, '')}")
+    check_limits(args.mode, args.n, args.m, heads=args.heads, layers=args.layers,
+                 head_dim=args.head_dim, oracle_heads=args.oracle_heads,
+                 oracle_layers=args.oracle_layers)
+    check_score_scale(args.score_scale, args.dtype)
+    import torch  # here, not at the top: every `ltvm` call imports this module
+
+    from vm.attention.chunked.average_case import check_first_layer
+    from vm.attention.chunked.memory import measure
+    from vm.attention.chunked.model import random_instance
+    from vm.attention.chunked.reference import direct_forward, relative_error
+    from vm.attention.chunked.simulate import check_sizes, expected_calls, mode_mask, simulate
+
     torch.set_num_threads(args.threads)
     window = args.m // 2 if args.window is None else args.window
     mask = mode_mask(args.mode, window, args.sinks)
     check_sizes(args.mode, args.n, args.m, mask, args.oracle_heads, args.oracle_layers)
+    check_calls(f"the {args.mode} simulation at N={args.n}, M={args.m}",
+                expected_calls(args.mode, args.n, args.m, args.heads, args.layers,
+                               args.oracle_heads, args.oracle_layers, mask.window, mask.sinks),
+                "raise --m, --oracle-heads or --oracle-layers, or lower --n, --heads or --layers")
     x, model = random_instance(args.n, args.heads, args.layers, args.head_dim, mask,
                                getattr(torch, args.dtype), args.seed, args.score_scale)
     result, taken = measure(lambda: simulate(model, x, args.mode, args.m, args.oracle_heads,
@@ -134,6 +128,12 @@ def run(args: argparse.Namespace) -> int:
         report.update(normalizer_error=float((ratio - 1).abs().max()),
                       normalizer_bound=check.normalizer_bound, bound=check.output_bound,
                       c=check.c, d=check.d, sample=check.sample)
+    measured = [key for key in ("error", "normalizer_error") if key in report]
+    if not all(math.isfinite(report[key]) for key in measured):
+        raise RunFailure(f"precision error: the {args.dtype} simulation's "
+                         f"{' and '.join(measured)} came out "
+                         f"{', '.join(str(report[key]) for key in measured)}; use float64 or "
+                         "a smaller --score-scale")
     _print(report, args.json)
     if result.calls != result.expected_calls:
         raise RunFailure(f"the simulation made {result.calls} oracle calls, its formula says "
@@ -143,7 +143,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(report: dict, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(report))
+        # Theorem 4.1's figures are infinite where it gives no bound (C beyond e^700): JSON
+        # has no infinity, so they become null.
+        print(json.dumps({key: None if isinstance(value, float) and not math.isfinite(value)
+                          else value for key, value in report.items()}))
         return
     units = {"time": lambda v: f"{v:.3f} s", "memory": lambda v: f"{v / 2 ** 20:.1f} MiB"}
     for key, value in report.items():

@@ -56,12 +56,15 @@ def head_constants(x_head: Tensor, head: HeadWeights, row_chunk: int = 1024) -> 
 
 
 def bounds(c: float, d: float, n: int, sample: int, value_dim: int) -> tuple[float, float]:
-    """(eps, eta) of the module docstring."""
+    """(eps, eta) of the module docstring; inf where C^4 is beyond float range (C is at most
+    e^700: `c ** 4` raised OverflowError, the product goes to inf)."""
+    c_squared = c * c
+    normalizer = c_squared * sqrt(log(40 * n) / (2 * sample))
     if d <= 0:
-        return float("inf"), c ** 2 * sqrt(log(40 * n) / (2 * sample))
-    output = max(sqrt(8 * c ** 4 * log(40 * n) / sample),
+        return float("inf"), normalizer
+    output = max(sqrt(8 * c_squared * c_squared * log(40 * n) / sample),
                  sqrt(128 * log(40 * value_dim * n) / (sample * d ** 2)))
-    return output, c ** 2 * sqrt(log(40 * n) / (2 * sample))
+    return output, normalizer
 
 
 def check_first_layer(model: LargeTransformer, x: Tensor, max_length: int) -> AverageCaseCheck:

@@ -14,6 +14,10 @@ peak RSS growth after resetting the kernel's high-water mark. A fresh process ke
 configuration's allocator caches and page-table state from inflating the next one's peak.
 For N <= `error_limit` the worker then compares the result with a float64 direct
 computation (after the measurement, so it costs neither time nor memory in the table).
+
+Before any measurement the sizes are checked against `limits` (those of `ltvm attention`'s
+exact mode, which runs at every N) and the output directory against what can be written;
+a worker that fails is reported as its last error line.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -29,11 +35,12 @@ from pathlib import Path
 
 import torch
 
+from vm.attention.chunked.limits import MAX_M, MAX_N, SIZE_LIMITS, check_calls
 from vm.attention.chunked.memory import measure
 from vm.attention.chunked.model import Mask, random_instance
 from vm.attention.chunked.reference import direct_forward, head_attention, relative_error
-from vm.attention.chunked.simulate import mode_mask, simulate
-from vm.common.errors import InputError, RunFailure
+from vm.attention.chunked.simulate import expected_calls, mode_mask, simulate
+from vm.common.errors import InputError, LtvmError, RunFailure
 from vm.common.limits import check_threads
 
 GIB = 2 ** 30
@@ -100,9 +107,32 @@ def run_worker_process(config: Config) -> dict:
         [sys.executable, "-m", "vm.attention.chunked.bench", json.dumps(asdict(config))],
         capture_output=True, text=True, check=False)
     if process.returncode != 0:
-        raise RunFailure(f"bench worker for {config.method} N={config.n} M={config.m} failed:\n"
-                         f"{process.stderr.strip()}")
+        raise worker_failure(config, process.returncode, process.stderr)
     return json.loads(process.stdout)
+
+
+OUT_OF_MEMORY = ("can't allocate memory", "MemoryError", "OutOfMemoryError")
+"""What a worker's last error line says when torch or Python ran out of memory."""
+
+
+def worker_failure(config: Config, returncode: int, stderr: str) -> LtvmError:
+    """One line for a failed worker: its last error line, not its traceback. Out of memory
+    (an error or the kernel's SIGKILL) and a refused input are InputError (exit 2, as the
+    command line treats both), anything else RunFailure."""
+    what = f"bench worker for {config.method} N={config.n}" + (
+        f" M={config.m}" if config.m else "")
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    last = lines[-1] if lines else "no error message"
+    if returncode == -signal.SIGKILL or any(text in last for text in OUT_OF_MEMORY):
+        cause = ("was killed (SIGKILL: most likely the kernel's out-of-memory killer)"
+                 if returncode == -signal.SIGKILL else f"ran out of memory ({last})")
+        return InputError(f"{what} {cause}: use smaller --n-values, --m-values or "
+                          "--head-dim")
+    if returncode < 0:
+        return RunFailure(f"{what} was killed by signal {signal.Signals(-returncode).name}")
+    if returncode == InputError.exit_code:
+        return InputError(f"{what}: {last}")
+    return RunFailure(f"{what} failed: {last}")
 
 
 def _configs(n_values: list[int], m_values: list[int], head_dim: int, seed: int,
@@ -130,8 +160,10 @@ def run_bench(out_dir: Path, n_values: list[int], m_values: list[int],
     if not 0 < full_limit_gib < math.inf:
         raise InputError(f"--full-limit-gib must be positive and finite, got {full_limit_gib}")
     check_threads(threads, "--threads")
-    rows = []
     configs = _configs(sorted(n_values), sorted(m_values), head_dim, seed, error_limit, threads)
+    check_bench_sizes(configs)
+    check_out_dir(out_dir)
+    rows = []
     for index, config in enumerate(configs, 1):
         label = f"[{index}/{len(configs)}] {config.method} N={config.n}" + (
             f" M={config.m}" if config.m else "")
@@ -153,6 +185,51 @@ def run_bench(out_dir: Path, n_values: list[int], m_values: list[int],
     write_tables(rows, out_dir)
     plot(rows, out_dir / "attention.png", head_dim)
     return rows
+
+
+def check_bench_sizes(configs: list[Config]) -> None:
+    """InputError unless every configuration is feasible: the limits of `ltvm attention`
+    for the exact simulation, which runs at every N and is the costliest of the three."""
+    largest = max(config.n for config in configs)
+    if largest > MAX_N:
+        raise InputError(f"--n-values {largest} exceeds the limit of {MAX_N} (the bench runs "
+                         "the exact simulation at every N, whose work grows as N^2: 65536 "
+                         "takes minutes)")
+    if configs[0].head_dim > SIZE_LIMITS["head_dim"]:
+        raise InputError(f"--head-dim {configs[0].head_dim} exceeds the limit of "
+                         f"{SIZE_LIMITS['head_dim']}")
+    widest = max(config.m for config in configs)
+    if widest > MAX_M:
+        raise InputError(f"--m-values {widest} exceeds the limit of {MAX_M} (one oracle call "
+                         "holds M x M scores and their softmax: 2 GiB in float32 at the limit)")
+    for config in configs:
+        if config.m:
+            check_calls(f"the {config.method} simulation at N={config.n}, M={config.m}",
+                        expected_calls(config.method, config.n, config.m, 1, 1,
+                                       window_size=config.window),
+                        "raise --m-values or lower --n-values")
+
+
+OUTPUTS = ("attention.md", "attention.csv", "attention.png")
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """InputError unless `out_dir` is a writable directory or can be made one: checked
+    before the measurements, which take seconds to minutes, not after them."""
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise InputError(f"cannot write into {out_dir}: it is not a directory")
+        if not os.access(out_dir, os.W_OK | os.X_OK):
+            raise InputError(f"cannot write into {out_dir}: the directory is not writable")
+        for name in OUTPUTS:
+            if (out_dir / name).is_dir():
+                raise InputError(f"cannot write {out_dir / name}: it is a directory")
+        return
+    ancestor = next(parent for parent in out_dir.absolute().parents if parent.exists())
+    if not ancestor.is_dir():
+        raise InputError(f"cannot create {out_dir}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise InputError(f"cannot create {out_dir}: {ancestor} is not writable")
 
 
 def _cell(value: float | None, spec: str) -> str:
@@ -216,9 +293,15 @@ def plot(rows: list[Row], path: Path, head_dim: int) -> None:
 
 
 def _worker(argv: list[str]) -> int:
-    """Entry point of a worker process: one JSON config in, one JSON result out."""
+    """Entry point of a worker process: one JSON config in, one JSON result out; an error
+    the tool reports is one line on stderr and its exit code (`worker_failure` reads both)."""
     config = Config(**json.loads(argv[0]))
-    print(json.dumps(measure_config(config)))
+    try:
+        measured = measure_config(config)
+    except LtvmError as error:
+        print(error, file=sys.stderr)
+        return error.exit_code
+    print(json.dumps(measured))
     return 0
 
 
