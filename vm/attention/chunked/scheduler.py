@@ -25,7 +25,8 @@ from vm.attention.chunked.merge import PartCombiner
 from vm.attention.chunked.model import HeadWeights
 from vm.attention.chunked.oracle import AttentionOracle
 from vm.attention.chunked.packing import run_packed
-from vm.attention.chunked.parts import Step, projections, read_normalizer, read_values, tokens, with_synthetic
+from vm.attention.chunked.parts import (Step, projections, read_normalizer, read_values, tokens,
+                                        with_synthetic)
 
 
 @dataclass
