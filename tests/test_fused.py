@@ -10,7 +10,8 @@ import torch
 pytest.importorskip("numba")
 
 from vm.runtime.executor import EngineConfig, TransformerExecutor  # noqa: E402
-from vm.runtime.fused import MIRROR_MAX, _numerators, _scoring  # noqa: E402
+from vm.runtime.fused import (MIRROR_MAX, NO_SCORE, _mirror_scores, _numerators,  # noqa: E402
+                              _scoring, _top_two)
 from vm.transformer.layers import flush_denormals, to_internal  # noqa: E402
 from vm.tools.workloads import looping_programs, workload_geometry  # noqa: E402
 
@@ -80,3 +81,44 @@ def test_a_cache_entry_the_mirror_cannot_hold_sends_the_pass_to_the_torch_form()
                 run.step(step)
             assert torch.equal(full, active), f"X differs after pass {step}"
         assert run.fused_passes > 0
+
+
+def _reference_top_two(scores: list[int]) -> tuple[int, int, int]:
+    """The scan the branch-free sweeps replaced: strictly greater takes the lead, so the
+    first column holding the largest wins and a tie makes the runner-up the largest."""
+    top = second = NO_SCORE
+    winner = -1
+    for i, score in enumerate(scores):
+        if score > second:
+            if score > top:
+                second, top, winner = top, score, i
+            else:
+                second = score
+    return top, second, winner
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_top_two_sweeps_agree_with_the_scan_they_replaced(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 70))
+    scores = rng.integers(-3, 4, size=n).astype(np.int32)  # many ties
+    scores[rng.random(n) < 0.2] = NO_SCORE  # columns evaluated apart
+    top, second, winner = _top_two(scores, n)
+    assert (int(top), int(second), int(winner)) == _reference_top_two(scores.tolist())
+
+
+def test_integer_scores_are_the_exact_sums_and_ignore_rows_without_entries():
+    """A row whose mirror is all zero adds nothing even when its numerator is far past
+    int32 (a float64 numerator of such a row is not bounded by the caller)."""
+    rng = np.random.default_rng(0)
+    r, n = 6, 50
+    mirror = rng.integers(-2, 3, size=(1, r, n)).astype(np.int8)
+    mirror[0, 4] = 0
+    reach = np.abs(mirror[0]).max(axis=1).astype(np.float64)
+    numerators = rng.integers(-1000, 1000, size=r).astype(np.float64)
+    numerators[4] = 2.0 ** 50
+    scores = np.empty(n, np.int32)
+    _mirror_scores(mirror, 0, 0, numerators, reach, r, n, scores)
+    expected = sum(int(numerators[t]) * mirror[0, t].astype(np.int64) for t in range(r)
+                   if reach[t] > 0)
+    assert scores.tolist() == expected.tolist()

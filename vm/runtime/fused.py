@@ -42,6 +42,8 @@ FLOAT32_EXACT = 2.0 ** 24
 """Integers below this are exact in float32, and so is every sum of them that stays below."""
 MIRROR_MAX = 127
 """Largest |numerator| of a cached query or key entry the 8-bit mirror holds."""
+NO_SCORE = np.int32(-(2 ** 31))
+"""A score slot of a column evaluated apart (below every real score, which is < 2^24)."""
 
 
 def available() -> bool:
@@ -283,7 +285,7 @@ class FusedPass:
             self._work = (np.empty((batch, rows, slots)), np.empty((batch, width, slots)),
                           np.empty((batch, rows)), np.empty((batch, hidden)),
                           np.zeros((batch, rows)), np.zeros((batch, rows)),
-                          np.empty((batch, n), np.float32), np.empty((batch, n)),
+                          np.empty((batch, n), np.int32), np.empty((batch, n)),
                           np.zeros((batch, hidden), np.int64), np.zeros((batch, hidden), np.int64),
                           np.zeros((batch, slots), np.int64), np.zeros((batch, rows), np.bool_),
                           np.zeros((batch, rows), np.bool_), np.empty((batch, width)),
@@ -524,27 +526,60 @@ def _numerators(P, first, count, floor_bits, out, limit) -> float:
 
 
 @_inline
-def _mirror_scores(mirror, b, first, numerators, r, n, scores):
-    """scores[i] = sum_t numerators[t] mirror[b, first + t, i] for every column, in float32,
-    four rows a sweep. The caller has bounded the sum of the terms' magnitudes below 2^24,
-    so every partial sum is an integer float32 holds exactly, in any order."""
+def _mirror_scores(mirror, b, first, numerators, reach, r, n, scores):
+    """scores[i] = sum_t numerators[t] mirror[b, first + t, i] for every column, in int32,
+    four rows a sweep. The caller has bounded the sum of the terms' magnitudes below 2^24
+    (`reach` is each row's largest |entry|; a row with none adds nothing, whatever its
+    numerator), so every partial sum is an exact integer, in any order, and so is its
+    conversion to a float."""
     for i in range(n):
-        scores[i] = 0.0
+        scores[i] = 0
     t = 0
     while t + 4 <= r:
-        a, c = np.float32(numerators[t]), np.float32(numerators[t + 1])
-        d, e = np.float32(numerators[t + 2]), np.float32(numerators[t + 3])
+        a = _int_numerator(numerators[t], reach[first + t])
+        c = _int_numerator(numerators[t + 1], reach[first + t + 1])
+        d = _int_numerator(numerators[t + 2], reach[first + t + 2])
+        e = _int_numerator(numerators[t + 3], reach[first + t + 3])
         for i in range(n):
-            scores[i] += (a * np.float32(mirror[b, first + t, i])
-                          + c * np.float32(mirror[b, first + t + 1, i])
-                          + d * np.float32(mirror[b, first + t + 2, i])
-                          + e * np.float32(mirror[b, first + t + 3, i]))
+            scores[i] += (a * np.int32(mirror[b, first + t, i])
+                          + c * np.int32(mirror[b, first + t + 1, i])
+                          + d * np.int32(mirror[b, first + t + 2, i])
+                          + e * np.int32(mirror[b, first + t + 3, i]))
         t += 4
     while t < r:
-        a = np.float32(numerators[t])
+        a = _int_numerator(numerators[t], reach[first + t])
         for i in range(n):
-            scores[i] += a * np.float32(mirror[b, first + t, i])
+            scores[i] += a * np.int32(mirror[b, first + t, i])
         t += 1
+
+
+@_inline
+def _int_numerator(numerator: float, reach: float) -> np.int32:
+    """A query numerator as int32: below 2^24 wherever its row has a non-zero entry (the
+    caller's bound), and 0 where the row has none (the float may then be anything)."""
+    return np.int32(numerator) if reach > 0.0 else np.int32(0)
+
+
+@_inline
+def _top_two(scores, n):
+    """The largest score, the runner-up (the largest again when it is tied) and the first
+    column holding the largest, in three branch-free sweeps that vectorize on integers;
+    (NO_SCORE, NO_SCORE, -1) when every slot is NO_SCORE."""
+    top = NO_SCORE
+    for i in range(n):
+        top = max(top, scores[i])
+    if top == NO_SCORE:
+        return NO_SCORE, NO_SCORE, -1
+    second = NO_SCORE
+    ties = 0
+    for i in range(n):
+        score = scores[i]
+        second = max(second, score if score < top else NO_SCORE)
+        ties += score == top
+    winner = 0
+    while scores[winner] != top:
+        winner += 1
+    return top, (top if ties > 1 else second), winner
 
 
 @_inline
@@ -613,7 +648,7 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                         if scale == 0.0 or size >= FLOAT32_EXACT:
                             ok = False
                             break
-                        _mirror_scores(mirror, b, first, numer, r, n, scores)
+                        _mirror_scores(mirror, b, first, numer, mirror_max, r, n, scores)
                         unit = lams[g] / (scale * 2.0 ** att_bits[L])
                         shift = np.float32(own_scale)
                         for j in range(n):
@@ -678,24 +713,13 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                     if scale == 0.0 or size >= FLOAT32_EXACT:
                         ok = False
                         break
-                    _mirror_scores(mirror, b, first, numer, r, n, scores)
+                    _mirror_scores(mirror, b, first, numer, mirror_max, r, n, scores)
                     for c in range(m):
-                        scores[cols[c]] = -np.inf
+                        scores[cols[c]] = NO_SCORE
                     unit = 1.0 / (scale * 2.0 ** att_bits[L])
-                    top32 = np.float32(-np.inf)
-                    second32 = np.float32(-np.inf)
-                    winner = -1
-                    for i in range(n):
-                        score32 = scores[i]
-                        if score32 > second32:
-                            if score32 > top32:
-                                second32 = top32
-                                top32 = score32
-                                winner = i
-                            else:
-                                second32 = score32
-                    top = top32 * unit
-                    second = second32 * unit
+                    top_score, second_score, winner = _top_two(scores, n)
+                    top = top_score * unit if top_score != NO_SCORE else -math.inf
+                    second = second_score * unit if second_score != NO_SCORE else -math.inf
                     for c in range(m):
                         score = 0.0
                         for t in range(r):
@@ -711,8 +735,10 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                     off_weight = 0.0
                     if not 2.0 * n * math.exp(lams[g] * (second - top)) < bound:
                         for i in range(n):
+                            if i == winner or scores[i] == NO_SCORE:
+                                continue
                             exponent = lams[g] * (scores[i] * unit - top)
-                            if i != winner and exponent > -800.0:
+                            if exponent > -800.0:
                                 off_weight += math.exp(exponent)
                         for c in range(m):
                             exponent = lams[g] * (evaluated[c] - top)
