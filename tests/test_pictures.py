@@ -240,3 +240,13 @@ def test_trace_does_not_create_missing_parent_directories(capsys, tmp_path):
     assert main(["trace", source, "--png", str(tmp_path / "missing" / "png")]) == 2
     assert "cannot create directory" in capsys.readouterr().err
     assert not (tmp_path / "missing").exists()
+
+
+def test_trace_obeys_max_seconds_on_a_program_that_never_halts(capsys, tmp_path):
+    """`--step` far past a loop used to run until killed."""
+    source = tmp_path / "loop.sq"
+    source.write_text(".data\nz: 0\n.code\nloop: subleq z, z, loop\n")
+    assert main(["trace", str(source), "--step", str(10 ** 11), "--png", str(tmp_path / "p"),
+                 "--max-seconds", "0.5"]) == 1
+    assert "stopped by --max-seconds 0.5" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()

@@ -8,8 +8,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vm.cli.common import (add_engine_arguments, add_program_arguments, atomic_path,
-                           engine_config, load_program, positive_int)
+from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
+                           atomic_path, engine_config, load_program, positive_int)
 from vm.common.errors import InputError
 from vm.isa import for_program
 from vm.tools.progress import Progress
@@ -37,6 +37,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="the input stream of a standard SUBLEQ image (.dec, .vsq): its "
                              "bytes in UTF-8, then end of input")
     add_engine_arguments(parser)
+    add_time_limit(parser)
     parser.set_defaults(func=run)
 
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                          executor.layout)
     name = Path(args.program).name if args.program else "csv program"
     runner = executor.runner(executor.load([program]))
-    progress = Progress("steps", args.step)
+    progress = Progress("steps", args.step, max_seconds=args.max_seconds)
     runner.advance(args.step, progress)
     progress.done()
     X = runner.state()
@@ -102,12 +103,15 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     labels = axis_labels(*isa.column_names(image, run.geometry, run.machine.layout),
                          run.machine.layout)
     name = Path(args.program).name
+    progress = Progress("steps", args.step, max_seconds=args.max_seconds)
     for step in range(args.step):
         if run.halted:
             print(f"note: the image halted after {step} steps; the pictures at step "
                   f"{args.step} show a halted machine, which changes nothing")
             break
+        progress(step)
         run.step()
+    progress.done()
 
     def current() -> object:
         """X now, (rows, n), a copy the next pass leaves alone."""
@@ -147,7 +151,10 @@ def _write_animation(frames: list, labels, path: str) -> None:
     """The frames as a GIF at `path`, written whole or not at all."""
     from vm.tools.pictures import save_x_animation
     with atomic_path(path) as temporary:
-        save_x_animation(frames, labels, temporary)
+        try:
+            save_x_animation(frames, labels, temporary)
+        except OSError as error:  # e.g. a pipe: a GIF writer must seek
+            raise InputError(f"cannot write {path}: {error.strerror or error}") from None
     print(f"wrote {path} ({len(frames)} frames, {Path(path).stat().st_size:,} bytes)")
 
 
