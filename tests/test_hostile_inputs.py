@@ -205,6 +205,8 @@ FLAG_CASES = {
     "sample_seed_beyond_64_bits": (["sample", FACTORIAL, "--cell", "fact", "--seed",
                                     str(2 ** 64)], "at most"),
     "sample_seed_negative": (["sample", FACTORIAL, "--cell", "fact", "--seed", "-1"], None),
+    "inspect_block_size_without_fleq": (["inspect", "--memory", "10", "--instructions", "5",
+                                         "--block-size", "4"], "FLEQ"),
     "no_program": (["run"], None),
     "csv_and_program": (["run", FACTORIAL, "--csv", "a.csv", "b.csv"], "not both"),
 }

@@ -35,6 +35,9 @@ def _geometry(args: argparse.Namespace) -> tuple[object | None, Geometry]:
         return load_program(args)
     if not (args.memory and args.instructions):
         raise InputError("give PROG, --csv CMDS MEM, or --memory M --instructions K")
+    if args.block_size is not None or args.param or args.functions is not None:
+        raise InputError("--block-size, --param and --functions shape FLEQ machines: give a "
+                         ".fleq PROG (--memory/--instructions build a SUBLEQ one)")
     return None, Geometry(args.scratch or 1, args.memory, args.instructions, args.bits or 8)
 
 
