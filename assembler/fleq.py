@@ -236,7 +236,7 @@ class _FleqAssembler:
             if self.literal(argument) is not None:
                 raise self.error(f"'{routine.name}' is a routine: its operands must be "
                                  "variables (define the value in .data)", argument)
-        keywords = {}
+        keywords, given = {}, {}
         for argument in arguments:
             if argument.data != "keyword":
                 continue
@@ -245,6 +245,10 @@ class _FleqAssembler:
                 raise self.error(f"'{routine.name}' has no argument '{key}' (it takes "
                                  f"{', '.join(routine.keywords) or 'none'})", argument)
             keywords[key] = self.number(argument.children[1])
+            given[key] = argument
+            if not np.isfinite(keywords[key]):
+                raise self.error(f"{routine.name}: {key} must be finite", argument)
+            self.check_magnitude(np.array([keywords[key]]), argument)
         if len(positional) != routine.arity:
             raise self.error(f"'{routine.name}' takes {routine.arity} operand"
                              f"{'s' if routine.arity != 1 else ''}, got {len(positional)}",
@@ -258,7 +262,9 @@ class _FleqAssembler:
         try:
             result = routine.expand(call)
         except ValueError as error:
-            raise self.error(f"{routine.name}: {error}", assignment) from None
+            # a routine's KeywordError names the keyword: point at it when the user gave it
+            where = given.get(getattr(error, "keyword", ""), assignment)
+            raise self.error(f"{routine.name}: {error}", where) from None
         origin = self.pos(assignment)
         text = ".data\n" + "\n".join(result.data) + "\n.code\n" + "\n".join(result.code) + "\n"
         file = f"<{routine.name} expanded at {origin}>"

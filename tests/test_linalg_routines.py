@@ -129,7 +129,7 @@ def test_power_iteration_and_rayleigh_agree_with_numpy(n, iters):
 @pytest.mark.parametrize("line, message", [
     ("X = inverse(R, iters=3)", "'R' must be a square matrix, got 2x3"),
     ("v = inverse(A, iters=3)", "'v' must be the shape of A (2x2), got 2x1"),
-    ("X = inverse(A, iters=0)", "iters must be a positive integer, got 0"),
+    ("X = inverse(A, iters=0)", "iters must be an integer from 1 to 1000000, got 0"),
     ("X = power_iteration(A)", "'X' must be a vector as long as A (2x1), got 2x2"),
     ("s = rayleigh(A, X)", "'X' must be a vector as long as A (2x1), got 2x2"),
 ])
@@ -140,6 +140,35 @@ def test_bad_routine_calls_are_located(line, message):
     with pytest.raises(SourceError) as caught:
         FLEQ.assemble_text(source, "bad.fleq")
     assert message in str(caught.value) and "bad.fleq:8:" in str(caught.value)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("X = inverse(A, iters=1e400)", "inverse: iters must be finite"),
+    ("X = inverse(A, iters=1e300)", "values must lie within |x| <= 2^50"),
+    ("X = inverse(A, iters=2.5)", "iters must be an integer from 1 to 1000000, got 2.5"),
+    ("X = inverse(A, iters=1000001)", "iters must be an integer from 1 to 1000000, got 1000001"),
+    ("v = power_iteration(A, iters=1e400)", "power_iteration: iters must be finite"),
+    ("v = power_iteration(A, newton=1e400)", "power_iteration: newton must be finite"),
+    ("v = power_iteration(A, newton=99999999)", "newton must be an integer from 1 to 64"),
+    ("s = rayleigh(A, v, newton=1e400)", "rayleigh: newton must be finite"),
+    ("s = rayleigh(A, v, newton=0)", "newton must be an integer from 1 to 64, got 0"),
+])
+def test_bad_keyword_values_are_located_at_the_keyword(line, message):
+    """Checked where given (not an overflow inside the routine, an error inside its
+    expansion, or an unrolled program that fills memory), the caret under `key=value`."""
+    source = (".data\nA: .matrix 2x2 [[1.0, 0.0], [0.0, 2.0]]\nX: .zeros 2x2\n"
+              f"v: .zeros 2x1\ns: 0.0\n.code\n{line}\nhalt\n")
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(source, "bad.fleq")
+    text = str(caught.value)
+    column = line.rindex(", ") + 3  # the keyword, the call's last argument
+    assert message in text and f"bad.fleq:7:{column}:" in text and "expanded" not in text
+
+
+def test_the_largest_newton_count_assembles():
+    source = (".data\nA: .matrix 2x2 [[1.0, 0.0], [0.0, 2.0]]\nv: .zeros 2x1\n.code\n"
+              "v = power_iteration(A, iters=1000000, newton=64)\nhalt\n")
+    assert FLEQ.assemble_text(source, "ok.fleq").instructions
 
 
 def test_hand_written_matrix_inverse_program_agrees_with_numpy():

@@ -108,12 +108,24 @@ def test_shapes_and_destination_are_checked():
         ROUTINES["sgd_step"].expand(counter)
 
 
-def test_bad_call_in_a_file_is_located_at_the_call():
+def test_bad_activation_in_a_file_is_located_at_the_keyword():
     source = (".data\nW1: .zeros 3x2\nW2: .zeros 1x3\nx: .vector [1.0, 2.0]\ny: 0.5\n"
               "loss: 0.0\n.code\n    loss = sgd_step(W1, W2, x, y, activation=4)\nhalt\n")
     with pytest.raises(SourceError, match="activation must be one of") as caught:
         FLEQ.assemble_text(source, "bad.fleq")
-    assert "bad.fleq:8:5" in str(caught.value)
+    assert "bad.fleq:8:35" in str(caught.value)
+
+
+@pytest.mark.parametrize("lr, message", [("1e400", "sgd_step_linear: lr must be finite"),
+                                         ("1e300", "values must lie within |x| <= 2^50"),
+                                         ("-1", "lr must be positive, got -1")])
+def test_bad_learning_rate_is_located_at_the_keyword(lr, message):
+    """Checked where given, not an `unexpected 'inf'` inside the expansion."""
+    source = (".data\nW: .zeros 1x2\nx: .vector [1.0, 2.0]\ny: 0.5\nloss: 0.0\n.code\n"
+              f"    loss = sgd_step_linear(W, x, y, lr={lr})\nhalt\n")
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(source, "bad.fleq")
+    assert message in str(caught.value) and "bad.fleq:7:37:" in str(caught.value)
 
 
 def test_activation_codes_round_trip():

@@ -29,6 +29,25 @@ def expect_shape(operand: "Operand", shape: Shape, role: str) -> None:
                          f"{operand.shape[0]}x{operand.shape[1]}")
 
 
+class KeywordError(ValueError):
+    """A bad keyword argument: the assembler points at `keyword=...` in the user's source
+    rather than at the whole call."""
+
+    def __init__(self, keyword: str, message: str) -> None:
+        super().__init__(message)
+        self.keyword = keyword
+
+
+def count_keyword(call: "RoutineCall", name: str, maximum: int) -> int:
+    """The keyword `name` as a count in 1..maximum; the assembler has already checked that it
+    is finite and within the machine's magnitudes, the cap keeps the expansion (or the run)
+    to a size that fits the machine."""
+    value = call.keywords[name]
+    if value != int(value) or not 1 <= value <= maximum:
+        raise KeywordError(name, f"{name} must be an integer from 1 to {maximum}, got {value:.17g}")
+    return int(value)
+
+
 ROUTINES: dict[str, Routine] = {}
 
 
@@ -39,7 +58,7 @@ def register_routine(routine: Routine) -> Routine:
     return routine
 
 
-__all__ = ["ROUTINES", "Expansion", "Operand", "Routine", "RoutineCall", "expect_shape",
-           "matrix_literal", "register_routine"]
+__all__ = ["ROUTINES", "Expansion", "KeywordError", "Operand", "Routine", "RoutineCall",
+           "count_keyword", "expect_shape", "matrix_literal", "register_routine"]
 """What a routine module needs, in one import (the signature types live in
 `vm.common.signatures`, where the assembler reads them)."""

@@ -55,12 +55,18 @@ import math
 
 import numpy as np
 
-from vm.routines.base import (Expansion, Operand, Routine, RoutineCall, expect_shape,
-                        matrix_literal)
+from vm.common.geometry import MAX_COLUMNS
+from vm.routines.base import (Expansion, KeywordError, Operand, Routine, RoutineCall,
+                              expect_shape, matrix_literal)
 from vm.routines import register_routine
 
 TOLERANCE = 2.0 ** -53
 """Newton steps are counted until the worst-case error would be below this."""
+
+
+MAX_SCORE = 16.0
+"""Largest `score`: Newton's steps grow as 2.9 score (51 at 16), and from about 18.7 on
+tanh(score) rounds to 1 in float64, where the step count has no bound."""
 
 
 def newton_iterations(score: float) -> int:
@@ -81,8 +87,10 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
     """(tokens N, chunk length M, model width, head width h), checked."""
     x0, wq, wk, wv = call.arguments
     n, m = call.keywords["n"], call.keywords["m"]
-    if n != int(n) or m != int(m) or not 1 <= m <= n or int(n) % int(m):
-        raise ValueError(f"n={n:g} must be a positive multiple of m={m:g}")
+    if m != int(m) or m < 1:
+        raise KeywordError("m", f"m must be a positive integer, got {m:g}")
+    if n != int(n) or not m <= n or int(n) % int(m):
+        raise KeywordError("n", f"n={n:g} must be a positive multiple of m={m:g}")
     width, length = x0.shape
     if length != m:
         raise ValueError(f"the chunk '{x0.name}' has {length} tokens (columns), m is {m:g}")
@@ -90,11 +98,23 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
     for weight in (wq, wk, wv):
         expect_shape(weight, (width, heads), "the weight")
     expect_shape(call.destination, (heads, length), "the output chunk")
-    if not call.keywords["score"] > 0:
-        raise ValueError("score must be positive")
+    score = call.keywords["score"]
+    if not 0 < score <= MAX_SCORE:
+        raise KeywordError("score", f"score must be positive and at most {MAX_SCORE:g}, got {score:g}")
     if call.keywords["rope"] not in (0, 1):
-        raise ValueError(f"rope must be 0 or 1, got {call.keywords['rope']:g}")
+        raise KeywordError("rope", f"rope must be 0 or 1, got {call.keywords['rope']:g}")
+    chunks, steps = int(n) // int(m), newton_iterations(score)
+    size = instructions(chunks, steps, bool(call.keywords["rope"]))
+    if size > MAX_COLUMNS:
+        raise KeywordError("n", f"n/m = {chunks} chunks would expand to {size} instructions, "
+                           f"more than the machine's {MAX_COLUMNS} columns")
     return int(n), int(m), width, heads
+
+
+def instructions(chunks: int, steps: int, rope: bool) -> int:
+    """The expansion's length, 5 + 2T + T (2T + 3k + 4) (+ 8T with rope): counted before
+    building it, so a huge n/m is refused instead of filling memory."""
+    return 5 + 2 * chunks + chunks * (2 * chunks + 3 * steps + 4) + (8 * chunks if rope else 0)
 
 
 def expand_chunked_attention(call: RoutineCall) -> Expansion:

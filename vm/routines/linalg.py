@@ -17,6 +17,9 @@ A (the Newton-Schulz start, the norms) is computed by the machine.
   the length of v but not its direction, so a final normalization refines 1 / ||v|| with
   `newton` Newton steps y <- y (3/2 - (||v||^2 / 2) y^2) from y = 1.
 - `lam = rayleigh(A, v)`: v^T A v / v^T v, with 1 / ||v|| from rsqrt and Newton steps.
+
+`iters` is at most MAX_ITERATIONS and `newton` at most MAX_NEWTON (both whole numbers);
+a bad value is an error at the keyword in the caller's source.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ import math
 import numpy as np
 
 from vm.functions.base import FunctionBlock
-from vm.routines.base import (Expansion, Operand, Routine, RoutineCall, matrix_literal,
-                        register_routine)
+from vm.routines.base import (Expansion, Operand, Routine, RoutineCall, count_keyword,
+                              matrix_literal, register_routine)
 
 NEWTON_STEPS = 3
 """Newton steps after rsqrt's ~1 % guess: the relative error goes 1e-2, 1.5e-4, 3e-8, 1e-15."""
@@ -42,11 +45,17 @@ def _square(operand: Operand) -> int:
     return rows
 
 
+MAX_ITERATIONS = 1_000_000
+"""Most `iters`: the loop is a counter, so the program's size does not grow with it, but the
+run does (4 instructions an iteration); a million is far beyond what Newton-Schulz (quadratic
+once started) or a power iteration with any usable eigengap needs."""
+MAX_NEWTON = 64
+"""Most `newton` steps: they are unrolled, 4 instructions each (64 -> 256 of the machine's
+65,536 columns), and from rsqrt's 1 % guess 3 steps already reach float64's roundoff."""
+
+
 def _iterations(call: RoutineCall, name: str = "iters") -> int:
-    value = call.keywords[name]
-    if value != int(value) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value:g}")
-    return int(value)
+    return count_keyword(call, name, MAX_NEWTON if name == "newton" else MAX_ITERATIONS)
 
 
 def _expect(operand: Operand, shape: tuple[int, int], what: str) -> None:

@@ -27,7 +27,7 @@ cell, named with its unique `_` prefix.
 from __future__ import annotations
 
 from vm.functions.activations import ACTIVATIONS
-from vm.routines.base import Expansion, Routine, RoutineCall, expect_shape
+from vm.routines.base import Expansion, KeywordError, Routine, RoutineCall, expect_shape
 from vm.routines import register_routine
 
 ACTIVATION_CODES = {0: "tanh", 1: "sigmoid", 2: "relu"}
@@ -52,7 +52,7 @@ def _loss_destination(call: RoutineCall) -> None:
 def _learning_rate(call: RoutineCall) -> float:
     rate = call.keywords["lr"]
     if not rate > 0:
-        raise ValueError(f"lr must be positive, got {rate:g}")
+        raise KeywordError("lr", f"lr must be positive, got {rate:g}")
     return rate
 
 
@@ -72,7 +72,7 @@ def expand_two_layer(call: RoutineCall) -> Expansion:
     expect_shape(y, (outputs, 1), "the target")
     code = call.keywords["activation"]
     if code not in ACTIVATION_CODES:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATION_CODES)} "
+        raise KeywordError("activation", f"activation must be one of {sorted(ACTIVATION_CODES)} "
                          f"({', '.join(f'{c} {n}' for c, n in ACTIVATION_CODES.items())})")
     function, derivative = ACTIVATIONS[ACTIVATION_CODES[int(code)]]
     rate = _learning_rate(call)
