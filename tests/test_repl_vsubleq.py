@@ -61,10 +61,36 @@ def test_a_full_output_tape_grows_instead_of_stopping(monkeypatch):
 @pytest.mark.parametrize("line, message", [
     ("step 0", "must be positive"), ("step x", "expected a number of steps"),
     ("print 99", "outside 0..31"), ("input", "nothing to feed"), ("jump", "unknown command"),
+    ("print 5:2", "empty range 5:2"), ("print 5:5", "empty range"),
+    ("input \\xZZ", "needs 2 hex digits"), ("input \\", "a lone '\\'"),
+    ("input \\N{foo}", "unknown character name"), ("input \\777", "more than one byte"),
+    ("input \\q", "unknown escape"), ("input \\uD800", "not a Unicode character"),
 ])
 def test_bad_commands_get_one_error_line(line, message):
     out = VsubleqRepl(image("hello.dec"), "hello.dec").execute(line)
     assert out.startswith("error: ") and message in out and "\n" not in out
+
+
+def test_a_bad_escape_leaves_the_session_going():
+    repl = VsubleqRepl(image("echo.dec"), "echo.dec")
+    assert repl.execute("input \\xZZ").startswith("error: ") and repl.fed == b""
+    assert "fed 1 bytes" in repl.execute("input a")
+
+
+@pytest.mark.parametrize("text, fed", [("é", "é".encode()), ("\\u20ac", "€".encode()),
+                                       ("\\N{EURO SIGN}", "€".encode()), ("\\377", b"\xff"),
+                                       ("a\\tb\\x00", b"a\tb\x00")])
+def test_input_is_utf8_and_output_shows_it_back_in_the_same_escapes(text, fed):
+    """Characters go in as UTF-8 (like `ltvm run --input`); `output` shows UTF-8 text, so
+    'é' reads back as 'é' (it showed 'Ã©'), and what it shows feeds the same bytes again."""
+    repl = VsubleqRepl(image("echo.dec", bits=16), "echo.dec")  # 8 bits: 0xff reads as -1
+    repl.execute(f"input {text}")
+    assert repl.fed == fed
+    repl.execute("continue")
+    shown = repl.execute("output").split(": ", 1)[1]
+    assert repl.run.state().output == fed and vsubleq.unescape(shown[1:-1]) == fed
+    if fed == "é".encode():
+        assert shown == "'é'"
 
 
 def test_ltvm_repl_takes_a_vsq_source_on_stdin():

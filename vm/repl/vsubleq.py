@@ -10,7 +10,7 @@ before the bytes were fed read -1, on both engines alike.
 
 from __future__ import annotations
 
-import codecs
+import unicodedata
 
 import torch
 
@@ -30,10 +30,13 @@ SHOWN_STEPS = 20
 HELP = """commands:
   step [K]       (s) run K steps (default 1) on both engines, listing them
   continue       (c) run until the image halts or --max-steps more steps
-  input TEXT     feed TEXT's bytes (UTF-8; escapes such as \\n, \\x00) to the input stream
+  input TEXT     feed TEXT's bytes to the input stream: characters as UTF-8, escapes
+                 \\n \\t \\r \\0 \\\\ \\' \\" \\a \\b \\f \\v, \\xHH and \\ooo one byte,
+                 \\uXXXX \\UXXXXXXXX \\N{NAME} a character (as UTF-8)
   pc             (where) the pc and the instruction there
-  print [A[:B]]  (p) memory words A..B-1 (default: all words of the image)
-  output         the bytes written so far
+  print [A[:B]]  (p) memory words A..B-1, B above A (default: all words of the image)
+  output         the bytes written so far, as UTF-8 text in the escapes `input` takes
+                 (\\xHH for a byte that is not part of UTF-8 text)
   help, quit"""
 
 
@@ -117,7 +120,7 @@ class VsubleqRepl:
             lines.append(f"... {skipped} more steps")
         new = bytes(self.reference.output[written:])
         if new:
-            lines.append(f"output: {new.decode('latin-1')!r}")
+            lines.append(f"output: {shown(new)}")
         lines.append(self._where())
         return "\n".join(lines)
 
@@ -140,7 +143,7 @@ class VsubleqRepl:
         return self._advance(self.max_steps, 0)
 
     def _input(self, argument: str) -> str:
-        data = codecs.decode(argument.encode(), "unicode_escape").encode("latin-1")
+        data = unescape(argument)
         if not data:
             raise InputError("nothing to feed: input TEXT")
         state = self.run.state()
@@ -167,13 +170,16 @@ class VsubleqRepl:
             first, colon, last = argument.partition(":")
             low = _address(first, self.image.size)
             high = _address(last, self.image.size + 1) if colon else low + 1
+            if high <= low:
+                raise InputError(f"empty range {low}:{high} (A:B lists words A..B-1, so B "
+                                 "must be above A)")
         rows = (memory[address:min(address + 8, high)] for address in range(low, high, 8))
         return "\n".join(f"{low + 8 * index:>6}: {' '.join(str(word) for word in row)}"
                          for index, row in enumerate(rows))
 
     def _output(self, argument: str) -> str:
         output = self.run.state().output
-        return f"output ({len(output)} bytes): {output.decode('latin-1')!r}"
+        return f"output ({len(output)} bytes): {shown(output)}"
 
     def _quit(self, argument: str) -> str:
         self.finished = True
@@ -198,3 +204,89 @@ def _address(text: str, limit: int) -> int:
     if not 0 <= value < limit:
         raise InputError(f"address {value} is outside 0..{limit - 1}")
     return value
+
+
+SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a",
+                  "b": "\b", "f": "\f", "v": "\v"}
+"""Escapes that stand for one character, as in Python strings."""
+CHARACTER_ESCAPES = {"u": 4, "U": 8}
+"""Escapes followed by a fixed number of hex digits naming a character."""
+
+
+def unescape(text: str) -> bytes:
+    """The bytes `input TEXT` feeds: characters as UTF-8 (as `ltvm run --input` does),
+    \\xHH and \\ooo as one byte each; a malformed escape is an InputError naming it."""
+    data, index = bytearray(), 0
+    while index < len(text):
+        character = text[index]
+        index += 1
+        if character != "\\":
+            try:  # a byte the terminal could not decode came in as a lone surrogate
+                data += character.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                raise InputError(f"{character!r} is not a character UTF-8 can encode") from None
+            continue
+        if index == len(text):
+            raise InputError("a lone '\\' ends the text (write \\\\ for a backslash)")
+        kind, start = text[index], index - 1
+        index += 1
+        if kind in SIMPLE_ESCAPES:
+            data += SIMPLE_ESCAPES[kind].encode()
+        elif kind == "x":
+            data.append(_hex(text, index, 2, start))
+            index += 2
+        elif kind in "01234567":
+            end = index
+            while end < min(len(text), index + 2) and text[end] in "01234567":
+                end += 1
+            value = int(text[index - 1:end], 8)
+            if value > 0xFF:
+                raise InputError(f"'\\{text[index - 1:end]}' is {value}, more than one byte "
+                                 "(octal escapes go up to \\377)")
+            data.append(value)
+            index = end
+        elif kind in CHARACTER_ESCAPES:
+            digits = CHARACTER_ESCAPES[kind]
+            code = _hex(text, index, digits, start)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise InputError(f"'{text[start:index + digits]}' is not a Unicode character")
+            data += chr(code).encode("utf-8")
+            index += digits
+        elif kind == "N":
+            end = text.find("}", index)
+            if not text.startswith("{", index) or end < 0:
+                raise InputError("'\\N' needs a character name in braces, like \\N{EURO SIGN}")
+            try:
+                data += unicodedata.lookup(text[index + 1:end]).encode("utf-8")
+            except KeyError:
+                raise InputError(f"unknown character name in '{text[start:end + 1]}'") from None
+            index = end + 1
+        else:
+            raise InputError(f"unknown escape '\\{kind}' (help lists the escapes)")
+    return bytes(data)
+
+
+def _hex(text: str, index: int, digits: int, start: int) -> int:
+    """The `digits` hex digits at `index` of an escape that begins at `start`."""
+    field = text[index:index + digits]
+    if len(field) != digits or any(c not in "0123456789abcdefABCDEF" for c in field):
+        raise InputError(f"'{text[start:index + digits]}' needs {digits} hex digits after "
+                         f"'{text[start:index]}'")
+    return int(field, 16)
+
+
+def shown(data: bytes) -> str:
+    """Output bytes as quoted UTF-8 text in the escapes `input` takes, so what was fed in
+    reads back the same way; a byte that is not part of UTF-8 text shows as \\xHH."""
+    text = data.decode("utf-8", "surrogateescape")
+    parts = []
+    for character in text:
+        if "\udc80" <= character <= "\udcff":
+            parts.append(f"\\x{ord(character) - 0xDC00:02x}")
+        elif character in "\\'":
+            parts.append("\\" + character)
+        elif character.isprintable():
+            parts.append(character)
+        else:
+            parts.append(repr(character)[1:-1])
+    return "'" + "".join(parts) + "'"
