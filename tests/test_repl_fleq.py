@@ -216,14 +216,24 @@ def test_the_repl_command_loads_a_fleq_program(source, monkeypatch, capsys, tmp_
 
 def test_set_refuses_non_integers_and_unrepresentable_values_in_a_counter(session):
     for value, message in (("2.5", "'k' is an integer counter; 2.5 is not an integer"),
-                           ("1e20", "beyond 9007199254740992, the largest integer float64")):
+                           ("1e20", "values must lie within |x| <= 2^50")):
         out = session.execute(f"set k {value}")
         assert out.startswith("error: ") and message in out, out
     for engine in ("transformer", "reference"):
         session.execute(f"engine {engine}")
         assert printed(session, "k") == [-2], "a refused set changes nothing"
     assert session.execute("set k 7").startswith("k = 7 (was -2)")
-    assert session.execute("set x 2.5").startswith("x = 2.5"), "reals take any finite value"
+    assert session.execute("set x 2.5").startswith("x = 2.5"), "reals take finite values"
+
+
+@pytest.mark.parametrize("value", ["1e300", "99999999999999999999999999", "1" + "0" * 400,
+                                   "-1125899906842625", "[[3], [1e300]]"])
+def test_set_refuses_values_beyond_the_assemblers_magnitude(session, value):
+    """|x| > 2^50 was stored, and the next step overflowed to NaN cells and a wild pc."""
+    name = "v" if value.startswith("[") else "x"
+    out = session.execute(f"set {name} {value}")
+    assert out.startswith("error: values must lie within |x| <= 2^50") and "\n" not in out
+    assert session.execute(f"set x {2.0 ** 50!r}").startswith("x = "), "the limit itself"
 
 
 def test_a_typed_instruction_outside_its_blocks_domain_is_refused_like_run_flags_it(session):

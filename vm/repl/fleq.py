@@ -23,6 +23,7 @@ from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqPro
                                     padded)
 from vm.common.encoding import pm1_code
 from vm.common.errors import InputError
+from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.machines.fleq.reference import FleqReference
 from vm.repl.state import ENGINES, Lockstep
 
@@ -97,6 +98,10 @@ def parse_real_value(text: str, shape: tuple[int, int]) -> np.ndarray:
         value = np.asarray(ast.literal_eval(text.strip()), dtype=float)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         raise InputError(f"'{text}' is not a number or a list of numbers") from None
+    except OverflowError:  # an integer literal beyond float's range
+        raise InputError(f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about "
+                         f"{MAGNITUDE:.3g}), the magnitudes the machine keeps exact "
+                         "(docs/fleq_machine.md)") from None
     if value.ndim == 1 and shape[1] == 1:
         value = value[:, None]
     if value.ndim == 0 and shape == (1, 1):
@@ -106,6 +111,10 @@ def parse_real_value(text: str, shape: tuple[int, int]) -> np.ndarray:
                          f"the variable is {shape[0]}x{shape[1]}")
     if not np.isfinite(value).all():
         raise InputError("values must be finite")
+    if value.size and np.abs(value).max() > MAGNITUDE:  # as the assembler refuses them
+        raise InputError(f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about "
+                         f"{MAGNITUDE:.3g}), the magnitudes the machine keeps exact "
+                         "(docs/fleq_machine.md)")
     return value
 
 
