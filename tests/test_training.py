@@ -150,6 +150,37 @@ def test_cli_reports_epochs_and_final_numbers(tmp_path, capsys):
     assert len([line for line in out.splitlines() if line.split()[:1] in (["1"], ["2"])]) == 2
 
 
+@pytest.mark.parametrize("json_flag", [True, False])
+def test_cli_diverging_sgd_is_reported_as_overflow_not_nan(tmp_path, capsys, json_flag):
+    """Data scaled by 1e6 makes exact SGD overflow: JSON stays valid (null plus `overflow`,
+    it printed NaN and Infinity), text says 'overflow' (it printed nan), no numpy warnings
+    reach stderr, and the exit status is 1."""
+    x, y = synthetic_regression(8, 2, 1)
+    path = tmp_path / "big.npz"
+    np.savez(path, x=x * 1e6, y=y * 1e6)
+    assert main(["train", "--data", str(path)] + ["--json"] * json_flag) == 1
+    captured = capsys.readouterr()
+    assert "Warning" not in captured.err
+    if json_flag:
+        result = json.loads(captured.out, parse_constant=lambda name: pytest.fail(name))
+        assert result["final_loss_exact"] is None and result["max_weight_difference"] is None
+        assert "overflowed" in result["overflow"] and "epoch 2" in result["overflow"]
+        assert [e["loss_exact"] for e in result["per_epoch"]][1:] == [None] * 4
+    else:
+        assert not {"nan", "inf", "-inf"} & set(captured.out.split())
+        assert "final_loss_exact: overflowed" in captured.out
+        assert "overflow: the exact SGD's loss or weights overflowed" in captured.out
+
+
+def test_json_of_a_finite_run_has_a_null_overflow(tmp_path, capsys):
+    x, y = synthetic_regression(3, 1, 1, seed=2)
+    path = tmp_path / "data.npz"
+    np.savez(path, x=x, y=y)
+    assert main(["train", "--data", str(path), "--hidden", "0", "--epochs", "1",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overflow"] is None
+
+
 @pytest.mark.parametrize("content, message", [(b"not a zip", "is not an .npz file"),
                                               (None, "cannot read")])
 def test_cli_bad_file_exits_2(tmp_path, capsys, content, message):

@@ -235,14 +235,17 @@ def exact_sgd(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
               weights: tuple[np.ndarray, ...]) -> Trajectory:
     """The same SGD as the program, in float64 numpy (x already carries its bias input)."""
     trajectory = Trajectory()
-    for _ in range(setup.epochs):
-        losses = []
-        for sample, target in zip(x, y):
-            loss, weights = sgd_sample(weights, sample[:, None], target[:, None], setup.lr,
-                                       setup.activation)
-            losses.append(loss)
-        trajectory.losses.append(float(np.mean(losses)))
-        trajectory.weights.append(tuple(w.copy() for w in weights))
+    # SGD diverges on data of a large scale: inf and NaN are results here (the comparison's
+    # `overflow` reports them), not warnings for stderr
+    with np.errstate(over="ignore", invalid="ignore"):
+        for _ in range(setup.epochs):
+            losses = []
+            for sample, target in zip(x, y):
+                loss, weights = sgd_sample(weights, sample[:, None], target[:, None],
+                                           setup.lr, setup.activation)
+                losses.append(loss)
+            trajectory.losses.append(float(np.mean(losses)))
+            trajectory.weights.append(tuple(w.copy() for w in weights))
     return trajectory
 
 
@@ -364,12 +367,26 @@ class TrainingComparison:
     @property
     def weight_distances(self) -> list[float]:
         """Largest |W_transformer - W_exact| entry after every epoch."""
-        return [max(float(np.abs(a - b).max()) for a, b in zip(mine, theirs))
-                for mine, theirs in zip(self.transformer.weights, self.exact.weights)]
+        with np.errstate(invalid="ignore"):  # inf - inf after an overflow: NaN, reported
+            return [max(float(np.abs(a - b).max()) for a, b in zip(mine, theirs))
+                    for mine, theirs in zip(self.transformer.weights, self.exact.weights)]
 
     @property
     def loss_differences(self) -> list[float]:
         return [abs(a - b) for a, b in zip(self.transformer.losses, self.exact.losses)]
+
+    @property
+    def overflow(self) -> str | None:
+        """Why some loss or weight is not a finite number (SGD diverged past float's range),
+        naming the first epoch where it happened; None when every value is finite."""
+        for engine, trajectory in (("exact SGD", self.exact), ("transformer", self.transformer)):
+            for epoch, (loss, weights) in enumerate(zip(trajectory.losses, trajectory.weights)):
+                if not (np.isfinite(loss) and all(np.isfinite(w).all() for w in weights)):
+                    return (f"the {engine}'s loss or weights overflowed (infinite or not a "
+                            f"number) in epoch {epoch + 1}: SGD diverges at lr "
+                            f"{self.setup.lr:g} on data of this scale (a smaller --lr or "
+                            "scaled data)")
+        return None
 
 
 def starting_point(x: np.ndarray, y: np.ndarray, setup: TrainingSetup

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import replace
 
@@ -84,29 +85,50 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.done()
     distances, differences = result.weight_distances, result.loss_differences
+    overflow = result.overflow
     summary = {"samples": len(x), "d_in": x.shape[1], "bias": setup.bias,
                "hidden": setup.hidden, "d_out": y.shape[1],
                "activation": setup.activation if setup.hidden else "none",
                "lr": setup.lr, "epochs": setup.epochs, "dtype": setup.dtype,
                "steps": result.steps, "instructions": result.instructions,
-               "final_loss_transformer": result.transformer.losses[-1],
-               "final_loss_exact": result.exact.losses[-1],
-               "final_weight_difference": distances[-1],
-               "max_weight_difference": max(distances),
-               "domain": result.violation.describe() if result.violation else "ok"}
+               "final_loss_transformer": _finite(result.transformer.losses[-1]),
+               "final_loss_exact": _finite(result.exact.losses[-1]),
+               "final_weight_difference": _finite(distances[-1]),
+               "max_weight_difference": None if overflow else max(distances),
+               "domain": result.violation.describe() if result.violation else "ok",
+               "overflow": overflow}
+    failed = 1 if result.violation or overflow else 0
     if args.json:
-        epochs = [{"epoch": i + 1, "loss_transformer": a, "loss_exact": b,
-                   "loss_difference": c, "weight_difference": w}
+        epochs = [{"epoch": i + 1, "loss_transformer": _finite(a), "loss_exact": _finite(b),
+                   "loss_difference": _finite(c), "weight_difference": _finite(w)}
                   for i, (a, b, c, w) in enumerate(zip(result.transformer.losses,
                                                        result.exact.losses, differences,
                                                        distances))]
-        print(json.dumps({**summary, "per_epoch": epochs}, indent=2))
-        return 1 if result.violation else 0
+        print(json.dumps({**summary, "per_epoch": epochs}, indent=2, allow_nan=False))
+        return failed
     print(f"{'epoch':>5}  {'loss (transformer)':>18}  {'loss (exact)':>14}  "
           f"{'|difference|':>12}  {'max |W - W_exact|':>17}")
     for i, (a, b, c, w) in enumerate(zip(result.transformer.losses, result.exact.losses,
                                          differences, distances)):
-        print(f"{i + 1:>5}  {a:>18.10g}  {b:>14.10g}  {c:>12.3g}  {w:>17.3g}")
+        print(f"{i + 1:>5}  {_shown(a, 18, '.10g')}  {_shown(b, 14, '.10g')}  "
+              f"{_shown(c, 12, '.3g')}  {_shown(w, 17, '.3g')}")
     for name, value in summary.items():
-        print(f"{name}: {value:.10g}" if isinstance(value, float) else f"{name}: {value}")
-    return 1 if result.violation else 0
+        if name == "overflow":
+            if value:
+                print(f"overflow: {value}")
+        elif value is None:
+            print(f"{name}: overflowed (see overflow)")
+        else:
+            print(f"{name}: {value:.10g}" if isinstance(value, float) else f"{name}: {value}")
+    return failed
+
+
+def _finite(value: float) -> float | None:
+    """`value`, or None where it overflowed: JSON has no NaN or Infinity, and the
+    `overflow` field says why."""
+    return value if math.isfinite(value) else None
+
+
+def _shown(value: float, width: int, spec: str) -> str:
+    """A table entry: the number, or 'overflow' where it is not finite (never 'nan')."""
+    return f"{value:>{width}{spec}}" if math.isfinite(value) else f"{'overflow':>{width}}"
