@@ -44,7 +44,7 @@ def count_keyword(call: "RoutineCall", name: str, maximum: int) -> int:
     to a size that fits the machine."""
     value = call.keywords[name]
     if value != int(value) or not 1 <= value <= maximum:
-        raise KeywordError(name, f"{name} must be an integer from 1 to {maximum}, got {value:.17g}")
+        raise KeywordError(name, f"{name} must be an integer from 1 to {maximum}, got {value:.15g}")
     return int(value)
 
 

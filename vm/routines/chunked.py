@@ -100,7 +100,8 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
     expect_shape(call.destination, (heads, length), "the output chunk")
     score = call.keywords["score"]
     if not 0 < score <= MAX_SCORE:
-        raise KeywordError("score", f"score must be positive and at most {MAX_SCORE:g}, got {score:g}")
+        raise KeywordError("score", f"score must be positive and at most {MAX_SCORE:g}, got "
+                           f"{score:g}")
     if call.keywords["rope"] not in (0, 1):
         raise KeywordError("rope", f"rope must be 0 or 1, got {call.keywords['rope']:g}")
     chunks, steps = int(n) // int(m), newton_iterations(score)
