@@ -282,3 +282,45 @@ def test_asm_refuses_an_empty_output_path(option, capsys, tmp_path, monkeypatch)
     code, _, err = run_cli(capsys, "asm", FACTORIAL, option, "")
     assert code == 2 and err == f"ltvm: error: {option} is an empty path\n"
     assert list(tmp_path.iterdir()) == []
+
+
+INFINITE_LOOP = """.code
+loop:   subleq z, z, loop
+.data
+z:      0
+"""
+
+
+def test_run_reference_obeys_max_seconds(capsys, tmp_path):
+    path = tmp_path / "inf.sq"
+    path.write_text(INFINITE_LOOP)
+    code, out, err = run_cli(capsys, "run", str(path), "--engine", "reference",
+                             "--max-steps", "50000000", "--max-seconds", "0.2")
+    assert code == 1 and out == ""
+    assert err.startswith("ltvm: error: stopped by --max-seconds 0.2 after ")
+    assert "Traceback" not in err
+
+
+GROW_FLEQ = """.data
+a: 1e15
+n: 40
+one: 1
+.code
+loop: a = mul(a, a)
+      n = sub(n, one)
+      if n <= 0 goto done
+      goto loop
+done: halt
+"""
+
+
+def test_run_reference_reports_a_value_leaving_the_machines_domain(capsys, tmp_path):
+    path = tmp_path / "grow.fleq"
+    path.write_text(GROW_FLEQ)
+    code, out, err = run_cli(capsys, "run", str(path), "--engine", "reference")
+    assert code == 1 and "Warning" not in err
+    assert "domain: step 0: a = mul(a, a) leaves the machine's domain" in out
+    code, out, _ = run_cli(capsys, "run", str(path), "--engine", "reference", "--json")
+    data = json.loads(out)
+    assert code == 1 and data["domain"].startswith("step 0: a = mul(a, a) leaves")
+    assert not data["halted"] and data["memory"]["a"] == 1e30

@@ -209,12 +209,57 @@ halt
 """
 
 
-def test_compare_fails_when_a_cell_the_instruction_does_not_write_changes():
-    """Doubling past the magnitude domain breaks block isolation: another cell changes."""
+def test_compare_stops_where_doubling_leaves_the_magnitude_domain():
+    """Past 2^50 the transformer's blocks break isolation (another cell changes, after
+    step 101); the comparison names the cause, the domain, at the step that left it."""
     source = (".data\nx: 1.0\nk: -69\none: 1\n.code\nloop: k = add(k, one)\n"
               "      x = add(x, x) if k <= 0 goto loop\n      halt\n")
     program = FLEQ.assemble_text(source, "double.fleq")
     result = compare_fleq(program, fleq_geometry_for(program), 1000)
-    assert not result.ok
-    assert result.branch.field.startswith("cell ") and "not written" in result.branch.field
-    assert result.branch.step > 101
+    assert not result.ok and result.branch is None and result.steps == 102
+    assert result.domain.startswith("step 101: x = add(x, x) if k <= 0 goto loop leaves "
+                                    "the machine's domain")
+
+
+def test_compare_fails_when_a_cell_the_instruction_does_not_write_changes(monkeypatch):
+    program = FLEQ.assemble_text(LOOP, "loop.fleq")
+    geometry = fleq_geometry_for(program)
+    inject_counter(monkeypatch, program, geometry, after_step=0, value=5.0)
+    result = compare_fleq(program, geometry, 100)
+    assert not result.ok and result.steps == 1 and result.domain is None
+    assert result.branch.field == "cell n (not written by this instruction)"
+
+
+GROW = """.data
+a: 1e15
+n: 40
+one: 1
+.code
+loop: a = mul(a, a)
+      n = sub(n, one)
+      if n <= 0 goto done
+      goto loop
+done: halt
+"""
+
+
+def test_cli_compare_fails_where_the_reference_leaves_the_machines_domain(capsys, tmp_path):
+    path = tmp_path / "grow.fleq"
+    path.write_text(GROW)
+    code, out, err = run_cli(capsys, "compare", str(path), "--json")
+    data = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
+    assert code == 1 and not data["ok"] and data["steps"] == 1 and "Warning" not in err
+    assert data["domain"].startswith("step 0: a = mul(a, a) leaves the machine's domain")
+    code, out, _ = run_cli(capsys, "compare", str(path))
+    assert code == 1 and out.strip().splitlines()[-1].startswith(
+        "domain: step 0: a = mul(a, a) leaves the machine's domain")
+
+
+def test_compare_json_turns_non_finite_figures_into_null():
+    from vm.runtime.compare import FleqComparison, FleqStepError
+    row = FleqStepError(0, 0, "a = mul(a, a)", "a", math.inf, math.nan, math.inf,
+                        np.array([[math.inf]]), np.array([[1.0]]))
+    text = FLEQ.compare_report(FleqComparison(1, False, [row], None, "step 0: ..."), True)
+    data = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
+    assert data["max_abs_error"] is None and data["writes"][0]["rel_error"] is None
+    assert data["writes"][0]["transformer"] == [[None]] and not data["ok"]

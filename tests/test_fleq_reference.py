@@ -107,3 +107,44 @@ def test_running_does_not_change_the_program_and_a_halted_machine_stays_put():
     machine.reset()
     assert machine.pc == 0 and machine.steps == 0
     assert all(np.array_equal(a, b) for a, b in zip(machine.cells, initial))
+
+
+GROW = """.data
+a: 1e15
+n: 40
+one: 1
+.code
+loop: a = {op}(a, a)
+      n = sub(n, one)
+      if n <= 0 goto done
+      goto loop
+done: halt
+"""
+
+
+@pytest.mark.parametrize("op", ["mul", "add"])
+def test_a_value_beyond_the_machines_domain_stops_the_run_without_numpy_warnings(op):
+    import warnings
+    program = FLEQ.assemble_text(GROW.format(op=op))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = run_fleq_reference(program, 1000)
+    assert not result.halted and result.steps == 1
+    assert result.left_domain is not None and result.left_domain.step == 0
+    assert result.left_domain.violation(program).describe().startswith(
+        f"step 0: a = {op}(a, a) leaves the machine's domain (every value within |x| <= 2^50")
+
+
+def test_overflow_inside_a_step_is_silent_and_reported_as_leaving_the_domain():
+    import warnings
+    program = FLEQ.assemble_text(GROW.format(op="mul"))
+    reference = FleqReference(program)
+    reference.cells[program.variables["a"].cell][0, 0] = 1e200  # as if a run had got here
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        record = reference.step()
+    assert not np.isfinite(record.new[0, 0]) and reference.left_domain.step == 0
+
+
+def test_a_program_inside_the_domain_has_no_domain_exit():
+    assert run_fleq_reference(FLEQ.assemble_text(LOOP.format(k=3))).left_domain is None

@@ -29,3 +29,31 @@ def test_the_limit_counts_steps_made_before_and_records_nothing_untraced() -> No
     assert step_until_halted(machine, 4) == []
     assert step_until_halted(machine, 6, trace=True) == [4, 5]
     assert not machine.halted and machine.steps == 6
+
+
+def test_progress_sees_the_count_every_clock_every_steps_and_may_end_the_run() -> None:
+    from vm.machines.stepping import CLOCK_EVERY
+
+    class Late(Exception):
+        pass
+
+    seen = []
+
+    def progress(count: int) -> None:
+        seen.append(count)
+        if len(seen) == 2:
+            raise Late
+
+    machine = Countdown(10 * CLOCK_EVERY)
+    try:
+        step_until_halted(machine, 10 * CLOCK_EVERY, progress=progress)
+    except Late:
+        pass
+    assert seen == [CLOCK_EVERY, 2 * CLOCK_EVERY] and machine.steps == 2 * CLOCK_EVERY
+
+
+def test_stop_ends_the_run_after_the_step_that_asked_for_it() -> None:
+    machine = Countdown(10)
+    assert step_until_halted(machine, 10, trace=True, stop=lambda: machine.steps == 3) \
+        == [0, 1, 2]
+    assert not machine.halted

@@ -20,10 +20,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "run", help="run a program and print its final memory by name",
         description="Run PROG (or --csv CMDS MEM) until it reaches its EOF instruction or the "
                     "step limit, on the looped transformer (default) or the reference "
-                    "interpreter. Exit code 0 when it halted, 1 when it did not, when the "
-                    "checked mode reported a precision error, or (FLEQ) when a block was "
-                    "called outside the domain its error bound covers (the `domain:` line "
-                    "names the first such step).")
+                    "interpreter. Exit code 0 when it halted, 1 when it did not (the step "
+                    "limit, or --max-seconds on either engine), when the checked mode "
+                    "reported a precision error, or (FLEQ) when a block was called outside "
+                    "the domain its error bound covers or a value left the machine's domain "
+                    "(the `domain:` line names the first such step; the reference run stops "
+                    "there).")
     add_program_arguments(parser)
     parser.add_argument("--engine", choices=["transformer", "reference"], default="transformer",
                         help="transformer: the looped transformer (default); reference: the "
@@ -52,10 +54,14 @@ def run(args: argparse.Namespace) -> int:
     output_format = args.output_format or "text"
     if args.engine == "reference":
         given = input_options(args, isa, transformer=False)
-        result = isa.run_reference(program, args.max_steps, trace=args.trace, **given)
+        progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds)
+        result = isa.run_reference(program, args.max_steps, trace=args.trace,
+                                   progress=progress, **given)
+        progress.done()
+        checks = isa.reference_checks(program, result)
         print_result(program, result, "reference", args.json,
-                     isa.result_lines(result, output_format, args.json))
-        return 0 if result.halted else 1
+                     {**checks.lines, **isa.result_lines(result, output_format, args.json)})
+        return 0 if result.halted and checks.ok else 1
     given = input_options(args, isa)
     config = engine_config(args)
     if args.trace:

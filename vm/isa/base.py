@@ -107,8 +107,15 @@ class InstructionSet(ABC):
 
     # -- the reference and comparison -------------------------------------------------------
     @abstractmethod
-    def run_reference(self, program: Any, max_steps: int, trace: bool = False) -> RunResult:
-        """Run the exact interpreter."""
+    def run_reference(self, program: Any, max_steps: int, trace: bool = False,
+                      progress: Callable[[int], None] | None = None) -> RunResult:
+        """Run the exact interpreter; `progress` gets the step count now and then and may
+        end the run by raising (TimeLimitExceeded)."""
+
+    def reference_checks(self, program: Any, result: RunResult) -> RunChecks:
+        """Checks a finished reference run must pass beyond halting; none unless the ISA
+        has some (FLEQ: the machine's domain)."""
+        return RunChecks()
 
     def run_transformer(self, program: Any, geometry: Any, max_steps: int, config: EngineConfig,
                         progress: Callable[[int], None] | None = None,

@@ -5,7 +5,9 @@ cells are printed and named."""
 from __future__ import annotations
 
 import json
+import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -26,7 +28,7 @@ from vm.machines.subleq.reference import RunResult
 from vm.routines import ROUTINES
 from vm.runtime.config import EngineConfig
 from vm.runtime.export import fleq_layout_extra
-from vm.machines.fleq.domains import first_domain_violation
+from vm.machines.fleq.domains import DomainViolation, first_domain_violation
 from vm.transformer.layout import Layout
 
 if TYPE_CHECKING:
@@ -41,6 +43,13 @@ PAPER_ROUTINES = {"sgd_step": (13, 1, "Section 9, SGD with backpropagation"),
 """Routines the paper builds a transformer for: (layers, heads, where)."""
 PAPER_PROGRAMS = {"matrix_inverse.fleq": "inverse", "power_iteration.fleq": "power_iteration"}
 """Programs that write a routine's expansion out by hand (programs/fleq), by file name."""
+
+
+@dataclass
+class FleqRun(RunResult):
+    """A reference run, and the step that left the machine's domain (None: none did)."""
+
+    domain: DomainViolation | None = None
 
 
 class Fleq(InstructionSet):
@@ -85,10 +94,17 @@ class Fleq(InstructionSet):
     def default_dtype(self) -> str:
         return FleqMachine.default_dtype
 
-    def run_reference(self, program: FleqProgram, max_steps: int,
-                      trace: bool = False) -> RunResult:
-        fleq = run_fleq_reference(program, max_steps, trace=trace)
-        return RunResult(fleq.cells, fleq.pc, fleq.steps, fleq.halted, fleq.trace)
+    def run_reference(self, program: FleqProgram, max_steps: int, trace: bool = False,
+                      progress: Callable[[int], None] | None = None) -> FleqRun:
+        """Stops at the first value outside the machine's domain (`FleqRun.domain`)."""
+        fleq = run_fleq_reference(program, max_steps, trace=trace, progress=progress)
+        domain = fleq.left_domain.violation(program) if fleq.left_domain else None
+        return FleqRun(fleq.cells, fleq.pc, fleq.steps, fleq.halted, fleq.trace, domain)
+
+    def reference_checks(self, program: FleqProgram, result: FleqRun) -> RunChecks:
+        """The machine's domain, as the transformer run's `domain:` line names it."""
+        return RunChecks({"domain": "ok" if result.domain is None
+                          else result.domain.describe()}, result.domain is None)
 
     def compare(self, program: FleqProgram, geometry: FleqGeometry, max_steps: int,
                 config: EngineConfig, progress: Callable[[int], None] | None = None
@@ -97,23 +113,29 @@ class Fleq(InstructionSet):
         return compare_fleq(program, geometry, max_steps, config, progress)
 
     def compare_report(self, result: FleqComparison, as_json: bool) -> str:
+        """Text, or JSON where a non-finite figure is null (`domain` or a `not finite`
+        divergence says why; a relative error is infinite where the exact value is all
+        zero and the written one is not)."""
         if as_json:
             steps = [{"step": e.step, "pc": e.pc, "instruction": e.instruction, "cell": e.cell,
                       "abs_error": e.absolute, "rel_error": e.relative,
                       "local_abs_error": e.local_absolute,
                       "transformer": e.transformer.tolist(), "reference": e.reference.tolist()}
                      for e in result.errors]
-            return json.dumps({"ok": result.ok, "steps": result.steps, "halted": result.halted,
-                               "max_abs_error": result.max_absolute,
-                               "max_rel_error": result.max_relative, "writes": steps,
-                               "branch_divergence": result.branch.__dict__ if result.branch
-                               else None}, indent=2)
+            return json.dumps(_finite_or_null(
+                {"ok": result.ok, "steps": result.steps, "halted": result.halted,
+                 "max_abs_error": result.max_absolute, "max_rel_error": result.max_relative,
+                 "writes": steps, "domain": result.domain or "ok",
+                 "branch_divergence": result.branch.__dict__ if result.branch else None}),
+                indent=2, allow_nan=False)
         lines = [f"{'step':>6} {'pc':>4}  {'instruction':<32} {'cell':<8} {'abs error':>10} "
                  f"{'rel error':>10} {'block alone':>11}"]
         for e in result.errors:
             lines.append(f"{e.step:>6} {e.pc:>4}  {e.instruction:<32} {e.cell:<8} "
                          f"{e.absolute:>10.3g} {e.relative:>10.3g} {e.local_absolute:>11.3g}")
-        if result.branch is not None:
+        if result.domain is not None:
+            lines.append(f"domain: {result.domain}")
+        elif result.branch is not None:
             prefix = "branch " if result.branch.field == "pc" else ""
             lines.append(f"{prefix}{result.branch.describe()}")
         else:
@@ -186,6 +208,17 @@ class Fleq(InstructionSet):
         deepest = max((b["layers"] for b in blocks), default=0)
         return PaperComparison(9 + deepest, None, "Theorem 2: 9 + max(l_i)", blocks,
                                paper_routines(program))
+
+
+def _finite_or_null(value: object) -> object:
+    """JSON has no NaN or infinity: such floats, anywhere in `value`, become null."""
+    if isinstance(value, dict):
+        return {key: _finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_null(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _block_row(block, d: int) -> dict:

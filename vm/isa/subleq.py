@@ -62,8 +62,9 @@ class Subleq(InstructionSet):
     def default_dtype(self) -> str:
         return SubleqMachine.default_dtype
 
-    def run_reference(self, program: Program, max_steps: int, trace: bool = False) -> RunResult:
-        return run_reference(program, max_steps, trace=trace)
+    def run_reference(self, program: Program, max_steps: int, trace: bool = False,
+                      progress: Callable[[int], None] | None = None) -> RunResult:
+        return run_reference(program, max_steps, trace=trace, progress=progress)
 
     def compare(self, program: Program, geometry: Geometry, max_steps: int,
                 config: EngineConfig, progress: Callable[[int], None] | None = None

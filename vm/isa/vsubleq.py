@@ -83,8 +83,9 @@ class Vsubleq(InstructionSet):
         return VsubleqMachine.default_dtype
 
     def run_reference(self, program: Image, max_steps: int, trace: bool = False,
+                      progress: Callable[[int], None] | None = None,
                       input_bytes: bytes = b"") -> Result:
-        return run_reference(program, max_steps, input_bytes, trace)
+        return run_reference(program, max_steps, input_bytes, trace, progress)
 
     def run_transformer(self, program: Image, geometry: VGeometry, max_steps: int,
                         config: EngineConfig, progress: Callable[[int], None] | None = None,

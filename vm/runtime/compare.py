@@ -134,10 +134,13 @@ class FleqComparison:
     halted: bool
     errors: list[FleqStepError]
     branch: Divergence | None
+    domain: str | None = None
+    """The first step at which either side wrote a value outside the machine's domain
+    (its `domain:` line); errors measured past it would be overflow, not the machine's."""
 
     @property
     def ok(self) -> bool:
-        return self.branch is None
+        return self.branch is None and self.domain is None
 
     @property
     def max_absolute(self) -> float:
@@ -179,8 +182,10 @@ def _relative(error: np.ndarray, exact: np.ndarray) -> float:
 
 def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = EngineConfig(),
                  progress: Callable[[int], None] | None = None) -> FleqComparison:
-    """Run a FLEQ program on the transformer and the reference side by side."""
-    from vm.machines.fleq.reference import FleqReference
+    """Run a FLEQ program on the transformer and the reference side by side; stop at a
+    branch that differs, a damaged cell, or a value either side writes outside the
+    machine's domain."""
+    from vm.machines.fleq.reference import FleqReference, machine_domain_problem
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])
     reference = FleqReference(program)
@@ -207,6 +212,16 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
                                         program.cell_name(record.written),
                                         float(difference.max()), _relative(difference, exact),
                                         float(np.abs(got - local).max()), got, exact))
+            if reference.left_domain is not None:
+                domain = reference.left_domain.violation(program).describe()
+                return FleqComparison(step + 1, False, errors, None, f"{domain} (on the reference)")
+            problem = machine_domain_problem(got)
+            if problem is not None:
+                text = program.instruction_text(pc)
+                return FleqComparison(step + 1, False, errors, None,
+                                      f"step {step}: {text} leaves the machine's domain "
+                                      f"({problem}) on the transformer, which wrote "
+                                      f"{_shown(got)}")
         if new_pc != reference.pc:
             divergence = Divergence(step, pc, program.instruction_text(pc), "pc", reference.pc,
                                     new_pc)

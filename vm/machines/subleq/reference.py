@@ -8,6 +8,7 @@ binary adder does, so the transformer must agree with it bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from assembler.program import Program, wrap
 from vm.machines.stepping import step_until_halted
@@ -74,12 +75,15 @@ class ReferenceMachine:
         self.steps += 1
         return record
 
-    def run(self, max_steps: int, trace: bool = False) -> RunResult:
-        """Run until EOF or `max_steps` instructions; steps count executed instructions."""
-        records = step_until_halted(self, max_steps, trace)
+    def run(self, max_steps: int, trace: bool = False,
+            progress: Callable[[int], None] | None = None) -> RunResult:
+        """Run until EOF or `max_steps` instructions; steps count executed instructions.
+        `progress` (a step count now and then) may end the run by raising."""
+        records = step_until_halted(self, max_steps, trace, progress)
         return RunResult(list(self.memory), self.pc, self.steps, self.halted, records)
 
 
-def run_reference(program: Program, max_steps: int = 100_000, trace: bool = False) -> RunResult:
+def run_reference(program: Program, max_steps: int = 100_000, trace: bool = False,
+                  progress: Callable[[int], None] | None = None) -> RunResult:
     """Run `program` from its initial state on the reference interpreter."""
-    return ReferenceMachine(program).run(max_steps, trace)
+    return ReferenceMachine(program).run(max_steps, trace, progress)

@@ -13,6 +13,7 @@ transformer keyed by the low log2(m) bits of a word does.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from vm.common.errors import InputError
 from vm.machines.stepping import step_until_halted
@@ -131,14 +132,17 @@ class Reference:
         self.steps += 1
         return record
 
-    def run(self, max_steps: int, trace: bool = False) -> Result:
-        """Run until halted or `max_steps` instructions."""
-        records = step_until_halted(self, max_steps, trace)
+    def run(self, max_steps: int, trace: bool = False,
+            progress: Callable[[int], None] | None = None) -> Result:
+        """Run until halted or `max_steps` instructions; `progress` (a step count now and
+        then) may end the run by raising."""
+        records = step_until_halted(self, max_steps, trace, progress)
         return Result(list(self.memory), self.pc, self.steps, self.halted,
                       bytes(self.output), records)
 
 
 def run_reference(image: Image, max_steps: int = 100_000, input_bytes: bytes = b"",
-                  trace: bool = False) -> Result:
+                  trace: bool = False, progress: Callable[[int], None] | None = None
+                  ) -> Result:
     """Run `image` from its initial state on the reference interpreter."""
-    return Reference(image, input_bytes).run(max_steps, trace)
+    return Reference(image, input_bytes).run(max_steps, trace, progress)
