@@ -15,6 +15,7 @@ from typing import Iterator
 import numpy as np
 
 from assembler.csv_format import DEFAULT_CSV_SCRATCH, SETTINGS_FILE, csv_settings, load_csv
+from vm.common.json_values import finite_or_null
 from vm.common.errors import InputError
 from vm.isa import SUBLEQ, InstructionSet, ProgramOptions, for_path, for_program
 from vm.isa.base import format_value
@@ -303,18 +304,6 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
             os.unlink(temporary)
 
 
-def _finite_or_null(value):
-    """JSON has no NaN or infinity: such values (a run that left its domain, which the
-    `domain` entry names) become null."""
-    if isinstance(value, dict):
-        return {key: _finite_or_null(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite_or_null(item) for item in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def _jsonable(record) -> dict:
     return {key: (value.tolist() if isinstance(value, np.ndarray) else value)
             for key, value in record.__dict__.items()}
@@ -327,10 +316,10 @@ def print_result(program: object, result: RunResult, engine: str, as_json: bool,
     memory = isa.named_memory(program, result.memory)
     if as_json:
         payload = {"engine": engine, "halted": result.halted, "steps": result.steps,
-                   "pc": result.pc, "memory": _finite_or_null(memory), **(extra or {})}
+                   "pc": result.pc, "memory": memory, **(extra or {})}
         if result.trace:
             payload["trace"] = [_jsonable(record) for record in result.trace]
-        print(json.dumps(payload, indent=2))
+        print(json.dumps(finite_or_null(payload), indent=2, allow_nan=False))
         return
     for record in result.trace:
         print(isa.trace_line(program, record))

@@ -5,7 +5,6 @@ cells are printed and named."""
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 
 from assembler.fleq import assemble_fleq, assemble_fleq_file
 from assembler.fleq_program import FleqProgram
+from vm.common.json_values import finite_or_null
 from vm.common.errors import InputError
 from vm.common.signatures import Catalogue
 from vm.functions import REGISTRY, dtype_parameters
@@ -122,7 +122,7 @@ class Fleq(InstructionSet):
                       "local_abs_error": e.local_absolute,
                       "transformer": e.transformer.tolist(), "reference": e.reference.tolist()}
                      for e in result.errors]
-            return json.dumps(_finite_or_null(
+            return json.dumps(finite_or_null(
                 {"ok": result.ok, "steps": result.steps, "halted": result.halted,
                  "max_abs_error": result.max_absolute, "max_rel_error": result.max_relative,
                  "writes": steps, "domain": result.domain or "ok",
@@ -208,17 +208,6 @@ class Fleq(InstructionSet):
         deepest = max((b["layers"] for b in blocks), default=0)
         return PaperComparison(9 + deepest, None, "Theorem 2: 9 + max(l_i)", blocks,
                                paper_routines(program))
-
-
-def _finite_or_null(value: object) -> object:
-    """JSON has no NaN or infinity: such floats, anywhere in `value`, become null."""
-    if isinstance(value, dict):
-        return {key: _finite_or_null(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite_or_null(item) for item in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _block_row(block, d: int) -> dict:
