@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from vm.cli import main
+from fleq_sources import GROW
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTORIAL = str(ROOT / "programs" / "subleq" / "factorial.sq")
@@ -301,22 +302,9 @@ def test_run_reference_obeys_max_seconds(capsys, tmp_path):
     assert "Traceback" not in err
 
 
-GROW_FLEQ = """.data
-a: 1e15
-n: 40
-one: 1
-.code
-loop: a = mul(a, a)
-      n = sub(n, one)
-      if n <= 0 goto done
-      goto loop
-done: halt
-"""
-
-
 def test_run_reference_reports_a_value_leaving_the_machines_domain(capsys, tmp_path):
     path = tmp_path / "grow.fleq"
-    path.write_text(GROW_FLEQ)
+    path.write_text(GROW.format(op="mul"))
     code, out, err = run_cli(capsys, "run", str(path), "--engine", "reference")
     assert code == 1 and "Warning" not in err
     assert "domain: step 0: a = mul(a, a) leaves the machine's domain" in out

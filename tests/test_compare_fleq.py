@@ -16,6 +16,7 @@ from vm.cli import main
 from vm.runtime.compare import compare_fleq
 from vm.common.errors import PrecisionError
 from vm.runtime.executor import EngineConfig, TransformerExecutor
+from fleq_sources import GROW
 
 ROOT = Path(__file__).resolve().parents[1]
 CALCULATOR = ROOT / "programs" / "fleq" / "calculator.fleq"
@@ -230,22 +231,9 @@ def test_compare_fails_when_a_cell_the_instruction_does_not_write_changes(monkey
     assert result.branch.field == "cell n (not written by this instruction)"
 
 
-GROW = """.data
-a: 1e15
-n: 40
-one: 1
-.code
-loop: a = mul(a, a)
-      n = sub(n, one)
-      if n <= 0 goto done
-      goto loop
-done: halt
-"""
-
-
 def test_cli_compare_fails_where_the_reference_leaves_the_machines_domain(capsys, tmp_path):
     path = tmp_path / "grow.fleq"
-    path.write_text(GROW)
+    path.write_text(GROW.format(op="mul"))
     code, out, err = run_cli(capsys, "compare", str(path), "--json")
     data = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
     assert code == 1 and not data["ok"] and data["steps"] == 1 and "Warning" not in err

@@ -11,6 +11,7 @@ import pytest
 from vm.isa import FLEQ
 from vm.machines.fleq.reference import FleqReference, run_fleq_reference
 from vm.routines.base import matrix_literal
+from fleq_sources import GROW
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,19 +108,6 @@ def test_running_does_not_change_the_program_and_a_halted_machine_stays_put():
     machine.reset()
     assert machine.pc == 0 and machine.steps == 0
     assert all(np.array_equal(a, b) for a, b in zip(machine.cells, initial))
-
-
-GROW = """.data
-a: 1e15
-n: 40
-one: 1
-.code
-loop: a = {op}(a, a)
-      n = sub(n, one)
-      if n <= 0 goto done
-      goto loop
-done: halt
-"""
 
 
 @pytest.mark.parametrize("op", ["mul", "add"])
