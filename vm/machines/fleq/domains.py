@@ -13,11 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from assembler.fleq_program import FleqProgram
-from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
-from vm.machines.fleq.reference import FleqReference
+from vm.machines.fleq.reference import FleqReference, machine_domain_problem
 
 
 @dataclass(frozen=True)
@@ -36,10 +33,6 @@ class DomainViolation:
         hint = f" (widen it with {self.widen})" if self.widen else ""
         return (f"step {self.step}: {self.instruction} leaves {owner} domain "
                 f"({self.domain}){hint}, where its error bound does not hold")
-
-
-def _within_magnitude(value: np.ndarray) -> bool:
-    return bool(np.isfinite(value).all() and np.abs(value).max(initial=0.0) <= MAGNITUDE)
 
 
 EXACT_INTEGERS = {"float32": 2 ** 24, "float64": 2 ** 53}
@@ -67,9 +60,9 @@ def first_domain_violation(program: FleqProgram, max_steps: int,
         if block.arity == 2:
             values.append(reference.cells[instruction.b][:hb, :wb])
         record = reference.step()
-        if record.new is not None and not _within_magnitude(record.new):
-            return DomainViolation(step, program.instruction_text(pc), "the machine",
-                                   f"every value within |x| <= 2^{MAGNITUDE_BITS}, finite")
+        problem = None if record.new is None else machine_domain_problem(record.new)
+        if problem is not None:
+            return DomainViolation(step, program.instruction_text(pc), "the machine", problem)
         if record.written in counters and abs(record.new[0, 0]) > exact_integers:
             return DomainViolation(step, program.instruction_text(pc), "the machine",
                                    f"counters within |n| <= 2^{exact_integers.bit_length() - 1}"
