@@ -57,9 +57,9 @@ def _add_common_arguments(parser: argparse.ArgumentParser, threads_default: str)
     parser.add_argument("--seconds", type=bench_seconds, default=2.0,
                         help="time budget per measurement, after a warm-up (a pass, a CUDA "
                              "graph's chunk, or a FLEQ program's whole run) that is timed and "
-                             "shown apart (default 2)")
+                             "shown apart (default 2, at most 3600)")
     parser.add_argument("--threads", type=thread_count,
-                        help=f"torch CPU threads (default: {threads_default})")
+                        help=f"torch CPU threads, 1 to 256 (default: {threads_default})")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 

@@ -165,10 +165,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                             "the scratchpad, O(n) a pass (default); dense: every column to "
                             "every column, O(n^2)")
     group.add_argument("--temperature", type=temperature_value, metavar="LAM",
-                       help="softmax temperature lam (default for SUBLEQ: ln((n-1)/2^-54)/2, "
-                            "which makes every read exact to the last bit; for FLEQ: 800, and "
-                            "at least 746 in float64 or 104 in float32, where moved reals "
-                            "arrive bit-exact)")
+                       help="softmax temperature lam, above 0 and at most 1e6 (default for "
+                            "SUBLEQ: ln((n-1)/2^-54)/2, which makes every read exact to the "
+                            "last bit; for FLEQ: 800, and at least 746 in float64 or 104 in "
+                            "float32, where moved reals arrive bit-exact)")
     group.add_argument("--checked", action="store_true",
                        help="validate every read and the state after every pass; stop with a "
                             "precision error instead of computing on (also on automatically "
