@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from assembler.fleq_program import FleqProgram
-from vm.machines.fleq.reference import FleqReference, machine_domain_problem
+from vm.machines.fleq.reference import EXACT_COUNTER, FleqReference, machine_domain_problem
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class DomainViolation:
                 f"({self.domain}){hint}, where its error bound does not hold")
 
 
-EXACT_INTEGERS = {"float32": 2 ** 24, "float64": 2 ** 53}
+EXACT_INTEGERS = {"float32": 2 ** 24, "float64": EXACT_COUNTER}
 """Above these magnitudes a dtype no longer holds every integer, so a counter stops counting."""
 
 

@@ -276,7 +276,8 @@ def _write_layer(layout: Layout, lam: float) -> LayerWeights:
 def vsubleq_machine(geometry: VGeometry, temperature: float | None = None) -> VsubleqMachine:
     """Build (once per geometry and temperature) the standard SUBLEQ looped transformer."""
     layout = vsubleq_layout(geometry)
-    lam = default_temperature(geometry.columns) if temperature is None else check_temperature(float(temperature))
+    lam = (default_temperature(geometry.columns) if temperature is None
+           else check_temperature(float(temperature)))
     layers = [_fetch_layer(layout, geometry, lam), _read_layer(layout, geometry, lam),
               *_subtract_layers(layout, geometry.bits), _branch_layer(layout, geometry),
               _write_layer(layout, lam)]
