@@ -111,3 +111,16 @@ def test_checked_repl_stops_a_pass_that_leaves_its_levels_and_agrees_when_warm()
                        EngineConfig(checked=True, temperature=1.0))
     cold.execute("input hi")
     assert "precision error at step 0" in cold.execute("step")
+
+
+def test_input_too_long_for_the_tape_leaves_both_engines_as_they_were():
+    """The transformer is rebuilt for the longer tape before the input is recorded: a tape
+    past the column limit is refused without the reference having taken the bytes."""
+    repl = VsubleqRepl(image("echo.dec"), "echo.dec")
+    out = repl.execute("input " + "a" * 70_000)
+    assert out.startswith("error:") and len(out.splitlines()) == 1
+    assert repl.fed == b"" and repl.reference.input == b""
+    repl.execute("input z")
+    out = repl.execute("continue")
+    assert "DIVERGENCE" not in out and "(halted)" in out
+    assert repl.run.state().output == b"z"

@@ -50,20 +50,20 @@ class VsubleqRepl:
         self.fed = b""
         self.reference = Reference(image)
         self.finished = False
-        self.run = self._build(None, OUTPUT_SLACK)
+        self.run = self._build(None, OUTPUT_SLACK, self.fed)
 
     def summary(self) -> str:
         return (f"loaded {self.path}: {self.image.length} words in {self.image.size} cells, "
                 f"{self.image.bits}-bit words")
 
-    def _build(self, state: VState | None, outputs: int) -> TransformerRun:
-        """A transformer for the input fed so far and `outputs` output bytes, in `state`."""
+    def _build(self, state: VState | None, outputs: int, fed: bytes) -> TransformerRun:
+        """A transformer for the input `fed` and `outputs` output bytes, in `state`."""
         run = TransformerRun(self.image, self.config.dtype or VSUBLEQ.default_dtype,
                              self.config.attention, self.config.temperature,
-                             self.config.device, self.fed, outputs, self.config.checked)
+                             self.config.device, fed, outputs, self.config.checked)
         if state is not None:
             card = torch.as_tensor(encode_state(self.image, run.geometry, run.machine.layout,
-                                                self.fed, state)[None],
+                                                fed, state)[None],
                                    dtype=run.X.dtype, device=run.X.device)
             run.X = to_internal(card)
             if run.checker is not None:
@@ -100,13 +100,13 @@ class VsubleqRepl:
             try:
                 self.run.step()
             except PrecisionError as error:  # the checked mode: X is off; keep `before`
-                self.run = self._build(before, len(before.output) + OUTPUT_SLACK)
+                self.run = self._build(before, len(before.output) + OUTPUT_SLACK, self.fed)
                 lines.append(f"error: {error}; both engines stay before this step")
                 break
             record = self.reference.step()
             state = self.run.state()
             if state.overflow:  # the tape ran full: grow it, redo the pass from `before`
-                self.run = self._build(before, len(before.output) + OUTPUT_SLACK)
+                self.run = self._build(before, len(before.output) + OUTPUT_SLACK, self.fed)
                 self.run.step()
                 state = self.run.state()
             if len(lines) < listed:
@@ -147,9 +147,10 @@ class VsubleqRepl:
         if not data:
             raise InputError("nothing to feed: input TEXT")
         state = self.run.state()
-        self.fed += data
+        fed = self.fed + data
+        run = self._build(state, max(self.run.geometry.outputs, len(state.output)), fed)
+        self.run, self.fed = run, fed  # only now: a tape too long leaves the session as it was
         self.reference.input += data
-        self.run = self._build(state, max(self.run.geometry.outputs, len(state.output)))
         if self.reference.halted:
             return f"fed {len(data)} bytes ({len(self.fed)} in all), but the image has halted"
         return f"fed {len(data)} bytes ({len(self.fed) - self.reference.read} not read yet)"
