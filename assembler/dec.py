@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 
-from assembler.diagnostics import SourceError
+import lark
+
+from assembler.diagnostics import SourceError, int_literal
 from vm.common.errors import InputError
 
 MAX_WORDS = 1 << 15
@@ -28,7 +30,9 @@ def load_image(text: str, file: str = "<image>") -> list[int]:
             if len(words) >= MAX_WORDS:
                 raise SourceError(f"image longer than {MAX_WORDS} words", file, text, number,
                                   match.start() + 1, len(token))
-            words.append(int(token))
+            words.append(int_literal(token, 10, file, text,
+                                     lark.Token("WORD", token, line=number,
+                                                column=match.start() + 1)))
     if not words:
         raise InputError(f"{file}: the image holds no words")
     return words

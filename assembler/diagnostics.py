@@ -71,6 +71,19 @@ def deepest(tree: lark.Tree) -> tuple[int, lark.Tree]:
     return best, best_node
 
 
+MAX_LITERAL_DIGITS = 100
+"""Most significant digits an integer literal may have: far more than a 64-bit word, a
+count or a shape needs, and few enough to convert at once (Python refuses to convert more
+than 4,300 decimal digits, with a ValueError rather than a message)."""
+
+
+def int_literal(digits: str, base: int, file: str, text: str, where: lark.Token) -> int:
+    """int(digits, base) of a literal in the source, or a SourceError at `where` when it has
+    more than MAX_LITERAL_DIGITS significant digits."""
+    if len(digits.lstrip("+-").lstrip("0")) > MAX_LITERAL_DIGITS:
+        raise error_at(f"number longer than {MAX_LITERAL_DIGITS} digits", file, text, where)
+    return int(digits, base)
+
 MAX_SOURCE_BYTES = 4 << 20
 """The most a source file (.sq, .fleq, .vsq, .dec, CSV, program.json) may hold, 4 MiB:
 generous, as the shipped programs are a few KiB and one filling the transformer's 65,536

@@ -24,7 +24,8 @@ from pathlib import Path
 import lark
 import numpy as np
 
-from assembler.diagnostics import SourceError, error_at, parse_located, read_source
+from assembler.diagnostics import (SourceError, error_at, int_literal, parse_located,
+                                  read_source)
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
@@ -107,7 +108,7 @@ class _FleqAssembler:
                              node.children[0])
         self.header_lines[key] = node.children[0].line
         if node.data == "block_size":
-            value = int(node.children[1])
+            value = int_literal(node.children[1], 10, self.file, self.text, node.children[1])
             if not 1 <= value <= MAX_BLOCK:
                 raise self.error(f"block size must be between 1 and {MAX_BLOCK}",
                                  node.children[1])
@@ -176,7 +177,8 @@ class _FleqAssembler:
         self.values[str(name)] = array
 
     def shape(self, token: lark.Token) -> tuple[int, int]:
-        rows, columns = (int(part) for part in token.lower().split("x"))
+        rows, columns = (int_literal(part, 10, self.file, self.text, token)
+                         for part in token.lower().split("x"))
         if rows < 1 or columns < 1:
             raise self.error("shapes need at least one row and one column", token)
         if rows > MAX_BLOCK or columns > MAX_BLOCK:

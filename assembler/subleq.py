@@ -15,7 +15,7 @@ from pathlib import Path
 
 import lark
 
-from assembler.diagnostics import (MAX_NESTING, SourceError, deepest, error_at,
+from assembler.diagnostics import (MAX_NESTING, SourceError, deepest, error_at, int_literal,
                                   parse_located, read_source)
 from assembler.program import (
     MINUS_ONE_CELL,
@@ -168,7 +168,7 @@ class _Assembler:
     # -- expressions ----------------------------------------------------------
     def evaluate(self, node: lark.Tree) -> _Value:
         if node.data == "number":
-            return _Value("number", parse_number(node.children[0]))
+            return _Value("number", parse_number(node.children[0], self.file, self.text))
         if node.data == "negate":
             inner = self.evaluate(node.children[1])
             if inner.kind != "number":
@@ -291,14 +291,15 @@ class _Assembler:
                        (ZERO_CELL, MINUS_ONE_CELL))
 
 
-def parse_number(literal: str) -> int:
-    """Decimal (leading zeros allowed), 0x hexadecimal or 0b binary."""
+def parse_number(literal: lark.Token, file: str, text: str) -> int:
+    """Decimal (leading zeros allowed), 0x hexadecimal or 0b binary; located errors in
+    `file` (`text`) for a literal too long to convert."""
     prefix = literal[:2].lower()
     if prefix == "0x":
-        return int(literal[2:], 16)
+        return int_literal(literal[2:], 16, file, text, literal)
     if prefix == "0b":
-        return int(literal[2:], 2)
-    return int(literal, 10)
+        return int_literal(literal[2:], 2, file, text, literal)
+    return int_literal(literal, 10, file, text, literal)
 
 
 def parse(text: str, file: str) -> lark.Tree:

@@ -105,7 +105,7 @@ class _Assembler:
     def constant(self, node: lark.Tree) -> int:
         """A count or size, known in pass 1: numbers only (no labels, no '?')."""
         if node.data == "number":
-            return parse_number(node.children[0])
+            return parse_number(node.children[0], self.file, self.text)
         if node.data == "negate":
             return -self.constant(node.children[1])
         if node.data == "binary":
@@ -118,7 +118,7 @@ class _Assembler:
     def evaluate(self, node: lark.Tree, here: int) -> int:
         """The value of an expression in the word at address `here` - 1 ('?' is `here`)."""
         if node.data == "number":
-            return parse_number(node.children[0])
+            return parse_number(node.children[0], self.file, self.text)
         if node.data == "here":
             return here
         if node.data == "negate":

@@ -363,3 +363,31 @@ def test_the_hostile_table_is_large(capsys):
     cases = (len(SQ_ERRORS) + len(FLEQ_ERRORS) + len(CALC_ERRORS) + len(FLAG_CASES)
              + len(MATRIX_CASES) + 4 * len(PROGRAM_FILE_CASES) + 4 + 2 + len(CSV_CASES))
     assert cases >= 100
+
+
+# -- asm / run / compare / inspect / export / trace: the three instruction sets ------------
+
+LONG_LITERAL = "9" * 5000
+"""More digits than Python converts to an int at once (4,300)."""
+LONG_LITERAL_SOURCES = {
+    "sq_value": ("prog.sq", f".data\nx: {LONG_LITERAL}\n.code\nhalt\n"),
+    "sq_hex_bits": ("prog.sq", f".bits 0x{'f' * 5000}\n.code\nhalt\n"),
+    "vsq_word": ("prog.vsq", f"x: .word {LONG_LITERAL}\nhalt\n"),
+    "vsq_zero_count": ("prog.vsq", f"x: .zero {LONG_LITERAL}\nhalt\n"),
+    "dec_word": ("prog.dec", f"0 0 -1\n{LONG_LITERAL} 0 0\n"),
+    "fleq_block_size": ("prog.fleq", f".d {LONG_LITERAL}\n.data\na: 1.0\n.code\n halt\n"),
+    "fleq_zeros_shape": ("prog.fleq", f".data\nx: .zeros {LONG_LITERAL}x1\n.code\n halt\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONG_LITERAL_SOURCES))
+def test_integer_literals_too_long_to_convert_are_located(name, capsys, tmp_path):
+    file, text = LONG_LITERAL_SOURCES[name]
+    (tmp_path / file).write_text(text)
+    err = refused(["asm", str(tmp_path / file)], capsys, "number longer than")
+    assert LOCATED.search(err), err[-500:]
+
+
+def test_long_literals_of_leading_zeros_still_assemble(capsys, tmp_path):
+    (tmp_path / "prog.vsq").write_text(f"x: .word 0b{'0' * 5000}1\nhalt\n")
+    assert main(["asm", str(tmp_path / "prog.vsq")]) == 0
