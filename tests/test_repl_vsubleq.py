@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from assembler.dec import load_image
-from vm.machines.vsubleq.reference import Image, run_reference
+from vm.machines.vsubleq.reference import Image, Reference, run_reference
+from vm.machines.vsubleq.run import TransformerRun
 from vm.repl import vsubleq
 from vm.repl.vsubleq import VsubleqRepl
 
@@ -124,3 +125,42 @@ def test_input_too_long_for_the_tape_leaves_both_engines_as_they_were():
     out = repl.execute("continue")
     assert "DIVERGENCE" not in out and "(halted)" in out
     assert repl.run.state().output == b"z"
+
+
+def test_ctrl_c_after_the_transformers_pass_puts_both_engines_back_a_whole_step(monkeypatch):
+    """The pass changes X in place: a Ctrl-C between it and the reference's step must not
+    leave the transformer a step ahead (the next step would report a divergence)."""
+    repl = VsubleqRepl(image("echo.dec"), "echo.dec")
+    repl.execute("input hi")
+    step, calls = TransformerRun.step, []
+
+    def interrupted_on_the_fourth(run) -> None:
+        step(run)
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(TransformerRun, "step", interrupted_on_the_fourth)
+    out = repl.execute("step 10")
+    assert "interrupted after 3 steps" in out and repl.reference.steps == 3
+    assert repl.run.state().memory == repl.reference.memory
+    monkeypatch.setattr(TransformerRun, "step", step)
+    out = repl.execute("continue")
+    assert "DIVERGENCE" not in out and "(halted)" in out
+    assert repl.run.state().output == b"hi"
+
+
+def test_ctrl_c_in_the_references_step_leaves_it_where_it_was(monkeypatch):
+    repl = VsubleqRepl(image("hello.dec"), "hello.dec")
+    step, calls = Reference.step, []
+
+    def interrupted_on_the_third(reference):
+        calls.append(1)
+        if len(calls) == 3:
+            reference.memory[0] += 1  # part-way through the step
+            raise KeyboardInterrupt
+        return step(reference)
+    monkeypatch.setattr(Reference, "step", interrupted_on_the_third)
+    assert "interrupted after 2 steps" in repl.execute("continue")
+    monkeypatch.setattr(Reference, "step", step)
+    out = repl.execute("continue")
+    assert "DIVERGENCE" not in out and repl.run.state().output == b"Hello, world!\n"

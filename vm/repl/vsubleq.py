@@ -10,6 +10,7 @@ before the bytes were fed read -1, on both engines alike.
 
 from __future__ import annotations
 
+import copy
 import unicodedata
 
 import torch
@@ -17,10 +18,11 @@ import torch
 from vm.common.errors import InputError, PrecisionError
 from vm.isa import VSUBLEQ
 from vm.machines.vsubleq.punchcard import VState, encode_state
-from vm.machines.vsubleq.reference import Image, Reference
+from vm.machines.vsubleq.reference import Image, Reference, Step
 from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.run import TransformerRun
 from vm.runtime.config import EngineConfig
+from vm.tools.progress import Progress
 from vm.transformer.layers import to_internal
 
 OUTPUT_SLACK = 64
@@ -93,28 +95,36 @@ class VsubleqRepl:
             else []
 
     def _advance(self, limit: int, listed: int) -> str:
+        """Step both engines up to `limit` times, listing the first `listed` steps; stops at
+        the halt, a divergence, a precision error or Ctrl-C. A step is computed on a copy of
+        the reference and committed with the transformer's pass, so a Ctrl-C (the pass
+        changes X in place) puts both engines back before the step it interrupted."""
         lines, written = [], len(self.reference.output)
         start = self.reference.steps
-        while self.reference.steps - start < limit and not self.reference.halted:
-            before = self.run.state()
-            try:
-                self.run.step()
-            except PrecisionError as error:  # the checked mode: X is off; keep `before`
-                self.run = self._build(before, len(before.output) + OUTPUT_SLACK, self.fed)
-                lines.append(f"error: {error}; both engines stay before this step")
-                break
-            record = self.reference.step()
-            state = self.run.state()
-            if state.overflow:  # the tape ran full: grow it, redo the pass from `before`
-                self.run = self._build(before, len(before.output) + OUTPUT_SLACK, self.fed)
-                self.run.step()
-                state = self.run.state()
-            if len(lines) < listed:
-                lines.append(VSUBLEQ.trace_line(self.image, record))
-            difference = self._difference(state)
-            if difference:
-                lines.append(f"DIVERGENCE after step {record.step}: {difference}")
-                break
+        progress = Progress("steps", limit if limit < self.max_steps else None)
+        try:
+            while self.reference.steps - start < limit and not self.reference.halted:
+                before = self.run.state()
+                try:
+                    record, state = self._step_both(before)
+                except PrecisionError as error:  # the checked mode: X is off; keep `before`
+                    self.run = self._build(before, len(before.output) + OUTPUT_SLACK,
+                                           self.fed)
+                    lines.append(f"error: {error}; both engines stay before this step")
+                    break
+                except KeyboardInterrupt:
+                    self.run = self._build(before, self.run.geometry.outputs, self.fed)
+                    lines.append(f"interrupted after {self.reference.steps - start} steps")
+                    break
+                progress(self.reference.steps - start)
+                if len(lines) < listed:
+                    lines.append(VSUBLEQ.trace_line(self.image, record))
+                difference = self._difference(state)
+                if difference:
+                    lines.append(f"DIVERGENCE after step {record.step}: {difference}")
+                    break
+        finally:
+            progress.done()
         skipped = self.reference.steps - start - min(listed, self.reference.steps - start)
         if skipped > 0:
             lines.append(f"... {skipped} more steps")
@@ -123,6 +133,20 @@ class VsubleqRepl:
             lines.append(f"output: {shown(new)}")
         lines.append(self._where())
         return "\n".join(lines)
+
+    def _step_both(self, before: VState) -> tuple[Step, VState]:
+        """One step on both engines from `before`; the reference's is committed last."""
+        reference = copy.copy(self.reference)
+        reference.memory, reference.output = list(reference.memory), bytearray(reference.output)
+        self.run.step()
+        record = reference.step()
+        state = self.run.state()
+        if state.overflow:  # the tape ran full: grow it, redo the pass from `before`
+            self.run = self._build(before, len(before.output) + OUTPUT_SLACK, self.fed)
+            self.run.step()
+            state = self.run.state()
+        self.reference = reference
+        return record, state
 
     def _difference(self, state: VState) -> str | None:
         reference = self.reference
