@@ -391,3 +391,26 @@ def test_integer_literals_too_long_to_convert_are_located(name, capsys, tmp_path
 def test_long_literals_of_leading_zeros_still_assemble(capsys, tmp_path):
     (tmp_path / "prog.vsq").write_text(f"x: .word 0b{'0' * 5000}1\nhalt\n")
     assert main(["asm", str(tmp_path / "prog.vsq")]) == 0
+
+
+@pytest.mark.parametrize("alias", ["same", "dotted", "symlink", "hardlink"])
+def test_asm_refuses_to_save_x_over_its_own_source(alias, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "prog.sq"
+    source.write_text(SQ_GOOD)
+    if alias == "symlink":
+        (tmp_path / "x.npy").symlink_to(source)
+    elif alias == "hardlink":
+        (tmp_path / "x.npy").hardlink_to(source)
+    target = {"same": str(source), "dotted": "./prog.sq"}.get(alias, "x.npy")
+    refused(["asm", "prog.sq", "-o", target], capsys, "is the input")
+    assert source.read_text() == SQ_GOOD
+
+
+def test_asm_refuses_to_save_x_over_a_csv_it_reads(capsys, tmp_path):
+    assert main(["asm", FACTORIAL, "--export-csv", str(tmp_path)]) == 0
+    memory = tmp_path / "memory.csv"
+    before = memory.read_bytes()
+    refused(["asm", "--csv", str(tmp_path / "commands.csv"), str(memory), "-o", str(memory)],
+            capsys, "is the input")
+    assert memory.read_bytes() == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +30,23 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def _refuse_an_input(output: str, sources: list[str]) -> None:
+    """Refuse an -o that is one of the files being read (by any name: a link, a hard link):
+    saving X there would replace the source it was assembled from."""
+    if not os.path.exists(output):
+        return
+    for source in sources:
+        if os.path.exists(source) and os.path.samefile(output, source):
+            raise InputError(f"-o {output} is the input {source}: saving X there would "
+                             f"replace the source; choose another file")
+
+
 def run(args: argparse.Namespace) -> int:
     for option, value in (("-o", args.output), ("--export-csv", args.export_csv)):
         if value == "":
             raise InputError(f"{option} is an empty path")
+    if args.output:
+        _refuse_an_input(args.output, [args.program] if args.program else args.csv or [])
     program, geometry = load_program(args)
     isa = for_program(program)
     if args.export_csv is not None:
