@@ -382,3 +382,26 @@ def test_a_picture_folder_that_is_a_file_is_one_plain_error(tmp_path):
     session = Repl(picture_dir=tmp_path / "afile")
     assert session.execute(f"load {FACTORIAL}").startswith("loaded")
     assert session.execute("show X") == f"error: File exists: {tmp_path / 'afile'}"
+
+
+def test_show_attn_writes_all_its_pictures_or_none(countdown, tmp_path):
+    """A layer's picture that cannot be written (its name is taken by a folder) used to
+    leave the layers before it written and unreported; now the set goes in whole."""
+    pictures = tmp_path / "pictures"
+    (pictures / "step0000_layer2.png").mkdir(parents=True)
+    out = countdown.execute("show attn")
+    assert out.startswith("error: ") and "step0000_layer2.png" in out and "\n" not in out
+    assert [path.name for path in pictures.iterdir()] == ["step0000_layer2.png"]
+    assert countdown.execute("step").startswith("step 1")
+
+
+def test_ctrl_c_while_drawing_leaves_no_half_written_picture(countdown, tmp_path, monkeypatch):
+    import vm.tools.pictures
+
+    def interrupted_part_way(figure, path, *args, **kwargs):
+        Path(path).write_bytes(b"\x89PNG")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(vm.tools.pictures.Figure, "savefig", interrupted_part_way)
+    with pytest.raises(KeyboardInterrupt):
+        countdown.execute("show X")
+    assert list((tmp_path / "pictures").iterdir()) == []

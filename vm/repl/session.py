@@ -12,6 +12,8 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shutil
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -429,20 +431,37 @@ class Repl:
         labels = axis_labels(*loaded.dialect.isa.column_names(loaded.program, machine.geometry,
                                                       machine.layout), machine.layout)
         step, name = machine.steps, Path(loaded.path).name
-        self.picture_dir.mkdir(parents=True, exist_ok=True)
-        if words[0].lower() == "attn":
-            paths = save_pass_pictures(machine.executor.model, machine.X[0], labels,
-                                       self.picture_dir, step, f"{name} step {step}",
-                                       None if layer is None else [layer])
-        elif layer is None:
-            path = self.picture_dir / f"step{step:04d}_X.png"
-            paths = [save_x_picture(machine.X[0], labels, path, f"{name}: X at step {step}")]
-        else:
+
+        def draw(directory: Path) -> list[Path]:
+            if words[0].lower() == "attn":
+                return save_pass_pictures(machine.executor.model, machine.X[0], labels,
+                                          directory, step, f"{name} step {step}",
+                                          None if layer is None else [layer])
+            if layer is None:
+                return [save_x_picture(machine.X[0], labels, directory / f"step{step:04d}_X.png",
+                                       f"{name}: X at step {step}")]
             after = trace_pass(machine.executor.model, machine.X[0])[layer].after
-            path = self.picture_dir / f"step{step:04d}_X_layer{layer}.png"
-            paths = [save_x_picture(after, labels, path,
-                                    f"{name}: X after layer {layer} of pass {step + 1}")]
-        return "\n".join(f"wrote {path}" for path in paths)
+            return [save_x_picture(after, labels, directory / f"step{step:04d}_X_layer{layer}.png",
+                                   f"{name}: X after layer {layer} of pass {step + 1}")]
+        return "\n".join(f"wrote {path}" for path in self._save_pictures(draw))
+
+    def _save_pictures(self, draw: Callable[[Path], list[Path]]) -> list[Path]:
+        """`draw`'s pictures, drawn into a hidden folder in --out and moved in only when
+        every one is drawn and has a place to go, so a failure or Ctrl-C part-way leaves
+        neither a half-written picture nor part of a set."""
+        self.picture_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=self.picture_dir, prefix=".show-"))
+        try:
+            drawn = draw(staging)
+            targets = [self.picture_dir / path.name for path in drawn]
+            for target in targets:
+                if target.is_dir():
+                    raise InputError(f"cannot write {target}: it is a directory")
+            for path, target in zip(drawn, targets):
+                os.replace(path, target)
+            return targets
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     # -- the session ----------------------------------------------------------
     def _help(self, argument: str) -> str:
