@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import vm.tools.bench
 from vm.cli import main
 from vm.tools.bench import timed
 
@@ -77,3 +78,21 @@ def test_timed_calls_work_in_whole_units(unit):
     timing = timed(clock.work, budget=1.0, clock=clock, unit=unit)
     assert clock.sizes[0] == unit and all(size % unit == 0 for size in clock.sizes)
     assert timing.items == sum(clock.sizes[1:]) and timing.items > unit
+
+
+def never_timed(*args, **kwargs):
+    raise AssertionError("a measurement started before every size was checked")
+
+
+@pytest.mark.parametrize("columns, batch, message", [
+    ("64,5", "1", "at least 6"), ("64,1", "1", "at least 6"),
+    ("16", "1,1000000000", "run fewer programs")])
+def test_bench_refuses_every_bad_size_before_timing_anything(capsys, monkeypatch, columns,
+                                                             batch, message):
+    """A bad value late in a list used to be found only after the rows before it were timed
+    (and thrown away), and a huge batch after its list of programs was made; n = 5 silently
+    ran the 6 columns its program needs while reporting 5."""
+    monkeypatch.setattr(vm.tools.bench, "timed", never_timed)
+    assert main(["bench", "--columns", columns, "--batch", batch, "--seconds", "0.05"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

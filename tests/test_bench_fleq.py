@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from vm.machines.fleq.punchcard import fleq_geometry_for
+import vm.tools.bench
 from vm.tools.bench import fleq_workload
 from vm.cli import main
 from vm.machines.fleq.reference import run_fleq_reference
@@ -58,3 +59,19 @@ def test_inverse_d8_is_a_d8_machine_with_a_many_head_layer_and_runs_exactly():
     exact = run_fleq_reference(program, 1000)
     memory = program.named_memory(exact.cells)
     assert exact.halted and np.isclose(float(np.ravel(memory["y"])[0]), 0.5)
+
+
+def test_bench_fleq_refuses_a_bad_file_or_batch_before_timing_anything(capsys, monkeypatch,
+                                                                        tmp_path):
+    """The first workload used to be timed (and its row thrown away) before a bad file
+    named after it or a batch beyond memory was found."""
+    def never_timed(*args, **kwargs):
+        raise AssertionError("a measurement started before every workload was checked")
+    monkeypatch.setattr(vm.tools.bench, "timed", never_timed)
+    bad = tmp_path / "bad.fleq"
+    bad.write_text("x\n")
+    assert main(["bench", "fleq", "calculator", str(bad), "--seconds", "0.05"]) == 2
+    assert "bad.fleq:1:1" in capsys.readouterr().err
+    assert main(["bench", "fleq", "calculator", "--batch", "1,1000000000",
+                 "--seconds", "0.05"]) == 2
+    assert "run fewer programs" in capsys.readouterr().err

@@ -133,8 +133,26 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
                    timing.items * batch), runner.evaluation, runner.fallbacks)
 
 
+MIN_COLUMNS = 6
+"""The fewest columns a benchmark program fills: a scratch column, three memory cells, one
+instruction and EOF (`workload_geometry` of fewer makes a program of 6 columns anyway)."""
+
+
+def check_sizes(columns: list[int], batches: list[int], config: EngineConfig) -> None:
+    """Refuse, before anything is timed, a column count or batch that cannot run, so a bad
+    value late in a list does not throw away the rows measured before it (and a huge batch
+    is refused before its list of programs is made)."""
+    for n in columns:
+        if n < MIN_COLUMNS:
+            raise InputError(f"n = {n} columns is too few: a benchmark program needs at least "
+                             f"{MIN_COLUMNS} (a scratch column, 3 memory cells, an instruction "
+                             "and EOF)")
+        TransformerExecutor(workload_geometry(n), config).check_memory(max(batches))
+
+
 def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: float,
           progress: Callable[[str], None] = lambda _: None) -> list[BenchRow]:
+    check_sizes(columns, batches, config)
     rows = []
     for n in columns:
         program = looping_programs(workload_geometry(n), 1)[0]
@@ -275,9 +293,11 @@ def fleq_reference_speed(program: FleqProgram, budget: float) -> float:
 
 def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budget: float,
                progress: Callable[[str], None] = lambda _: None) -> list[FleqBenchRow]:
+    programs = [fleq_workload(name) for name in names]  # every file read before any timing
+    for program in programs:
+        TransformerExecutor(fleq_geometry_for(program), config).check_memory(max(batches))
     rows = []
-    for name in names:
-        program = fleq_workload(name)
+    for name, program in zip(names, programs):
         for batch in batches:
             progress(f"{name} batch={batch} on {config.device} ...")
             executor, timing, evaluation, full = fleq_pass_seconds(program, batch, config,
