@@ -13,6 +13,7 @@ from pathlib import Path
 from vm.machines.subleq.punchcard import encode, geometry_for
 from assembler.subleq import assemble_file
 from vm.cli.common import format_value
+from vm.common.errors import InputError
 from vm.machines.subleq.machine import subleq_machine
 from vm.machines.subleq.reference import run_reference
 
@@ -35,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
     from vm.runtime.executor import EngineConfig, run_transformer
 
     program = assemble_file(args.program)
+    reference = run_reference(program)
+    if not reference.halted:  # the lockstep comparison would go on for ten times as long
+        raise InputError(f"{args.program} does not halt within {reference.steps} steps: the "
+                         "demo runs a program to its end (step any program with ltvm repl)")
     geometry = geometry_for(program)
     machine = subleq_machine(geometry)
     X = encode(program, geometry, machine.layout)
@@ -46,7 +51,6 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     result = run_transformer(program, geometry, config=EngineConfig())
     elapsed = time.perf_counter() - start
-    reference = run_reference(program)
     print(f"transformer run: halted={result.halted} after {result.steps} steps "
           f"({elapsed:.2f} s)")
     print(f"{'name':<8} {'transformer':>12} {'reference':>12}")

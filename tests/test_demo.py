@@ -1,0 +1,21 @@
+"""`ltvm demo PROG`: a program the demo cannot run to its end is refused at once."""
+
+from __future__ import annotations
+
+from vm.cli import main
+from vm.cli import demo
+
+
+def test_demo_refuses_a_program_that_never_halts_before_running_the_transformer(
+        capsys, tmp_path, monkeypatch):
+    """It used to run the transformer 100,000 steps, then compare a million steps in
+    lockstep with no progress shown: minutes on a two-instruction loop."""
+    def not_reached(*args, **kwargs):
+        raise AssertionError("the transformer ran a program that does not halt")
+    monkeypatch.setattr(demo, "subleq_machine", not_reached)
+    loop = tmp_path / "loop.sq"
+    loop.write_text(".data\nx: 0\n.code\nloop: goto loop\n")
+    assert main(["demo", str(loop)]) == 2
+    captured = capsys.readouterr()
+    assert "does not halt within 100000 steps" in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
