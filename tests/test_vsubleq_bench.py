@@ -8,6 +8,7 @@ import pytest
 
 from vm.cli import main
 from vm.machines.vsubleq.reference import run_reference
+import vm.tools.vsubleq_bench
 from vm.tools.vsubleq_bench import counting_loop
 
 
@@ -44,10 +45,23 @@ def test_bench_vsubleq_json_rows_name_the_geometry_and_the_ratio(capsys, evaluat
 
 @pytest.mark.parametrize("arguments, message", [
     (["--words", "100"], "powers of two"),
-    (["--words", "8"], "at least 16"),
+    (["--words", "8"], "from 16"),
+    (["--words", "256,65536", "--bits", "40"], "from 16 to 32768"),
     (["--words", "256", "--bits", "8"], "more than 8-bit words can address"),
 ])
 def test_bench_vsubleq_refuses_sizes_the_machine_cannot_hold(capsys, arguments, message):
     assert main(["bench", "vsubleq", "--seconds", "0.05", *arguments]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("seconds", ["1e308", "3601", "0", "nan"])
+def test_bench_vsubleq_refuses_a_budget_beyond_an_hour_like_the_other_targets(capsys, seconds,
+                                                                               monkeypatch):
+    """1e308 was taken: the measurement ran until killed."""
+    def never_timed(*args, **kwargs):
+        raise AssertionError("a measurement started")
+    monkeypatch.setattr(vm.tools.vsubleq_bench, "timed", never_timed)
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "vsubleq", "--words", "16", "--seconds", seconds])
+    assert stop.value.code == 2 and "--seconds" in capsys.readouterr().err

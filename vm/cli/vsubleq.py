@@ -6,8 +6,7 @@ import argparse
 import json
 import sys
 
-from vm.cli.bench import add_engine_arguments
-from vm.cli.common import positive_float
+from vm.cli.bench import add_engine_arguments, bench_seconds
 
 DEFAULT_WORDS = [256, 4096]
 DEFAULT_BITS = 16
@@ -32,9 +31,9 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
                              + ",".join(map(str, DEFAULT_WORDS)) + ")")
     parser.add_argument("--bits", type=int, default=DEFAULT_BITS, metavar="N",
                         help=f"word size N; m <= 2^(N-1) (default {DEFAULT_BITS})")
-    parser.add_argument("--seconds", type=positive_float, default=2.0,
+    parser.add_argument("--seconds", type=bench_seconds, default=2.0,
                         help="time budget per measurement (transformer, then reference), "
-                             "after a one-pass warm-up timed apart (default 2)")
+                             "after a one-pass warm-up timed apart (default 2, at most 3600)")
     add_engine_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.set_defaults(func=run)

@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 
 from vm.common.errors import InputError
+from vm.machines.vsubleq.layout import MAX_MEMORY
 from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
 from vm.machines.vsubleq.run import TransformerRun
 from vm.runtime.executor import evaluator_for
@@ -35,8 +36,9 @@ MIN_WORDS = 16
 
 def counting_loop(words: int, bits: int) -> Image:
     """The counting loop padded to `words` cells (a power of two that N-bit words address)."""
-    if words < MIN_WORDS or words & (words - 1):
-        raise InputError(f"--words must be powers of two, at least {MIN_WORDS}, got {words}")
+    if words < MIN_WORDS or words & (words - 1) or words > MAX_MEMORY:
+        raise InputError(f"--words must be powers of two from {MIN_WORDS} to {MAX_MEMORY}, "
+                         f"got {words}")
     if not 4 <= bits <= MAX_BITS:
         raise InputError(f"--bits must be between 4 and {MAX_BITS}, got {bits}")
     if words > 1 << (bits - 1):
