@@ -414,3 +414,12 @@ def test_asm_refuses_to_save_x_over_a_csv_it_reads(capsys, tmp_path):
     refused(["asm", "--csv", str(tmp_path / "commands.csv"), str(memory), "-o", str(memory)],
             capsys, "is the input")
     assert memory.read_bytes() == before
+
+
+def test_trace_refuses_a_gif_too_long_to_hold(capsys, tmp_path):
+    from vm.cli.trace import MAX_GIF_STEPS
+    gif = tmp_path / "x.gif"
+    refused(["trace", FACTORIAL, "--gif", str(gif), "--steps", str(MAX_GIF_STEPS + 1)], capsys,
+            "--steps must be at most")
+    refused(["trace", FACTORIAL, "--gif", str(gif), "--steps", str(10 ** 9)], capsys)
+    assert not list(tmp_path.iterdir())

@@ -15,6 +15,10 @@ from vm.isa import for_program
 from vm.tools.progress import Progress
 
 DEFAULT_GIF_STEPS = 32
+MAX_GIF_STEPS = 1000
+"""The most steps a GIF may cover: every frame (X, and its image of up to 860 x 900 RGBA
+pixels) is held in memory until the file is written, and 1000 frames already play for over
+four minutes."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -32,7 +36,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--png", metavar="DIR", help="directory for the per-layer PNGs")
     parser.add_argument("--gif", metavar="FILE", help="animated GIF of X over --steps steps")
     parser.add_argument("--steps", type=positive_int, default=DEFAULT_GIF_STEPS, metavar="S",
-                        help=f"steps the GIF covers (default {DEFAULT_GIF_STEPS})")
+                        help=f"steps the GIF covers, at most {MAX_GIF_STEPS} (default "
+                             f"{DEFAULT_GIF_STEPS})")
     parser.add_argument("--input", metavar="TEXT",
                         help="the input stream of a standard SUBLEQ image (.dec, .vsq): its "
                              "bytes in UTF-8, then end of input")
@@ -48,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--step must be at least 0, got {args.step}")
     if args.gif and Path(args.gif).suffix.lower() != ".gif":
         raise InputError(f"{args.gif}: the animation file must end in .gif")
+    if args.steps > MAX_GIF_STEPS:
+        raise InputError(f"--steps must be at most {MAX_GIF_STEPS}, got {args.steps}")
     # matplotlib and torch take seconds to import: load them only when drawing
     from vm.runtime.executor import TransformerExecutor
     from vm.tools.pictures import axis_labels
