@@ -143,6 +143,9 @@ def csv_settings(commands: str | Path) -> dict[str, int] | None:
         settings = json.loads(read_source(path, encoding="utf-8-sig"))
     except json.JSONDecodeError as error:
         raise InputError(f"cannot read {path}: {error}") from None
+    except (ValueError, RecursionError):  # past Python's 4,300 digits; nested thousands deep
+        raise InputError(f"cannot read {path}: a number too long or arrays nested too deep "
+                         f"for a settings file") from None
     if not isinstance(settings, dict) or settings.get("format") != SETTINGS_FORMAT:
         raise InputError(f"{path}: not an ltvm CSV settings file (format {SETTINGS_FORMAT})")
     values = {key: settings.get(key) for key in ("scratch", "bits")}

@@ -423,3 +423,15 @@ def test_trace_refuses_a_gif_too_long_to_hold(capsys, tmp_path):
             "--steps must be at most")
     refused(["trace", FACTORIAL, "--gif", str(gif), "--steps", str(10 ** 9)], capsys)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("settings", ["[" * 100_000 + "]" * 100_000,
+                                      '{"format": "ltvm-csv/1", "scratch": ' + LONG_LITERAL
+                                      + ', "bits": 8}'])
+def test_csv_settings_that_json_cannot_decode_are_refused(settings, capsys, tmp_path):
+    assert main(["asm", FACTORIAL, "--export-csv", str(tmp_path)]) == 0
+    capsys.readouterr()
+    (tmp_path / "program.json").write_text(settings)
+    for command in ("asm", "run"):
+        refused([command, "--csv", str(tmp_path / "commands.csv"),
+                 str(tmp_path / "memory.csv")], capsys, "program.json")
