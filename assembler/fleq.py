@@ -118,7 +118,12 @@ class _FleqAssembler:
         if name not in self.catalogue.blocks:
             raise self.error(f"unknown function '{name}' (registered: "
                              f"{self.catalogue.block_names()})", name)
-        values = {str(p.children[0]): self.number(p.children[1]) for p in node.children[2:]}
+        values = {}
+        for parameter in node.children[2:]:
+            key, literal = parameter.children
+            values[str(key)] = self.number(literal)
+            if not np.isfinite(values[str(key)]):  # as --param: no block takes inf
+                raise self.error("a parameter must be a finite number", literal)
         try:
             self.catalogue.make_block(str(name), **values)
         except InputError as error:

@@ -435,3 +435,11 @@ def test_csv_settings_that_json_cannot_decode_are_refused(settings, capsys, tmp_
     for command in ("asm", "run"):
         refused([command, "--csv", str(tmp_path / "commands.csv"),
                  str(tmp_path / "memory.csv")], capsys, "program.json")
+
+
+@pytest.mark.parametrize("value", ["1e999", LONG_LITERAL])
+def test_fleq_function_parameters_must_be_finite(value, capsys, tmp_path):
+    source = tmp_path / "prog.fleq"
+    source.write_text(f".function inv terms={value}\n.data\na: 2.0\n.code\n a = inv(a)\n halt\n")
+    err = refused(["run", str(source)], capsys, "finite")
+    assert LOCATED.search(err), err[-500:]
