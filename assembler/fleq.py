@@ -164,7 +164,9 @@ class _FleqAssembler:
         elif value.data == "zeros":
             array = np.zeros(self.shape(value.children[1]))
         elif value.data == "vector":
-            array = np.array([[self.number(n)] for n in value.children[1].children])
+            entries = value.children[1]
+            self.fitting_shape(len(entries.children), 1, entries)
+            array = np.array([[self.number(n)] for n in entries.children])
         else:
             rows = [[self.number(n) for n in row.children] for row in
                     value.children[2].children]
@@ -186,9 +188,15 @@ class _FleqAssembler:
                          for part in token.lower().split("x"))
         if rows < 1 or columns < 1:
             raise self.error("shapes need at least one row and one column", token)
+        return self.fitting_shape(rows, columns, token)
+
+    def fitting_shape(self, rows: int, columns: int, where: lark.Token | lark.Tree
+                      ) -> tuple[int, int]:
+        """(rows, columns), or a located error when no block size holds a variable of that
+        shape (a declared shape, or the length of a .vector literal)."""
         if rows > MAX_BLOCK or columns > MAX_BLOCK:
             raise self.error(f"a variable is at most {MAX_BLOCK}x{MAX_BLOCK} (the largest block "
-                             f"size), got {rows}x{columns}", token)
+                             f"size), got {rows}x{columns}", where)
         return rows, columns
 
     def code_line(self, line: lark.Tree) -> None:

@@ -443,3 +443,11 @@ def test_fleq_function_parameters_must_be_finite(value, capsys, tmp_path):
     source.write_text(f".function inv terms={value}\n.data\na: 2.0\n.code\n a = inv(a)\n halt\n")
     err = refused(["run", str(source)], capsys, "finite")
     assert LOCATED.search(err), err[-500:]
+
+
+def test_a_fleq_vector_longer_than_any_block_is_located(capsys, tmp_path):
+    from assembler.fleq import MAX_BLOCK
+    source = tmp_path / "prog.fleq"
+    source.write_text(f".data\nx: .vector [{', '.join(['1'] * (MAX_BLOCK + 1))}]\n.code\n halt\n")
+    err = refused(["asm", str(source)], capsys, f"got {MAX_BLOCK + 1}x1")
+    assert LOCATED.search(err), err[-500:]
