@@ -4,6 +4,7 @@ and `ltvm inspect` of the hand-written programs beside the paper's Table 1."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -114,6 +115,28 @@ def test_a_pickled_file_is_refused_without_loading_it(capsys, tmp_path):
     np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
     code, _, err = run_cli(capsys, "linalg", "inverse", "--matrix", str(path))
     assert code == 2 and "is not a numeric .npy array" in err
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_a_header_with_an_unmappable_shape_is_refused(capsys, tmp_path):
+    """A .npy header declaring 10^11 x 10^11 made mmap raise OverflowError (a traceback),
+    after two overflow warnings from sizing the map."""
+    path = tmp_path / "huge.npy"
+    with open(path, "wb") as stream:
+        np.lib.format.write_array_header_1_0(
+            stream, {"descr": "<f8", "fortran_order": False, "shape": (10 ** 11, 10 ** 11)})
+    code, out, err = run_cli(capsys, "linalg", "inverse", "--matrix", str(path))
+    assert code == 2 and "is not a numeric .npy array" in err and out == ""
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    """open() of a FIFO with no writer blocked forever."""
+    fifo = tmp_path / "m.npy"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, "-m", "vm.cli", "linalg", "inverse", "--matrix",
+                           str(fifo)], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 2
+    assert "not a regular file" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_console_script_bad_file_exit_2_without_traceback(tmp_path):

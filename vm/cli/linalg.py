@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 from dataclasses import dataclass, replace
 
@@ -39,14 +41,25 @@ eigenvector's and the eigenvalue's)."""
 
 
 def load_matrix(path: str) -> np.ndarray:
-    """A square real matrix of size <= 16 from a .npy file (no pickles), or InputError."""
+    """A square real matrix of size <= 16 from a .npy file (no pickles), or InputError.
+    Only a regular file is opened: a FIFO with no writer would block open() forever, and a
+    pipe cannot be memory-mapped anyway."""
     try:
-        matrix = np.load(path, mmap_mode="r", allow_pickle=False)  # shape before data
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+    if not regular:
+        raise InputError(f"cannot read {path}: not a regular file (expected a .npy array)")
+    try:
+        with np.errstate(over="ignore"):  # numpy sizes a 10^11 x 10^11 header's map first
+            matrix = np.load(path, mmap_mode="r", allow_pickle=False)  # shape before data
     except EOFError:
         raise InputError(f"{path} is empty (expected a .npy array)") from None
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror or error}") from None
-    except ValueError:  # numpy's own text advises allow_pickle, which this never does
+    except (ValueError, OverflowError):
+        # numpy's own text advises allow_pickle, which this never does; a header whose
+        # shape is past what mmap can map (10^11 x 10^11) raises OverflowError
         raise InputError(f"{path} is not a numeric .npy array") from None
     if not isinstance(matrix, np.ndarray):
         matrix.close()
