@@ -17,9 +17,11 @@ _TOKEN = re.compile(r"[^\s,]+")
 _WORD = re.compile(r"[+-]?\d+")
 
 
-def load_image(text: str, file: str = "<image>") -> list[int]:
-    """The words of an image, in order; a bad token is a located InputError (file:line:col)."""
+def load_image(text: str, file: str = "<image>", bits: int | None = None) -> list[int]:
+    """The words of an image, in order; a bad token, or one outside the `bits`-bit range when
+    `bits` is given, is a located InputError (file:line:col)."""
     words: list[int] = []
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if bits else (None, None)
     for number, line in enumerate(text.splitlines(), start=1):
         body = re.split(r"[#;]", line, maxsplit=1)[0]
         for match in _TOKEN.finditer(body):
@@ -30,9 +32,13 @@ def load_image(text: str, file: str = "<image>") -> list[int]:
             if len(words) >= MAX_WORDS:
                 raise SourceError(f"image longer than {MAX_WORDS} words", file, text, number,
                                   match.start() + 1, len(token))
-            words.append(int_literal(token, 10, file, text,
-                                     lark.Token("WORD", token, line=number,
-                                                column=match.start() + 1)))
+            word = int_literal(token, 10, file, text,
+                               lark.Token("WORD", token, line=number, column=match.start() + 1))
+            if bits and not low <= word <= high:
+                raise SourceError(f"word {len(words)} is {word}, outside the {bits}-bit range "
+                                  f"{low}..{high}", file, text, number, match.start() + 1,
+                                  len(token))
+            words.append(word)
     if not words:
         raise InputError(f"{file}: the image holds no words")
     return words

@@ -451,3 +451,11 @@ def test_a_fleq_vector_longer_than_any_block_is_located(capsys, tmp_path):
     source.write_text(f".data\nx: .vector [{', '.join(['1'] * (MAX_BLOCK + 1))}]\n.code\n halt\n")
     err = refused(["asm", str(source)], capsys, f"got {MAX_BLOCK + 1}x1")
     assert LOCATED.search(err), err[-500:]
+
+
+def test_a_dec_word_too_wide_for_bits_is_located(capsys, tmp_path):
+    image = tmp_path / "prog.dec"
+    image.write_text("0 0 -1\n3 40000 6\n")
+    err = refused(["run", str(image)], capsys, "word 4 is 40000, outside the 16-bit range")
+    assert f"{image}:2:3: error:" in err and LOCATED.search(err), err[-500:]
+    refused(["run", str(image), "--bits", "1"], capsys, "--bits must be between 2 and 64")

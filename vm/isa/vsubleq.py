@@ -20,7 +20,7 @@ from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
 from vm.machines.vsubleq.punchcard import encode, geometry_for
-from vm.machines.vsubleq.reference import Image, Result, Step, run_reference
+from vm.machines.vsubleq.reference import MAX_BITS, Image, Result, Step, run_reference
 from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
 
@@ -62,7 +62,10 @@ class Vsubleq(InstructionSet):
             assembled = assemble_vsq(text, str(path), options.bits)
             words, bits = assembled.words, assembled.bits
         else:
-            words, bits = load_image(text, str(path)), options.bits or DEFAULT_BITS
+            bits = options.bits or DEFAULT_BITS
+            if not 2 <= bits <= MAX_BITS:  # before the words are checked against it
+                raise InputError(f"--bits must be between 2 and {MAX_BITS}, got {bits}")
+            words = load_image(text, str(path), bits)
         image = Image.from_words(words, bits, str(path))
         return image, geometry_for(image)
 
