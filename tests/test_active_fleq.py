@@ -15,7 +15,8 @@ from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.runtime.active_fleq import FleqActiveEvaluator
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.tools.bench import fleq_workload
-from vm.transformer.layers import cpu_threads, flush_denormals, to_internal
+from vm.transformer.layers import flush_denormals, to_internal
+from vm.transformer.threads import cpu_threads
 
 PROGRAMS = sorted((Path(__file__).resolve().parents[1] / "programs" / "fleq").glob("*.fleq"))
 PASSES = 120

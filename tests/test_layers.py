@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vm.transformer import layers
-from vm.transformer.layers import (MASK_AS_BIAS_MAX, LoopedTransformer, cpu_threads, head_segments,
+from vm.transformer.layers import (MASK_AS_BIAS_MAX, LoopedTransformer, head_segments,
                                    mask_matrix, trace_pass)
 from vm.transformer.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
 
@@ -69,15 +69,6 @@ def test_a_pass_does_not_modify_its_input():
     before = X.clone()
     LoopedTransformer(machine, torch.float64)(X)
     assert torch.equal(X, before)
-
-
-def test_cpu_threads_picks_one_thread_for_small_work_and_restores():
-    torch.set_num_threads(2)
-    with cpu_threads(100):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == 2
-    with cpu_threads(100, requested=2):
-        assert torch.get_num_threads() == 2
 
 
 def test_trace_pass_records_each_layer_and_matches_a_pass():

@@ -53,13 +53,16 @@ def bench_seconds(text: str) -> float:
     return value
 
 
-def _add_common_arguments(parser: argparse.ArgumentParser, threads_default: str) -> None:
+def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=bench_seconds, default=2.0,
                         help="time budget per measurement, after a warm-up (a pass, a CUDA "
                              "graph's chunk, or a FLEQ program's whole run) that is timed and "
                              "shown apart (default 2, at most 3600)")
     parser.add_argument("--threads", type=thread_count,
-                        help=f"torch CPU threads, 1 to 256 (default: {threads_default})")
+                        help="CPU threads of torch and of the fused pass, 1 to 256 (default: "
+                             "one or all, whichever the run measures faster; one for torch "
+                             "passes up to 32K batch x columns and for batch 1; the threads "
+                             "column shows the count most passes used)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 
@@ -75,7 +78,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch", type=_int_list, default=[1, 256], metavar="B,...",
                         help="batch sizes (default 1,256)")
     add_engine_arguments(parser)
-    _add_common_arguments(parser, "1 up to 32K batch x columns, else torch's")
+    _add_common_arguments(parser)
     parser.set_defaults(func=run)
     targets = parser.add_subparsers(dest="target", metavar="TARGET")
     for name in BENCH_TARGETS:
@@ -108,7 +111,7 @@ def _register_fleq(targets: argparse._SubParsersAction) -> None:
                              "definition; auto (default): what `ltvm run` uses (the "
                              "evaluation column says which ran; the warm-up is one whole run, "
                              "graph captures included)")
-    _add_common_arguments(parser, "by workload")
+    _add_common_arguments(parser)
     parser.set_defaults(func=run_fleq)
 
 

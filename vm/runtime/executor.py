@@ -13,6 +13,7 @@ or dtype that is not enough is reported, never returned as a wrong number.
 
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,10 +28,10 @@ from vm.common.encoding import pm1_code
 from vm.common.errors import InputError, MagnitudeError, PrecisionError
 from vm.common.geometry import Geometry
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
-from vm.transformer.layers import (LoopedTransformer, cpu_threads, flush_denormals,
-                                   from_internal, to_internal)
+from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
 from vm.transformer.layout import Layout
 from vm.transformer.sampling import ReadNoise
+from vm.transformer.threads import MeasuredThreads, cpu_threads
 from vm.transformer.weights import MachineWeights
 from vm.machines import machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
@@ -41,6 +42,7 @@ from vm.runtime.active_fleq import FleqActiveEvaluator
 from vm.runtime.config import (AUTO_ACTIVE_CELLS, DEFAULT_CHECK_EVERY, DTYPE_NAMES, EVALUATIONS,
                                FUSED_CHECK_EVERY, EngineConfig)
 from vm.runtime.fused import FusedPass
+from vm.runtime.fused import thread_count as fused_thread_count
 from vm.runtime.graphed import FleqGraphedPasses, GraphedPasses
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -335,6 +337,12 @@ class Runner:
             self.window = max(self.window, FUSED_CHECK_EVERY)  # FLEQ's graphs sync every pass
         self.active = (executor.active.start(self.X, fused=self.evaluation == "fused")
                        if self.evaluation != "full" else None)
+        on_cpu = executor.device.type == "cpu"
+        self.torch_threads = MeasuredThreads.for_torch(self.X.shape[1] * self.X.shape[2],
+                                                       config.threads, on_cpu)
+        """Torch's thread count for each pass not fused, measured (vm/transformer/threads.py)."""
+        self.fused_threads = self._fused_threads(on_cpu and self.evaluation == "fused")
+        """The fused pass's thread count for each call, measured likewise."""
 
     @staticmethod
     def _evaluation(executor: TransformerExecutor, X: torch.Tensor) -> str:
@@ -349,6 +357,25 @@ class Runner:
         if wanted == "auto" and batch * columns < AUTO_ACTIVE_CELLS:
             return "full"
         return "active"
+
+    def _fused_threads(self, fused_on_cpu: bool) -> MeasuredThreads:
+        """One thread and numba's pool when a batch could use both and no count was asked
+        for, else the one count the fused pass uses (none off the CPU)."""
+        if not fused_on_cpu:
+            return MeasuredThreads(())
+        requested, pool = self.executor.config.threads, fused_thread_count(None)
+        if requested is None and self.X.shape[1] > 1 and pool > 1:
+            return MeasuredThreads((1, pool))
+        return MeasuredThreads((min(self.X.shape[1], fused_thread_count(requested)),))
+
+    @property
+    def threads(self) -> int:
+        """The CPU thread count most of the run's passes used so far (0 on a GPU)."""
+        used: dict[int, int] = {}
+        for measured in (self.torch_threads, self.fused_threads):
+            for count, passes in measured.passes.items():
+                used[count] = used.get(count, 0) + passes
+        return max(used, key=used.get) if used else 0
 
     @property
     def fallbacks(self) -> int:
@@ -366,24 +393,31 @@ class Runner:
                 offset = 0
                 while offset < passes:
                     if self.active is not None:
-                        offset += self.active.fused_steps(passes - offset,
-                                                          self.record[offset:passes],
-                                                          self._pc_rows, executor.config.threads)
+                        offset += self._fused(passes - offset, self.record[offset:passes])
                         if offset == passes:
                             break
                     self.record[offset].copy_(X[pc, :, 0])
-                    if self.active is not None:
-                        self.active.step(self.done + offset)
-                    else:
-                        if self.noise is not None:
-                            self.noise.running = executor.running(X[pc, :, 0])
-                        executor._step_(X, self.done + offset, self.noise)
+                    with self.torch_threads.torch_pass():
+                        if self.active is not None:
+                            self.active.step(self.done + offset)
+                        else:
+                            if self.noise is not None:
+                                self.noise.running = executor.running(X[pc, :, 0])
+                            executor._step_(X, self.done + offset, self.noise)
                     offset += 1
                 self.steps += executor.running(self.record[:passes]).sum(dim=0)
                 self.done += passes
                 if progress is not None:
                     progress(self.done)
         executor.fallbacks = self.fallbacks
+
+    def _fused(self, count: int, record: torch.Tensor) -> int:
+        """Up to `count` fused passes at the thread count chosen now, timed: the passes made."""
+        threads = self.fused_threads.next() or self.executor.config.threads
+        start = time.perf_counter()
+        made = self.active.fused_steps(count, record, self._pc_rows, threads)
+        self.fused_threads.learn(threads, time.perf_counter() - start, made)
+        return made
 
     @torch.inference_mode()
     def restart(self, X: torch.Tensor) -> None:

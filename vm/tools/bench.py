@@ -32,9 +32,7 @@ from assembler.program import Program
 from vm.machines.subleq.punchcard import geometry_for
 from vm.common.errors import InputError
 from vm.runtime.executor import EngineConfig, TransformerExecutor
-from vm.runtime.fused import thread_count as fused_thread_count
 from vm.runtime.graphed import chunk_of
-from vm.transformer.layers import cpu_thread_count
 from vm.machines.subleq.reference import ReferenceMachine
 from vm.tools.workloads import FLEQ_WORKLOADS, looping_programs, workload_geometry
 
@@ -112,10 +110,11 @@ when its cache on disk is cold). On a GPU the warm-up's next chunk captures the 
 
 
 def transformer_speed(program: Program, batch: int, config: EngineConfig,
-                      budget: float) -> tuple[Timing, str, int]:
+                      budget: float) -> tuple[Timing, str, int, int]:
     """Program steps per second (passes x batch) of one sustained run of the looped
-    transformer, the evaluation it used, and how many of its passes the active evaluation
-    had to run in full.
+    transformer, the evaluation it used, how many of its passes the active evaluation
+    had to run in full, and the CPU thread count most of its passes used (measured
+    unless `config.threads` is given; 0 on a GPU).
     The run's set-up (the active evaluation projects every column once) falls in the
     one-pass warm-up."""
     executor = TransformerExecutor(geometry_for(program), config)
@@ -130,7 +129,7 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
     starting = time.perf_counter() - start
     timing = timed(work, budget, unit=chunk_of(runner.active))
     return (Timing(timing.per_second * batch, starting + timing.warmup_seconds,
-                   timing.items * batch), runner.evaluation, runner.fallbacks)
+                   timing.items * batch), runner.evaluation, runner.fallbacks, runner.threads)
 
 
 MIN_COLUMNS = 6
@@ -159,13 +158,8 @@ def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: 
         reference = reference_speed(program, budget)
         for batch in batches:
             progress(f"n={n} batch={batch} on {config.device} ...")
-            timing, evaluation, full_passes = transformer_speed(program, batch, config, budget)
-            if config.device != "cpu":
-                threads = 0
-            elif evaluation == "fused":
-                threads = min(batch, fused_thread_count(config.threads))
-            else:
-                threads = cpu_thread_count(batch * n, config.threads)
+            timing, evaluation, full_passes, threads = transformer_speed(program, batch, config,
+                                                                         budget)
             rows.append(BenchRow(n, batch, config.device, config.dtype, config.attention,
                                  evaluation, threads, timing.per_second,
                                  timing.warmup_seconds, reference, full_passes))
@@ -249,9 +243,10 @@ FLEQ_BENCH_STEPS = 1_000
 
 
 def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
-                      budget: float) -> tuple[TransformerExecutor, Timing, str, int]:
+                      budget: float) -> tuple[TransformerExecutor, Timing, str, int, int]:
     """Seconds per pass of the FLEQ transformer on `batch` copies of the program, the
-    evaluation the runs used and how many passes they ran in full.
+    evaluation the runs used, how many passes they ran in full and the CPU thread count
+    most of the timed passes used (0 on a GPU).
 
     Passes are the program's own: runs from the loaded punchcard to the halt (at most
     FLEQ_BENCH_STEPS passes), restarted as often as the timing needs, through the run loop
@@ -275,7 +270,7 @@ def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
         if config.device.startswith("cuda"):
             torch.cuda.synchronize()
     timing = timed(work, budget, unit=length)  # the warm-up: one whole run
-    return executor, timing, first.evaluation, runner.fallbacks
+    return executor, timing, first.evaluation, runner.fallbacks, runner.threads
 
 
 def fleq_reference_speed(program: FleqProgram, budget: float) -> float:
@@ -300,11 +295,9 @@ def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budge
     for name, program in zip(names, programs):
         for batch in batches:
             progress(f"{name} batch={batch} on {config.device} ...")
-            executor, timing, evaluation, full = fleq_pass_seconds(program, batch, config,
-                                                                   budget)
+            executor, timing, evaluation, full, threads = fleq_pass_seconds(program, batch,
+                                                                            config, budget)
             weights = executor.machine.weights
-            threads = (cpu_thread_count(batch * weights.columns, config.threads)
-                       if config.device == "cpu" else 0)
             rows.append(FleqBenchRow(name, program.d, weights.rows, weights.columns,
                                      len(weights.layers), sum(weights.heads), batch,
                                      config.device, executor.dtype_name, config.attention,

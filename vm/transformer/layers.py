@@ -67,30 +67,6 @@ def flush_denormals() -> Iterator[None]:
         torch.set_flush_denormal(False)
 
 
-SINGLE_THREAD_MAX_COLUMNS = 1 << 15
-"""Up to this many columns in a batch (batch x n), one CPU thread is faster:
-the products are too small to split, and idle OpenMP threads spin."""
-
-
-def cpu_thread_count(batch_columns: int, requested: int | None = None) -> int:
-    """The torch CPU threads a run of `batch_columns` columns uses: `requested`, or one
-    thread for small work, else torch's setting."""
-    return requested or (1 if batch_columns <= SINGLE_THREAD_MAX_COLUMNS
-                         else torch.get_num_threads())
-
-
-@contextmanager
-def cpu_threads(batch_columns: int, requested: int | None = None) -> Iterator[None]:
-    """Use `requested` torch CPU threads (or a count suited to the work) while the
-    machine runs, then restore the caller's setting."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(cpu_thread_count(batch_columns, requested))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 def _rows(rows: np.ndarray) -> slice | torch.Tensor:
     """A slice when the rows are contiguous (a view, cheaper), else an index tensor."""
     if len(rows) and rows[-1] - rows[0] + 1 == len(rows):

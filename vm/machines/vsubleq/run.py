@@ -16,9 +16,9 @@ from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.machine import vsubleq_machine
 from vm.machines.vsubleq.punchcard import VState, geometry_for, output_needed
 from vm.machines.vsubleq.reference import Image, Reference, Result, Step
-from vm.transformer.layers import (LoopedTransformer, cpu_threads, flush_denormals,
-                                   from_internal, to_internal)
+from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
 from vm.transformer.layout import Layout
+from vm.transformer.threads import cpu_threads
 from vm.transformer.weights import MachineWeights
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}

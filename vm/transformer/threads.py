@@ -1,0 +1,132 @@
+"""How many CPU threads a run's passes use: one for small work; for large work, and for the
+fused pass's programs, the faster of one thread and the pool, measured on the run itself.
+
+Why measured and not a fixed size threshold: a torch operation (or a fused call) is a
+parallel region that waits for its slowest thread, and on a shared machine a thread can lose
+its core for a whole scheduler time slice. On the project's 2-core machine with other jobs
+running, two threads made passes 5-21x slower than one (FLEQ inverse-d8, batch 8: 2.9 s
+against 64 s a full pass, 0.18 s against 1.0 s an active one; SUBLEQ n = 64, batch 1024,
+active: 31,608 against 7,368 steps/s), while on a quiet machine two threads are the faster.
+The count does not change X: a fused program runs all its passes in one thread whatever the
+count, and tests/test_threads.py runs torch passes of SUBLEQ and FLEQ machines at one and two
+threads and compares X bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+SINGLE_THREAD_MAX_COLUMNS = 1 << 15
+"""Up to this many columns in a batch (batch x n), one CPU thread is used, unmeasured: the
+products are too small to split, and idle OpenMP threads spin."""
+FIRST_TRY = 2
+"""Parts of a run (torch passes or fused calls) before the count not chosen is tried, after a
+run starts or a switch."""
+LONGEST_WAIT = 1024
+"""Most parts between two tries of the count not chosen: the wait doubles each time that count
+loses, so a count 20x slower costs at most about 20 / 1024 = 2 % of a run's time."""
+SMOOTHING = 0.25
+"""Weight of a part's time per pass in the chosen count's running average (one part can be
+slow)."""
+
+
+def cpu_thread_count(batch_columns: int, requested: int | None = None) -> int:
+    """The torch CPU threads a run of `batch_columns` columns starts with: `requested`, or
+    one thread for small work, else torch's setting."""
+    return requested or (1 if batch_columns <= SINGLE_THREAD_MAX_COLUMNS
+                         else torch.get_num_threads())
+
+
+@contextmanager
+def cpu_threads(batch_columns: int, requested: int | None = None) -> Iterator[None]:
+    """Use `requested` torch CPU threads (or a count suited to the work) while the
+    machine runs, then restore the caller's setting."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(cpu_thread_count(batch_columns, requested))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+class MeasuredThreads:
+    """The thread count of each part of one run (a torch pass, or a fused call of many
+    passes), by measurement.
+
+    With one candidate (a requested count, small work, a single-thread setting or a GPU
+    run) every part runs at it. With two, parts run at the count whose recent parts were
+    faster per pass, and the other count gets one part now and then: after FIRST_TRY
+    parts, then after a wait that doubles each time it loses (at most LONGEST_WAIT)."""
+
+    def __init__(self, candidates: tuple[int, ...]) -> None:
+        self.candidates = candidates
+        self.chosen = candidates[0] if candidates else 0
+        self.passes: dict[int, int] = dict.fromkeys(candidates, 0)
+        """Passes run at each count so far."""
+        self._average: dict[int, float] = {}
+        self._wait = FIRST_TRY
+        self._until_try = FIRST_TRY
+
+    @classmethod
+    def for_torch(cls, batch_columns: int, requested: int | None,
+                  on_cpu: bool) -> MeasuredThreads:
+        """Torch's candidates for a run: one and torch's setting when neither a requested
+        count nor the work's size settles it, else the one count `cpu_thread_count`
+        picks (none on a GPU). Make it before entering `cpu_threads`, which changes the
+        setting; `torch_pass` sets the count of each pass inside it."""
+        if not on_cpu:
+            return cls(())
+        most = torch.get_num_threads()
+        if requested is None and batch_columns > SINGLE_THREAD_MAX_COLUMNS and most > 1:
+            return cls((1, most))
+        return cls((cpu_thread_count(batch_columns, requested),))
+
+    @property
+    def most_used(self) -> int:
+        """The count most of the run's passes used (0 when none was set)."""
+        return max(self.passes, key=self.passes.get) if self.passes else 0
+
+    def next(self) -> int:
+        """The count the next part runs at."""
+        if len(self.candidates) < 2 or self._until_try > 0:
+            return self.chosen
+        return self.candidates[1] if self.chosen == self.candidates[0] else self.candidates[0]
+
+    def learn(self, threads: int, seconds: float, passes: int = 1) -> None:
+        """A part of `passes` passes ran at `threads` in `seconds`."""
+        if threads not in self.passes or passes < 1:
+            return
+        self.passes[threads] += passes
+        if len(self.candidates) < 2:
+            return
+        per_pass = seconds / passes
+        trying = threads != self.chosen
+        if trying:
+            if per_pass < self._average.get(self.chosen, float("inf")):
+                self.chosen = threads
+                self._wait = FIRST_TRY
+            else:
+                self._wait = min(2 * self._wait, LONGEST_WAIT)
+            self._until_try = self._wait
+        else:
+            self._until_try -= 1
+        known = self._average.get(threads)
+        self._average[threads] = (per_pass if known is None or trying
+                                  else known + SMOOTHING * (per_pass - known))
+
+    @contextmanager
+    def torch_pass(self) -> Iterator[None]:
+        """One torch pass at the count chosen now, timed (inside `cpu_threads`)."""
+        if not self.candidates:
+            yield
+            return
+        threads = self.next()
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        start = time.perf_counter()
+        yield
+        self.learn(threads, time.perf_counter() - start)
