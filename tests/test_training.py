@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -209,6 +212,17 @@ def test_cli_devices_are_not_npz_files(device, capsys):
     assert main(["train", "--data", device]) == 2
     assert capsys.readouterr().err == f"ltvm: error: {device} is not an .npz file (a zip " \
                                       f"archive of arrays x and y): not a regular file\n"
+
+
+def test_cli_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    """open() of a FIFO with no writer blocked forever (the regular-file check came after)."""
+    fifo = tmp_path / "data.npz"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, "-m", "vm.cli", "train", "--data", str(fifo)],
+                          capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.endswith("not a regular file\n")
 
 
 def test_cli_a_damaged_archive_is_an_input_error(tmp_path, capsys):

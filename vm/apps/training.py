@@ -81,10 +81,11 @@ def load_dataset(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     refused at once, not decompressed into memory, and nothing is unpickled."""
     not_npz = f"{path} is not an .npz file (a zip archive of arrays x and y)"
     try:
+        # checked before open(): a FIFO with no writer blocks open() forever, and a zip is
+        # read from its end, so zipfile would read /dev/zero until memory ran out
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise InputError(f"{not_npz}: not a regular file")
         with open(path, "rb") as stream:
-            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-                # a zip is read from its end: zipfile would read /dev/zero until memory ran out
-                raise InputError(f"{not_npz}: not a regular file")
             try:
                 archive = zipfile.ZipFile(stream)
             except zipfile.BadZipFile:
