@@ -116,3 +116,15 @@ def test_seeds_torch_cannot_take_are_refused_by_the_parser(seed: str, capsys):
         main(["rope", "--n", "8", "--seed", seed])
     captured = capsys.readouterr()
     assert stop.value.code == 2 and "--seed" in captured.err and "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("form, d", [("rotary", 4), ("general", 3)])
+def test_one_token_has_no_relative_error_to_report(form: str, d: int, capsys):
+    """At n = 1 the exact gradient is 0: the relative error printed 0.0 although the fast
+    gradient differs from it (max_abs_error > 0); it is undefined, so null."""
+    assert main(["rope", "--n", "1", "--d", str(d), "--form", form, "--bound", "10",
+                 "--json"]) == 0
+    report = strict_json(capsys.readouterr().out)
+    assert report["max_abs_error"] > 0 and report["error"] is None
+    assert main(["rope", "--n", "1", "--d", str(d), "--form", form]) == 0
+    assert "error: undefined" in capsys.readouterr().out
