@@ -459,3 +459,10 @@ def test_a_dec_word_too_wide_for_bits_is_located(capsys, tmp_path):
     err = refused(["run", str(image)], capsys, "word 4 is 40000, outside the 16-bit range")
     assert f"{image}:2:3: error:" in err and LOCATED.search(err), err[-500:]
     refused(["run", str(image), "--bits", "1"], capsys, "--bits must be between 2 and 64")
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "inspect"])
+def test_fleq_block_parameters_that_overflow_the_weights_are_refused(command, capsys):
+    err = refused([command, CALCULATOR, "--param", "inv.sharpness=1e308"], capsys,
+                  "are not finite")
+    assert "RuntimeWarning" not in err

@@ -36,7 +36,7 @@ from vm.blocks import arith
 from vm.blocks.correct import clear, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
 from vm.functions.base import GATE_BIG, MOVE_TEMPERATURE, BlockContext, BlockLayer
-from vm.common.errors import InexactMovesError
+from vm.common.errors import InexactMovesError, InputError
 from vm.transformer.modes import mask_matrix
 from vm.transformer.layout import Layout
 from vm.machines.fleq.layout import POINTERS, FleqGeometry, fleq_layout
@@ -225,14 +225,27 @@ def _block_layers(layout: Layout, geometry: FleqGeometry) -> list[LayerWeights]:
         offset = depth - block.depth(geometry.d)
         context = BlockContext(block, index, geometry.d, layout, geometry.block_columns(index),
                                layers[offset:])
-        block.build(context)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused below
+            block.build(context)
     built = []
     for number, layer in enumerate(layers):
         ffn = layer.ffn.build() if layer.ffn is not None else FeedForwardBuilder(layout).build()
         roles = sorted({head.role.split(":")[0] for head in layer.heads})
         built.append(LayerWeights(tuple(layer.heads), ffn,
                                   f"function blocks, layer {number + 1} ({', '.join(roles)})"))
+        _check_finite(built[-1])
     return built
+
+
+def _check_finite(layer: LayerWeights) -> None:
+    """Refuse a block layer with an inf or NaN weight (a block parameter so extreme that
+    its fit overflowed, e.g. inv.sharpness=1e308): such a machine would compute NaN and
+    decode a garbage pc, with nothing to say why."""
+    ffn = layer.ffn
+    arrays = [matrix for head in layer.heads for matrix in (head.Q, head.K, head.V)]
+    if not all(np.isfinite(array).all() for array in arrays + [ffn.W1, ffn.b1, ffn.W2, ffn.b2]):
+        raise InputError(f"the weights of {layer.role} are not finite: a block parameter "
+                         f"(.function or --param) is beyond what the block can be built for")
 
 
 def _checks(layout: Layout, last: int) -> tuple[Check, ...]:
