@@ -466,3 +466,12 @@ def test_fleq_block_parameters_that_overflow_the_weights_are_refused(command, ca
     err = refused([command, CALCULATOR, "--param", "inv.sharpness=1e308"], capsys,
                   "are not finite")
     assert "RuntimeWarning" not in err
+
+
+@pytest.mark.parametrize("option", [["--block-size", "3"], ["--param", "inv.terms=8"],
+                                    ["--functions", "inv"]])
+def test_fleq_options_on_a_csv_pair_are_refused(option, capsys, tmp_path):
+    assert main(["asm", FACTORIAL, "--export-csv", str(tmp_path)]) == 0
+    capsys.readouterr()
+    refused(["run", "--csv", str(tmp_path / "commands.csv"), str(tmp_path / "memory.csv"),
+             *option], capsys, "apply to .fleq programs")

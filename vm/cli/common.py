@@ -247,6 +247,8 @@ def load_program(args: argparse.Namespace) -> tuple[object, object]:
     if args.csv and args.program:
         raise InputError("give either PROG or --csv CMDS MEM, not both")
     if args.csv:
+        if args.block_size or args.param or args.functions:  # as for a .sq PROG
+            raise InputError("--block-size, --param and --functions apply to .fleq programs")
         saved = csv_settings(args.csv[0]) or {}
         scratch = args.scratch or saved.get("scratch") or DEFAULT_CSV_SCRATCH
         if not saved:
