@@ -475,3 +475,12 @@ def test_fleq_options_on_a_csv_pair_are_refused(option, capsys, tmp_path):
     capsys.readouterr()
     refused(["run", "--csv", str(tmp_path / "commands.csv"), str(tmp_path / "memory.csv"),
              *option], capsys, "apply to .fleq programs")
+
+
+def test_inspect_json_stays_json_when_a_block_has_no_bound(capsys):
+    import json
+    assert main(["inspect", CALCULATOR, "--param", "inv.terms=1", "--json"]) == 0
+    out = capsys.readouterr().out
+    inverse = [b for b in json.loads(out, parse_constant=pytest.fail)["blocks"]
+               if b["function"] == "inv"]
+    assert inverse[0]["relative_error_bound_float64"] is None

@@ -7,6 +7,7 @@ import json
 
 from vm.cli.common import add_program_arguments, load_program, positive_int, temperature_value
 from vm.common.errors import InputError
+from vm.common.json_values import finite_or_null
 from vm.common.geometry import Geometry
 from vm.isa import for_program
 
@@ -75,11 +76,12 @@ def run(args: argparse.Namespace) -> int:
               "parameters": sum(r["parameters"] for r in rows), "rows": machine.layout.rows,
               "temperature": machine.temperature}
     if args.json:
-        print(json.dumps({"geometry": geometry.as_dict(), "layers": rows, "totals": totals,
-                          "blocks": blocks,
-                          "paper": {"layers": paper.layers, "heads": paper.heads,
-                                    "statement": lemma},
-                          "paper_routines": paper.routines}, indent=2))
+        # a block whose parameters leave it no bound has an infinite one: null in JSON
+        print(json.dumps(finite_or_null(
+            {"geometry": geometry.as_dict(), "layers": rows, "totals": totals,
+             "blocks": blocks,
+             "paper": {"layers": paper.layers, "heads": paper.heads, "statement": lemma},
+             "paper_routines": paper.routines}), indent=2, allow_nan=False))
         return 0
     print(f"geometry: {geometry.describe()}")
     print(f"residual stream: {machine.layout.rows} rows; temperature lam = "
