@@ -484,3 +484,13 @@ def test_inspect_json_stays_json_when_a_block_has_no_bound(capsys):
     inverse = [b for b in json.loads(out, parse_constant=pytest.fail)["blocks"]
                if b["function"] == "inv"]
     assert inverse[0]["relative_error_bound_float64"] is None
+
+
+@pytest.mark.parametrize("program", [FACTORIAL, str(ROOT / "programs" / "vsubleq" / "hello.vsq")])
+def test_trace_refuses_pictures_that_cannot_fit_in_memory(program, capsys, tmp_path,
+                                                          monkeypatch):
+    import vm.runtime.executor
+    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 1 << 20)
+    refused(["trace", program, "--png", str(tmp_path / "pictures")], capsys,
+            "attention maps), more than")
+    assert not list(tmp_path.iterdir())

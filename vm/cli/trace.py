@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
                          executor.layout)
     name = Path(args.program).name if args.program else "csv program"
     runner = executor.runner(executor.load([program]))
+    if args.png:
+        _check_picture_memory(executor.model, runner.state())
     progress = Progress("steps", args.step, max_seconds=args.max_seconds)
     runner.advance(args.step, progress)
     progress.done()
@@ -109,6 +111,8 @@ def _trace_image(args: argparse.Namespace, image) -> int:
                          output_needed(image, input_bytes, last), config.checked)
     labels = axis_labels(*isa.column_names(image, run.geometry, run.machine.layout),
                          run.machine.layout)
+    if args.png:
+        _check_picture_memory(run.model, run.X)
     name = Path(args.program).name
     progress = Progress("steps", args.step, max_seconds=args.max_seconds)
     for step in range(args.step):
@@ -135,6 +139,29 @@ def _trace_image(args: argparse.Namespace, image) -> int:
             run.step()
         _write_animation(frames, labels, args.gif)
     return 0
+
+
+PICTURE_BYTES_PER_CELL = 100
+"""Host memory drawing the pass takes per entry of an n x n attention map, beyond the maps
+themselves: the mask, each layer's scores and softmax, and matplotlib's float64 copies of
+the image it draws (measured: 4.2 GB peak for 4 float32 heads at n = 6,007)."""
+
+
+def _check_picture_memory(model, X) -> None:
+    """Refuse --png before the first pass (X: the loaded state, n its last axis) when the
+    pictures cannot fit in the memory free now: every head's n x n attention map is kept for
+    drawing, tens of GB at n = 20,000, and the run would end in the OOM killer, silently."""
+    import torch
+
+    from vm.runtime.executor import free_memory
+    n, heads = X.shape[-1], sum(len(layer.head_roles) for layer in model.layers)
+    needed = n * n * (heads * X.element_size() + PICTURE_BYTES_PER_CELL)
+    free = free_memory(torch.device("cpu"))
+    if free is not None and needed > free:
+        raise InputError(f"--png at n = {n:,} columns needs about {needed / 2**30:.1f} GiB "
+                         f"(each of the {heads} heads' n x n attention maps), more than the "
+                         f"{free / 2**30:.1f} GiB free: draw a smaller program, or draw X "
+                         f"alone with --gif")
 
 
 def _write_pass_pictures(model, X, labels, directory: str, step: int, name: str) -> None:
