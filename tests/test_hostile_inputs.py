@@ -490,7 +490,7 @@ def test_inspect_json_stays_json_when_a_block_has_no_bound(capsys):
 def test_trace_refuses_pictures_that_cannot_fit_in_memory(program, capsys, tmp_path,
                                                           monkeypatch):
     import vm.runtime.executor
-    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 1 << 20)
+    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 1024)
     refused(["trace", program, "--png", str(tmp_path / "pictures")], capsys,
             "attention maps), more than")
     assert not list(tmp_path.iterdir())
