@@ -306,11 +306,14 @@ class FusedPass:
         return self._log_arrays
 
 
-if numba is not None:
-    _jit = numba.njit(cache=True, fastmath=False, nogil=True)
-    _parallel = numba.njit(cache=True, fastmath=False, nogil=True, parallel=True)
-    _inline = numba.njit(cache=True, fastmath=False, nogil=True, inline="always", _nrt=False)
-    _bare = numba.njit(cache=True, fastmath=False, nogil=True, _nrt=False)
+if numba is not None:  # error_model="numpy": no division in the pass can be by zero, so
+    # numba's check for one (a branch at every division) is dropped
+    _jit = numba.njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
+    _parallel = numba.njit(cache=True, fastmath=False, nogil=True, parallel=True,
+                           error_model="numpy")
+    _inline = numba.njit(cache=True, fastmath=False, nogil=True, inline="always", _nrt=False,
+                         error_model="numpy")
+    _bare = numba.njit(cache=True, fastmath=False, nogil=True, _nrt=False, error_model="numpy")
 else:  # pragma: no cover
     def _jit(function):
         return function
@@ -392,14 +395,15 @@ def _feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W2_val
         if size >= limit:
             return False
         hidden[i] = total if total > 0.0 else 0.0
-    hidden_bits = first + bits
-    out_scale = 2.0 ** (second + hidden_bits)
+    hidden_scale = 2.0 ** (first + bits)
+    out_scale = 2.0 ** second * hidden_scale
     for r in range(len(rows)):
         residual = column[rows[r]] * out_scale
         if residual != math.floor(residual):
             return False
-        total = residual + b2[r] * 2.0 ** hidden_bits
-        size = abs(residual) + abs(b2[r] * 2.0 ** hidden_bits)
+        bias = b2[r] * hidden_scale
+        total = residual + bias
+        size = abs(residual) + abs(bias)
         for e in range(W2_pointers[r], W2_pointers[r + 1]):
             term = W2_values[e] * hidden[W2_indices[e]]
             total += term
@@ -428,6 +432,7 @@ def _feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W
         return False
     scale = 2.0 ** bits
     unit_scale = 2.0 ** -(first + bits)
+    weight_scale = 2.0 ** -first
     for i in range(len(pointers) - 1):
         total = b1[i] * scale
         size = abs(total)
@@ -438,7 +443,7 @@ def _feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W
         for e in range(pointers[i], pointers[i + 1]):
             j = indices[e]
             if junk[read[j]]:
-                weight = values[e] * 2.0 ** -first
+                weight = values[e] * weight_scale
                 lo, hi = weight * low[read[j]], weight * high[read[j]]
                 junk_high += max(lo, hi)
                 junk_size += max(abs(lo), abs(hi))
@@ -463,11 +468,12 @@ def _feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W
             hidden[i] = 0.0
         else:
             return False
-    hidden_bits = first + bits
-    out_scale = 2.0 ** (second + hidden_bits)
+    hidden_scale = 2.0 ** (first + bits)
+    out_scale = 2.0 ** second * hidden_scale
+    coefficient_scale = 2.0 ** -second
     for r in range(len(rows)):
         row = rows[r]
-        total = b2[r] * 2.0 ** hidden_bits
+        total = b2[r] * hidden_scale
         size = abs(total)
         plus = 0
         minus = 0
@@ -476,7 +482,7 @@ def _feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W
             if kind[i] != 0:
                 if source[i] != row:
                     return False
-                coefficient = W2_values[e] * 2.0 ** -second
+                coefficient = W2_values[e] * coefficient_scale
                 if kind[i] == 1 and coefficient == -1.0:
                     plus += 1
                 elif kind[i] == -1 and coefficient == 1.0:
