@@ -486,11 +486,16 @@ def test_inspect_json_stays_json_when_a_block_has_no_bound(capsys):
     assert inverse[0]["relative_error_bound_float64"] is None
 
 
-@pytest.mark.parametrize("program", [FACTORIAL, str(ROOT / "programs" / "vsubleq" / "hello.vsq")])
-def test_trace_refuses_pictures_that_cannot_fit_in_memory(program, capsys, tmp_path,
+@pytest.mark.parametrize("name, text", [
+    ("wide.sq", ".data\nx: .zero 2000\n.code\nsubleq x, x\nhalt\n"),
+    ("wide.vsq", "subleq x, x\nhalt\nx: .zero 2000\n")])
+def test_trace_refuses_pictures_that_cannot_fit_in_memory(name, text, capsys, tmp_path,
                                                           monkeypatch):
+    """64 MiB hold X at n = 2,000 but not its n x n attention maps (4 million entries a
+    head)."""
     import vm.runtime.executor
-    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 1024)
-    refused(["trace", program, "--png", str(tmp_path / "pictures")], capsys,
+    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 64 << 20)
+    (tmp_path / name).write_text(text)
+    refused(["trace", str(tmp_path / name), "--png", str(tmp_path / "pictures")], capsys,
             "attention maps), more than")
-    assert not list(tmp_path.iterdir())
+    assert [p.name for p in tmp_path.iterdir()] == [name]
