@@ -164,3 +164,12 @@ def test_ctrl_c_in_the_references_step_leaves_it_where_it_was(monkeypatch):
     monkeypatch.setattr(Reference, "step", step)
     out = repl.execute("continue")
     assert "DIVERGENCE" not in out and repl.run.state().output == b"Hello, world!\n"
+
+
+def test_continue_says_when_max_steps_stopped_it():
+    loop = Image.from_words([3, 3, 0, 0], 8)  # subleq 3, 3, 0: back to 0 forever
+    repl = VsubleqRepl(loop, "loop.dec", max_steps=5)
+    out = repl.execute("continue")
+    assert "--max-steps (5) steps without a halt" in out and repl.reference.steps == 5
+    assert "without a halt" in repl.execute("continue") and repl.reference.steps == 10
+    assert "without a halt" not in VsubleqRepl(image("hello.dec"), "hello.dec").execute("continue")

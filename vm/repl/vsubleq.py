@@ -164,7 +164,12 @@ class VsubleqRepl:
         return self._advance(count, SHOWN_STEPS)
 
     def _continue(self, argument: str) -> str:
-        return self._advance(self.max_steps, 0)
+        start = self.reference.steps
+        report = self._advance(self.max_steps, 0)
+        if not self.reference.halted and self.reference.steps - start == self.max_steps:
+            report += (f"\nstopped after --max-steps ({self.max_steps:,}) steps without a "
+                       "halt; continue goes on from here")
+        return report
 
     def _input(self, argument: str) -> str:
         data = unescape(argument)
