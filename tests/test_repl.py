@@ -69,6 +69,8 @@ def test_load_reports_the_program_and_errors_in_one_line(tmp_path):
     assert session.execute("load") == "error: usage: load FILE"
     assert session.execute("load notes.txt") == \
         "error: notes.txt: the REPL runs SUBLEQ (.sq) and FLEQ (.fleq) sources, not '.txt'"
+    assert session.execute("load echo.vsq").endswith(
+        "'.vsq' files have a REPL of their own: ltvm repl echo.vsq")
     bad_fleq = tmp_path / "bad.fleq"
     bad_fleq.write_text(".data\nx: 1.0\n.code\nx = add(x, y)\n")
     assert session.execute(f"load {bad_fleq}").startswith(f"{bad_fleq}:4:")

@@ -189,10 +189,17 @@ class Repl:
     def load(self, path: str) -> str:
         """Assemble and load `path`; raises InputError (with location) when it cannot."""
         try:
-            dialect = DIALECTS[for_path(path).name]
-        except (InputError, KeyError):
+            isa = for_path(path)
+        except InputError:
+            isa = None
+        if isa is not None and isa.name not in DIALECTS:
+            raise InputError(f"{path}: this REPL runs SUBLEQ (.sq) and FLEQ (.fleq) sources; "
+                             f"'{Path(path).suffix}' files have a REPL of their own: ltvm repl "
+                             f"{path}")
+        if isa is None:
             raise InputError(f"{path}: the REPL runs SUBLEQ (.sq) and FLEQ (.fleq) sources, "
-                             f"not '{Path(path).suffix}'") from None
+                             f"not '{Path(path).suffix}'")
+        dialect = DIALECTS[isa.name]
         source = read_source(path)
         engine = self.loaded.machine.active if self.loaded else self.engine
         loading = dialect.load(path, source, self.config, engine, self.bits, self.scratch)
