@@ -499,3 +499,17 @@ def test_trace_refuses_pictures_that_cannot_fit_in_memory(name, text, capsys, tm
     refused(["trace", str(tmp_path / name), "--png", str(tmp_path / "pictures")], capsys,
             "attention maps), more than")
     assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+@pytest.mark.parametrize("attention", ["masked", "dense"])
+def test_export_refuses_weights_larger_than_the_free_space(attention, capsys, tmp_path,
+                                                           monkeypatch):
+    import collections
+
+    import vm.runtime.export
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(vm.runtime.export.shutil, "disk_usage",
+                        lambda path: usage(1 << 40, 1 << 40, 4096))
+    refused(["export", FACTORIAL, "-o", str(tmp_path / "out"), "--attention", attention],
+            capsys, "more than the 0.0 GiB free there")
+    assert not list(tmp_path.iterdir())

@@ -220,6 +220,24 @@ def check_export_directory(directory: str | Path) -> Path:
     return directory
 
 
+def _check_space(directory: Path, weights: MachineWeights, masked: bool, fmt: str) -> None:
+    """Refuse, before anything is built or written, an export larger than the free space
+    where it goes: a masked export holds an n x n float64 mask per head (one in ONNX), 12 GB
+    at n = 20,000 and over 100 GB at n = 65,536, which would write for many minutes and then
+    fail on a full disk."""
+    matrices = sum(array.nbytes for layer in weights.layers
+                   for array in (*(m for head in layer.heads for m in (head.Q, head.K, head.V)),
+                                 layer.ffn.W1, layer.ffn.b1, layer.ffn.W2, layer.ffn.b2))
+    masks = (1 if fmt == "onnx" else sum(weights.heads)) if masked else 0
+    needed = matrices + masks * weights.columns ** 2 * 8
+    free = shutil.disk_usage(directory if directory.exists() else directory.parent).free
+    if needed > free:
+        raise InputError(f"the export needs about {needed / 2**30:.1f} GiB ({masks} n x n "
+                         f"attention masks at n = {weights.columns:,}), more than the "
+                         f"{free / 2**30:.1f} GiB free there: export a smaller program, or "
+                         f"with --attention dense (no masks)")
+
+
 def export(directory: str | Path, weights: MachineWeights, layout: Layout, punchcard: np.ndarray,
            bits: int, masked: bool, extra_layout: dict, fmt: str = "npz") -> Path:
     """Write the format's three files into `directory`, all or nothing.
@@ -235,6 +253,7 @@ def export(directory: str | Path, weights: MachineWeights, layout: Layout, punch
         from vm.runtime.onnx_export import require_onnx
         require_onnx()
     directory = check_export_directory(directory)
+    _check_space(directory, weights, masked, fmt)
     others = sorted(set(WEIGHT_FILES.values()) - {WEIGHT_FILES[fmt]})
     with staged_files(directory, files(fmt), remove=others) as staging:
         write_weights(staging / WEIGHT_FILES[fmt], fmt, weights, masked, str(punchcard.dtype))
