@@ -197,11 +197,13 @@ def test_the_largest_seed_runs(capsys) -> None:
     (["--n", "4096", "--m", "4", "--mode", "exact", "--heads", "64"], "oracle calls"),
     (["--n", "30000", "--m", "20000", "--mode", "exact"], "--m 20000 exceeds the limit of 16384"),
     (["--n", "2000000", "--m", "16", "--mode", "window"], "exceeds the limit of 1048576"),
+    (["--n", "1048576", "--m", "16384", "--mode", "window", "--heads", "64", "--head-dim",
+      "1024"], "more than the limit of 4 GiB"),
 ])
 def test_infeasible_instances_are_refused_before_work(argv: list[str], message: str,
                                                       capsys) -> None:
     """M = 2 at N = 65536 asked for 8.6 billion oracle calls (days); M = 20000 for a 1.5 GiB
-    score matrix a call."""
+    score matrix a call; 64 heads of 1024 at N = 2^20 for a 512 GiB input."""
     assert main(["attention", *argv]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and message in captured.err

@@ -14,7 +14,8 @@ import math
 from pathlib import Path
 
 from vm.attention.chunked import MODES
-from vm.attention.chunked.limits import check_calls, check_limits, check_score_scale
+from vm.attention.chunked.limits import (check_calls, check_limits, check_memory,
+                                         check_score_scale)
 from vm.cli.common import non_negative_float, positive_float, seed_value, thread_count
 from vm.common.errors import InputError, RunFailure
 
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     check_limits(args.mode, args.n, args.m, heads=args.heads, layers=args.layers,
                  head_dim=args.head_dim, oracle_heads=args.oracle_heads,
                  oracle_layers=args.oracle_layers)
+    check_memory(args.n, args.heads, args.layers, args.head_dim)
     check_score_scale(args.score_scale, args.dtype)
     import torch  # here, not at the top: every `ltvm` call imports this module
 

@@ -1,14 +1,15 @@
 """The largest sizes `ltvm attention` and `ltvm bench attention` accept, checked before work.
 
 Torch-free, like the package's `__init__`: the command line imports it to check options
-before it loads torch. A simulation's cost has three parts, each bounded here:
+before it loads torch. A simulation's cost has four parts, each bounded here:
 
 * the oracle calls: 2 T^2 (exact, causal), 2 T (sampled) or about 4 N / (M - r) (window,
   sink) a head and layer, at roughly 40,000 small calls a second; MAX_CALLS keeps that
   under about a minute (M = 2 at N = 65536 asked for 8.6 billion exact calls);
 * the N x N work of the exact and causal simulations and of the check against direct
   attention (all modes but window and sink, whose check scores only a band): MAX_N;
-* one oracle call's M x M score matrix (and its softmax beside it): MAX_M.
+* one oracle call's M x M score matrix (and its softmax beside it): MAX_M;
+* the instance's activations and weights: MAX_MEMORY.
 """
 
 from __future__ import annotations
@@ -73,6 +74,29 @@ def check_score_scale(scale: float, dtype: str) -> None:
                          f"{MAX_SCORE_SCALE[dtype]:.1f} in {dtype} ({others}): scores of that "
                          "size send their weight against the synthetic token's known score 0 "
                          f"outside {dtype}'s normal range")
+
+
+MAX_MEMORY = 4 * 2 ** 30
+"""The most an instance's activations and weights may take (`instance_bytes`)."""
+
+
+def instance_bytes(n: int, heads: int, layers: int, head_dim: int) -> int:
+    """About the memory of one instance that grows with its sizes (a few hundred MiB of
+    oracle and reference buffers come on top): the N x H*m input and every layer's output,
+    drawn and checked in float64 (measured at up to 7 + L float64 copies of the input), and
+    each head's three m x m weights in three copies (drawn, cast, float64)."""
+    return 8 * (n * heads * head_dim * (7 + layers) + 9 * layers * heads * head_dim ** 2)
+
+
+def check_memory(n: int, heads: int, layers: int, head_dim: int) -> None:
+    """InputError when an instance would take more than MAX_MEMORY: refused up front, not
+    allocated until the machine runs out (N = 2^20 with 64 heads of 1024 asked for 512 GiB)."""
+    needed = instance_bytes(n, heads, layers, head_dim)
+    if needed > MAX_MEMORY:
+        raise InputError(f"an instance of N={n} with {heads} heads of dimension {head_dim} "
+                         f"in {layers} layers takes about {needed / 2 ** 30:.1f} GiB, more than "
+                         f"the limit of {MAX_MEMORY // 2 ** 30} GiB: lower --n, --heads, "
+                         "--head-dim or --layers")
 
 
 def check_calls(what: str, calls: int, remedy: str) -> None:
