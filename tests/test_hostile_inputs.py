@@ -513,3 +513,10 @@ def test_export_refuses_weights_larger_than_the_free_space(attention, capsys, tm
     refused(["export", FACTORIAL, "-o", str(tmp_path / "out"), "--attention", attention],
             capsys, "more than the 0.0 GiB free there")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["commands.csv", "program.json"])
+def test_asm_refuses_x_where_export_csv_writes(name, capsys, tmp_path):
+    refused(["asm", FACTORIAL, "-o", str(tmp_path / name), "--export-csv", str(tmp_path)],
+            capsys, "is one of the files --export-csv writes")
+    assert not list(tmp_path.iterdir())

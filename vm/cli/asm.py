@@ -54,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--export-csv writes SUBLEQ programs only (the CSV format has "
                              f"no {isa.name.upper()} instructions)")
         check_directory(args.export_csv, CSV_FILES)  # before -o writes anything
+        csv_paths = {os.path.realpath(Path(args.export_csv) / name) for name in CSV_FILES}
+        if args.output and os.path.realpath(args.output) in csv_paths:
+            raise InputError(f"-o {args.output} is one of the files --export-csv writes, "
+                             f"which would replace X; choose another file")
     layout = isa.layout(geometry)
     X = isa.encode(program, geometry, layout)
     if args.output:
