@@ -243,6 +243,20 @@ def test_cli_compare_fails_where_the_reference_leaves_the_machines_domain(capsys
         "domain: step 0: a = mul(a, a) leaves the machine's domain")
 
 
+def test_cli_compare_fails_where_a_block_is_called_outside_its_domain(capsys, tmp_path):
+    """sqrt(-4) is outside sqrt's domain: the transformer's number carries no bound there, so
+    compare fails as run does (it printed OK beside a relative error of inf)."""
+    path = tmp_path / "negative.fleq"
+    path.write_text(".data\nx: 1.0\nz: -4.0\ny: 0.0\n.code\nx = sqrt(x)\ny = sqrt(z)\n")
+    code, out, _ = run_cli(capsys, "compare", str(path))
+    lines = out.strip().splitlines()
+    assert code == 1 and len(lines) == 4 and "OK" not in out
+    assert lines[-1].startswith("domain: step 1: y = sqrt(z) leaves sqrt's domain")
+    code, out, _ = run_cli(capsys, "compare", str(path), "--json")
+    data = json.loads(out)
+    assert code == 1 and not data["ok"] and data["steps"] == 2 and len(data["writes"]) == 2
+
+
 def test_compare_json_turns_non_finite_figures_into_null():
     from vm.runtime.compare import FleqComparison, FleqStepError
     row = FleqStepError(0, 0, "a = mul(a, a)", "a", math.inf, math.nan, math.inf,

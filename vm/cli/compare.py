@@ -23,9 +23,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "field, both values) and exits 1. FLEQ: prints, per "
                     "written value, its absolute and (normwise: max |error| / max |exact|) "
                     "relative error against the reference run and the block's error on the "
-                    "transformer's own operands; a branch that differs, or a value either side "
-                    "writes outside the machine's domain (the `domain:` line), fails with "
-                    "exit 1.")
+                    "transformer's own operands; a branch that differs, a value either side "
+                    "writes outside the machine's domain, or a block called outside the "
+                    "domain its error bound covers (the `domain:` line), fails with exit 1.")
     add_program_arguments(parser)
     parser.add_argument("--max-steps", type=positive_int, default=DEFAULT_MAX_STEPS,
                         metavar="K", help=f"step limit (default {DEFAULT_MAX_STEPS})")

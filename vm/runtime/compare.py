@@ -183,10 +183,13 @@ def _relative(error: np.ndarray, exact: np.ndarray) -> float:
 def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = EngineConfig(),
                  progress: Callable[[int], None] | None = None) -> FleqComparison:
     """Run a FLEQ program on the transformer and the reference side by side; stop at a
-    branch that differs, a damaged cell, or a value either side writes outside the
-    machine's domain."""
+    branch that differs, a damaged cell, a value either side writes outside the machine's
+    domain, or a block call outside the domain its error bound covers (found by the exact
+    replay `run` checks with: past it the errors measure nothing the block promises)."""
+    from vm.machines.fleq.domains import first_domain_violation
     from vm.machines.fleq.reference import FleqReference, machine_domain_problem
     executor = TransformerExecutor(geometry, config)
+    violation = first_domain_violation(program, max_steps, executor.dtype_name)
     X = executor.load([program])
     reference = FleqReference(program)
     cells, _ = executor.decode(X)[0]
@@ -222,6 +225,8 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
                                       f"step {step}: {text} leaves the machine's domain "
                                       f"({problem}) on the transformer, which wrote "
                                       f"{_shown(got)}")
+        if violation is not None and violation.step == step:
+            return FleqComparison(step + 1, False, errors, None, violation.describe())
         if new_pc != reference.pc:
             divergence = Divergence(step, pc, program.instruction_text(pc), "pc", reference.pc,
                                     new_pc)
