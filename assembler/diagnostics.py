@@ -92,9 +92,10 @@ columns about 1 MiB of plain text, and small enough that parsing it stays near a
 /dev/zero and endless pipes are refused rather than read until memory runs out."""
 
 
-def read_source(path: str | Path, encoding: str = "utf-8") -> str:
-    """A source file's text (newlines as Path.read_text gives them), or InputError for a file
-    that cannot be read, is larger than MAX_SOURCE_BYTES or is not text."""
+def read_source(path: str | Path, encoding: str = "utf-8-sig") -> str:
+    """A source file's text (newlines as Path.read_text gives them; a leading byte-order
+    mark, which some editors write and none show, dropped), or InputError for a file that
+    cannot be read, is larger than MAX_SOURCE_BYTES or is not text."""
     try:
         with open(path, "rb") as stream:
             data = stream.read(MAX_SOURCE_BYTES + 1)
@@ -118,7 +119,8 @@ def _undecodable(path: str | Path, data: bytes, encoding: str) -> SourceError:
         start = error.start
     line_start = data.rfind(b"\n", 0, start) + 1
     column = len(data[line_start:start].decode(encoding, errors="replace")) + 1
-    return SourceError(f"not {encoding} text: byte 0x{data[start]:02x} cannot be decoded",
+    name = encoding.upper().removesuffix("-SIG")  # a byte-order mark or not: UTF-8 text
+    return SourceError(f"not {name} text: byte 0x{data[start]:02x} cannot be decoded",
                        str(path), data.decode(encoding, errors="replace"),
                        data.count(b"\n", 0, start) + 1, column)
 

@@ -21,11 +21,26 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_text_is_what_read_text_gives(tmp_path):
     """Universal newlines and the BOM handling of the encoding, as before the read was
-    bounded (line numbers in errors depend on the first)."""
+    bounded (line numbers in errors depend on the first); by default a leading BOM, which
+    editors hide, is not part of the program."""
     path = tmp_path / "crlf.sq"
     path.write_bytes(b"\xef\xbb\xbfa\r\nb\rc\n")
-    assert read_source(path) == path.read_text(encoding="utf-8") == "\ufeffa\nb\nc\n"
-    assert read_source(path, encoding="utf-8-sig") == "a\nb\nc\n"
+    assert read_source(path) == path.read_text(encoding="utf-8-sig") == "a\nb\nc\n"
+    assert read_source(path, encoding="utf-8") == "\ufeffa\nb\nc\n"
+
+
+@pytest.mark.parametrize("source", ["subleq/factorial.sq", "fleq/calculator.fleq",
+                                    "vsubleq/hello.vsq", "vsubleq/hello.dec"])
+def test_a_source_saved_with_a_byte_order_mark_assembles_as_without(source, tmp_path, capsys):
+    """Editors that save UTF-8 with a BOM hide it; it was refused as an unexpected character."""
+    original = Path(__file__).resolve().parents[1] / "programs" / source
+    marked = tmp_path / original.name
+    marked.write_bytes(b"\xef\xbb\xbf" + original.read_bytes())
+    outputs = []
+    for path in (original, marked):
+        assert main(["asm", str(path)]) == 0
+        outputs.append(capsys.readouterr().out.replace(str(path), "PROGRAM"))
+    assert outputs[0] == outputs[1]
 
 
 def test_a_file_at_the_cap_is_read_and_one_byte_more_is_refused(tmp_path, monkeypatch):
@@ -91,7 +106,7 @@ def test_bytes_that_are_not_utf8_are_located(tmp_path):
     with pytest.raises(SourceError) as raised:
         read_source(path)
     header, shown, caret = str(raised.value).split("\n")
-    assert header == f"{path}:5:6: error: not utf-8 text: byte 0xff cannot be decoded"
+    assert header == f"{path}:5:6: error: not UTF-8 text: byte 0xff cannot be decoded"
     assert shown[caret.index("^"):] == "\ufffd\ufffd"
 
 
