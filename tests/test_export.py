@@ -152,3 +152,15 @@ def test_a_new_export_directory_gets_the_mode_of_a_plain_mkdir(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "export").stat().st_mode & 0o777 == 0o750
+
+
+def test_an_export_at_an_unproven_temperature_warns(tmp_path, capsys):
+    """Runs check every pass at such a temperature; an exported executor would not, so the
+    export says its reads are not provably exact (and still writes the weights to study)."""
+    factorial = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    assert main(["export", factorial, "-o", str(tmp_path / "safe")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(["export", factorial, "--temperature", "0.5", "-o", str(tmp_path / "hot")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: at temperature 0.5 the reads of these weights are not provably exact" in err
+    assert (tmp_path / "hot" / "weights.npz").is_file()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from vm.cli.common import add_program_arguments, load_program, temperature_value
 from vm.isa import for_program
@@ -65,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
     bits, extra = isa.export_fields(program, geometry)
     directory = export(args.output, machine.weights, machine.layout, punchcard, bits,
                        args.attention == "masked", extra, args.format)
+    if not machine.temperature_is_safe(isa.default_dtype):
+        print(f"warning: at temperature {machine.temperature:g} the reads of these weights are "
+              "not provably exact (ltvm runs check every pass there; an executor of the "
+              "export does not)", file=sys.stderr)
     print(f"wrote {directory}/{{{', '.join(files(args.format))}}}: "
           f"{len(machine.weights.layers)} layers, heads {machine.weights.heads}, "
           f"X {punchcard.shape[0]} x {punchcard.shape[1]}")
