@@ -96,3 +96,14 @@ def test_bench_refuses_every_bad_size_before_timing_anything(capsys, monkeypatch
     assert main(["bench", "--columns", columns, "--batch", batch, "--seconds", "0.05"]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_bench_json_stays_json_when_a_rate_is_not_finite(capsys, monkeypatch):
+    """A non-finite figure (here a reference rate) is null, never the bare NaN that strict
+    JSON readers refuse."""
+    monkeypatch.setattr(vm.tools.bench, "reference_speed", lambda program, budget: float("nan"))
+    assert main(["bench", "--columns", "16", "--batch", "1", "--seconds", "0.05", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out,
+                     parse_constant=lambda name: pytest.fail(f"{name} in JSON"))["rows"][0]
+    assert row["reference_steps_per_second"] is None and row["ratio"] is None
+    assert row["transformer_steps_per_second"] > 0

@@ -8,6 +8,7 @@ import json
 import sys
 
 from vm.cli.common import positive_float, thread_count
+from vm.common.json_values import finite_or_null
 from vm.runtime.config import DTYPE_NAMES, EVALUATIONS, EngineConfig
 from vm.tools.workloads import FLEQ_WORKLOADS
 from vm.transformer.modes import ATTENTION_MODES
@@ -148,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(title: str, rows: list[dict], table: str, as_json: bool) -> None:
     if as_json:
-        print(json.dumps({"title": title, "rows": rows}, indent=2))
+        print(json.dumps(finite_or_null({"title": title, "rows": rows}), indent=2,
+                         allow_nan=False))
     else:
         print(title)
         print(table)
