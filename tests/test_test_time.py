@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +171,24 @@ def test_a_reward_without_best_of_n_is_refused_not_ignored(capsys):
     code = main(["sample", FACTORIAL, "--cell", "fact", "--samples", "4", "--reward",
                  "reference"])
     assert code == 2 and "--strategy best-of-n" in capsys.readouterr().err
+
+
+LOOP = ".bits 16\n.data\nz: 0\ncandidate: 0\nok: 1\n.code\nloop: subleq z, z, loop\n"
+"""A SUBLEQ program that never halts (with the cells a checker needs)."""
+
+
+@pytest.mark.parametrize("stage", ["reference steps", "checker passes"])
+def test_ltvm_sample_max_seconds_stops_the_reference_and_the_checker_too(stage, tmp_path):
+    """--max-seconds bounded only the sampled runs: a reference run or a checker that does not
+    halt went on for all of --max-steps (10^12 steps: days)."""
+    loop = tmp_path / "loop.sq"
+    loop.write_text(LOOP)
+    program = str(loop) if stage == "reference steps" else FACTORIAL
+    argv = ["sample", program, "--cell", "ok" if stage == "reference steps" else "fact",
+            "--samples", "2", "--max-steps", str(10 ** 12), "--max-seconds", "2"]
+    if stage == "checker passes":
+        argv += ["--strategy", "best-of-n", "--reward", str(loop)]
+    done = subprocess.run([sys.executable, "-m", "vm.cli", *argv], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "stopped by --max-seconds 2 after" in done.stderr and stage in done.stderr

@@ -107,7 +107,18 @@ def run(args: argparse.Namespace) -> int:
     if args.cell not in program.symbols:
         raise InputError(f"no memory cell named {args.cell!r}; named cells: "
                          f"{', '.join(sorted(program.symbols)) or 'none'}")
-    reference = for_program(program).run_reference(program, args.max_steps)
+    # --max-seconds bounds the whole command: every stage's Progress is made here, as each
+    # counts from its construction (the reference run and the checker ignored the limit)
+    batches = -(-args.samples // SAMPLE_BATCH)
+    reference_progress = Progress("reference steps", args.max_steps,
+                                  max_seconds=args.max_seconds)
+    progress = Progress("passes", batches * args.max_steps, max_seconds=args.max_seconds)
+    checker_progress = Progress("checker passes", args.max_steps, max_seconds=args.max_seconds)
+    try:
+        reference = for_program(program).run_reference(program, args.max_steps,
+                                                       progress=reference_progress)
+    finally:
+        reference_progress.done()
     if not reference.halted:
         raise InputError(f"the reference run does not halt within {args.max_steps} steps")
     correct = reference.memory[program.symbols[args.cell].address]
@@ -115,8 +126,6 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--reward applies to --strategy best-of-n (majority takes no reward)")
     reward = _reward(args.reward or "reference", correct, args.max_steps) \
         if args.strategy == "best-of-n" else None
-    batches = -(-args.samples // SAMPLE_BATCH)
-    progress = Progress("passes", batches * args.max_steps, max_seconds=args.max_seconds)
     try:
         answers = sample_answers(program, geometry, args.samples, args.noise, args.seed,
                                  args.cell, args.max_steps, progress=progress)
@@ -127,7 +136,10 @@ def run(args: argparse.Namespace) -> int:
         chosen = majority(answers)
     else:
         if isinstance(reward, CheckerReward):
-            reward.prepare(answers)
+            try:
+                reward.prepare(answers, checker_progress)
+            finally:
+                checker_progress.done()
         chosen = best_of_n(answers, reward)
     report = {"cell": args.cell, "noise": args.noise, "samples": args.samples,
               "seed": args.seed, "reference": correct,

@@ -156,8 +156,10 @@ class CheckerReward:
         self.verdict = checker.symbols[verdict].address
         self.rewards: dict[Answer, float] = {None: 0.0}
 
-    def prepare(self, answers: Sequence[Answer]) -> None:
-        """Verify every answer not seen yet, in one batched run."""
+    def prepare(self, answers: Sequence[Answer],
+                progress: Callable[[int], None] | None = None) -> None:
+        """Verify every answer not seen yet, in one batched run (`progress` is told its
+        passes and may stop it, as --max-seconds does)."""
         low, high = word_range(self.checker.bits)
         fresh = sorted({a for a in answers if a not in self.rewards})
         programs = []
@@ -173,7 +175,7 @@ class CheckerReward:
         from vm.runtime.executor import TransformerExecutor  # torch: only when runs are made
         executor = TransformerExecutor(self.geometry, EngineConfig())
         results = executor.results(executor.run(executor.load([p for _, p in programs]),
-                                                self.max_steps))
+                                                self.max_steps, progress))
         for (answer, _), result in zip(programs, results):
             self.rewards[answer] = (float(result.memory[self.verdict])
                                     if result.halted else 0.0)
