@@ -165,6 +165,8 @@ def test_cli_json_and_show(capsys):
     (["calc", "1/x", "--set", "x=0"], "inv is accurate only for"),
     (["calc", "1e400+1"], "<expression>:1:1: error: the number is too large for float64"),
     (["calc", "2*-1e999", "--show"], "<expression>:1:4: error: the number is too large"),
+    (["calc", "1+1e-400"], "<expression>:1:3: error: the number is too small for float64"),
+    (["calc", "x+1", "--set", "x=-2e-999"], "--set x=-2e-999: the number is too small"),
 ])
 def test_cli_bad_input_exits_2_without_traceback(capsys, argv, message):
     code, _, err = run_cli(capsys, *argv)
@@ -185,3 +187,10 @@ def test_an_expression_may_start_with_a_minus_without_a_double_dash(capsys, expr
     code, out, err = run_cli(capsys, "calc", expression, *inputs, "--json")
     assert code == 0, err
     assert json.loads(out)["exact"] == pytest.approx(exact, rel=1e-15)
+
+
+@pytest.mark.parametrize("zero", ["0e-400", "0.000e5"])
+def test_a_written_zero_is_not_an_underflow(capsys, zero):
+    """1e-400 rounds to 0 and printed `exact: 0`; it is refused, but a zero is a zero."""
+    code, out, _ = run_cli(capsys, "calc", f"{zero}+1", "--json")
+    assert code == 0 and json.loads(out)["exact"] == 1.0

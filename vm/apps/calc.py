@@ -58,6 +58,16 @@ class Compiled:
     """Every input and constant cell with its exact value."""
 
 
+UNDERFLOW = (f"the number is too small for float64 (it rounds to 0; the smallest is "
+             f"{np.finfo(np.float64).smallest_subnormal:.4g})")
+
+
+def underflows(text: str, value: float) -> bool:
+    """Whether `text`, a nonzero decimal, became 0 as a float (1e-400): computed on, it
+    printed 0 as the exact value."""
+    return value == 0 and re.search(r"[1-9]", re.split(r"[eE]", text)[0]) is not None
+
+
 class _Compiler:
     def __init__(self, expression: str, inputs: dict[str, float]) -> None:
         self.expression, self.inputs = expression, inputs
@@ -73,6 +83,9 @@ class _Compiler:
         if not math.isfinite(node.value):
             raise self.error(f"the number is too large for float64 (at most "
                              f"{np.finfo(np.float64).max:.4g})", node)
+        text = self.expression[node.column - 1:node.column - 1 + node.width]
+        if underflows(text, node.value):
+            raise self.error(UNDERFLOW, node)
         return self.constant(node.value)
 
     def constant(self, value: float) -> str:

@@ -39,6 +39,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def parse_inputs(settings: list[str]) -> dict[str, float]:
+    from vm.apps.calc import UNDERFLOW, underflows
+
     inputs: dict[str, float] = {}
     for setting in settings:
         name, equals, value = setting.partition("=")
@@ -50,6 +52,8 @@ def parse_inputs(settings: list[str]) -> dict[str, float]:
             raise InputError(f"--set {setting}: expected NAME=NUMBER")
         if name.strip() in inputs:
             raise InputError(f"--set {name.strip()} given twice")
+        if underflows(value, number):
+            raise InputError(f"--set {setting}: {UNDERFLOW}")
         inputs[name.strip()] = number
     return inputs
 
