@@ -192,3 +192,22 @@ def test_ltvm_sample_max_seconds_stops_the_reference_and_the_checker_too(stage, 
                           text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "stopped by --max-seconds 2 after" in done.stderr and stage in done.stderr
+
+
+def test_a_reward_script_that_prints_leaves_the_json_whole(capsys, tmp_path):
+    """print() in a reward script went to stdout, into the middle of --json's object."""
+    script = tmp_path / "chatty.py"
+    script.write_text("print('loading')\ndef reward(answer):\n    print('scoring', answer)\n"
+                      "    return 1.0 if answer == 720 else 0.0\n")
+    code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.1", "--samples", "4",
+                 "--strategy", "best-of-n", "--reward", str(script), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["answer"] == 720
+    assert "loading" in captured.err and "scoring 720" in captured.err
+
+
+def test_a_reward_directory_is_not_called_missing(capsys, tmp_path):
+    (tmp_path / "reward.py").mkdir()
+    code = main(["sample", FACTORIAL, "--cell", "fact", "--samples", "4", "--strategy",
+                 "best-of-n", "--reward", str(tmp_path / "reward.py")])
+    assert code == 2 and "reward.py: not a regular file" in capsys.readouterr().err

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -59,13 +61,15 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def script_reward(path: Path) -> Callable[[Answer], float]:
-    """`reward` from a user's Python file (run as a module, never unpickled)."""
+    """`reward` from a user's Python file (run as a module, never unpickled). What the
+    script prints goes to stderr: on stdout it broke the --json object."""
     if not path.is_file():
-        raise InputError(f"{path}: no such file")
+        raise InputError(f"{path}: {'not a regular file' if path.exists() else 'no such file'}")
     spec = importlib.util.spec_from_file_location(f"ltvm_reward_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(sys.stderr):
+            spec.loader.exec_module(module)
     except (Exception, SystemExit) as error:  # the user's code: any failure is bad input
         raise InputError(f"{path}: {type(error).__name__}: {error}") from None
     reward = getattr(module, "reward", None)
@@ -74,7 +78,8 @@ def script_reward(path: Path) -> Callable[[Answer], float]:
 
     def checked(answer: Answer) -> float:
         try:
-            value = float(reward(answer))
+            with contextlib.redirect_stdout(sys.stderr):
+                value = float(reward(answer))
         except (Exception, SystemExit) as error:
             raise InputError(f"{path}: reward({answer!r}) failed: "
                              f"{type(error).__name__}: {error}") from None
