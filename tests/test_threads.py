@@ -14,7 +14,7 @@ from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.tools.bench import fleq_workload
 from vm.tools.workloads import looping_programs, workload_geometry
 from vm.transformer.threads import (FIRST_TRY, LONGEST_WAIT, SINGLE_THREAD_MAX_COLUMNS,
-                                    MeasuredThreads, cpu_threads)
+                                    TRY_PASSES, MeasuredThreads, cpu_threads)
 
 
 def test_cpu_threads_picks_one_thread_for_small_work_and_restores():
@@ -74,6 +74,17 @@ def test_the_choice_follows_a_change_of_load():
     assert threads.chosen == 1
 
 
+def test_only_a_try_is_flagged_as_one():
+    threads = MeasuredThreads((1, 2))
+    flags = []
+    for _ in range(12):
+        flags.append(threads.trying)
+        count = threads.next()
+        assert (count != threads.chosen) == flags[-1]
+        threads.learn(count, {1: 1.0, 2: 9.0}[count])
+    assert flags.count(True) == 2 and not MeasuredThreads((3,)).trying
+
+
 def test_a_single_count_is_always_used_and_other_counts_are_ignored():
     threads = MeasuredThreads((3,))
     assert _run(threads, {3: 1.0}, 10) == [3] * 10
@@ -114,7 +125,15 @@ def test_a_subleq_run_measures_the_fused_threads_unless_threads_are_given():
     assert runner.fused_threads.candidates == (1,) and runner.threads == 1
     free = TransformerExecutor(geometry, EngineConfig(evaluation="fused"))
     runner = free.runner(free.load([program] * 4))
-    runner.advance(300)
-    assert runner.fused_threads.candidates == ((1, pool) if pool > 1 else (1,))
-    assert (sum(runner.fused_threads.passes.values())
-            + sum(runner.torch_threads.passes.values())) == 300
+    measured, learn, tries = runner.fused_threads, runner.fused_threads.learn, []
+
+    def learning(threads: int, seconds: float, passes: int = 1) -> None:
+        if measured.trying:
+            tries.append(passes)
+        learn(threads, seconds, passes)
+    runner.fused_threads.learn = learning
+    runner.advance(600)
+    assert measured.candidates == ((1, pool) if pool > 1 else (1,))
+    assert (sum(measured.passes.values()) + sum(runner.torch_threads.passes.values())) == 600
+    if pool > 1:  # the other count was tried, in short calls
+        assert tries and max(tries) <= TRY_PASSES

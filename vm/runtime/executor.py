@@ -31,7 +31,7 @@ from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
 from vm.transformer.layout import Layout
 from vm.transformer.sampling import ReadNoise
-from vm.transformer.threads import MeasuredThreads, cpu_threads
+from vm.transformer.threads import TRY_PASSES, MeasuredThreads, cpu_threads
 from vm.transformer.weights import MachineWeights
 from vm.machines import machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
@@ -412,11 +412,19 @@ class Runner:
         executor.fallbacks = self.fallbacks
 
     def _fused(self, count: int, record: torch.Tensor) -> int:
-        """Up to `count` fused passes at the thread count chosen now, timed: the passes made."""
-        threads = self.fused_threads.next() or self.executor.config.threads
-        start = time.perf_counter()
-        made = self.active.fused_steps(count, record, self._pc_rows, threads)
-        self.fused_threads.learn(threads, time.perf_counter() - start, made)
+        """Up to `count` fused passes, each call at the thread count chosen then and timed (a
+        call that tries the other count makes at most TRY_PASSES): the passes made."""
+        made = 0
+        while made < count:
+            part = min(count - made, TRY_PASSES) if self.fused_threads.trying else count - made
+            threads = self.fused_threads.next() or self.executor.config.threads
+            start = time.perf_counter()
+            done = self.active.fused_steps(part, record[made:made + part], self._pc_rows,
+                                           threads)
+            self.fused_threads.learn(threads, time.perf_counter() - start, done)
+            made += done
+            if done < part:
+                break
         return made
 
     @torch.inference_mode()

@@ -29,6 +29,9 @@ run starts or a switch."""
 LONGEST_WAIT = 1024
 """Most parts between two tries of the count not chosen: the wait doubles each time that count
 loses, so a count 20x slower costs at most about 20 / 1024 = 2 % of a run's time."""
+TRY_PASSES = 4
+"""Most passes of a fused call that tries the count not chosen: a call of many programs can
+take a tenth of a second, and a try should cost little even when that count is slower."""
 SMOOTHING = 0.25
 """Weight of a part's time per pass in the chosen count's running average (one part can be
 slow)."""
@@ -90,9 +93,14 @@ class MeasuredThreads:
         """The count most of the run's passes used (0 when none was set)."""
         return max(self.passes, key=self.passes.get) if self.passes else 0
 
+    @property
+    def trying(self) -> bool:
+        """Whether the next part tries the count not chosen."""
+        return len(self.candidates) == 2 and self._until_try == 0
+
     def next(self) -> int:
         """The count the next part runs at."""
-        if len(self.candidates) < 2 or self._until_try > 0:
+        if not self.trying:
             return self.chosen
         return self.candidates[1] if self.chosen == self.candidates[0] else self.candidates[0]
 
