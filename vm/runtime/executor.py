@@ -415,6 +415,8 @@ class Runner:
         """Up to `count` fused passes, each call at the thread count chosen then and timed (a
         call that tries the other count makes at most TRY_PASSES): the passes made."""
         made = 0
+        if not any(self.fused_threads.passes.values()):
+            self.fused_threads.try_next()
         while made < count:
             part = min(count - made, TRY_PASSES) if self.fused_threads.trying else count - made
             threads = self.fused_threads.next() or self.executor.config.threads

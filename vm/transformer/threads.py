@@ -71,6 +71,7 @@ class MeasuredThreads:
         self.passes: dict[int, int] = dict.fromkeys(candidates, 0)
         """Passes run at each count so far."""
         self._average: dict[int, float] = {}
+        self._timed: set[int] = set()
         self._wait = FIRST_TRY
         self._until_try = FIRST_TRY
 
@@ -104,15 +105,25 @@ class MeasuredThreads:
             return self.chosen
         return self.candidates[1] if self.chosen == self.candidates[0] else self.candidates[0]
 
+    def try_next(self) -> None:
+        """Make the next part a try of the count not chosen (a run's first, so that what that
+        count compiles on first use, numba's parallel kernel, is compiled at the start)."""
+        self._until_try = 0
+
     def learn(self, threads: int, seconds: float, passes: int = 1) -> None:
-        """A part of `passes` passes ran at `threads` in `seconds`."""
+        """A part of `passes` passes ran at `threads` in `seconds`. A count's first part is
+        not compared: it may include a compile."""
         if threads not in self.passes or passes < 1:
             return
         self.passes[threads] += passes
         if len(self.candidates) < 2:
             return
-        per_pass = seconds / passes
         trying = threads != self.chosen
+        if threads not in self._timed:
+            self._timed.add(threads)
+            self._until_try = FIRST_TRY if trying else self._until_try - 1
+            return
+        per_pass = seconds / passes
         if trying:
             if per_pass < self._average.get(self.chosen, float("inf")):
                 self.chosen = threads
