@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 
 import pytest
 import torch
@@ -275,3 +276,37 @@ def test_a_worker_out_of_memory_is_one_line() -> None:
     with pytest.raises(InputError, match="ran out of memory") as caught:
         run_worker_process(Config("full", 2, 0, 10 ** 8, 0, 0, 0))
     assert "\n" not in str(caught.value)
+
+
+def test_max_seconds_stops_the_simulation_with_one_line(capsys) -> None:
+    """A long instance shows its progress and obeys --max-seconds: one RunFailure line, naming
+    how far the simulation got, and nothing on stdout."""
+    code = main(["attention", "--n", "2048", "--m", "64", "--mode", "exact",
+                 "--max-seconds", "1e-9"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert re.fullmatch(r"ltvm: error: stopped by --max-seconds 1e-09 after [\d,]+ oracle "
+                        r"calls, before the simulation finished\n", err)
+
+
+def test_progress_counts_every_oracle_call_and_every_reference_row(monkeypatch, capsys) -> None:
+    seen: dict[str, list[int]] = {}
+
+    class Recording:
+        def __init__(self, label: str, total: int, **_: object) -> None:
+            self.label, self.total = label, total
+            seen[label] = []
+
+        def __call__(self, count: int) -> None:
+            seen[self.label].append(count)
+
+        def done(self) -> None:
+            seen[self.label].append(-self.total)
+
+    monkeypatch.setattr(attention, "Progress", Recording)
+    assert main(["attention", "--n", "300", "--m", "40", "--mode", "window", "--heads", "2",
+                 "--layers", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    calls, rows = seen["oracle calls"], seen["reference rows"]
+    assert calls[-2] == report["calls"] == -calls[-1] and calls[:-1] == sorted(calls[:-1])
+    assert rows[-2] == 2 * 2 * 300 == -rows[-1] and rows[:-1] == sorted(rows[:-1])

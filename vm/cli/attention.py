@@ -18,6 +18,7 @@ from vm.attention.chunked.limits import (check_calls, check_limits, check_memory
                                          check_score_scale)
 from vm.cli.common import non_negative_float, positive_float, seed_value, thread_count
 from vm.common.errors import InputError, RunFailure
+from vm.tools.progress import Progress
 
 DTYPE_NAMES = ("float32", "float64")
 REFERENCE_CHUNK_BYTES = 2 ** 28
@@ -47,6 +48,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="standard deviation of the first layer's scores (default 1)")
     parser.add_argument("--threads", type=thread_count, default=1,
                         help="torch threads (default 1)")
+    parser.add_argument("--max-seconds", type=positive_float, metavar="S",
+                        help="stop the whole command after S seconds of wall time (default: "
+                             "no limit; long stages show their progress on stderr)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -104,17 +108,24 @@ def run(args: argparse.Namespace) -> int:
     window = args.m // 2 if args.window is None else args.window
     mask = mode_mask(args.mode, window, args.sinks)
     check_sizes(args.mode, args.n, args.m, mask, args.oracle_heads, args.oracle_layers)
-    check_calls(f"the {args.mode} simulation at N={args.n}, M={args.m}",
-                expected_calls(args.mode, args.n, args.m, args.heads, args.layers,
-                               args.oracle_heads, args.oracle_layers, mask.window, mask.sinks),
+    expected = expected_calls(args.mode, args.n, args.m, args.heads, args.layers,
+                              args.oracle_heads, args.oracle_layers, mask.window, mask.sinks)
+    check_calls(f"the {args.mode} simulation at N={args.n}, M={args.m}", expected,
                 "raise --m, --oracle-heads or --oracle-layers, or lower --n, --heads or --layers")
+    # one limit for the whole command: both stages' clocks start here
+    calls = Progress("oracle calls", expected, max_seconds=args.max_seconds,
+                     unfinished="the simulation finished")
+    rows = Progress("reference rows", args.layers * args.heads * args.n,
+                    max_seconds=args.max_seconds, unfinished="the direct attention finished")
     x, model = random_instance(args.n, args.heads, args.layers, args.head_dim, mask,
                                getattr(torch, args.dtype), args.seed, args.score_scale)
     result, taken = measure(lambda: simulate(model, x, args.mode, args.m, args.oracle_heads,
-                                             args.oracle_layers, args.seed))
+                                             args.oracle_layers, args.seed, calls))
+    calls.done()
     reference, log_normalizers = direct_forward(
         model.to(torch.float64), x.double(),
-        row_chunk=max(1, REFERENCE_CHUNK_BYTES // (8 * args.n)))
+        row_chunk=max(1, REFERENCE_CHUNK_BYTES // (8 * args.n)), progress=rows)
+    rows.done()
     report = {
         "mode": args.mode, "n": args.n, "m": args.m, "heads": args.heads, "layers": args.layers,
         "oracle_heads": args.oracle_heads, "oracle_layers": args.oracle_layers,

@@ -23,11 +23,12 @@ class Progress:
     """Called with a running count. Shows nothing during the first `delay` seconds of work,
     then tqdm's count, rate and time left; the clock starts at the first call, so set-up is
     not counted as work. `max_seconds` limits wall time from construction: a call past it
-    raises TimeLimitExceeded."""
+    raises TimeLimitExceeded, saying the work stopped before `unfinished`."""
 
     def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,
-                 delay: float = 1.0, max_seconds: float | None = None) -> None:
-        self.label, self.total = label, total
+                 delay: float = 1.0, max_seconds: float | None = None,
+                 unfinished: str = "the program halted") -> None:
+        self.label, self.total, self.unfinished = label, total, unfinished
         self.stream = stream or sys.stderr
         self.delay, self.max_seconds = delay, max_seconds
         self.created = time.monotonic()
@@ -37,7 +38,7 @@ class Progress:
         if self.max_seconds is not None and time.monotonic() - self.created >= self.max_seconds:
             self.done()
             raise TimeLimitExceeded(f"stopped by --max-seconds {self.max_seconds:g} after "
-                                    f"{count:,} {self.label}, before the program halted")
+                                    f"{count:,} {self.label}, before {self.unfinished}")
         if self.bar is None:
             self.bar = tqdm(total=self.total, initial=count, desc=self.label, unit="",
                             file=self.stream, delay=self.delay, leave=True,

@@ -19,7 +19,7 @@ evaluated together only to save interpreter overhead, and counts as B calls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -49,6 +49,8 @@ class AttentionOracle:
             raise ValueError("oracle length, heads and layers must be positive")
         self.max_length, self.heads, self.layers, self.causal = max_length, heads, layers, causal
         self.calls = 0
+        self.progress: Callable[[int], None] | None = None
+        """Told the calls made after each call: a long simulation's progress and time limit."""
         self._masks: dict[int, Tensor] = {}
 
     def __call__(self, tokens: Tensor, weights: Sequence[Sequence[OracleHead]]) -> Tensor:
@@ -64,6 +66,8 @@ class AttentionOracle:
             raise ValueError(f"oracle has {self.layers} layers of {self.heads} heads; got "
                              f"{[len(layer) for layer in weights]} heads per layer")
         self.calls += tokens.shape[0] if tokens.dim() == 3 else 1
+        if self.progress is not None:
+            self.progress(self.calls)
         x = tokens
         for layer in weights:
             update = torch.zeros_like(x)

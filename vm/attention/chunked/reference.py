@@ -11,15 +11,18 @@ O(N * (row_chunk + window)) instead of O(N^2).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
 from vm.attention.chunked.model import HeadWeights, LargeTransformer, Mask
 
 
-def head_attention(x_head: Tensor, head: HeadWeights, mask: Mask,
-                   row_chunk: int | None = None) -> tuple[Tensor, Tensor]:
-    """softmax(mask(Q K^T)) V for one head, and the log of each row's normalizer (log-sum-exp)."""
+def head_attention(x_head: Tensor, head: HeadWeights, mask: Mask, row_chunk: int | None = None,
+                   progress: Callable[[int], None] | None = None) -> tuple[Tensor, Tensor]:
+    """softmax(mask(Q K^T)) V for one head, and the log of each row's normalizer (log-sum-exp);
+    `progress` is told the rows done after each chunk."""
     q, k, v = x_head @ head.query, x_head @ head.key, x_head @ head.value
     n = x_head.shape[0]
     step = n if row_chunk is None else row_chunk
@@ -36,16 +39,24 @@ def head_attention(x_head: Tensor, head: HeadWeights, mask: Mask,
         scores.div_(total)
         outputs.append(scores @ v[keys])
         log_normalizers.append((peak + total.log()).squeeze(1))
+        if progress is not None:
+            progress(stop)
     return torch.cat(outputs), torch.cat(log_normalizers)
 
 
-def direct_forward(model: LargeTransformer, x: Tensor,
-                   row_chunk: int | None = None) -> tuple[Tensor, Tensor]:
-    """The large transformer's output and log normalizers (layers x heads x N), directly."""
+def direct_forward(model: LargeTransformer, x: Tensor, row_chunk: int | None = None,
+                   progress: Callable[[int], None] | None = None) -> tuple[Tensor, Tensor]:
+    """The large transformer's output and log normalizers (layers x heads x N), directly;
+    `progress` is told the rows done, over every layer and head, after each chunk."""
     log_normalizers = []
+    done = 0
     for layer in model.layers:
-        results = [head_attention(model.head_input(x, h), head, model.mask, row_chunk)
-                   for h, head in enumerate(layer)]
+        results = []
+        for h, head in enumerate(layer):
+            rows = None if progress is None else (lambda stop, base=done: progress(base + stop))
+            results.append(head_attention(model.head_input(x, h), head, model.mask, row_chunk,
+                                          rows))
+            done += x.shape[0]
         x = torch.cat([out for out, _ in results], dim=1)
         log_normalizers.append(torch.stack([lse for _, lse in results]))
     return x, torch.stack(log_normalizers)

@@ -16,6 +16,7 @@ Total oracle calls: L * ceil(H * S / (H' L')), S the variant's steps per head an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
 from types import ModuleType
@@ -94,11 +95,13 @@ class SimulationResult:
 
 
 def simulate(model: LargeTransformer, x: Tensor, mode: str, max_length: int,
-             oracle_heads: int = 1, oracle_layers: int = 1, seed: int = 0) -> SimulationResult:
+             oracle_heads: int = 1, oracle_layers: int = 1, seed: int = 0,
+             progress: Callable[[int], None] | None = None) -> SimulationResult:
     """Evaluate `model` on `x` (N x H*m) with attention only from an oracle of length M.
 
     `mode` must match the model's mask ("exact" and "sampled" for no mask); "sampled" is
-    the randomized estimator of Theorem 4.1, seeded by `seed`.
+    the randomized estimator of Theorem 4.1, seeded by `seed`. `progress` is told the
+    oracle calls made after each call.
     """
     n = x.shape[0]
     mask = model.mask
@@ -110,6 +113,7 @@ def simulate(model: LargeTransformer, x: Tensor, mode: str, max_length: int,
     variant = _VARIANTS[mode]
     oracle = AttentionOracle(max_length, heads=oracle_heads, layers=oracle_layers,
                              causal=variant.CAUSAL_ORACLE)
+    oracle.progress = progress
     generator = torch.Generator().manual_seed(seed)
     itemsize = torch.finfo(x.dtype).bits // 8
     calls_per_run = max(1, min(4096, SCORE_BUDGET_BYTES // (itemsize * max_length ** 2)))
