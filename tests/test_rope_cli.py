@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
-from vm.cli import main
+from vm.cli import main, rope
 
 
 def test_small_run_reports_error_time_memory_and_rank(capsys):
@@ -128,3 +129,34 @@ def test_one_token_has_no_relative_error_to_report(form: str, d: int, capsys):
     assert report["max_abs_error"] > 0 and report["error"] is None
     assert main(["rope", "--n", "1", "--d", str(d), "--form", form]) == 0
     assert "error: undefined" in capsys.readouterr().out
+
+
+def test_max_seconds_stops_the_command_with_one_line(capsys):
+    code = main(["rope", "--n", "3000", "--d", "4", "--max-seconds", "1e-9"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert re.fullmatch(r"ltvm: error: stopped by --max-seconds 1e-09 after \d+ percent of the "
+                        r"fast gradient, before it finished\n", err)
+
+
+@pytest.mark.parametrize("form", ["rotary", "general"])
+def test_both_gradients_report_their_progress_to_the_end(form, monkeypatch, capsys):
+    seen: dict[str, list[int]] = {}
+
+    class Recording:
+        def __init__(self, label: str, total: int, **_: object) -> None:
+            self.label = label
+            seen[label] = []
+
+        def __call__(self, count: int) -> None:
+            seen[self.label].append(count)
+
+        def done(self) -> None:
+            pass
+
+    monkeypatch.setattr(rope, "Progress", Recording)
+    assert main(["rope", "--n", "700", "--d", "4", "--form", form, "--json"]) == 0
+    assert "error" in json.loads(capsys.readouterr().out)
+    for name in ("fast", "exact"):
+        counts = seen[f"percent of the {name} gradient"]
+        assert counts and counts == sorted(counts) and counts[-1] == 100

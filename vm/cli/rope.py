@@ -14,8 +14,9 @@ import json
 import math
 from pathlib import Path
 
-from vm.cli.common import seed_value
+from vm.cli.common import positive_float, seed_value
 from vm.common.errors import InputError, RunFailure
+from vm.tools.progress import Progress
 
 MAX_N = 1 << 17
 MAX_D = 16
@@ -57,6 +58,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
     parser.add_argument("--skip-exact", action="store_true",
                         help="run only the fast path (no error figure)")
+    parser.add_argument("--max-seconds", type=positive_float, metavar="S",
+                        help="stop the whole command after S seconds of wall time (default: "
+                             "no limit; both gradients show their progress on stderr)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -146,16 +150,23 @@ def run(args: argparse.Namespace) -> int:
     from vm.attention.rope.instance import random_instance
     from vm.attention.rope.polynomial import exp_error_bound
 
+    # one limit for the whole command: both gradients' clocks start here
+    fast_done, exact_done = (Progress(f"percent of the {name} gradient", 100,
+                                      max_seconds=args.max_seconds, unfinished="it finished")
+                             for name in ("fast", "exact"))
     inst = random_instance(args.n, args.d, args.bound, args.form, args.seed)
-    fast, fast_taken = measure(lambda: fast_gradient(inst, args.form, args.degree, args.bound))
+    fast, fast_taken = measure(lambda: fast_gradient(inst, args.form, args.degree, args.bound,
+                                                     _percent(fast_done)))
+    fast_done.done()
     report = {"form": args.form, "n": args.n, "d": args.d, "bound": args.bound,
               "degree": args.degree, "rank": fast.rank,
               "exp_error": exp_error_bound(args.bound, args.degree)}
     if not args.skip_exact:
         block = max(1, BLOCK_ENTRIES // args.n)
         exact_route = exact_rotary_gradient if args.form == "rotary" else (
-            lambda inst, block: exact_gradient(inst, block=block))
-        exact, exact_taken = measure(lambda: exact_route(inst, block))
+            lambda inst, block, progress: exact_gradient(inst, block=block, progress=progress))
+        exact, exact_taken = measure(lambda: exact_route(inst, block, _percent(exact_done)))
+        exact_done.done()
         scale = float(exact.dx.norm())
         # at n = 1 the softmax is constant and the exact gradient is 0: a relative error is
         # undefined there (it printed 0 beside a nonzero max_abs_error), so it is null
@@ -174,6 +185,11 @@ def run(args: argparse.Namespace) -> int:
                          f"--bound {args.bound:g}, --degree {args.degree}; use a bound nearer 1")
     _print(report, args.json)
     return 0
+
+
+def _percent(progress: Progress):
+    """A fraction-done callback for `progress`, counted in whole percent."""
+    return lambda fraction: progress(int(100 * fraction))
 
 
 def _print(report: dict, as_json: bool) -> None:

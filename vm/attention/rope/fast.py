@@ -34,6 +34,7 @@ n = 8192 on (docs/rope_attention.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -65,8 +66,10 @@ def _chunks(n: int, size: int) -> list[slice]:
     return [slice(start, min(n, start + size)) for start in range(0, n, size)]
 
 
-def rotary_gradient(inst: Instance, degree: int, bound: float) -> FastGradient:
-    """Section 6's approximate gradient for the standard rotary form (W_delta = R_{-delta})."""
+def rotary_gradient(inst: Instance, degree: int, bound: float,
+                    progress: Callable[[float], None] | None = None) -> FastGradient:
+    """Section 6's approximate gradient for the standard rotary form (W_delta = R_{-delta});
+    `progress` is told the fraction done after each chunk of rows (two sweeps)."""
     n, d = inst.a1.shape
     k = rank(d, degree)
     poly = weights(d, bound, degree)
@@ -83,6 +86,8 @@ def rotary_gradient(inst: Instance, degree: int, bound: float) -> FastGradient:
         blocks = rotation_blocks(torch.arange(rows.start, rows.stop), d)
         h = torch.einsum("mc,mq,mbts->mcqbts", right[rows], inst.a2[rows], blocks)
         key_side += h.reshape(len(h), -1).T @ psi
+        if progress is not None:
+            progress(rows.stop / (2 * n))
     query_side = torch.zeros(side, k, dtype=torch.float64)
     outputs, total = [], 0.0
     for rows in _chunks(n, chunk):
@@ -97,6 +102,8 @@ def rotary_gradient(inst: Instance, degree: int, bound: float) -> FastGradient:
         query_side += f.reshape(len(f), -1).T @ phi
         outputs.append(out)
         total += 0.5 * float((ell ** 2).sum())
+        if progress is not None:
+            progress((n + rows.stop) / (2 * n))
     shape = (d + 1, d, d // 2, 2, 2, k)
     per_block = torch.einsum("cpbtrk,cqbtsk->pqbrs", query_side.reshape(shape),
                              key_side.reshape(shape)) / d
@@ -128,7 +135,8 @@ def _marginal_index(alphas: torch.Tensor, variables: list[int], d: int,
     return torch.tensor([lookup[tuple(e)] for e in marginal.tolist()])
 
 
-def general_gradient(inst: Instance, degree: int, bound: float) -> FastGradient:
+def general_gradient(inst: Instance, degree: int, bound: float,
+                     progress: Callable[[float], None] | None = None) -> FastGradient:
     """Section 6's approximate gradient for the general form, by FFT on the Toeplitz parts.
 
     Monomial alpha over the |S| products Q[i,r] K[j,s] W_{i-j}[r,s] / d is
@@ -139,6 +147,7 @@ def general_gradient(inst: Instance, degree: int, bound: float) -> FastGradient:
     W^alpha W_m, is the degree-(g+1) monomial alpha + e_m: one FFT per monomial of degree
     <= g+1 (C(|S|+g+1, g+1)) covers all k |S| of them. Frequencies are then contracted
     monomial by monomial in chunks: x^T T y = (1/N) sum_w conj(x^) t^ y^ (Parseval).
+    `progress` is told the fraction of frequency bands contracted, the longest stage.
     """
     n, d = inst.a1.shape
     pairs = support(inst.offsets)
@@ -197,6 +206,8 @@ def general_gradient(inst: Instance, degree: int, bound: float) -> FastGradient:
                 block += x[c, :, None] * y[:, c, None]
             ts = tb[shifted[part]] * coef[part, None, None]             # part x |S| x band
             grad += torch.einsum("apqw,amw->pqm", block, ts).real
+        if progress is not None:
+            progress(band.stop / bins)
     dx = torch.zeros(d, d, d, d, dtype=torch.float64)
     for m, (r, s) in enumerate(pairs):
         dx[:, :, r, s] = grad[:, :, m] / (size * d)
@@ -222,8 +233,10 @@ def working_bytes(n: int, d: int, degree: int, form: str) -> int:
     return general_bytes(n, d, 2 * d, degree)          # |S| = 2d, as in instance.py
 
 
-def fast_gradient(inst: Instance, form: str, degree: int, bound: float) -> FastGradient:
-    """The approximate gradient of the given form (rotary or general)."""
+def fast_gradient(inst: Instance, form: str, degree: int, bound: float,
+                  progress: Callable[[float], None] | None = None) -> FastGradient:
+    """The approximate gradient of the given form (rotary or general); `progress` is told
+    the fraction done now and then."""
     if form == "rotary":
-        return rotary_gradient(inst, degree, bound)
-    return general_gradient(inst, degree, bound)
+        return rotary_gradient(inst, degree, bound, progress)
+    return general_gradient(inst, degree, bound, progress)

@@ -21,6 +21,7 @@ the n x n Toeplitz matrix of W_delta[r, s]: O(|S| n^2 d) time, one n x n matrix 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -92,15 +93,16 @@ def reversed_toeplitz(diagonals: torch.Tensor, rows: slice) -> torch.Tensor:
     return diagonals.unfold(0, n, 1)[rows]
 
 
-def exact_gradient(inst: Instance, x: torch.Tensor | None = None,
-                   block: int | None = None) -> Gradient:
+def exact_gradient(inst: Instance, x: torch.Tensor | None = None, block: int | None = None,
+                   progress: Callable[[float], None] | None = None) -> Gradient:
     """Lemma 5.3's closed form, exact (Theorem 5.7: O(|S| n^2 d) time).
 
     Every row j0 of s, l, beta and gamma depends on row j0's scores only, so `block` rows
     are done at a time (default all n: the n x n terms formed whole, as the paper writes
     them); memory O(block n). The columns j are taken in reverse order, which makes each
     Toeplitz factor W_{i-j}[r, s] a view of its diagonals (`reversed_toeplitz`); `gamma`
-    (in the usual order) is returned only when it is formed whole.
+    (in the usual order) is returned only when it is formed whole. `progress` is told the
+    fraction of rows done after each block.
     """
     x = inst.x if x is None else x
     n, d = inst.a1.shape
@@ -128,16 +130,20 @@ def exact_gradient(inst: Instance, x: torch.Tensor | None = None,
                                                                              rows))
                                @ keys) / d
         total += 0.5 * float((ell ** 2).sum())
+        if progress is not None:
+            progress(rows.stop / n)
     whole = block in (None, n)
     return Gradient(dx.reshape(d * d, d * d), total, gamma.flip(1) if whole else None)
 
 
-def exact_rotary_gradient(inst: Instance, block: int | None = None) -> Gradient:
+def exact_rotary_gradient(inst: Instance, block: int | None = None,
+                          progress: Callable[[float], None] | None = None) -> Gradient:
     """The same closed form for the standard rotary form (W_delta = R_{-delta}), at
     X = X1 (x) X2, with the n x n products done by matrix multiplication instead of |S|
     Toeplitz gathers: the scores are rotated rows' dot products, and
     W_{i-j}[r, s] = (R_i^T R_j)[r, s] = sum_t R_i[t, r] R_j[t, s] splits the gradient block
-    into (A1 o R[t, r])^T gamma (A2 o R[t, s]). Still O(n^2 d^2) time: the exact baseline."""
+    into (A1 o R[t, r])^T gamma (A2 o R[t, s]). Still O(n^2 d^2) time: the exact baseline.
+    `progress` is told the fraction of rows done after each block."""
     n, d = inst.a1.shape
     v = inst.a3 @ inst.y
     keys = rotate(inst.a2 @ inst.x2)
@@ -157,6 +163,8 @@ def exact_rotary_gradient(inst: Instance, block: int | None = None) -> Gradient:
         mixed = (gamma @ right).reshape(-1, d, d // 2, 2, 2)
         per_block += torch.einsum("ipbtr,iqbts->pqbrs", left, mixed) / d
         total += 0.5 * float((ell ** 2).sum())
+        if progress is not None:
+            progress(rows.stop / n)
     dx = torch.zeros(d, d, d, d, dtype=torch.float64)
     for b in range(d // 2):
         dx[:, :, 2 * b:2 * b + 2, 2 * b:2 * b + 2] = per_block[:, :, b]
