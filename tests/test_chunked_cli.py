@@ -64,6 +64,12 @@ def test_json_output_has_numbers(capsys) -> None:
     (["--n", "100", "--m", "20", "--mode", "exact", "--heads", "0"], "--heads must be positive"),
     (["--n", "100", "--m", "20", "--mode", "window", "--window", "20"], "must exceed window"),
     (["--n", "100", "--m", "20", "--mode", "exact", "--dtype", "float16"], "unknown dtype"),
+    (["--n", "100", "--m", "20", "--mode", "exact", "--window", "8"],
+     "--window does not apply to mode exact"),
+    (["--n", "100", "--m", "20", "--mode", "window", "--sinks", "3"],
+     "--sinks does not apply to mode window"),
+    (["--n", "100", "--m", "20", "--mode", "sampled", "--window", "8", "--sinks", "3"],
+     "--window and --sinks do not apply to mode sampled"),
 ])
 def test_bad_options_give_one_message_and_exit_2(argv: list[str], message: str, capsys) -> None:
     assert main(["attention", *argv]) == 2

@@ -43,7 +43,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
     parser.add_argument("--window", type=int, default=None,
                         help="window size r for window/sink (default M // 2)")
-    parser.add_argument("--sinks", type=int, default=4, help="sink count s for sink (default 4)")
+    parser.add_argument("--sinks", type=int, default=None,
+                        help="sink count s for sink (default 4)")
     parser.add_argument("--score-scale", type=non_negative_float, default=1.0,
                         help="standard deviation of the first layer's scores (default 1)")
     parser.add_argument("--threads", type=thread_count, default=1,
@@ -105,8 +106,14 @@ def run(args: argparse.Namespace) -> int:
     from vm.attention.chunked.simulate import check_sizes, expected_calls, mode_mask, simulate
 
     torch.set_num_threads(args.threads)
+    unused = [flag for flag, value, modes in (("--window", args.window, ("window", "sink")),
+                                              ("--sinks", args.sinks, ("sink",)))
+              if value is not None and args.mode not in modes]
+    if unused:  # silently ignored before: a run the user did not ask for
+        raise InputError(f"{' and '.join(unused)} do{'es' if len(unused) == 1 else ''} not "
+                         f"apply to mode {args.mode}")
     window = args.m // 2 if args.window is None else args.window
-    mask = mode_mask(args.mode, window, args.sinks)
+    mask = mode_mask(args.mode, window, 4 if args.sinks is None else args.sinks)
     check_sizes(args.mode, args.n, args.m, mask, args.oracle_heads, args.oracle_layers)
     expected = expected_calls(args.mode, args.n, args.m, args.heads, args.layers,
                               args.oracle_heads, args.oracle_layers, mask.window, mask.sinks)
