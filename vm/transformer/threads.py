@@ -4,9 +4,9 @@ fused pass's programs, the faster of one thread and the pool, measured on the ru
 Why measured and not a fixed size threshold: a torch operation (or a fused call) is a
 parallel region that waits for its slowest thread, and on a shared machine a thread can lose
 its core for a whole scheduler time slice. On the project's 2-core machine with other jobs
-running, two threads made passes 5-21x slower than one (FLEQ inverse-d8, batch 8: 2.9 s
-against 64 s a full pass, 0.18 s against 1.0 s an active one; SUBLEQ n = 64, batch 1024,
-active: 31,608 against 7,368 steps/s), while on a quiet machine two threads are the faster.
+running, two threads made passes 4-28x slower than one (`ltvm bench --columns 64 --batch 1024
+--evaluation active --threads 1|2`: 31,608 and 45,990 against 7,368 and 1,618 steps/s), while
+with the second core free they were 1.8-2x faster (docs/speed.md, "Threads, by measurement").
 The count does not change X: a fused program runs all its passes in one thread whatever the
 count, and tests/test_threads.py runs torch passes of SUBLEQ and FLEQ machines at one and two
 threads and compares X bit for bit.
