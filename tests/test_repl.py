@@ -407,3 +407,11 @@ def test_ctrl_c_while_drawing_leaves_no_half_written_picture(countdown, tmp_path
     with pytest.raises(KeyboardInterrupt):
         countdown.execute("show X")
     assert list((tmp_path / "pictures").iterdir()) == []
+
+
+def test_an_error_line_echoing_a_huge_word_is_cut(repl):
+    """An unknown 2 MB word came back whole in its error line."""
+    out = repl.execute("x" * 2_000_000)
+    assert out.startswith("error: unknown command 'xxx") and out.endswith(" characters)")
+    assert int(out.rsplit("(", 1)[1].split()[0].replace(",", "")) > 2_000_000
+    assert len(out) < 400

@@ -173,3 +173,11 @@ def test_continue_says_when_max_steps_stopped_it():
     assert "--max-steps (5) steps without a halt" in out and repl.reference.steps == 5
     assert "without a halt" in repl.execute("continue") and repl.reference.steps == 10
     assert "without a halt" not in VsubleqRepl(image("hello.dec"), "hello.dec").execute("continue")
+
+
+def test_an_error_line_echoing_a_huge_word_is_cut():
+    repl = VsubleqRepl(image("hello.dec"), "hello.dec")
+    out = repl.execute("y" * 2_000_000)
+    assert out.startswith("error: unknown command 'yyy") and len(out) < 400
+    out = repl.execute("print " + "9" * 100_000)
+    assert out.startswith("error: expected an address") and len(out) < 400

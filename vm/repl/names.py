@@ -18,6 +18,8 @@ from vm.common.errors import InputError
 ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:\+\s*(\d+)|\[\s*(\d+)\s*\])$")
 LISTING_CONTEXT = 5
 """Instructions shown on each side of the program counter by `list`."""
+SHOWN_ERROR = 300
+"""Most characters of an error line: one echoes what was typed, which can be megabytes."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,14 @@ class Location:
     def read(self, memory: list[int]) -> int | list[int]:
         values = memory[self.address:self.address + self.size]
         return values if self.size > 1 else values[0]
+
+
+def error_line(text: str) -> str:
+    """The first line of an error message, cut to SHOWN_ERROR characters."""
+    first = text.splitlines()[0] if text else ""
+    if len(first) <= SHOWN_ERROR:
+        return first
+    return f"{first[:SHOWN_ERROR]}... ({len(first):,} characters)"
 
 
 def parse_int(text: str) -> int:

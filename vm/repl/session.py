@@ -26,8 +26,8 @@ from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR
 from vm.repl.assemble import MNEMONICS, is_instruction
 from vm.repl.dialects import DIALECTS, ReplDialect
 from vm.repl.fleq import FleqLockstep, same_value
-from vm.repl.names import (Location, instruction_place, listing, location_line, parse_int,
-                           resolve_instruction)
+from vm.repl.names import (Location, error_line, instruction_place, listing, location_line,
+                           parse_int, resolve_instruction)
 from vm.repl.state import ENGINES, LockstepMachine
 from vm.runtime.config import EngineConfig
 from vm.tools.progress import Progress
@@ -165,13 +165,13 @@ class Repl:
                 return self._typed(line.strip())
             raise InputError(f"unknown command '{words[0]}' (type help)")
         except LtvmError as error:
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            first = error_line(str(error)) or type(error).__name__
             return first if error.located else f"error: {first}"
         except OSError as error:  # a path the line named: what went wrong and where
             where = f": {error.filename}" if error.filename else ""
             return f"error: {error.strerror or error}{where}"
         except Exception as error:  # the session must survive anything a line can cause
-            return f"error: {type(error).__name__}: {error}".splitlines()[0]
+            return error_line(f"error: {type(error).__name__}: {error}")
 
     def _handler(self, name: str) -> Callable[[str], str]:
         return getattr(self, f"_{name}")

@@ -21,6 +21,7 @@ from vm.machines.vsubleq.punchcard import VState, encode_state
 from vm.machines.vsubleq.reference import Image, Reference, Step
 from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.run import TransformerRun
+from vm.repl.names import error_line
 from vm.runtime.config import EngineConfig
 from vm.tools.progress import Progress
 from vm.transformer.layers import to_internal
@@ -83,11 +84,11 @@ class VsubleqRepl:
         if not command:
             return ""
         if handler is None:
-            return f"error: unknown command '{command}' (help lists them)"
+            return error_line(f"error: unknown command '{command}' (help lists them)")
         try:
             return handler(argument.strip())
         except InputError as error:
-            return f"error: {error}"
+            return error_line(f"error: {error}")
 
     def completions(self, line: str) -> list[str]:
         words = ["step", "continue", "input", "pc", "where", "print", "output", "help", "quit"]
