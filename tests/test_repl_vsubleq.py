@@ -181,3 +181,9 @@ def test_an_error_line_echoing_a_huge_word_is_cut():
     assert out.startswith("error: unknown command 'yyy") and len(out) < 400
     out = repl.execute("print " + "9" * 100_000)
     assert out.startswith("error: expected an address") and len(out) < 400
+
+
+def test_quit_takes_no_argument_as_in_the_sq_repl():
+    repl = VsubleqRepl(image("hello.dec"), "hello.dec")
+    assert repl.execute("quit now") == "error: 'quit' takes no argument" and not repl.finished
+    assert repl.execute("quit") == "" and repl.finished

@@ -213,6 +213,8 @@ class VsubleqRepl:
         return f"output ({len(output)} bytes): {shown(output)}"
 
     def _quit(self, argument: str) -> str:
+        if argument:
+            raise InputError("'quit' takes no argument")
         self.finished = True
         return ""
 
