@@ -167,6 +167,8 @@ def test_cli_json_and_show(capsys):
     (["calc", "2*-1e999", "--show"], "<expression>:1:4: error: the number is too large"),
     (["calc", "1+1e-400"], "<expression>:1:3: error: the number is too small for float64"),
     (["calc", "x+1", "--set", "x=-2e-999"], "--set x=-2e-999: the number is too small"),
+    (["calc", "1e-320"], "<expression>:1:1: error: the number is too small for float64"),
+    (["calc", "x", "--set", "x=3e-310"], "--set x=3e-310: the number is too small"),
 ])
 def test_cli_bad_input_exits_2_without_traceback(capsys, argv, message):
     code, _, err = run_cli(capsys, *argv)

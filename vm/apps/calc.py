@@ -58,14 +58,17 @@ class Compiled:
     """Every input and constant cell with its exact value."""
 
 
-UNDERFLOW = (f"the number is too small for float64 (it rounds to 0; the smallest is "
-             f"{np.finfo(np.float64).smallest_subnormal:.4g})")
+UNDERFLOW = (f"the number is too small for float64 (it rounds to 0, or lies below the "
+             f"smallest normal number {np.finfo(np.float64).tiny:.4g}, which the machine "
+             f"flushes to 0)")
 
 
 def underflows(text: str, value: float) -> bool:
-    """Whether `text`, a nonzero decimal, became 0 as a float (1e-400): computed on, it
-    printed 0 as the exact value."""
-    return value == 0 and re.search(r"[1-9]", re.split(r"[eE]", text)[0]) is not None
+    """Whether `text`, a nonzero decimal, is below float64's smallest normal number: 1e-400
+    became 0 and printed 0 as the exact value; 1e-320 is subnormal, the machine flushes it
+    to 0, and the blocks' bounds (which assume normal numbers) said the error exceeded 0."""
+    return (abs(value) < np.finfo(np.float64).tiny
+            and re.search(r"[1-9]", re.split(r"[eE]", text)[0]) is not None)
 
 
 class _Compiler:
