@@ -312,3 +312,12 @@ def test_run_reference_reports_a_value_leaving_the_machines_domain(capsys, tmp_p
     data = json.loads(out)
     assert code == 1 and data["domain"].startswith("step 0: a = mul(a, a) leaves")
     assert not data["halted"] and data["memory"]["a"] == 1e30
+
+
+@pytest.mark.parametrize("names", [",", " , ,", ""])
+def test_an_empty_functions_list_is_refused_not_taken_as_unset(names, capsys):
+    """`--functions ,` passed as no option at all, so a .sq program did not refuse it."""
+    with pytest.raises(SystemExit) as stop:
+        main(["run", FACTORIAL, "--functions", names])
+    assert stop.value.code == 2
+    assert "--functions: expected one or more names" in capsys.readouterr().err

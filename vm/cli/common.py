@@ -131,7 +131,11 @@ def add_program_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _names(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
+    """Comma-separated names; none at all (`--functions ,`) is refused, not taken as unset."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected one or more names separated by commas")
+    return names
 
 
 def block_parameters(settings: list[str]) -> dict[str, dict[str, float]]:
