@@ -321,3 +321,14 @@ def test_an_empty_functions_list_is_refused_not_taken_as_unset(names, capsys):
         main(["run", FACTORIAL, "--functions", names])
     assert stop.value.code == 2
     assert "--functions: expected one or more names" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("program, message", [
+    (ROOT / "programs" / "vsubleq" / "hello.vsq", "the reference engine's output has no fixed"),
+    (ROOT / "programs" / "subleq" / "factorial.sq", "--max-output applies to standard SUBLEQ"),
+])
+def test_max_output_with_the_reference_engine_is_refused(program, message, capsys):
+    """The reference engine ignored --max-output silently."""
+    assert main(["run", str(program), "--engine", "reference", "--max-output", "4"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err

@@ -232,10 +232,13 @@ def input_options(args: argparse.Namespace, isa: InstructionSet, transformer: bo
     if given and not isa.reads_input:
         raise InputError(f"--input and --input-file apply to programs that read input "
                          f"(standard SUBLEQ images: .dec, .vsq), not {isa.name.upper()}")
-    if transformer and args.max_output is not None:
+    if args.max_output is not None:
         if not isa.reads_input:
             raise InputError(f"--max-output applies to standard SUBLEQ images (.dec, .vsq), "
                              f"not {isa.name.upper()}")
+        if not transformer:  # silently ignored before
+            raise InputError("--max-output sizes the transformer's output tape; the reference "
+                             "engine's output has no fixed size")
         given["max_output"] = args.max_output
     return given
 
