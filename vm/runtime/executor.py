@@ -370,12 +370,10 @@ class Runner:
 
     @property
     def threads(self) -> int:
-        """The CPU thread count most of the run's passes used so far (0 on a GPU)."""
-        used: dict[int, int] = {}
-        for measured in (self.torch_threads, self.fused_threads):
-            for count, passes in measured.passes.items():
-                used[count] = used.get(count, 0) + passes
-        return max(used, key=used.get) if used else 0
+        """The CPU thread count most of the run's passes used so far, in the part of the
+        run (fused calls or torch passes) that made most of them; 0 on a GPU."""
+        return max((self.torch_threads, self.fused_threads),
+                   key=lambda measured: sum(measured.passes.values())).most_used
 
     @property
     def fallbacks(self) -> int:

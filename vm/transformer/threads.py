@@ -8,8 +8,8 @@ running, two threads made passes 4-28x slower than one (`ltvm bench --columns 64
 --evaluation active --threads 1|2`: 31,608 and 45,990 against 7,368 and 1,618 steps/s), while
 with the second core free they were 1.8-2x faster (docs/speed.md, "Threads, by measurement").
 The count does not change X: a fused program runs all its passes in one thread whatever the
-count, and tests/test_threads.py runs torch passes of SUBLEQ and FLEQ machines at one and two
-threads and compares X bit for bit.
+count, and tests/test_threads.py runs the FLEQ calculator's float64 torch passes (full and
+active) at one and two threads and compares X bit for bit.
 """
 
 from __future__ import annotations
