@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 from vm.cli.common import positive_float, seed_value
@@ -187,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _percent(progress: Progress):
+def _percent(progress: Progress) -> Callable[[float], None]:
     """A fraction-done callback for `progress`, counted in whole percent."""
     return lambda fraction: progress(int(100 * fraction))
 
