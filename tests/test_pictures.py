@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from vm.cli import main
 from vm.isa import for_program
 from vm.runtime.executor import TransformerExecutor
 from vm.transformer.layers import trace_pass
+from vm.tools import pictures
 from vm.tools.pictures import axis_labels, layer_figure, x_figure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +105,22 @@ def test_trace_command_writes_layer_pngs_and_a_gif_without_pyplot_or_a_display(
     with Image.open(tmp_path / "x.gif") as gif:
         assert gif.n_frames == 3, "steps 2, 3 and 4, where the countdown reaches EOF"
     assert f"wrote {tmp_path / 'x.gif'} (3 frames" in capsys.readouterr().out
+
+
+def test_trace_png_obeys_max_seconds_and_leaves_no_picture(capsys, monkeypatch, tmp_path):
+    drawn = []
+
+    def slow_figure(*args):
+        time.sleep(1.0)
+        drawn.append(args[1])
+        return layer_figure(*args)
+    monkeypatch.setattr(pictures, "layer_figure", slow_figure)
+    source = tmp_path / "countdown.sq"
+    source.write_text(COUNTDOWN)
+    assert main(["trace", str(source), "--png", str(tmp_path / "png"),
+                 "--max-seconds", "1.5"]) == 1
+    assert "layers drawn, before every layer was drawn" in capsys.readouterr().err
+    assert len(drawn) < 4 and list((tmp_path / "png").iterdir()) == []
 
 
 def test_trace_command_draws_a_standard_subleq_image(capsys, tmp_path):

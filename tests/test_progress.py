@@ -41,6 +41,13 @@ def test_a_call_past_the_limit_stops_the_work():
         progress(2)
 
 
+def test_the_limit_can_count_from_an_earlier_start():
+    progress = Progress("layers", 10, stream=io.StringIO(), max_seconds=5,
+                        since=time.monotonic() - 6)
+    with pytest.raises(TimeLimitExceeded, match="--max-seconds 5 after 0 layers"):
+        progress(0)
+
+
 def test_run_and_compare_obey_max_seconds(capsys, tmp_path):
     source = tmp_path / "loop.sq"
     source.write_text(".data\nx: 1\n.code\ntop: subleq x, x, top\n")

@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
@@ -47,6 +48,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.started = time.monotonic()
     if not (args.png or args.gif):
         raise InputError("nothing to draw: give --png DIR and/or --gif FILE")
     if args.step < 0:
@@ -72,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     runner = executor.runner(executor.load([program]))
     if args.png:
         _check_picture_memory(executor.model, runner.state())
-    progress = Progress("steps", args.step, max_seconds=args.max_seconds)
+    progress = Progress("steps", args.step, max_seconds=args.max_seconds, since=args.started)
     runner.advance(args.step, progress)
     progress.done()
     X = runner.state()
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: the program reached EOF after {int(runner.steps[0])} steps; the pictures "
               f"at step {args.step} show the EOF pass, which changes nothing")
     if args.png:
-        _write_pass_pictures(executor.model, X[0], labels, args.png, args.step, name)
+        _write_pass_pictures(executor.model, X[0], labels, args, name)
     if args.gif:
         frames = []
         for step in range(args.step, args.step + args.steps + 1):
@@ -114,7 +116,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     if args.png:
         _check_picture_memory(run.model, run.X)
     name = Path(args.program).name
-    progress = Progress("steps", args.step, max_seconds=args.max_seconds)
+    progress = Progress("steps", args.step, max_seconds=args.max_seconds, since=args.started)
     for step in range(args.step):
         if run.halted:
             print(f"note: the image halted after {step} steps; the pictures at step "
@@ -128,7 +130,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
         """X now, (rows, n), a copy the next pass leaves alone."""
         return from_internal(run.X)[0].clone()
     if args.png:
-        _write_pass_pictures(run.model, current(), labels, args.png, args.step, name)
+        _write_pass_pictures(run.model, current(), labels, args, name)
     if args.gif:
         frames = []
         for step in range(args.step, args.step + args.steps + 1):
@@ -164,15 +166,20 @@ def _check_picture_memory(model, X) -> None:
                          f"alone with --gif")
 
 
-def _write_pass_pictures(model, X, labels, directory: str, step: int, name: str) -> None:
-    """One PNG per layer of the pass at `step`, each path printed with its size. They are
-    drawn into a hidden folder beside them and moved in only when every one is drawn, so a
-    failure part-way leaves none."""
+def _write_pass_pictures(model, X, labels, args: argparse.Namespace, name: str) -> None:
+    """One PNG per layer of the pass at --step into --png, each path printed with its size.
+    They are drawn into a hidden folder beside them and moved in only when every one is
+    drawn, so a failure part-way (or --max-seconds, which counts from the command's start)
+    leaves none."""
     from vm.tools.pictures import save_pass_pictures
-    target = _directory(directory)
+    target = _directory(args.png)
     staging = Path(tempfile.mkdtemp(dir=target, prefix=".trace-"))
+    progress = Progress("layers drawn", len(model.layers), max_seconds=args.max_seconds,
+                        unfinished="every layer was drawn", since=args.started)
     try:
-        drawn = save_pass_pictures(model, X, labels, staging, step, f"{name} step {step}")
+        drawn = save_pass_pictures(model, X, labels, staging, args.step,
+                                   f"{name} step {args.step}", progress=progress)
+        progress.done()
         for path in drawn:
             final = target / path.name
             os.replace(path, final)

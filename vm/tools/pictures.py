@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -187,14 +188,19 @@ def save_x_picture(X: torch.Tensor | np.ndarray, labels: AxisLabels, path: Path,
 
 def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLabels,
                        directory: Path, step: int, title: str,
-                       layers: list[int] | None = None) -> list[Path]:
+                       layers: list[int] | None = None,
+                       progress: Callable[[int], None] | None = None) -> list[Path]:
     """Run one pass on X (rows, n), the pass after `step`, and write one PNG per layer (or
-    per chosen layer), `step{K}_layer{L}.png`: that layer's heads and X before and after."""
+    per chosen layer), `step{K}_layer{L}.png`: that layer's heads and X before and after.
+    `progress` is called with the count of pictures written (a FLEQ layer of 200 heads
+    takes seconds to draw)."""
     directory.mkdir(parents=True, exist_ok=True)
     traces = trace_pass(model, X)
     chosen = range(len(traces)) if layers is None else layers
     paths = []
     for layer in chosen:
+        if progress is not None:
+            progress(len(paths))
         path = directory / f"step{step:04d}_layer{layer}.png"
         layer_figure(traces[layer], layer, labels, title).savefig(path)
         paths.append(path)

@@ -22,16 +22,17 @@ class TimeLimitExceeded(RunFailure):
 class Progress:
     """Called with a running count. Shows nothing during the first `delay` seconds of work,
     then tqdm's count, rate and time left; the clock starts at the first call, so set-up is
-    not counted as work. `max_seconds` limits wall time from construction: a call past it
-    raises TimeLimitExceeded, saying the work stopped before `unfinished`."""
+    not counted as work. `max_seconds` limits wall time from construction, or from the
+    `time.monotonic()` value `since` (a command's start, when its work has several parts):
+    a call past it raises TimeLimitExceeded, saying the work stopped before `unfinished`."""
 
     def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,
                  delay: float = 1.0, max_seconds: float | None = None,
-                 unfinished: str = "the program halted") -> None:
+                 unfinished: str = "the program halted", since: float | None = None) -> None:
         self.label, self.total, self.unfinished = label, total, unfinished
         self.stream = stream or sys.stderr
         self.delay, self.max_seconds = delay, max_seconds
-        self.created = time.monotonic()
+        self.created = time.monotonic() if since is None else since
         self.bar: tqdm | None = None
 
     def __call__(self, count: int) -> None:
