@@ -210,8 +210,8 @@ def test_cli_devices_are_not_npz_files(device, capsys):
     if not os.path.exists(device):
         pytest.skip(f"no {device}")
     assert main(["train", "--data", device]) == 2
-    assert capsys.readouterr().err == f"ltvm: error: {device} is not an .npz file (a zip " \
-                                      f"archive of arrays x and y): not a regular file\n"
+    assert capsys.readouterr().err == f"ltvm: error: cannot read {device}: not a regular " \
+                                      f"file (expected an .npz archive of arrays x and y)\n"
 
 
 def test_cli_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
@@ -222,7 +222,7 @@ def test_cli_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
                           capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.endswith("not a regular file\n")
+    assert "not a regular file" in done.stderr
 
 
 def test_cli_a_damaged_archive_is_an_input_error(tmp_path, capsys):

@@ -17,8 +17,6 @@ bound, and `ltvm train` says so (exit 1).
 
 from __future__ import annotations
 
-import os
-import stat
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from assembler.fleq_program import FleqProgram
 from vm.machines.fleq.layout import MAX_COLUMNS
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.common.errors import InputError, RunFailure
+from vm.common.files import require_regular_file
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.machines.fleq.domains import DomainViolation, first_domain_violation
 from vm.functions import dtype_parameters
@@ -80,11 +79,8 @@ def load_dataset(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     checked before their data is read: a (compressed) archive of millions of samples is
     refused at once, not decompressed into memory, and nothing is unpickled."""
     not_npz = f"{path} is not an .npz file (a zip archive of arrays x and y)"
+    require_regular_file(path, "an .npz archive of arrays x and y")
     try:
-        # checked before open(): a FIFO with no writer blocks open() forever, and a zip is
-        # read from its end, so zipfile would read /dev/zero until memory ran out
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise InputError(f"{not_npz}: not a regular file")
         with open(path, "rb") as stream:
             try:
                 archive = zipfile.ZipFile(stream)

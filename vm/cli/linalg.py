@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import stat
 import sys
 from dataclasses import dataclass, replace
 
@@ -23,6 +21,7 @@ from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli.common import add_engine_arguments, block_parameters, engine_config
 from vm.common.errors import InputError, StepLimitExceeded
+from vm.common.files import require_regular_file
 from vm.machines.fleq.domains import first_domain_violation
 from vm.runtime.config import EngineConfig
 from vm.machines.fleq.reference import run_fleq_reference
@@ -44,12 +43,7 @@ def load_matrix(path: str) -> np.ndarray:
     """A square real matrix of size <= 16 from a .npy file (no pickles), or InputError.
     Only a regular file is opened: a FIFO with no writer would block open() forever, and a
     pipe cannot be memory-mapped anyway."""
-    try:
-        regular = stat.S_ISREG(os.stat(path).st_mode)
-    except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
-    if not regular:
-        raise InputError(f"cannot read {path}: not a regular file (expected a .npy array)")
+    require_regular_file(path, "a .npy array")
     try:
         with np.errstate(over="ignore"):  # numpy sizes a 10^11 x 10^11 header's map first
             matrix = np.load(path, mmap_mode="r", allow_pickle=False)  # shape before data

@@ -15,6 +15,7 @@ from assembler.program import Program
 from vm.cli.common import (add_time_limit, load_program, positive_float, positive_int,
                             seed_value)
 from vm.common.errors import InputError
+from vm.common.files import require_regular_file
 from vm.isa import ProgramOptions, for_path, for_program
 from vm.tools.progress import Progress
 from vm.tools.test_time import (SAMPLE_BATCH, Answer, CheckerReward, best_of_n, distribution,
@@ -63,8 +64,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def script_reward(path: Path) -> Callable[[Answer], float]:
     """`reward` from a user's Python file (run as a module, never unpickled). What the
     script prints goes to stderr: on stdout it broke the --json object."""
-    if not path.is_file():
-        raise InputError(f"{path}: {'not a regular file' if path.exists() else 'no such file'}")
+    require_regular_file(path, "a Python file defining reward(answer)")
     spec = importlib.util.spec_from_file_location(f"ltvm_reward_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     try:
