@@ -253,6 +253,18 @@ def test_trace_pictures_are_all_written_or_none(capsys, monkeypatch, tmp_path):
     assert list((tmp_path / "png").iterdir()) == []
 
 
+def test_trace_pictures_are_not_moved_in_when_one_name_is_a_directory(capsys, tmp_path):
+    """A directory named like layer 2's picture used to stop the move after layers 0 and 1,
+    with an error naming the hidden staging folder."""
+    (tmp_path / "png" / "step0000_layer2.png").mkdir(parents=True)
+    source = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    assert main(["trace", source, "--png", str(tmp_path / "png")]) == 2
+    assert capsys.readouterr().err == (f"ltvm: error: cannot write "
+                                       f"{tmp_path / 'png' / 'step0000_layer2.png'}: "
+                                       f"it is a directory\n")
+    assert [path.name for path in (tmp_path / "png").iterdir()] == ["step0000_layer2.png"]
+
+
 def test_trace_does_not_create_missing_parent_directories(capsys, tmp_path):
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source, "--png", str(tmp_path / "missing" / "png")]) == 2
@@ -268,3 +280,16 @@ def test_trace_obeys_max_seconds_on_a_program_that_never_halts(capsys, tmp_path)
                  "--max-seconds", "0.5"]) == 1
     assert "stopped by --max-seconds 0.5" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
+
+
+def test_trace_of_an_image_obeys_max_seconds_while_sizing_its_output_tape(capsys, tmp_path):
+    """The reference run that sizes the tape for --step K used to run K steps in silence,
+    past --max-seconds (10^8 steps: minutes)."""
+    image = tmp_path / "loop.vsq"
+    image.write_text("loop: goto loop\n")
+    started = time.monotonic()
+    assert main(["trace", str(image), "--step", str(10 ** 9), "--gif", str(tmp_path / "x.gif"),
+                 "--max-seconds", "0.5"]) == 1
+    assert time.monotonic() - started < 30
+    assert "reference steps sizing the output tape" in capsys.readouterr().err
+    assert not (tmp_path / "x.gif").exists()

@@ -108,9 +108,14 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     isa = for_program(image)
     input_bytes = os.fsencode(args.input or "")
     last = args.step + (args.steps if args.gif else 0) + 1
+    sizing = Progress("reference steps sizing the output tape", last,
+                      max_seconds=args.max_seconds, unfinished="the passes were drawn",
+                      since=args.started)
+    outputs = output_needed(image, input_bytes, last, sizing)
+    sizing.done()
     run = TransformerRun(image, config.dtype or isa.default_dtype, config.attention,
-                         config.temperature, config.device, input_bytes,
-                         output_needed(image, input_bytes, last), config.checked)
+                         config.temperature, config.device, input_bytes, outputs,
+                         config.checked)
     labels = axis_labels(*isa.column_names(image, run.geometry, run.machine.layout),
                          run.machine.layout)
     if args.png:
@@ -180,8 +185,11 @@ def _write_pass_pictures(model, X, labels, args: argparse.Namespace, name: str) 
         drawn = save_pass_pictures(model, X, labels, staging, args.step,
                                    f"{name} step {args.step}", progress=progress)
         progress.done()
-        for path in drawn:
-            final = target / path.name
+        finals = [target / path.name for path in drawn]
+        for final in finals:  # before any moves in: a set is written whole or not at all
+            if final.is_dir():
+                raise InputError(f"cannot write {final}: it is a directory")
+        for path, final in zip(drawn, finals):
             os.replace(path, final)
             print(f"wrote {final} ({final.stat().st_size:,} bytes)")
     finally:

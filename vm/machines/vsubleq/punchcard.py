@@ -6,6 +6,7 @@ the cpu column."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -33,12 +34,15 @@ class VState:
     overflow: bool
 
 
-def output_needed(image: Image, input_bytes: bytes = b"", max_steps: int = SIZING_STEPS) -> int:
+def output_needed(image: Image, input_bytes: bytes = b"", max_steps: int = SIZING_STEPS,
+                  progress: Callable[[int], None] | None = None) -> int:
     """The output tape a run of at most `max_steps` steps needs: the bytes the reference
     writes in as many steps. Every output column costs every pass attention over it, so a
     tape sized by a fixed default (256 bytes) made a 32-word image's passes nine times
-    wider than its memory; sized this way an image that writes nothing gets no tape."""
-    return len(run_reference(image, max_steps, input_bytes).output)
+    wider than its memory; sized this way an image that writes nothing gets no tape.
+    `progress` gets the reference's step count (millions of steps take a while) and may
+    end the sizing by raising."""
+    return len(run_reference(image, max_steps, input_bytes, progress=progress).output)
 
 
 def geometry_for(image: Image, inputs: int = 0, outputs: int | None = None) -> VGeometry:
