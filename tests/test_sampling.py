@@ -69,6 +69,12 @@ def test_bad_temperatures_are_refused(temperature):
         EngineConfig(sampling=temperature)
 
 
+def test_a_noise_temperature_whose_scale_overflows_is_refused():
+    """lam * 1e40 is inf in float32: the reads became NaN and every sample answered 0."""
+    with pytest.raises(InputError, match="at most"):
+        EngineConfig(sampling=1e40)
+
+
 def test_gumbel_samples_are_finite_with_the_standard_gumbel_mean():
     noise = ReadNoise(1.0, seed=1)
     like = torch.zeros(1, dtype=torch.float32)

@@ -103,6 +103,7 @@ def test_ltvm_sample_returns_the_reference_answer_when_delta_is_large(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--cell", "nope"], "no memory cell named 'nope'"),
     (["--cell", "fact", "--noise", "inf"], "must be finite"),
+    (["--cell", "fact", "--noise", "1e40"], "must be at most 1e+06"),  # lam T: inf in float32
     (["--cell", "fact", "--samples", "100000000"], "exceeds the limit"),
 ])
 def test_ltvm_sample_rejects_bad_input_with_exit_2(capsys, argv, message):

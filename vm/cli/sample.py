@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from assembler.program import Program
-from vm.cli.common import (add_time_limit, load_program, positive_float, positive_int,
-                            seed_value)
+from vm.cli.common import (add_time_limit, load_program, positive_int, seed_value,
+                            temperature_value)
 from vm.common.errors import InputError
 from vm.common.files import require_regular_file
 from vm.isa import ProgramOptions, for_path, for_program
@@ -39,8 +39,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("program", metavar="PROG", help="SUBLEQ source (.sq)")
     parser.add_argument("--cell", required=True, metavar="NAME",
                         help="the memory cell whose final value is the answer")
-    parser.add_argument("--noise", type=positive_float, default=0.2, metavar="T",
-                        help="temperature of the stochastic reads (default 0.2)")
+    parser.add_argument("--noise", type=temperature_value, default=0.2, metavar="T",
+                        help="temperature of the stochastic reads, above 0 and at most 1e6 "
+                             "(default 0.2)")
     parser.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES, metavar="N",
                         help=f"runs (default {DEFAULT_SAMPLES}, at most {MAX_SAMPLES})")
     parser.add_argument("--strategy", choices=["majority", "best-of-n"], default="majority")

@@ -12,7 +12,8 @@ crashed with 100,000)."""
 MAX_TEMPERATURE = 1e6
 """The largest softmax temperature lam: far sharper than any read needs (the defaults are
 about 20 for SUBLEQ and 800 for FLEQ); an infinite or huge lam turns scores into inf - inf,
-a NaN that no run should compute on."""
+a NaN that no run should compute on. Also the most noise a sampled read takes: its scale
+lam * T overflowed float32 from T = 1e37, and every sample read NaN."""
 
 
 def check_threads(threads: int, option: str = "threads") -> int:
