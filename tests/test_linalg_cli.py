@@ -110,6 +110,38 @@ def test_bad_matrices_are_refused_with_exit_2(capsys, saved, value, message):
     assert code == 2 and message in err
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("kind", ["inverse", "eig"])
+def test_entries_past_float64s_range_are_refused_whatever_their_dtype(capsys, tmp_path, kind):
+    """A float128 1e400 passed the finiteness check, became inf in float64, and eig's
+    numpy.linalg.eigvals raised LinAlgError (a traceback)."""
+    a = np.array([[2.0, 0.5], [0.3, 1.5]], dtype=np.longdouble)
+    a[0, 1] = np.longdouble("1e400")
+    if not np.isfinite(a).all():
+        pytest.skip("this platform's long double holds no 1e400")
+    np.save(tmp_path / "m.npy", a)
+    code, out, err = run_cli(capsys, "linalg", kind, "--matrix", str(tmp_path / "m.npy"))
+    assert code == 2 and "not finite in float64" in err and out == ""
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("kind, value", [("inverse", np.eye(2) * 1e308),
+                                         ("eig", np.array([[1e200, 1.0], [0.0, 1.0]]))])
+def test_norms_that_overflow_are_refused_without_a_warning(capsys, saved, kind, value):
+    code, _, err = run_cli(capsys, "linalg", kind, "--matrix", saved("m.npy", value))
+    assert code == 2 and "rsqrt's domain" in err
+
+
+def test_json_has_null_where_the_transformer_gave_nan(capsys, saved):
+    """A product scale that overflows the machine made NaN results, printed as bare NaN,
+    which strict JSON readers reject."""
+    path = saved("m.npy", np.array([[2.0, 0.5], [0.3, 1.5]]))
+    code, out, _ = run_cli(capsys, "linalg", "inverse", "--matrix", path, "--json",
+                           "--param", "matmul_tn.scale=1e-300")
+    data = json.loads(out, parse_constant=lambda name: pytest.fail(f"bare {name} in JSON"))
+    assert code == 1 and data["transformer_error"] is None
+
+
 def test_a_pickled_file_is_refused_without_loading_it(capsys, tmp_path):
     path = tmp_path / "p.npy"
     np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)

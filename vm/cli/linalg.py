@@ -22,6 +22,7 @@ from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli.common import add_engine_arguments, block_parameters, engine_config
 from vm.common.errors import InputError, StepLimitExceeded
 from vm.common.files import require_regular_file
+from vm.common.json_values import finite_or_null
 from vm.machines.fleq.domains import first_domain_violation
 from vm.runtime.config import EngineConfig
 from vm.machines.fleq.reference import run_fleq_reference
@@ -68,9 +69,11 @@ def load_matrix(path: str) -> np.ndarray:
     if matrix.shape[0] > MAX_BLOCK:
         raise InputError(f"{path}: {matrix.shape[0]}x{matrix.shape[0]} is larger than the "
                          f"largest block size d = {MAX_BLOCK}")
-    if not np.isfinite(matrix).all():
-        raise InputError(f"{path}: the matrix has entries that are not finite")
-    return np.array(matrix, dtype=float)
+    with np.errstate(over="ignore"):  # a float128 1e400 becomes inf: checked below
+        values = np.array(matrix, dtype=float)
+    if not np.isfinite(values).all():  # after the cast: eig's numpy call raised on that inf
+        raise InputError(f"{path}: the matrix has entries that are not finite in float64")
+    return values
 
 
 def linalg_source(kind: str, matrix: np.ndarray, iters: int) -> str:
@@ -105,7 +108,8 @@ def check_domain(kind: str, matrix: np.ndarray, iters: int) -> None:
     span: the machine would return numbers nobody can vouch for."""
     rsqrt, product = make_block("rsqrt").domain(), make_block("matmul_tn").domain()
     if kind == "inverse":
-        frobenius2 = float(np.sum(matrix ** 2))
+        with np.errstate(over="ignore"):  # 1e308 squared: inf, refused below without a warning
+            frobenius2 = float(np.sum(matrix ** 2))
         if not rsqrt.contains(np.array([frobenius2])):
             raise InputError(f"||A||_F^2 = {frobenius2:.4g} is outside rsqrt's domain "
                              f"{rsqrt.description}; scale A by a power of 2 first")
@@ -122,7 +126,8 @@ def check_domain(kind: str, matrix: np.ndarray, iters: int) -> None:
                              abs(values[order[1]]) > (1 - 1e-6) * abs(top)):
         raise InputError("power iteration needs one real eigenvalue of largest modulus; "
                          f"this matrix has {', '.join(f'{v:.4g}' for v in values[order[:2]])}")
-    norms = power_norms(matrix, iters)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf norms are refused just below
+        norms = power_norms(matrix, iters)
     if not rsqrt.contains(norms):
         step = int(np.flatnonzero(~((norms >= rsqrt.low) & (norms <= rsqrt.high)))[0])
         raise InputError(f"||A v||^2 ranges over [{norms.min():.4g}, {norms.max():.4g}] over "
@@ -273,8 +278,8 @@ def run(args: argparse.Namespace) -> int:
     result = solve(args.kind, matrix, iters, config, block_parameters(args.param))
     if args.show and not args.json:
         print(result.source)
-    if args.json:
-        print(json.dumps({"kind": result.kind, "dtype": result.dtype, "steps": result.steps,
+    if args.json:  # a NaN result (a --param that overflows the products) is null, as in run
+        print(json.dumps(finite_or_null({"kind": result.kind, "dtype": result.dtype, "steps": result.steps,
                           "iters": iters, "bound": result.bound, "domain": result.domain,
                           "converged": result.converged, **result.errors,
                           **{f"transformer_{k}": np.asarray(v).tolist()
@@ -282,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
                           **{f"exact_{k}": np.asarray(v).tolist()
                              for k, v in result.exact.items()},
                           **{f"numpy_{k}": np.asarray(v).tolist()
-                             for k, v in result.numpy.items()}}, indent=2))
+                             for k, v in result.numpy.items()}}), indent=2, allow_nan=False))
     else:
         for name in result.transformer:
             print(f"{name}: {_format(result.transformer[name])}")
