@@ -340,3 +340,39 @@ def test_leaving_a_block_domain_is_reported_with_exit_1(tmp_path, capsys):
 
 def test_in_domain_runs_say_ok(linear_run):
     assert linear_run.violation is None
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"hidden": 10 ** 12}, "hidden must be a whole number from 0"),   # 21.8 TiB of weights
+    ({"hidden": 17}, "hidden must be a whole number from 0"),
+    ({"hidden": 2.5}, "hidden must be a whole number"),               # a TypeError
+    ({"lr": float("inf")}, "positive and finite"),                     # 'unexpected inf'
+    ({"epochs": True}, "epochs must be a whole number"),               # 'unexpected True'
+    ({"epochs": 2.5}, "epochs must be a whole number"),
+    ({"seed": -7}, "seed must be a whole number, at least 0"),         # numpy's ValueError
+])
+def test_a_setup_outside_what_train_can_run_is_refused_where_it_is_made(settings, message):
+    with pytest.raises(InputError, match=message):
+        TrainingSetup(**{"hidden": 0, "lr": 0.1, "epochs": 1, **settings})
+
+
+def test_numpy_integers_are_whole_numbers():
+    assert TrainingSetup(np.int64(2), 0.1, np.int32(3), seed=np.uint8(1)).hidden == 2
+
+
+def test_a_huge_hidden_count_on_the_command_line_is_bad_input(tmp_path, capsys):
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((3, 2)), y=np.zeros((3, 1)))
+    assert main(["train", "--data", str(path), "--hidden", str(10 ** 20)]) == 2
+    assert "hidden must be a whole number from 0 (linear) to 16" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_float128_data_past_float64s_range_is_refused_without_a_warning(tmp_path):
+    x = np.ones((3, 2), dtype=np.longdouble)
+    x[0, 0] = np.longdouble("1e400")
+    if not np.isfinite(x).all():
+        pytest.skip("this platform's long double holds no 1e400")
+    np.savez(tmp_path / "d.npz", x=x, y=np.zeros((3, 1)))
+    with pytest.raises(InputError, match="finite in float64"):
+        load_dataset(tmp_path / "d.npz")

@@ -17,6 +17,8 @@ bound, and `ltvm train` says so (exit 1).
 
 from __future__ import annotations
 
+import math
+import numbers
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -54,15 +56,26 @@ class TrainingSetup:
     dtype: str = "float64"
 
     def __post_init__(self) -> None:
-        if self.hidden < 0:
-            raise InputError(f"hidden must be 0 (linear) or positive, got {self.hidden}")
-        if not self.lr > 0:
-            raise InputError(f"the learning rate must be positive, got {self.lr:g}")
-        if self.epochs < 1:
-            raise InputError(f"epochs must be at least 1, got {self.epochs}")
+        """Checked here, not where numpy or the assembler meets them: hidden = 10^12 asked
+        numpy for 21.8 TiB of weights, lr = inf or epochs = True reached the generated
+        program as words it cannot parse, and 2.5 units were a TypeError."""
+        if not _whole(self.hidden) or not 0 <= self.hidden <= MAX_BLOCK:
+            raise InputError(f"hidden must be a whole number from 0 (linear) to {MAX_BLOCK} "
+                             f"(the largest block size), got {self.hidden!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise InputError(f"the learning rate must be positive and finite, got {self.lr:g}")
+        if not _whole(self.epochs) or self.epochs < 1:
+            raise InputError(f"epochs must be a whole number, at least 1, got {self.epochs!r}")
+        if not _whole(self.seed) or self.seed < 0:
+            raise InputError(f"seed must be a whole number, at least 0, got {self.seed!r}")
         if self.activation not in ACTIVATIONS:
             raise InputError(f"unknown activation {self.activation!r} (choose from "
                              f"{', '.join(ACTIVATIONS)})")
+
+
+def _whole(value: object) -> bool:
+    """An integer (numpy's included), not a bool: a program's literal True is no count."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 @dataclass
@@ -169,9 +182,10 @@ def check_dataset(x: np.ndarray, y: np.ndarray, where: str = "data") -> tuple[np
         x = x[:, None]
     if y.ndim == 1:
         y = y[:, None]
-    x, y = x.astype(float), y.astype(float)
+    with np.errstate(over="ignore"):  # a float128 1e400 becomes inf, refused below
+        x, y = x.astype(float), y.astype(float)
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise InputError(f"{where}: x and y must be finite")
+        raise InputError(f"{where}: x and y must be finite in float64")
     return x, y
 
 
