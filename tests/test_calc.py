@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -13,6 +15,7 @@ from assembler.diagnostics import SourceError
 from vm.isa import FLEQ
 from vm.apps.calc import calculate, compile_expression
 from vm.cli import main
+from vm.common.errors import InputError
 from vm.runtime.executor import EngineConfig
 from vm.machines.fleq.reference import run_fleq_reference
 from vm.functions import make_block
@@ -65,7 +68,8 @@ def python_value(expression: str, inputs: dict[str, float]) -> float:
 
 
 @settings(max_examples=60, deadline=None)
-@given(expressions(), st.floats(-3, 3), st.floats(-3, 3))
+@given(expressions(), st.floats(-3, 3, allow_subnormal=False),
+       st.floats(-3, 3, allow_subnormal=False))  # refused as inputs: the machine flushes them
 def test_compiled_programs_compute_the_expression(expression, x, y):
     inputs = {name: value for name, value in (("x", x), ("y", y)) if name in expression}
     expected = python_value(expression, inputs)
@@ -169,6 +173,9 @@ def test_cli_json_and_show(capsys):
     (["calc", "x+1", "--set", "x=-2e-999"], "--set x=-2e-999: the number is too small"),
     (["calc", "1e-320"], "<expression>:1:1: error: the number is too small for float64"),
     (["calc", "x", "--set", "x=3e-310"], "--set x=3e-310: the number is too small"),
+    # past 2^50 the caret pointed into the generated program (`k1: 1e+308`), not at EXPR
+    (["calc", "1e308*10"], "<expression>:1:1: error: values must lie within |x| <= 2^50"),
+    (["calc", "x", "--set", "x=1e16"], "--set x=1e+16: values must lie within |x| <= 2^50"),
 ])
 def test_cli_bad_input_exits_2_without_traceback(capsys, argv, message):
     code, _, err = run_cli(capsys, *argv)
@@ -196,3 +203,23 @@ def test_a_written_zero_is_not_an_underflow(capsys, zero):
     """1e-400 rounds to 0 and printed `exact: 0`; it is refused, but a zero is a zero."""
     code, out, _ = run_cli(capsys, "calc", f"{zero}+1", "--json")
     assert code == 0 and json.loads(out)["exact"] == 1.0
+
+
+@pytest.mark.parametrize("value, message", [
+    (True, "expected a real number, got True"),          # 'unexpected True' in <calc>
+    (1 + 2j, "expected a real number"),                   # a TypeError
+    ("3", "expected a real number, got '3'"),
+    (np.array([1.0, 2.0]), "expected a real number"),
+    (2 ** 2000, "too large for float64"),                 # an OverflowError
+    (1e-320, "too small for float64"),                    # computed on as 0, exit 'not within'
+    (2.0 ** 51, "values must lie within"),
+])
+def test_calculate_refuses_inputs_the_program_cannot_hold(value, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        calculate("x", {"x": value})
+
+
+def test_calculate_takes_numpy_scalars_as_numbers():
+    """np.float32(2.5) was written into the program as `np.float32(2.5)`."""
+    result = calculate("x * 2", {"x": np.float32(2.5)})
+    assert result.exact == 5.0 and result.within_bound

@@ -14,6 +14,7 @@ domain is reported with a caret, never computed on.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from typing import Callable
@@ -26,6 +27,7 @@ from vm.isa import FLEQ
 from assembler.fleq_program import FleqProgram
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.common.errors import InputError
+from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.fleq.reference import run_fleq_reference
 from vm.functions import REGISTRY, FunctionBlock, dtype_parameters, make_block
@@ -63,6 +65,10 @@ UNDERFLOW = (f"the number is too small for float64 (it rounds to 0, or lies belo
              f"flushes to 0)")
 
 
+BEYOND = (f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about {MAGNITUDE:.3g}), the "
+          f"magnitudes the machine keeps exact (docs/fleq_machine.md)")
+
+
 def underflows(text: str, value: float) -> bool:
     """Whether `text`, a nonzero decimal, is below float64's smallest normal number: 1e-400
     became 0 and printed 0 as the exact value; 1e-320 is subnormal, the machine flushes it
@@ -89,6 +95,8 @@ class _Compiler:
         text = self.expression[node.column - 1:node.column - 1 + node.width]
         if underflows(text, node.value):
             raise self.error(UNDERFLOW, node)
+        if abs(node.value) > MAGNITUDE:  # at the literal, not in the generated program
+            raise self.error(BEYOND, node)
         return self.constant(node.value)
 
     def constant(self, value: float) -> str:
@@ -151,10 +159,27 @@ def compile_expression(expression: str, inputs: dict[str, float]) -> Compiled:
     unused = sorted(set(inputs) - _names(tree))
     if unused:
         raise InputError(f"--set {unused[0]}: the expression has no input '{unused[0]}'")
-    for name, value in inputs.items():
-        if not math.isfinite(value):
-            raise InputError(f"--set {name}: the value must be finite, got {value}")
-    return _Compiler(expression, inputs).compile(tree)
+    return _Compiler(expression, {name: input_value(name, value)
+                                  for name, value in inputs.items()}).compile(tree)
+
+
+def input_value(name: str, value: object) -> float:
+    """An input as the float the program holds, or InputError: a numpy scalar was written
+    into the program as `np.float32(2.5)`, True as `True`, 1e-320 computed on as 0 and 1e16
+    refused inside the generated program, none of them where the user gave them."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        raise InputError(f"--set {name}: expected a real number, got {value!r}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int past 1.8e308
+        raise InputError(f"--set {name}: the number is too large for float64") from None
+    if not math.isfinite(number):
+        raise InputError(f"--set {name}: the value must be finite, got {number}")
+    if 0 < abs(number) < np.finfo(np.float64).tiny:
+        raise InputError(f"--set {name}={number:g}: {UNDERFLOW}")
+    if abs(number) > MAGNITUDE:
+        raise InputError(f"--set {name}={number:g}: {BEYOND}")
+    return number
 
 
 def _names(node: Node) -> set[str]:
