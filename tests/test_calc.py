@@ -223,3 +223,13 @@ def test_calculate_takes_numpy_scalars_as_numbers():
     """np.float32(2.5) was written into the program as `np.float32(2.5)`."""
     result = calculate("x * 2", {"x": np.float32(2.5)})
     assert result.exact == 5.0 and result.within_bound
+
+
+@pytest.mark.parametrize("parameters", [{"inv": {"high": math.inf}},       # ZeroDivisionError
+                                        {"inv": {"terms": math.nan}},
+                                        {"mul": {"scale": -math.inf}}])
+def test_calculate_refuses_block_parameters_that_are_not_finite(parameters):
+    (name, values), = parameters.items()
+    (key, _), = values.items()
+    with pytest.raises(InputError, match=rf"{name}\.{key} must be a finite number"):
+        calculate("1/3*2", {}, parameters)

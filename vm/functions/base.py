@@ -21,6 +21,7 @@ columns, exactly:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -106,6 +107,9 @@ class FunctionBlock:
         if unknown:
             raise ValueError(f"{self.name} has no parameter {sorted(unknown)[0]!r}; "
                              f"parameters: {sorted(known) or 'none'}")
+        for key, value in values.items():  # inv.high = inf divided by zero in the bound
+            if not math.isfinite(float(value)):
+                raise ValueError(f"{self.name}.{key} must be a finite number, got {value}")
         self.values = {**known, **{k: float(v) for k, v in values.items()}}
 
     # -- identity (weights depend on the name and the parameter values) -----------
