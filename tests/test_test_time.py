@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,45 @@ def test_hard_instances_have_the_stated_gap():
 
 def distribution_gap(probabilities) -> float:
     return probabilities[0] - max(probabilities[1:])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: simulated_success("bogus", [0.5, 0.5], 3, 10, np.random.default_rng()),
+     "unknown strategy 'bogus'"),                                  # simulated as majority
+    (lambda: simulated_success("majority", [0.5, 0.5], 0, 10, np.random.default_rng()),
+     "n must be a whole number, at least 1"),                      # a success of 0.5
+    (lambda: simulated_success("majority", [0.5, 0.5], 10 ** 9, 10 ** 9,
+                               np.random.default_rng()), "exceed"),  # 6.9 EiB asked
+    (lambda: majority_success_two(1.5, 10), "p_correct must be a probability"),   # NaN
+    (lambda: best_of_n_success(2.0, 3), "p_correct must be a probability"),       # 2.0
+    (lambda: samples_needed(lambda n: math.nan, 0.1), "success(1) must be a probability"),
+    (lambda: samples_needed(lambda n: 1.0, -1.0), "delta must lie strictly between"),
+    (lambda: fitted_exponent([0.1], [10]), "two or more distinct gaps"),           # 0.5
+    (lambda: fitted_exponent([0.0, 0.1], [1, 2]), "gaps must lie in (0, 1]"),     # LAPACK
+    (lambda: self_consistency_hard_instance(2.0), "gap must be a probability"),    # p = -0.5
+    (lambda: best_of_n_hard_instance(0.5, 0), "answers must be a whole number"),   # 1 / 0
+])
+def test_the_sample_complexity_tools_refuse_what_is_not_a_question(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+def test_exact_majority_success_is_a_probability_at_large_n():
+    """lgamma's rounding summed to 1.00000000013 at n = 10^5 (1.0000002 at 10^8)."""
+    assert majority_success_two(0.6, 10 ** 5) <= 1.0
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"max_steps": 1.5}, "max_steps must be a whole number"),     # a TypeError from a slice
+    ({"batch": 0}, "batch must be a whole number, at least 1"),   # range() arg 3
+    ({"seed": 2 ** 64}, "seed must be at most 2^64 - 1"),         # torch's 'long long'
+])
+def test_sample_answers_refuses_counts_and_seeds_it_cannot_run(keywords, message):
+    program = assemble_file(FACTORIAL)
+    arguments = {"samples": 4, "temperature": 0.2, "seed": 0, "cell": "fact",
+                 "max_steps": 100, **keywords}
+    with pytest.raises(InputError, match=re.escape(message)):
+        sample_answers(program, geometry_for(program), **arguments)
 
 
 def test_sample_answers_refuses_an_unknown_cell():

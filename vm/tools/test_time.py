@@ -10,6 +10,7 @@ Delta is the gap between the correct answer's probability and the runner-up's.
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable, Hashable, Sequence
@@ -24,6 +25,29 @@ from vm.runtime.config import EngineConfig
 Answer = Hashable
 SAMPLE_BATCH = 256
 """Stochastic runs per batch (one noise seed each)."""
+STRATEGIES = ("majority", "best-of-n")
+MAX_DRAWS = 1 << 26
+"""Most trials x n one `simulated_success` draws (512 MiB of answers): 10^9 x 10^9 asked
+numpy for 6.9 EiB."""
+SEEDS = 1 << 64
+"""Torch's seeds are 0 .. 2^64 - 1; a batch past them failed deep in torch ('Overflow when
+unpacking long long')."""
+
+
+def _whole(value: object, name: str, least: int) -> int:
+    """`value` when it is an integer >= `least` (numpy's included, not a bool), else
+    ValueError: n = 0 simulated a coin toss, 1.5 steps failed as a slice."""
+    if (not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_))
+            or value < least):
+        raise ValueError(f"{name} must be a whole number, at least {least}, got {value!r}")
+    return int(value)
+
+
+def _probability(value: float, name: str) -> float:
+    """`value` when it lies in [0, 1], else ValueError: p = 2 gave a 'success' of 2.0."""
+    if not 0.0 <= value <= 1.0:  # NaN too
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -64,7 +88,13 @@ def simulated_success(strategy: str, probabilities: Sequence[float], n: int, tri
                       rng: np.random.Generator) -> float:
     """The fraction of `trials` in which a strategy over n samples of answers 0, 1, ...
     (answer 0 correct) returns answer 0. best-of-n uses a reward maximized only at 0."""
+    if strategy not in STRATEGIES:  # anything else was simulated as majority
+        raise ValueError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
+    if _whole(n, "n", 1) * _whole(trials, "trials", 1) > MAX_DRAWS:
+        raise ValueError(f"{trials} trials of {n} samples exceed {MAX_DRAWS:,} draws")
     p = np.asarray(probabilities, dtype=float)
+    if p.ndim != 1 or not p.size or not (np.isfinite(p).all() and (p >= 0).all() and p.sum()):
+        raise ValueError(f"probabilities must be finite, at least 0 and not all 0, got {p}")
     draws = rng.choice(len(p), size=(trials, n), p=p / p.sum())
     if strategy == "best-of-n":
         return float((draws == 0).any(axis=1).mean())
@@ -82,32 +112,43 @@ def _log(p: float) -> float:
 def majority_success_two(p_correct: float, n: int) -> float:
     """P(majority correct) with exactly two answers, in O(n): the self-consistency hard
     instance p = ((1 + Delta)/2, (1 - Delta)/2)."""
-    k = np.arange(n + 1)
+    _probability(p_correct, "p_correct")
+    k = np.arange(_whole(n, "n", 0) + 1)
     log_pmf = (math.lgamma(n + 1) - np.array([math.lgamma(i + 1) for i in k])
                - np.array([math.lgamma(n - i + 1) for i in k])
                + k * _log(p_correct) + (n - k) * _log(1 - p_correct))
     pmf = np.exp(log_pmf)
-    return float(pmf[2 * k > n].sum() + 0.5 * pmf[2 * k == n].sum())
+    pmf /= pmf.sum()  # lgamma's rounding at n = 10^8 summed to a probability of 1.0000002
+    return min(1.0, float(pmf[2 * k > n].sum() + 0.5 * pmf[2 * k == n].sum()))
 
 
 def best_of_n_success(p_correct: float, n: int) -> float:
     """P(the correct answer is among n samples), which a reward maximized only at the correct
     answer then selects: 1 - (1 - p)^n."""
+    _probability(p_correct, "p_correct")
+    _whole(n, "n", 0)
     return 1.0 - (1.0 - p_correct) ** n
 
 
 def samples_needed(success: Callable[[int], float], delta: float, limit: int = 1 << 22) -> int:
     """Least n with success(n) >= 1 - delta (success assumed increasing in n): doubling,
-    then bisection. Raises ValueError past `limit`."""
+    then bisection. Raises ValueError past `limit`, or for a success that is not a
+    probability (NaN passed the first test and answered 1)."""
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie strictly between 0 and 1, got {delta}")
+
+    def enough(n: int) -> bool:
+        return _probability(success(n), f"success({n})") >= 1 - delta
+
     high = 1
-    while success(high) < 1 - delta:
+    while not enough(high):
         high *= 2
         if high > limit:
             raise ValueError(f"more than {limit} samples needed")
     low = high // 2
     while high - low > 1:
         middle = (low + high) // 2
-        if success(middle) >= 1 - delta:
+        if enough(middle):
             high = middle
         else:
             low = middle
@@ -116,20 +157,28 @@ def samples_needed(success: Callable[[int], float], delta: float, limit: int = 1
 
 def fitted_exponent(gaps: Sequence[float], samples: Sequence[int]) -> float:
     """Slope of log(samples) against log(1/gap): 2 for majority, 1 for best-of-n."""
-    x = np.log(1.0 / np.asarray(gaps, dtype=float))
-    y = np.log(np.asarray(samples, dtype=float))
+    gaps, samples = np.asarray(gaps, dtype=float), np.asarray(samples, dtype=float)
+    if gaps.ndim != 1 or gaps.shape != samples.shape or len(set(gaps.tolist())) < 2:
+        raise ValueError(f"a slope needs two or more distinct gaps, each with its sample "
+                         f"count; got {gaps.size} gaps and {samples.size} counts")
+    if not ((gaps > 0) & (gaps <= 1)).all() or not (samples >= 1).all():
+        raise ValueError("gaps must lie in (0, 1] and sample counts be at least 1 (a gap of "
+                         "0 sent LAPACK's least squares into NaN)")
+    x = np.log(1.0 / gaps)
+    y = np.log(samples)
     return float(np.polyfit(x, y, 1)[0])
 
 
 def self_consistency_hard_instance(gap: float) -> tuple[float, float]:
     """Theorem 3.1's lower-bound instance: two answers, (1 + Delta)/2 and (1 - Delta)/2."""
+    _probability(gap, "gap")
     return (1 + gap) / 2, (1 - gap) / 2
 
 
 def best_of_n_hard_instance(gap: float, answers: int) -> tuple[float, ...]:
     """Theorem 3.2's lower-bound instance: the correct answer Delta + (1 - Delta)/O, the
     other O - 1 answers (1 - Delta)/O each."""
-    rest = (1 - gap) / answers
+    rest = (1 - _probability(gap, "gap")) / _whole(answers, "answers", 1)
     return (gap + rest,) + (rest,) * (answers - 1)
 
 
@@ -191,6 +240,14 @@ def sample_runs(programs: Sequence[Program], geometry: Geometry, temperature: fl
     """One run on the transformer with stochastic reads at `temperature` per program (all of
     one geometry), in batches of `batch` runs seeded seed, seed + 1, ...: their RunResults.
     `progress` is told the passes done so far over all batches."""
+    try:
+        batches = max(1, -(-len(programs) // _whole(batch, "batch", 1)))
+        _whole(max_steps, "max_steps", 1)
+        if _whole(seed, "seed", 0) > SEEDS - batches:
+            raise ValueError(f"seed must be at most 2^64 - {batches} (each of the {batches} "
+                             f"batches takes the next seed), got {seed}")
+    except ValueError as error:
+        raise InputError(str(error)) from None
     from vm.runtime.executor import TransformerExecutor  # torch: see `CheckerReward.prepare`
     results = []
     for index, start in enumerate(range(0, len(programs), batch)):
