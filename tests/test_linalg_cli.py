@@ -18,6 +18,7 @@ from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli import main
 from vm.cli.linalg import solve
+from vm.common.errors import InputError
 from vm.runtime.executor import EngineConfig
 from vm.machines import machine_for
 
@@ -132,14 +133,42 @@ def test_norms_that_overflow_are_refused_without_a_warning(capsys, saved, kind, 
     assert code == 2 and "rsqrt's domain" in err
 
 
-def test_json_has_null_where_the_transformer_gave_nan(capsys, saved):
-    """A product scale that overflows the machine made NaN results, printed as bare NaN,
-    which strict JSON readers reject."""
+def test_json_has_null_where_the_transformer_gave_nan(capsys, saved, monkeypatch):
+    """A run that gave NaN (--param matmul_tn.scale=1e-300 did, before runs stopped at a
+    NaN) printed bare NaN, which strict JSON readers reject."""
+    import vm.cli.linalg as linalg
+
+    def nan_result(kind, matrix, iters, config, given=None):
+        nan = np.full((2, 2), np.nan)
+        return linalg.LinalgResult(kind, {"inverse": nan}, {"inverse": np.eye(2)},
+                                   {"inverse": np.eye(2)}, {"error": np.nan,
+                                   "exact_algorithm_error": 0.0, "transformer_error": np.nan},
+                                   1e-8, 3, "float64", "", "ok")
+
+    monkeypatch.setattr(linalg, "solve", nan_result)
     path = saved("m.npy", np.array([[2.0, 0.5], [0.3, 1.5]]))
-    code, out, _ = run_cli(capsys, "linalg", "inverse", "--matrix", path, "--json",
-                           "--param", "matmul_tn.scale=1e-300")
+    code, out, _ = run_cli(capsys, "linalg", "inverse", "--matrix", path, "--json")
     data = json.loads(out, parse_constant=lambda name: pytest.fail(f"bare {name} in JSON"))
     assert code == 1 and data["transformer_error"] is None
+    assert data["transformer_inverse"] == [[None, None], [None, None]]
+
+
+@pytest.mark.parametrize("kind, matrix, message", [
+    ("inverse", np.ones((2, 3)), "expected a square matrix"),          # 'singular'
+    ("inverse", np.eye(2) * (1.5 + 1j), "expected a real numeric array"),  # imaginary dropped
+    ("inverse", np.array(3.0), "expected a square matrix"),            # LinAlgError
+    ("bogus", np.eye(2), "unknown kind 'bogus'"),                      # ran eig
+])
+def test_solve_checks_its_matrix_and_kind_as_the_command_does(kind, matrix, message):
+    with pytest.raises(InputError, match=message):
+        solve(kind, matrix, 20, EngineConfig(dtype="float64"))
+
+
+def test_solve_compares_a_float32_matrix_with_numpys_float64_inverse():
+    """numpy inverted the float32 matrix in float32: 'not converged' at 2.5e-8."""
+    a = np.array([[2.0, 0.5], [0.3, 1.5]], dtype=np.float32)
+    result = solve("inverse", a, 20, EngineConfig(dtype="float64"))
+    assert result.converged and result.numpy["inverse"].dtype == np.float64
 
 
 def test_a_pickled_file_is_refused_without_loading_it(capsys, tmp_path):

@@ -32,6 +32,7 @@ from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
                                 rayleigh_error_bound)
 
 MAX_STEPS = 1_000_000
+KINDS = ("inverse", "eig")
 MAX_ITERS = 1000
 """Most iterations a command line may ask for: the routine is expanded into the program."""
 CONVERGED = 1e-8
@@ -60,19 +61,27 @@ def load_matrix(path: str) -> np.ndarray:
         matrix.close()
         raise InputError(f"{path} is an .npz archive; give one matrix as a .npy file "
                          f"(np.save)")
+    return as_matrix(matrix, path)
+
+
+def as_matrix(matrix: object, where: str = "A") -> np.ndarray:
+    """A square real matrix of size <= 16 as float64, or InputError: `solve` took a 2x3
+    matrix as 'singular', dropped a complex one's imaginary part, and compared a float32
+    one with numpy's float32 inverse (not converged at 2.5e-8)."""
+    matrix = np.asarray(matrix)  # a memory map stays one: its shape is checked before data
     if matrix.dtype.kind not in "iuf":
-        raise InputError(f"{path}: expected a real numeric array, got dtype {matrix.dtype}")
+        raise InputError(f"{where}: expected a real numeric array, got dtype {matrix.dtype}")
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
-        raise InputError(f"{path}: expected a square matrix, got shape {matrix.shape}")
+        raise InputError(f"{where}: expected a square matrix, got shape {matrix.shape}")
     if matrix.shape[0] == 0:
-        raise InputError(f"{path}: the matrix is empty (0x0)")
+        raise InputError(f"{where}: the matrix is empty (0x0)")
     if matrix.shape[0] > MAX_BLOCK:
-        raise InputError(f"{path}: {matrix.shape[0]}x{matrix.shape[0]} is larger than the "
+        raise InputError(f"{where}: {matrix.shape[0]}x{matrix.shape[0]} is larger than the "
                          f"largest block size d = {MAX_BLOCK}")
     with np.errstate(over="ignore"):  # a float128 1e400 becomes inf: checked below
         values = np.array(matrix, dtype=float)
     if not np.isfinite(values).all():  # after the cast: eig's numpy call raised on that inf
-        raise InputError(f"{path}: the matrix has entries that are not finite in float64")
+        raise InputError(f"{where}: the matrix has entries that are not finite in float64")
     return values
 
 
@@ -180,6 +189,9 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     """Run `kind` ("inverse" or "eig") on the transformer and exactly; compare with numpy."""
     from vm.runtime.executor import run_transformer  # torch: not for every `ltvm` call
 
+    if kind not in KINDS:  # anything else ran eig
+        raise InputError(f"unknown kind {kind!r} (choose from {', '.join(KINDS)})")
+    matrix = as_matrix(matrix)
     check_domain(kind, matrix, iters)
     dtype = config.dtype or "float64"
     source = linalg_source(kind, matrix, iters)
@@ -244,7 +256,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "covers (the domain: line names the step), 2 for bad input.",
         epilog="example: python -c \"import numpy; numpy.save('a.npy', [[2.0, 0.5], "
                "[0.3, 1.5]])\" && ltvm linalg inverse --matrix a.npy --iters 8")
-    parser.add_argument("kind", choices=["inverse", "eig"],
+    parser.add_argument("kind", choices=list(KINDS),
                         help="inverse: A^-1; eig: the eigenvalue of largest modulus and its "
                              "unit eigenvector")
     parser.add_argument("--matrix", required=True, metavar="FILE.npy",
