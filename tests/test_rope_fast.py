@@ -72,3 +72,15 @@ def test_general_route_is_the_exact_gradient_of_the_polynomial_attention(degree)
     fast = fast_gradient(inst, "general", degree, bound)
     assert relative(fast.dx, dense.reshape(d * d, d * d)) < 1e-10
     assert fast.loss == pytest.approx(0.5 * float((ell ** 2).sum()), rel=1e-10)
+
+
+@pytest.mark.parametrize("form, degree, bound, message", [
+    ("Rotary", 8, 1.0, "unknown form 'Rotary'"),          # took the general route
+    ("rotary", 2.5, 1.0, "whole number from 0 to 64"),     # a TypeError from comb
+    ("rotary", 8, 0.0, "positive and finite"),             # a NaN gradient
+    ("general", 8, 1e-50, "past float64's range"),         # a NaN gradient
+])
+def test_fast_gradient_refuses_what_it_cannot_compute(form, degree, bound, message):
+    inst = random_instance(8, 4, 1.0, "rotary", seed=0)
+    with pytest.raises(ValueError, match=message):
+        fast_gradient(inst, form, degree, bound)

@@ -61,3 +61,11 @@ def test_chain_rule_to_the_query_and_key_weights_of_plain_rotary_attention():
     d1, d2 = factor_gradients(exact_gradient(inst).dx, inst.x1, inst.x2)
     assert relative(d1, x1.grad) <= 1e-10
     assert relative(d2, x2.grad) <= 1e-10
+
+
+@pytest.mark.parametrize("route", [exact_gradient, exact_rotary_gradient])
+@pytest.mark.parametrize("block", [0, -1, 2.5])
+def test_a_block_of_no_rows_is_refused(route, block):
+    """block = -1 looped over no rows and returned a gradient of zeros."""
+    with pytest.raises(ValueError, match="block must be a whole number of rows"):
+        route(random_instance(8, 4, 1.0, "rotary", seed=0), block=block)

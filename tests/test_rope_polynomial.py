@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
-from vm.attention.rope.polynomial import exp_error_bound, exponents, features, rank, weights
+from vm.attention.rope.polynomial import (exp_coefficients, exp_error_bound, exponents,
+                                          features, rank, weights)
 
 
 def test_feature_count_is_the_number_of_monomials():
@@ -37,3 +39,16 @@ def test_exponents_are_the_powers_features_take():
     assert alphas.shape == (rank(3, 5), 3)
     assert int(alphas.sum(1).max()) == 5 and len({tuple(a) for a in alphas.tolist()}) == len(alphas)
     assert torch.allclose(features(x, 5), (x[:, None, :] ** alphas[None]).prod(-1), rtol=1e-14)
+
+
+@pytest.mark.parametrize("bound, degree, message", [
+    (0.0, 8, "positive and finite"),                       # NaN coefficients
+    (math.nan, 8, "positive and finite"),
+    (1e-50, 8, "past float64's range"),                    # inf: NaN gradients
+    (1000.0, 8, "past float64's range"),                   # exp overflows
+    (1.0, -1, "whole number from 0 to 64"),
+    (1.0, 10 ** 6, "whole number from 0 to 64"),           # 7.3 TiB asked
+])
+def test_exp_coefficients_are_finite_or_refused(bound, degree, message):
+    with pytest.raises(ValueError, match=message):
+        exp_coefficients(bound, degree)

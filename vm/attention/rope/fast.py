@@ -41,7 +41,9 @@ import torch
 
 from vm.attention.rope.forward import rotate, rotation_blocks, support
 from vm.attention.rope.gradient import Instance
-from vm.attention.rope.polynomial import exponents, features, rank, weights
+from vm.attention.rope.instance import FORMS
+from vm.attention.rope.polynomial import (check_polynomial, exponents, features, rank,
+                                         weights)
 from vm.attention.rope.toeplitz import fft_size, toeplitz_spectrum
 
 CHUNK_ENTRIES = 1 << 21
@@ -237,6 +239,9 @@ def fast_gradient(inst: Instance, form: str, degree: int, bound: float,
                   progress: Callable[[float], None] | None = None) -> FastGradient:
     """The approximate gradient of the given form (rotary or general); `progress` is told
     the fraction done now and then."""
+    if form not in FORMS:  # anything else took the general route
+        raise ValueError(f"unknown form {form!r} (choose from {', '.join(FORMS)})")
+    check_polynomial(bound, degree)  # before the factors are sized by the degree
     if form == "rotary":
         return rotary_gradient(inst, degree, bound, progress)
     return general_gradient(inst, degree, bound, progress)

@@ -21,6 +21,7 @@ the n x n Toeplitz matrix of W_delta[r, s]: O(|S| n^2 d) time, one n x n matrix 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -93,6 +94,13 @@ def reversed_toeplitz(diagonals: torch.Tensor, rows: slice) -> torch.Tensor:
     return diagonals.unfold(0, n, 1)[rows]
 
 
+def _check_block(block: int | None) -> None:
+    """None (all rows) or a whole number of rows >= 1: block = -1 looped over no rows and
+    returned a gradient of zeros."""
+    if block is not None and not (isinstance(block, numbers.Integral) and block >= 1):
+        raise ValueError(f"block must be a whole number of rows, at least 1, got {block!r}")
+
+
 def exact_gradient(inst: Instance, x: torch.Tensor | None = None, block: int | None = None,
                    progress: Callable[[float], None] | None = None) -> Gradient:
     """Lemma 5.3's closed form, exact (Theorem 5.7: O(|S| n^2 d) time).
@@ -106,6 +114,7 @@ def exact_gradient(inst: Instance, x: torch.Tensor | None = None, block: int | N
     """
     x = inst.x if x is None else x
     n, d = inst.a1.shape
+    _check_block(block)
     blocks = x.reshape(d, d, d, d)
     pairs = support(inst.offsets)
     diagonals = {pair: inst.offsets[:, pair[0], pair[1]].contiguous() for pair in pairs}
@@ -145,6 +154,7 @@ def exact_rotary_gradient(inst: Instance, block: int | None = None,
     into (A1 o R[t, r])^T gamma (A2 o R[t, s]). Still O(n^2 d^2) time: the exact baseline.
     `progress` is told the fraction of rows done after each block."""
     n, d = inst.a1.shape
+    _check_block(block)
     v = inst.a3 @ inst.y
     keys = rotate(inst.a2 @ inst.x2)
     positions = torch.arange(n)

@@ -8,6 +8,9 @@ spectral norm at most 1, so |Q[i] W K[j]^T / d| <= |Q[i]| |K[j]| / d = B.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 from vm.attention.rope.forward import rotary_offsets
@@ -44,6 +47,11 @@ def random_instance(n: int, d: int, bound: float, form: str, seed: int) -> Insta
     """An instance with scores in [-bound, bound]; `form` is rotary or general."""
     if form not in FORMS:
         raise ValueError(f"unknown form {form!r}")
+    if not (isinstance(n, numbers.Integral) and isinstance(d, numbers.Integral)
+            and n >= 1 and d >= 1):
+        raise ValueError(f"n and d must be whole numbers, at least 1, got {n!r} and {d!r}")
+    if not (math.isfinite(bound) and bound > 0):  # -1 made complex rows, NaN NaN rows
+        raise ValueError(f"the bound must be positive and finite, got {bound}")
     gen = torch.Generator().manual_seed(seed)
     norm = (d * bound) ** 0.5
     a1, a2 = _rows_of_norm(n, d, norm, gen), _rows_of_norm(n, d, norm, gen)

@@ -11,16 +11,38 @@ P(a . b) = phi(a) . psi(b) with C(d+g, g) features: the rank of the factors U V^
 
 from __future__ import annotations
 
-from math import comb, factorial
+import numbers
+from math import comb, factorial, isfinite
 
 import numpy as np
 import torch
 
 
+MAX_DEGREE = 64
+"""The most degree g: the interpolation solves a (g+1) x (g+1) system (g = 10^6 asked numpy
+for 7.3 TiB), and past 28 the conversion to monomials stops gaining (boundary.py)."""
+
+
+def check_polynomial(bound: float, degree: int) -> None:
+    """ValueError unless B > 0 is finite and g is a whole number up to MAX_DEGREE."""
+    if not (isinstance(degree, numbers.Integral) and 0 <= degree <= MAX_DEGREE):
+        raise ValueError(f"the degree must be a whole number from 0 to {MAX_DEGREE}, got "
+                         f"{degree!r}")
+    if not (isfinite(bound) and bound > 0):
+        raise ValueError(f"the bound B must be positive and finite, got {bound}")
+
+
 def exp_coefficients(bound: float, degree: int) -> np.ndarray:
-    """Monomial coefficients c_0..c_g of the Chebyshev interpolant of exp on [-B, B]."""
-    cheb = np.polynomial.Chebyshev.interpolate(np.exp, degree, domain=[-bound, bound])
-    coef = cheb.convert(kind=np.polynomial.Polynomial).coef
+    """Monomial coefficients c_0..c_g of the Chebyshev interpolant of exp on [-B, B];
+    ValueError where they are not finite numbers: every gradient built on them was NaN
+    (B = 0, B = 1e-50 at g = 8, B = 1000)."""
+    check_polynomial(bound, degree)
+    with np.errstate(all="ignore"):  # overflow is refused below, not warned about
+        cheb = np.polynomial.Chebyshev.interpolate(np.exp, degree, domain=[-bound, bound])
+        coef = cheb.convert(kind=np.polynomial.Polynomial).coef
+    if not np.isfinite(coef).all():
+        raise ValueError(f"exp's degree-{degree} polynomial on [-{bound:g}, {bound:g}] has "
+                         "coefficients past float64's range; use a bound nearer 1")
     return np.pad(coef, (0, degree + 1 - len(coef)))
 
 
