@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,35 @@ def test_a_device_that_never_ends_is_refused(monkeypatch):
     monkeypatch.setattr(assembler.diagnostics, "MAX_SOURCE_BYTES", 1 << 10)
     with pytest.raises(InputError, match="/dev/zero: source larger than"):
         read_source("/dev/zero")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_named_pipe_with_no_writer_says_what_it_waits_for(monkeypatch, tmp_path, capsys):
+    """open() blocked in silence until a writer came, forever when none did (`ltvm run
+    PIPE`, the REPL's `load PIPE`); now a line on stderr says so, and a writer that comes
+    later is still read."""
+    monkeypatch.setattr(assembler.diagnostics, "PIPE_NOTICE_SECONDS", 0.1)
+    pipe = tmp_path / "pipe.sq"
+    os.mkfifo(pipe)
+
+    def write_late() -> None:
+        time.sleep(0.5)
+        pipe.write_text("halt\n")
+    writer = threading.Thread(target=write_late)
+    writer.start()
+    assert read_source(pipe) == "halt\n"
+    writer.join()
+    assert capsys.readouterr().err == (f"ltvm: waiting for a program to write to {pipe} "
+                                       f"(a pipe; Ctrl-C stops)\n")
+
+
+def test_a_pipe_with_a_writer_is_read_without_a_notice(capsys):
+    read, write = os.pipe()
+    os.write(write, b"halt\n")
+    os.close(write)
+    assert read_source(f"/dev/fd/{read}") == "halt\n"
+    os.close(read)
+    assert capsys.readouterr().err == ""
 
 
 def _oversized(directory: Path, name: str) -> Path:
