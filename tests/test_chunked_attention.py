@@ -281,3 +281,39 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda x: x.float(), "must be a matrix of the model's dtype"),   # a matmul's dtype error
+    (lambda x: x.to(torch.int64), "must be a matrix of the model's dtype"),
+    (lambda x: x[None], "must be a matrix"),
+    (lambda x: torch.full_like(x, float("nan")), "not finite"),       # 'scores too far'
+])
+def test_simulate_refuses_an_input_it_cannot_run(change, message):
+    x, model = random_instance(32, 1, 1, 8, Mask(), torch.float64, seed=0)
+    with pytest.raises(InputError, match=message):
+        simulate(model, change(x), "exact", 8)
+
+
+def test_simulate_refuses_a_fractional_oracle_length():
+    x, model = random_instance(32, 1, 1, 8, Mask(), torch.float64, seed=0)
+    with pytest.raises(InputError, match="whole number"):    # an IndexError
+        simulate(model, x, "exact", 8.5)
+
+
+@pytest.mark.parametrize("sizes, message", [
+    ({"head_dim": 0}, "at least 1"),                  # ZeroDivisionError
+    ({"n": -1}, "at least 1"),                        # torch's negative dimension
+    ({"score_scale": -1.0}, "score_scale must be"),   # complex weights
+])
+def test_random_instances_refuse_sizes_they_cannot_draw(sizes, message):
+    arguments = {"n": 32, "heads": 1, "layers": 1, "head_dim": 8, "mask": Mask(),
+                 "dtype": torch.float64, "seed": 0, **sizes}
+    with pytest.raises(ValueError, match=message):
+        random_instance(**arguments)
+
+
+@pytest.mark.parametrize("arguments", [("bogus",), ("window", -3), ("sink", 4, -1)])
+def test_a_mask_is_one_of_its_kinds_with_counts_at_least_zero(arguments):
+    with pytest.raises(InputError):   # 'bogus' was taken as a sink mask
+        Mask(*arguments)

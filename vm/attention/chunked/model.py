@@ -8,10 +8,13 @@ MLP is the identity, as the paper assumes without loss of generality (Lemma B.1)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from vm.common.errors import InputError
 
 MASK_KINDS = ("none", "causal", "window", "sink")
 
@@ -27,6 +30,15 @@ class Mask:
     kind: str = "none"
     window: int = 0
     sinks: int = 0
+
+    def __post_init__(self) -> None:
+        """Mask("bogus") was taken as a sink mask, a negative window as one seeing nothing."""
+        if self.kind not in MASK_KINDS:
+            raise InputError(f"unknown mask kind {self.kind!r} (choose from "
+                             f"{', '.join(MASK_KINDS)})")
+        if self.window < 0 or self.sinks < 0:
+            raise InputError(f"window and sinks must be at least 0, got {self.window} and "
+                             f"{self.sinks}")
 
     def visible(self, queries: Tensor, keys: Tensor) -> Tensor:
         """Boolean matrix: entry (a, b) says whether query queries[a] may see key keys[b]."""
@@ -92,6 +104,11 @@ def random_instance(n: int, heads: int, layers: int, head_dim: int, mask: Mask,
     so <q_i, k_j> = x_i W^Q (W^K)^T x_j^T has variance about score_scale^2. W^V is the
     identity plus noise, so values keep the size of the inputs from layer to layer.
     """
+    if min(n, heads, layers, head_dim) < 1:  # head_dim 0 divided by zero, n -1 in torch
+        raise ValueError(f"n, heads, layers and head_dim must be at least 1, got {n}, "
+                         f"{heads}, {layers} and {head_dim}")
+    if not (math.isfinite(score_scale) and score_scale >= 0):  # -1 made complex weights
+        raise ValueError(f"score_scale must be finite and at least 0, got {score_scale}")
     generator = torch.Generator().manual_seed(seed)
     m = head_dim
 

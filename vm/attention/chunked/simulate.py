@@ -103,6 +103,14 @@ def simulate(model: LargeTransformer, x: Tensor, mode: str, max_length: int,
     the randomized estimator of Theorem 4.1, seeded by `seed`. `progress` is told the
     oracle calls made after each call.
     """
+    dtype = model.layers[0][0].query.dtype
+    if x.ndim != 2 or x.dtype != dtype:  # a float32 x for float64 weights failed in a matmul
+        raise InputError(f"x must be a matrix of the model's dtype {dtype}, got "
+                         f"{x.ndim} dimensions of {x.dtype}")
+    if not bool(torch.isfinite(x).all()):  # NaN was reported as scores too far from 0
+        raise InputError("x has entries that are not finite")
+    if not isinstance(max_length, int):  # 8.5 failed as a tensor index
+        raise InputError(f"the oracle length M must be a whole number, got {max_length!r}")
     n = x.shape[0]
     mask = model.mask
     if mode_mask(mode, mask.window, mask.sinks) != mask:
