@@ -233,3 +233,19 @@ def test_calculate_refuses_block_parameters_that_are_not_finite(parameters):
     (key, _), = values.items()
     with pytest.raises(InputError, match=rf"{name}\.{key} must be a finite number"):
         calculate("1/3*2", {}, parameters)
+
+
+def test_an_error_past_the_bound_leaves_the_json_whole(capsys, monkeypatch):
+    """The verdict line went to stdout after the JSON object, which no reader could parse."""
+    import vm.apps.calc as calc
+
+    def beyond(*args, **kwargs):
+        result = calculate(*args, **kwargs)
+        result.bound = 0.0
+        result.transformer = result.exact + 1e-9
+        return result
+
+    monkeypatch.setattr(calc, "calculate", beyond)
+    code, out, err = run_cli(capsys, "calc", "1/3", "--json")
+    assert code == 1 and json.loads(out)["within_bound"] is False
+    assert "exceeds the documented bound" in err
