@@ -107,3 +107,14 @@ def test_bench_json_stays_json_when_a_rate_is_not_finite(capsys, monkeypatch):
                      parse_constant=lambda name: pytest.fail(f"{name} in JSON"))["rows"][0]
     assert row["reference_steps_per_second"] is None and row["ratio"] is None
     assert row["transformer_steps_per_second"] > 0
+
+
+@pytest.mark.parametrize("target", ["fleq", "vsubleq", "attention", "rope"])
+def test_bench_refuses_options_before_a_target_instead_of_ignoring_them(capsys, target):
+    """`ltvm bench --device cuda fleq` timed the CPU and `--json vsubleq` printed a table:
+    the target's own defaults replaced what was written before it."""
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "--device", "cuda", "--json", target, "-h"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert f"--device, --json before '{target}' would be ignored: write them after it" in err

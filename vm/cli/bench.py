@@ -81,10 +81,25 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_engine_arguments(parser)
     _add_common_arguments(parser)
     parser.set_defaults(func=run)
-    targets = parser.add_subparsers(dest="target", metavar="TARGET")
+    targets = parser.add_subparsers(dest="target", metavar="TARGET", action=_Targets)
     for name in BENCH_TARGETS:
         importlib.import_module(f"vm.cli.{name}").register_bench(targets)
     _register_fleq(targets)
+
+
+class _Targets(argparse._SubParsersAction):
+    """The TARGET argument. It refuses options written before the target, which would
+    otherwise be dropped without a word: argparse lets the target's own defaults replace
+    them (`ltvm bench --device cuda fleq` timed the CPU, `--json vsubleq` printed a
+    table)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        given = [f"--{dest.replace('_', '-')}" for dest in vars(namespace)
+                 if dest != self.dest and getattr(namespace, dest) != parser.get_default(dest)]
+        if given:
+            raise argparse.ArgumentError(self, f"{', '.join(given)} before '{values[0]}' would "
+                                               f"be ignored: write them after it")
+        super().__call__(parser, namespace, values, option_string)
 
 
 def _register_fleq(targets: argparse._SubParsersAction) -> None:
