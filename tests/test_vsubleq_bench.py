@@ -65,3 +65,15 @@ def test_bench_vsubleq_refuses_a_budget_beyond_an_hour_like_the_other_targets(ca
     with pytest.raises(SystemExit) as stop:
         main(["bench", "vsubleq", "--words", "16", "--seconds", seconds])
     assert stop.value.code == 2 and "--seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("device, message", [
+    ("xx", "unknown device 'xx'"), ("mps", "device 'mps' cannot run the machine"),
+    ("cuda:99", "device 'cuda:99'"),
+])
+def test_bench_vsubleq_refuses_a_device_that_cannot_run_it_in_one_line(capsys, device, message):
+    """Each was torch's traceback from the first tensor, exit 1."""
+    assert main(["bench", "vsubleq", "--words", "16", "--seconds", "0.05",
+                 "--device", device]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -42,8 +42,10 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch  # here, not at the top: every `ltvm` call imports this module
 
+    from vm.runtime.config import check_device
     from vm.tools.vsubleq_bench import bench_vsubleq, format_vsubleq_table
 
+    check_device(args.device)  # a traceback from torch's first tensor, for cuda without one
     rows = bench_vsubleq(args.words, args.bits, args.seconds, args.dtype, args.attention,
                          args.device, args.evaluation,
                          lambda message: print(message, file=sys.stderr, flush=True))
