@@ -117,3 +117,11 @@ def test_bad_parameters_are_refused(name, parameters, message):
     with pytest.raises(InputError) as caught:
         make_block(name, **parameters)
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["matmul", "scale", "sumsq"])
+def test_a_span_too_large_for_any_bound_has_an_infinite_one(name):
+    """(eps * span)^4 overflowed with OverflowError: `ltvm inspect` of a program run with
+    --param matmul.span=1e300 ended in a traceback."""
+    block = make_block(name, span=1e300)
+    assert block.relative_error_bound("float64") == float("inf")

@@ -67,7 +67,11 @@ def product_relative_bound(scale: float, span: float, dtype: str) -> float:
     which also covers the eps^4 coupling terms: for a scalar at C = 4 the exact coefficient is
     0.50-0.60 of it for d = 1..16, and within ±1 of it for C in [0.1, 30]) and the rounding of
     the linear map."""
-    return 2 * (scale * span) ** 4 / 30 + 16 * UNIT_ROUNDOFF[dtype]
+    try:
+        truncation = 2 * (scale * span) ** 4 / 30
+    except OverflowError:  # a span of 1e300 has no bound: inf, not a traceback in inspect
+        truncation = math.inf
+    return truncation + 16 * UNIT_ROUNDOFF[dtype]
 
 
 class LinearizedProduct(FunctionBlock):
