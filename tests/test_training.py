@@ -376,3 +376,12 @@ def test_float128_data_past_float64s_range_is_refused_without_a_warning(tmp_path
     np.savez(tmp_path / "d.npz", x=x, y=np.zeros((3, 1)))
     with pytest.raises(InputError, match="finite in float64"):
         load_dataset(tmp_path / "d.npz")
+
+
+def test_show_program_with_json_is_refused_not_ignored(tmp_path, capsys):
+    """--json was silently ignored: a reader of JSON got the program's text."""
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((3, 2)), y=np.zeros((3, 1)))
+    assert main(["train", "--data", str(path), "--show-program", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "--show-program prints the FLEQ program" in captured.err

@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.epochs > MAX_EPOCHS:
         raise InputError(f"--epochs {args.epochs} exceeds the limit of {MAX_EPOCHS}")
+    if args.show_program and args.json:  # --json was ignored: the program text came out
+        raise InputError("--show-program prints the FLEQ program, not JSON; drop one of them")
     x, y = load_dataset(args.data)
     config = engine_config(args)
     setup = TrainingSetup(args.hidden, args.lr, args.epochs, args.activation,
