@@ -252,3 +252,13 @@ def test_a_reward_directory_is_not_called_missing(capsys, tmp_path):
     code = main(["sample", FACTORIAL, "--cell", "fact", "--samples", "4", "--strategy",
                  "best-of-n", "--reward", str(tmp_path / "reward.py")])
     assert code == 2 and "reward.py: not a regular file" in capsys.readouterr().err
+
+
+def test_an_array_is_not_taken_for_its_first_cell(capsys):
+    """--cell xs of bubble_sort answered xs[0] alone, with no word about the other six."""
+    program = assemble_file(ROOT / "programs" / "subleq" / "bubble_sort.sq")
+    with pytest.raises(InputError, match="'xs' is an array of 7 cells"):
+        sample_answers(program, geometry_for(program), 4, 0.2, 0, "xs", 100)
+    assert main(["sample", str(ROOT / "programs" / "subleq" / "bubble_sort.sq"), "--cell",
+                 "xs"]) == 2
+    assert "is an array of 7 cells" in capsys.readouterr().err

@@ -18,8 +18,8 @@ from vm.common.errors import InputError
 from vm.common.files import require_regular_file
 from vm.isa import ProgramOptions, for_path, for_program
 from vm.tools.progress import Progress
-from vm.tools.test_time import (SAMPLE_BATCH, Answer, CheckerReward, best_of_n, distribution,
-                                majority, reference_reward, sample_answers)
+from vm.tools.test_time import (SAMPLE_BATCH, Answer, CheckerReward, answer_address, best_of_n,
+                                distribution, majority, reference_reward, sample_answers)
 
 DEFAULT_SAMPLES = 64
 DEFAULT_MAX_STEPS = 10_000
@@ -110,9 +110,7 @@ def run(args: argparse.Namespace) -> int:
     program, geometry = load_program(args)
     if not isinstance(program, Program):
         raise InputError("ltvm sample runs SUBLEQ programs (.sq)")
-    if args.cell not in program.symbols:
-        raise InputError(f"no memory cell named {args.cell!r}; named cells: "
-                         f"{', '.join(sorted(program.symbols)) or 'none'}")
+    address = answer_address(program, args.cell)
     # --max-seconds bounds the whole command: every stage's Progress is made here, as each
     # counts from its construction (the reference run and the checker ignored the limit)
     batches = -(-args.samples // SAMPLE_BATCH)
@@ -127,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         reference_progress.done()
     if not reference.halted:
         raise InputError(f"the reference run does not halt within {args.max_steps} steps")
-    correct = reference.memory[program.symbols[args.cell].address]
+    correct = reference.memory[address]
     if args.reward is not None and args.strategy != "best-of-n":
         raise InputError("--reward applies to --strategy best-of-n (majority takes no reward)")
     reward = _reward(args.reward or "reference", correct, args.max_steps) \

@@ -260,16 +260,26 @@ def sample_runs(programs: Sequence[Program], geometry: Geometry, temperature: fl
     return results
 
 
+def answer_address(program: Program, cell: str) -> int:
+    """The address of the one-cell answer `cell`, or InputError: an array's name gave its
+    first element as the answer, with no word that the rest was left out."""
+    symbol = program.symbols.get(cell)
+    if symbol is None:
+        raise InputError(f"no memory cell named {cell!r}; named cells: "
+                         f"{', '.join(sorted(program.symbols)) or 'none'}")
+    if symbol.size != 1:
+        raise InputError(f"{cell!r} is an array of {symbol.size} cells; the answer is one "
+                         f"cell (name a cell that holds it)")
+    return symbol.address
+
+
 def sample_answers(program: Program, geometry: Geometry, samples: int, temperature: float,
                    seed: int, cell: str, max_steps: int, batch: int = SAMPLE_BATCH,
                    progress: Callable[[int], None] | None = None) -> list[int | None]:
     """The value of memory cell `cell` after `samples` runs of a SUBLEQ program on the
     transformer with stochastic reads at `temperature` (None for a run that did not halt
     within `max_steps`), seeded as `sample_runs` seeds them."""
-    if cell not in program.symbols:
-        raise InputError(f"no memory cell named {cell!r}; named cells: "
-                         f"{', '.join(sorted(program.symbols)) or 'none'}")
-    address = program.symbols[cell].address
+    address = answer_address(program, cell)
     return [result.memory[address] if result.halted else None
             for result in sample_runs([program] * samples, geometry, temperature, seed,
                                       max_steps, batch, progress)]
