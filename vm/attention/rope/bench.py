@@ -36,12 +36,14 @@ from vm.attention.rope.fast import fast_gradient  # noqa: E402
 from vm.attention.rope.gradient import exact_gradient, exact_rotary_gradient  # noqa: E402
 from vm.attention.rope.instance import random_instance  # noqa: E402
 from vm.attention.rope.polynomial import exp_error_bound, rank  # noqa: E402
+from vm.runtime.export import check_directory, staged_files  # noqa: E402
 
 TARGET = 1e-6
 D8_TARGETS = (1e-4, 1e-6)
 GENERAL_DEGREES = (2, 4)
 BOUNDS = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]
 BLOCK_ENTRIES = 1 << 18
+OUTPUTS = ("rope_gradient.md", "rope_gradient.csv", "rope_gradient.png")
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -332,7 +334,10 @@ def run(args: argparse.Namespace) -> int:
     """The chosen sweeps; args: out, quick, max_exact_n, degree, sections
     (`ltvm bench rope`)."""
     torch.set_num_threads(1)
-    args.out.mkdir(parents=True, exist_ok=True)
+    if args.out.exists():  # before the sweeps, which take minutes, not after them
+        check_directory(args.out, OUTPUTS)
+    else:
+        args.out.mkdir(parents=True)
     rows: list[dict] = []
     slopes: dict[str, float] = {}
     quick = args.quick
@@ -355,12 +360,13 @@ def run(args: argparse.Namespace) -> int:
     command = (f"ltvm bench rope --out {args.out} --max-exact-n {args.max_exact_n} "
                f"--degree {args.degree} --sections {','.join(args.sections)}"
                + (" --quick" if quick else ""))
-    (args.out / "rope_gradient.md").write_text(markdown(rows, slopes, command))
     keys = sorted({key for row in rows for key in row})
-    with open(args.out / "rope_gradient.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=keys)
-        writer.writeheader()
-        writer.writerows(rows)
-    plot(rows, args.out / "rope_gradient.png")
+    with staged_files(args.out, OUTPUTS) as staging:  # all three files or none
+        (staging / "rope_gradient.md").write_text(markdown(rows, slopes, command))
+        with open(staging / "rope_gradient.csv", "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(rows)
+        plot(rows, staging / "rope_gradient.png")
     print((args.out / "rope_gradient.md").read_text())
     return 0

@@ -1,0 +1,43 @@
+"""`ltvm bench rope` (vm/attention/rope/bench.py): its three files are written all or none,
+and a place they cannot go is refused before the sweeps."""
+
+from __future__ import annotations
+
+import pytest
+
+import vm.attention.rope.bench as rope_bench
+from vm.cli import main
+
+
+def test_a_directory_where_a_file_goes_is_refused_before_the_sweeps(tmp_path, capsys,
+                                                                     monkeypatch):
+    """The sweeps (minutes each) used to run first, then the table and CSV were written and
+    the plot failed on 'Is a directory'."""
+    def no_sweep(*args, **kwargs):
+        raise AssertionError("a sweep ran")
+    monkeypatch.setattr(rope_bench, "time_sweep", no_sweep)
+    (tmp_path / "rope_gradient.png").mkdir()
+    assert main(["bench", "rope", "--quick", "--sections", "time", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"ltvm: error: cannot write "
+                                       f"{tmp_path / 'rope_gradient.png'}: it is a directory\n")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["rope_gradient.png"]
+
+
+def test_a_failure_while_writing_leaves_the_previous_files(tmp_path, capsys, monkeypatch):
+    (tmp_path / "rope_gradient.md").write_text("before\n")
+
+    def full_disk(rows, path):
+        raise OSError(28, "No space left on device", str(path))
+    monkeypatch.setattr(rope_bench, "plot", full_disk)
+    assert main(["bench", "rope", "--quick", "--sections", "error", "--out",
+                 str(tmp_path)]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert [path.name for path in tmp_path.iterdir()] == ["rope_gradient.md"]
+    assert (tmp_path / "rope_gradient.md").read_text() == "before\n"
+
+
+@pytest.mark.parametrize("parents", [1, 2])
+def test_a_missing_output_directory_is_made(tmp_path, capsys, parents):
+    out = tmp_path.joinpath(*["sub"] * parents)
+    assert main(["bench", "rope", "--quick", "--sections", "error", "--out", str(out)]) == 0
+    assert sorted(path.name for path in out.iterdir()) == sorted(rope_bench.OUTPUTS)
