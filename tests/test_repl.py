@@ -310,6 +310,15 @@ def test_long_runs_report_progress_on_stderr(repl, monkeypatch):
     assert re.search(r"steps: \d+ \[[\d:]+, [\d.]+/s\]\n$", stream.getvalue())
 
 
+def test_show_attn_reports_progress_on_stderr(countdown, monkeypatch):
+    """Drawing a FLEQ pass's 17 layers took over a minute with no word."""
+    stream = io.StringIO()
+    monkeypatch.setattr(vm.repl.session, "Progress",
+                        lambda label, total, _: Progress(label, total, stream, delay=0))
+    assert countdown.execute("show attn").count("wrote") == 4
+    assert re.search(r"layers drawn: +\d+%.*\| \d/4 ", stream.getvalue())
+
+
 def test_completion_of_commands_names_labels_and_paths(repl):
     assert repl.completions("pri") == ["print"]
     assert repl.completions("su") == ["subleq"]

@@ -440,10 +440,15 @@ class Repl:
         step, name = machine.steps, Path(loaded.path).name
 
         def draw(directory: Path) -> list[Path]:
-            if words[0].lower() == "attn":
-                return save_pass_pictures(machine.executor.model, machine.X[0], labels,
-                                          directory, step, f"{name} step {step}",
-                                          None if layer is None else [layer])
+            if words[0].lower() == "attn":  # a FLEQ pass's 17 layers take a minute
+                progress = Progress("layers drawn", layers if layer is None else 1,
+                                    self.progress_stream)
+                try:
+                    return save_pass_pictures(machine.executor.model, machine.X[0], labels,
+                                              directory, step, f"{name} step {step}",
+                                              None if layer is None else [layer], progress)
+                finally:
+                    progress.done()
             if layer is None:
                 return [save_x_picture(machine.X[0], labels, directory / f"step{step:04d}_X.png",
                                        f"{name}: X at step {step}")]
