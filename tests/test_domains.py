@@ -149,3 +149,26 @@ def test_a_run_is_within_bound_or_refused_or_flagged_never_silently_wrong(values
     exact = program.named_memory(run_fleq_reference(program, 100).cells)
     got = program.named_memory(run_transformer(program, fleq_geometry_for(program), 100).memory)
     assert got == exact, source
+
+
+@pytest.mark.parametrize("call, parameters, bound", [
+    ("mul(x, y)", {"mul": {"scale": 1e-50}}, "6.89e+35 + 1.78e-15 |f|"),  # computed NaN
+    ("inv(x)", {"inv": {"sharpness": 1e-300}}, "0 + inf |f|"),  # gave 5e-16 for 1/2
+    ("sigmoid_prime(x)", {"sigmoid_prime": {"step": 1e-300}}, "1.33e+285 + 0 |f|"),  # gave 0
+])
+def test_a_call_of_a_block_whose_parameters_leave_it_no_bound_is_flagged(call, parameters,
+                                                                          bound):
+    """Such calls ran with `domain: ok` and exit 0 whatever the transformer computed."""
+    program = FLEQ.assemble_text(SOURCE.format(x=2.0, call=call), "p.fleq",
+                                 parameters=parameters)
+    violation = first_domain_violation(program, 100)
+    assert violation is not None and violation.step == 2
+    assert f"its error bound is {bound} in float64" in violation.describe()
+
+
+def test_run_exits_1_where_a_block_has_no_bound(tmp_path, capsys):
+    source = tmp_path / "p.fleq"
+    source.write_text(SOURCE.format(x=2.0, call="mul(x, y)"))
+    assert main(["run", str(source), "--param", "mul.scale=1e-50"]) == 1
+    assert "domain: step 2: r = mul(x, y) leaves mul's domain (none at scale=1e-50" in \
+        capsys.readouterr().out

@@ -11,9 +11,12 @@ returning them as if they did.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from assembler.fleq_program import FleqProgram
+from vm.common.signatures import MAGNITUDE
+from vm.functions.base import FunctionBlock
 from vm.machines.fleq.reference import EXACT_COUNTER, FleqReference, machine_domain_problem
 
 
@@ -55,6 +58,10 @@ def first_domain_violation(program: FleqProgram, max_steps: int,
             reference.step()
             continue
         block = reference.blocks[instruction.function]
+        unbounded = _unbounded(block, dtype)
+        if unbounded is not None:
+            return DomainViolation(step, program.instruction_text(pc), instruction.function,
+                                   unbounded)
         (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
         values = [reference.cells[instruction.a][:ha, :wa]]
         if block.arity == 2:
@@ -75,3 +82,14 @@ def first_domain_violation(program: FleqProgram, max_steps: int,
             return DomainViolation(step, program.instruction_text(pc), instruction.function,
                                    domain.description, domain.widen)
     return None
+
+
+def _unbounded(block: FunctionBlock, dtype: str) -> str | None:
+    """Why `block` promises nothing in `dtype`, or None: parameters that leave its error
+    bound infinite or wider than the machine's magnitude domain (inv.sharpness=1e-300 gave
+    5e-16 for 1/2, mul.scale=1e-50 NaN) make every call leave its domain."""
+    absolute, relative = block.error_bound(dtype), block.relative_error_bound(dtype)
+    if math.isfinite(relative) and absolute <= MAGNITUDE:
+        return None
+    shown = ", ".join(f"{key}={value:g}" for key, value in block.values.items())
+    return f"none at {shown}: its error bound is {absolute:.3g} + {relative:.3g} |f| in {dtype}"
