@@ -121,6 +121,8 @@ class _FleqAssembler:
         values = {}
         for parameter in node.children[2:]:
             key, literal = parameter.children
+            if str(key) in values:
+                raise self.error(f"{name}.{key} is given twice", key)
             values[str(key)] = self.number(literal)
             if not np.isfinite(values[str(key)]):  # as --param: no block takes inf
                 raise self.error("a parameter must be a finite number", literal)
@@ -256,6 +258,8 @@ class _FleqAssembler:
             if argument.data != "keyword":
                 continue
             key = str(argument.children[0])
+            if key in given:
+                raise self.error(f"'{routine.name}': {key} is given twice", argument)
             if key not in routine.keywords:
                 raise self.error(f"'{routine.name}' has no argument '{key}' (it takes "
                                  f"{', '.join(routine.keywords) or 'none'})", argument)

@@ -239,6 +239,10 @@ BAD = [
      8, 1),
     (DATA + "M = inverse(2.0)\n", "'inverse' is a routine: its operands must be variables",
      7, 13),
+    # a setting given twice took the last value silently
+    (".function inv terms=8 terms=100\n.data\nx: 1.0\n.code\nhalt\n",
+     "inv.terms is given twice", 1, 23),
+    (DATA + "M = inverse(M, iters=3, iters=4)\n", "'inverse': iters is given twice", 7, 25),
 ]
 
 
