@@ -101,7 +101,7 @@ def read_source(path: str | Path, encoding: str = "utf-8-sig") -> str:
     mark, which some editors write and none show, dropped), or InputError for a file that
     cannot be read, is larger than MAX_SOURCE_BYTES or is not text."""
     try:
-        with open(_open_for_reading(path), "rb") as stream:
+        with open(open_for_reading(path), "rb") as stream:
             data = stream.read(MAX_SOURCE_BYTES + 1)
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror or error}") from None
@@ -118,7 +118,7 @@ PIPE_NOTICE_SECONDS = 1.0
 """How long a named pipe may stay silent before reading it says what it waits for."""
 
 
-def _open_for_reading(path: str | Path) -> int:
+def open_for_reading(path: str | Path) -> int:
     """A descriptor of `path` ready to read. A named pipe with no writer blocked open()
     forever in silence: it is opened without waiting, and when nothing has written to it
     within PIPE_NOTICE_SECONDS a line on stderr says that the command waits for a writer

@@ -332,3 +332,30 @@ def test_max_output_with_the_reference_engine_is_refused(program, message, capsy
     assert main(["run", str(program), "--engine", "reference", "--max-output", "4"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and message in err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_an_input_file_that_is_a_pipe_with_no_writer_says_what_it_waits_for(
+        monkeypatch, tmp_path, capsys):
+    """--input-file PIPE blocked in open() in silence, forever when no writer came."""
+    import argparse
+    import threading
+    import time
+
+    import assembler.diagnostics
+    from vm.cli.common import input_options
+    from vm.isa import VSUBLEQ
+
+    monkeypatch.setattr(assembler.diagnostics, "PIPE_NOTICE_SECONDS", 0.1)
+    pipe = tmp_path / "input"
+    os.mkfifo(pipe)
+
+    def write_late() -> None:
+        time.sleep(0.5)
+        pipe.write_bytes(b"hi")
+    writer = threading.Thread(target=write_late)
+    writer.start()
+    args = argparse.Namespace(input=None, input_file=str(pipe), max_output=None)
+    assert input_options(args, VSUBLEQ)["input_bytes"] == b"hi"
+    writer.join()
+    assert f"waiting for a program to write to {pipe}" in capsys.readouterr().err

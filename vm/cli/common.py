@@ -15,6 +15,7 @@ from typing import Iterator
 import numpy as np
 
 from assembler.csv_format import DEFAULT_CSV_SCRATCH, SETTINGS_FILE, csv_settings, load_csv
+from assembler.diagnostics import open_for_reading
 from vm.common.json_values import finite_or_null
 from vm.common.errors import InputError
 from vm.isa import SUBLEQ, InstructionSet, ProgramOptions, for_path, for_program
@@ -222,7 +223,7 @@ def input_options(args: argparse.Namespace, isa: InstructionSet, transformer: bo
         given["input_bytes"] = os.fsencode(args.input)
     elif args.input_file is not None:
         try:
-            with open(args.input_file, "rb") as stream:
+            with open(open_for_reading(args.input_file), "rb") as stream:
                 given["input_bytes"] = stream.read(MAX_INPUT_BYTES + 1)
         except OSError as error:
             raise InputError(f"cannot read {args.input_file}: "
