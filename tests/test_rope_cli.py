@@ -39,6 +39,9 @@ def test_skip_exact_runs_only_the_fast_path(capsys):
     (["--n", "64", "--bound", "351", "--json"], "--bound must be between 1e-30 and 350"),
     (["--n", "64", "--bound", "1e-308"], "--bound must be between 1e-30 and 350"),
     (["--n", "64", "--bound", "1e-31", "--json"], "--bound must be between 1e-30 and 350"),
+    # minutes of silent set-up that --max-seconds could not stop
+    (["--n", "2", "--d", "8", "--form", "general", "--max-seconds", "5"],
+     "enumerates 2,042,975 monomials before it starts"),
     (["--n", "8", "--form", "diagonal"], "unknown form"),
     (["--n", "8", "--d", "16", "--degree", "8"], "GiB of factors"),
     (["--n", "65536"], "pass --skip-exact"),

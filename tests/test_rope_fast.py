@@ -84,3 +84,13 @@ def test_fast_gradient_refuses_what_it_cannot_compute(form, degree, bound, messa
     inst = random_instance(8, 4, 1.0, "rotary", seed=0)
     with pytest.raises(ValueError, match=message):
         fast_gradient(inst, form, degree, bound)
+
+
+def test_the_general_route_reports_progress_within_a_band():
+    """At n = 2 the one frequency band is the whole contraction (6 s at d = 16): progress,
+    and with it --max-seconds, came only at its end."""
+    fractions = []
+    fast_gradient(random_instance(2, 4, 1.0, "general", seed=0), "general", 2, 1.0,
+                  fractions.append)
+    assert len(fractions) > 1 and fractions == sorted(fractions)
+    assert fractions[-1] == pytest.approx(1.0)

@@ -37,6 +37,10 @@ MAX_BOUND = 350.0
 float64 holds e^(2B) only below B = ln(1.8e308) / 2 = 354.9 (B = 360 printed inf, B = 710
 NaN, and exp itself overflows from B = 709.8). Every figure stays finite up to 350 at every
 degree and n; the fast gradient's error is far above 1 long before (3e6 at B = 50)."""
+MAX_MONOMIALS = 100_000
+"""The most monomials of degree g + 1 over the |S| = 2d support that the general route
+enumerates in Python before its first progress report (about 12 s): at d = 8, degree 8 it
+would enumerate 2.0 million, minutes of silent work that --max-seconds could not stop."""
 FORMS = ("rotary", "general")
 BENCH_SECTIONS = ("time", "error", "boundary", "d8", "general")
 
@@ -69,6 +73,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse bad sizes before anything is allocated (InputError, exit 2)."""
     from vm.attention.rope.fast import working_bytes  # torch: see `run`
+    from vm.attention.rope.polynomial import rank
 
     if args.form not in FORMS:
         raise InputError(f"unknown form '{args.form}' (choose rotary or general)")
@@ -88,6 +93,11 @@ def check_arguments(args: argparse.Namespace) -> None:
                          f"{args.bound:g}: beyond them the polynomial method's coefficients "
                          "(below) or its error against e^x (above, about e^(2B)) leave "
                          "float64's range")
+    monomials = rank(2 * args.d, args.degree + 1)
+    if args.form == "general" and monomials > MAX_MONOMIALS:
+        raise InputError(f"the general route at d={args.d}, degree {args.degree} enumerates "
+                         f"{monomials:,} monomials before it starts (limit {MAX_MONOMIALS:,}, "
+                         "minutes of set-up): lower --degree or --d")
     fast = working_bytes(args.n, args.d, args.degree, args.form)
     if fast > MEMORY_LIMIT:
         raise InputError(f"the fast {args.form} route at d={args.d}, degree {args.degree} "
