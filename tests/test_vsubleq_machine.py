@@ -164,6 +164,26 @@ def test_geometry_refuses_bad_sizes() -> None:
         VGeometry(16, 8, -1, 4)
 
 
+def test_the_default_tape_of_an_image_that_writes_on_and_on_fits_the_column_limit(
+        tmp_path, capsys) -> None:
+    """16,385 words (a 2^15-word memory) that write forever: the default tape, what 100,000
+    steps write (50,000 bytes), made the geometry too wide, and loading the image failed in
+    every command (`ltvm run --engine reference --max-steps 10` included)."""
+    from vm.cli import main
+    from vm.machines.vsubleq.layout import MAX_COLUMNS
+    from vm.machines.vsubleq.punchcard import geometry_for
+
+    words = [9, -1, 3, 10, 10, 0, 0, 0, 0, 65, 0]  # output mem[9] ('A'), then jump to 0
+    image = Image.from_words(words + [0] * (16385 - len(words)), 16)
+    geometry = geometry_for(image)
+    assert geometry.columns == MAX_COLUMNS and geometry.outputs == MAX_COLUMNS - 2 - 32768
+    path = tmp_path / "writer.dec"
+    path.write_text(" ".join(map(str, image.memory[:16385])))
+    assert main(["run", "--engine", "reference", str(path), "--bits", "16",
+                 "--max-steps", "10"]) == 1, "loaded, ran 10 steps and did not halt"
+    assert 'output: "AAAAA"\nhalted: no\nsteps: 10' in capsys.readouterr().out
+
+
 # -- checked mode ----------------------------------------------------------------------
 def test_checked_mode_turns_itself_on_below_the_safe_temperature() -> None:
     image = image_file("echo.dec", 8)

@@ -12,7 +12,7 @@ import numpy as np
 
 from vm.common.encoding import code_value, pm1_code, pm1_codes, word_values
 from vm.common.errors import InputError
-from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
+from vm.machines.vsubleq.layout import MAX_COLUMNS, VGeometry, vsubleq_layout
 from vm.machines.vsubleq.reference import Image, run_reference, wrap
 from vm.transformer.layout import Layout
 
@@ -47,9 +47,11 @@ def output_needed(image: Image, input_bytes: bytes = b"", max_steps: int = SIZIN
 
 def geometry_for(image: Image, inputs: int = 0, outputs: int | None = None) -> VGeometry:
     """The geometry of an image with tapes of `inputs` and `outputs` bytes (by default, what
-    a run without input writes in `SIZING_STEPS` steps)."""
+    a run without input writes in `SIZING_STEPS` steps, at most what the column limit
+    leaves: an image of 2^14 words that writes on and on was refused by every command,
+    the reference's too, for a tape no run asked for; one that fills it is told so)."""
     if outputs is None:
-        outputs = output_needed(image)
+        outputs = max(0, min(output_needed(image), MAX_COLUMNS - 2 - image.size - inputs))
     return VGeometry(image.size, image.bits, inputs, outputs)
 
 
