@@ -164,3 +164,17 @@ def test_an_export_at_an_unproven_temperature_warns(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "warning: at temperature 0.5 the reads of these weights are not provably exact" in err
     assert (tmp_path / "hot" / "weights.npz").is_file()
+
+
+def test_a_file_system_that_reports_no_size_does_not_refuse_as_full(tmp_path, monkeypatch,
+                                                                    capsys):
+    """/proc reports total = free = 0: `export -o /proc/x` said the export needed 0.0 GiB,
+    more than the 0.0 GiB free, instead of why /proc/x cannot be written."""
+    import collections
+
+    import vm.runtime.export
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(vm.runtime.export.shutil, "disk_usage", lambda path: usage(0, 0, 0))
+    factorial = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    assert main(["export", factorial, "-o", str(tmp_path / "out")]) == 0
+    assert "GiB" not in capsys.readouterr().err

@@ -230,11 +230,11 @@ def _check_space(directory: Path, weights: MachineWeights, masked: bool, fmt: st
                                  layer.ffn.W1, layer.ffn.b1, layer.ffn.W2, layer.ffn.b2))
     masks = (1 if fmt == "onnx" else sum(weights.heads)) if masked else 0
     needed = matrices + masks * weights.columns ** 2 * 8
-    free = shutil.disk_usage(directory if directory.exists() else directory.parent).free
-    if needed > free:
+    usage = shutil.disk_usage(directory if directory.exists() else directory.parent)
+    if usage.total and needed > usage.free:  # /proc and the like report no size at all
         raise InputError(f"the export needs about {needed / 2**30:.1f} GiB ({masks} n x n "
                          f"attention masks at n = {weights.columns:,}), more than the "
-                         f"{free / 2**30:.1f} GiB free there: export a smaller program, or "
+                         f"{usage.free / 2**30:.1f} GiB free there: export a smaller program, or "
                          f"with --attention dense (no masks)")
 
 
