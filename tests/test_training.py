@@ -364,7 +364,7 @@ def test_a_huge_hidden_count_on_the_command_line_is_bad_input(tmp_path, capsys):
     path = tmp_path / "d.npz"
     np.savez(path, x=np.zeros((3, 2)), y=np.zeros((3, 1)))
     assert main(["train", "--data", str(path), "--hidden", str(10 ** 20)]) == 2
-    assert "hidden must be a whole number from 0 (linear) to 16" in capsys.readouterr().err
+    assert "hidden must be a whole number from 0 (linear), at most 16" in capsys.readouterr().err
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")

@@ -60,8 +60,8 @@ class TrainingSetup:
         numpy for 21.8 TiB of weights, lr = inf or epochs = True reached the generated
         program as words it cannot parse, and 2.5 units were a TypeError."""
         if not _whole(self.hidden) or not 0 <= self.hidden <= MAX_BLOCK:
-            raise InputError(f"hidden must be a whole number from 0 (linear) to {MAX_BLOCK} "
-                             f"(the largest block size), got {self.hidden!r}")
+            raise InputError(f"hidden must be a whole number from 0 (linear), at most "
+                             f"{MAX_BLOCK} (the largest block size), got {self.hidden!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise InputError(f"the learning rate must be positive and finite, got {self.lr:g}")
         if not _whole(self.epochs) or self.epochs < 1:
