@@ -19,3 +19,12 @@ def test_demo_refuses_a_program_that_never_halts_before_running_the_transformer(
     captured = capsys.readouterr()
     assert "does not halt within 100000 steps" in captured.err
     assert "Traceback" not in captured.err and captured.out == ""
+
+
+def test_demo_refuses_a_program_of_another_instruction_set_by_its_suffix(capsys):
+    """calculator.fleq was parsed as SUBLEQ: "unknown directive '.0'" at `a: 3.0`."""
+    calculator = demo.FACTORIAL.parents[1] / "fleq" / "calculator.fleq"
+    assert main(["demo", str(calculator)]) == 2
+    captured = capsys.readouterr()
+    assert "the demo runs SUBLEQ programs (.sq)" in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""

@@ -14,6 +14,7 @@ from vm.machines.subleq.punchcard import encode, geometry_for
 from assembler.subleq import assemble_file
 from vm.cli.common import format_value
 from vm.common.errors import InputError
+from vm.isa import SUBLEQ, for_path
 from vm.machines.subleq.machine import subleq_machine
 from vm.machines.subleq.reference import run_reference
 
@@ -35,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from vm.runtime.compare import compare_program  # torch: not for every `ltvm` call
     from vm.runtime.executor import EngineConfig, run_transformer
 
+    if for_path(args.program) is not SUBLEQ:  # it was parsed as .sq: "unknown directive"
+        raise InputError(f"{args.program}: the demo runs SUBLEQ programs (.sq); compare this "
+                         f"one with the reference by `ltvm compare {args.program}`")
     program = assemble_file(args.program)
     reference = run_reference(program)
     if not reference.halted:  # the lockstep comparison would go on for ten times as long
