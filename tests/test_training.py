@@ -385,3 +385,11 @@ def test_show_program_with_json_is_refused_not_ignored(tmp_path, capsys):
     assert main(["train", "--data", str(path), "--show-program", "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "--show-program prints the FLEQ program" in captured.err
+
+
+def test_an_activation_without_a_hidden_layer_is_refused_not_ignored(tmp_path, capsys):
+    """The linear model has no activation: --activation relu ran it and said 'none'."""
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((3, 2)), y=np.zeros((3, 1)))
+    assert main(["train", "--data", str(path), "--activation", "relu"]) == 2
+    assert "--activation applies to a hidden layer" in capsys.readouterr().err

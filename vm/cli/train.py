@@ -37,8 +37,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="learning rate (default 0.1)")
     parser.add_argument("--epochs", type=positive_int, default=5, metavar="E",
                         help=f"passes over the data (default 5, at most {MAX_EPOCHS})")
-    parser.add_argument("--activation", choices=list(ACTIVATIONS), default="tanh",
-                        help="hidden-layer activation (default tanh)")
+    parser.add_argument("--activation", choices=list(ACTIVATIONS),
+                        help="hidden-layer activation (default tanh; needs --hidden)")
     parser.add_argument("--no-bias", action="store_true",
                         help="do not append the constant input 1 that gives the first layer "
                              "a bias")
@@ -62,11 +62,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.epochs > MAX_EPOCHS:
         raise InputError(f"--epochs {args.epochs} exceeds the limit of {MAX_EPOCHS}")
+    if args.activation is not None and not args.hidden:  # ignored: the model is linear
+        raise InputError("--activation applies to a hidden layer (--hidden H)")
     if args.show_program and args.json:  # --json was ignored: the program text came out
         raise InputError("--show-program prints the FLEQ program, not JSON; drop one of them")
     x, y = load_dataset(args.data)
     config = engine_config(args)
-    setup = TrainingSetup(args.hidden, args.lr, args.epochs, args.activation,
+    setup = TrainingSetup(args.hidden, args.lr, args.epochs, args.activation or "tanh",
                           not args.no_bias, args.seed, config.dtype or "float64")
     config = replace(config, dtype=setup.dtype)
     if args.show_program:
