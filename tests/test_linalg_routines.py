@@ -238,3 +238,13 @@ def test_power_iteration_at_d8_tracks_the_exact_algorithm():
     assert np.abs(v - top).max() <= bound + np.abs(v_exact - top).max()
     assert abs(got["lam"] - exact["lam"]) <= rayleigh_error_bound(8, np.abs(a).max(), lam[0],
                                                                   "float64", product)
+
+
+@pytest.mark.parametrize("lam1, lam2", [(1.0, 2.0), (2.0, -2.0), (0.0, 0.0)])
+def test_the_eigenvector_bound_needs_a_dominant_eigenvalue(lam1, lam2):
+    """|lam2| > |lam1| gave a negative bound; equal moduli divided by zero."""
+    from vm.functions import make_block
+    from vm.routines.linalg import eigenvector_error_bound
+
+    with pytest.raises(ValueError, match=r"needs \|lam1\| > \|lam2\|"):
+        eigenvector_error_bound(2, 1.0, lam1, lam2, "float64", make_block("matmul_tn"))

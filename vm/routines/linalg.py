@@ -190,6 +190,8 @@ def eigenvector_error_bound(n: int, a_max: float, lam1: float, lam2: float, dtyp
     n b(a_max) / (|lam1| - |lam2|); each iteration's A v is off by b(|lam1|) per entry, a
     direction error sqrt(n) b / |lam1| that later iterations shrink by |lam2 / lam1|; the
     normalization's products near 1 change the length by about 10 b(1). Factor 2 of margin."""
+    if not abs(lam1) > abs(lam2):  # equal moduli divided by zero, |lam2| > |lam1| gave < 0
+        raise ValueError(f"the bound needs |lam1| > |lam2|, got {lam1:g} and {lam2:g}")
     b = product.bound_at
     ratio = abs(lam2 / lam1)
     perturbation = n * b(dtype, a_max) / (abs(lam1) - abs(lam2))
