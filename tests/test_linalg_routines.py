@@ -14,6 +14,8 @@ from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.fleq.reference import run_fleq_reference
+from vm.functions import make_block
+from vm.routines.linalg import eigenvector_error_bound
 from vm.machines.fleq.domains import first_domain_violation
 from vm.runtime.compare import compare_fleq
 from vm.functions import REGISTRY, make_block
@@ -243,8 +245,5 @@ def test_power_iteration_at_d8_tracks_the_exact_algorithm():
 @pytest.mark.parametrize("lam1, lam2", [(1.0, 2.0), (2.0, -2.0), (0.0, 0.0)])
 def test_the_eigenvector_bound_needs_a_dominant_eigenvalue(lam1, lam2):
     """|lam2| > |lam1| gave a negative bound; equal moduli divided by zero."""
-    from vm.functions import make_block
-    from vm.routines.linalg import eigenvector_error_bound
-
     with pytest.raises(ValueError, match=r"needs \|lam1\| > \|lam2\|"):
         eigenvector_error_bound(2, 1.0, lam1, lam2, "float64", make_block("matmul_tn"))
