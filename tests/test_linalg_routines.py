@@ -14,8 +14,6 @@ from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.fleq.reference import run_fleq_reference
-from vm.functions import make_block
-from vm.routines.linalg import eigenvector_error_bound
 from vm.machines.fleq.domains import first_domain_violation
 from vm.runtime.compare import compare_fleq
 from vm.functions import REGISTRY, make_block
