@@ -248,6 +248,29 @@ def test_a_typed_instruction_outside_its_blocks_domain_is_refused_like_run_flags
     assert session.execute("y = inv(x)").startswith("executed")
 
 
+def test_a_typed_result_beyond_the_machines_magnitude_is_refused(session):
+    """add(x, x) at x = 2^50 wrote 2^51, past where the blocks stay isolated, unflagged."""
+    session.execute(f"set x {2.0 ** 50!r}")
+    out = session.execute("y = add(x, x)")
+    assert out == ("error: not run: its result leaves the machine's domain (every value "
+                   "within |x| <= 2^50, finite), where its error bound does not hold")
+    assert printed(session, "y") == [0]
+
+
+def test_a_step_that_leaves_a_domain_stops_and_says_so(session):
+    """`step` and `continue` ran such a call like any other: the transformer's inv(1000)
+    and everything after it went on without an error bound and without a word."""
+    session.execute("set x 1000")
+    out = session.execute("continue").splitlines()
+    assert out[0] == ("step 2: y = inv(x) if k <= 0 goto top: its operands leave inv's "
+                      "domain (0.1 <= |a| <= 100 (widen it with --param inv.low=L or --param "
+                      "inv.high=H)), where its error bound does not hold (see diff)")
+    assert out[1].startswith("step 3  pc 0 (top)")
+    session.execute("reset")
+    assert session.execute("continue").splitlines()[0] == \
+        "the program has halted (pc at EOF)", "inside every domain: no word"
+
+
 def test_a_typed_copy_is_an_exact_add_of_the_zero_cell(session):
     out = session.execute("w = v")
     assert out.splitlines()[0].startswith("executed w = v"), out

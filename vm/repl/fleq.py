@@ -24,7 +24,7 @@ from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqPro
 from vm.common.encoding import pm1_code
 from vm.common.errors import InputError
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
-from vm.machines.fleq.reference import FleqReference
+from vm.machines.fleq.reference import FleqReference, machine_domain_problem
 from vm.repl.state import ENGINES, Lockstep
 
 MATRIX_PRECISION = 6
@@ -204,22 +204,48 @@ class FleqLockstep(Lockstep):
         self.X, self.reference = new_X, reference
 
     def check_domain(self, instruction: FleqInstruction) -> None:
-        """Refuse a typed instruction whose exact operands (or result, for blocks whose
-        domain bounds the result) leave its block's domain, as `run`'s `domain:` check would
-        flag it: the transformer's number would carry no error bound."""
+        """Refuse a typed instruction that `domain_problem` finds outside a domain, as
+        `run`'s `domain:` check would flag it: the transformer's number would carry no
+        error bound."""
+        problem = self.domain_problem(instruction)
+        if problem is not None:
+            raise InputError(f"not run: {problem}, where its error bound does not hold")
+
+    def domain_problem(self, instruction: FleqInstruction) -> str | None:
+        """What `instruction`, run on the reference's exact cells now, leaves: its block's
+        domain (the operands, or the result for blocks whose domain bounds it) or the
+        machine's (a result beyond 2^50 or not finite: add(c, c) at c = 1e15); None when
+        it stays inside both."""
         block = self.reference.blocks[instruction.function]
         (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
         cells = self.reference.cells
         a = cells[instruction.a][:ha, :wa]
         b = cells[instruction.b][:hb, :wb] if block.arity == 2 else None
+        with np.errstate(all="ignore"):  # an overflow is a result outside the domain
+            result = np.asarray(block.reference(a, b), dtype=float)
+        outside = machine_domain_problem(result)
+        if outside is not None:
+            return f"its result leaves the machine's domain ({outside})"
         domain = block.domain()
-        values = [a] if b is None else [a, b]
-        if domain.applies_to == "result":
-            values = [np.asarray(block.reference(a, b))]
+        values = [result] if domain.applies_to == "result" else [a] if b is None else [a, b]
         if not all(domain.contains(v) for v in values):
-            what = "result" if domain.applies_to == "result" else "operands"
-            raise InputError(f"not run: its {what} leave {instruction.function}'s domain "
-                             f"({domain.explained()}), where its error bound does not hold")
+            what = "result leaves" if domain.applies_to == "result" else "operands leave"
+            return f"its {what} {instruction.function}'s domain ({domain.explained()})"
+        return None
+
+    def step(self) -> str | None:
+        """One instruction on both engines, as `Lockstep.step`; when it left a domain (see
+        `domain_problem`), says so: the transformer's values carry no error bound from
+        there on, and they went on silently wrong (t = mul(t, d) at t = 2e15)."""
+        pc = self.reference.pc
+        instruction = None if self.reference.halted else self.program.instructions[pc]
+        problem = (self.domain_problem(instruction)
+                   if instruction is not None and instruction.function is not None else None)
+        super().step()
+        if problem is None:
+            return None
+        return (f"step {self.steps - 1}: {self.program.instruction_text(pc)}: {problem}, "
+                f"where its error bound does not hold (see diff)")
 
     def check_counter(self, location: FleqLocation, value: np.ndarray) -> None:
         """An integer counter takes only integers the machine's dtype holds exactly (2^24

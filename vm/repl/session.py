@@ -258,9 +258,10 @@ class Repl:
                     reasons.extend([limit_reason] if limit_reason else [])
                     break
                 else:
-                    machine.step()
+                    note = machine.step()
                     executed += 1
                     progress(executed)
+                    reasons.extend([note] if note else [])
                     reasons.extend(self._watch_changes(watches, watched))
                     if agreed and machine.differences():
                         reasons.append("the engines disagree from this step on (see diff)")

@@ -119,8 +119,9 @@ class Lockstep:
         new_X[0, rows, memory.start:memory.stop] = after[0, rows, memory.start:memory.stop]
         return new_X
 
-    def step(self) -> None:
-        """One instruction on both engines.
+    def step(self) -> str | None:
+        """One instruction on both engines; what went wrong in it that the user must know
+        (none here: FLEQ names a domain it left).
 
         Both new states are computed first and committed in one statement, so
         a Ctrl-C lands before or after a whole step, never between the engines.
@@ -129,6 +130,7 @@ class Lockstep:
         reference = self._reference_copy()
         reference.step()
         self.X, self.reference, self.steps = new_X, reference, self.steps + 1
+        return None
 
 
 class LockstepMachine(Lockstep):
