@@ -393,3 +393,21 @@ def test_an_activation_without_a_hidden_layer_is_refused_not_ignored(tmp_path, c
     np.savez(path, x=np.zeros((3, 2)), y=np.zeros((3, 1)))
     assert main(["train", "--data", str(path), "--activation", "relu"]) == 2
     assert "--activation applies to a hidden layer" in capsys.readouterr().err
+
+
+def test_progress_and_the_time_limit_are_checked_every_pass(tmp_path, monkeypatch):
+    """Every 16 passes, 30 s apart on a wide program, --max-seconds 8 stopped after 38 s."""
+    import vm.cli.train as command
+
+    seen = []
+
+    class Spy(command.Progress):
+        def __call__(self, count: int) -> None:
+            seen.append(count)
+            super().__call__(count)
+
+    monkeypatch.setattr(command, "Progress", Spy)
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((3, 2)), y=np.zeros((3, 1)))
+    assert main(["train", "--data", str(path), "--epochs", "1"]) == 0
+    assert seen[:3] == [1, 2, 3]
