@@ -359,3 +359,33 @@ def test_an_input_file_that_is_a_pipe_with_no_writer_says_what_it_waits_for(
     assert input_options(args, VSUBLEQ)["input_bytes"] == b"hi"
     writer.join()
     assert f"waiting for a program to write to {pipe}" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_asm_writes_x_into_a_pipe_saying_while_it_waits_for_a_reader(capsys, tmp_path):
+    """-o PIPE blocked open() in silence until a reader came (forever when none did), and
+    numpy's save then failed: 'obtaining file position failed'."""
+    import io
+    import threading
+    import time
+
+    pipe = tmp_path / "x.npy"
+    os.mkfifo(pipe)
+    received = []
+
+    def read_late() -> None:
+        time.sleep(0.5)
+        received.append(pipe.read_bytes())
+    reader = threading.Thread(target=read_late)
+    reader.start()
+    assert main(["asm", FACTORIAL, "-o", str(pipe)]) == 0
+    reader.join()
+    assert np.lib.format.read_array(io.BytesIO(received[0])).shape == (136, 37)
+    assert f"waiting for a program to read {pipe}" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_asm_names_the_output_it_could_not_write(capsys):
+    assert main(["asm", FACTORIAL, "-o", "/dev/full"]) == 2
+    assert capsys.readouterr().err == ("ltvm: error: cannot write /dev/full: No space left on "
+                                       "device\n")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 from pathlib import Path
 
 import numpy as np
 
 from assembler.csv_format import CSV_FILES
-from vm.cli.common import add_program_arguments, atomic_path, load_program
+from vm.cli.common import add_program_arguments, atomic_path, load_program, open_for_writing
 from vm.common.errors import InputError
 from vm.isa import for_program
 from vm.runtime.export import check_directory, staged_files
@@ -62,8 +63,14 @@ def run(args: argparse.Namespace) -> int:
     X = isa.encode(program, geometry, layout)
     if args.output:
         with atomic_path(args.output) as path:
-            with open(path, "wb") as handle:
-                np.save(handle, X)
+            npy = io.BytesIO()
+            np.save(npy, X)  # whole, as numpy cannot tell() its place in a pipe
+            try:
+                with open_for_writing(path) as handle:
+                    handle.write(npy.getbuffer())
+            except OSError as error:  # /dev/full: say where
+                raise InputError(f"cannot write {args.output}: {error.strerror or error}"
+                                 ) from None
     print(f"program: {program.source}")
     print(f"geometry: {geometry.describe()}")
     print(f"punchcard: X has {layout.rows} rows x {layout.columns} columns, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -10,7 +11,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import numpy as np
 
@@ -312,6 +313,24 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def open_for_writing(path: Path) -> BinaryIO:
+    """`path` (what `atomic_path` yields: a new file, or a device or pipe written in place)
+    opened to write bytes. A named pipe that no program reads blocked open() in silence,
+    forever when none came: it is tried without waiting, and while it has no reader a line
+    on stderr says what the command waits for (Ctrl-C stops it), as reading a pipe does."""
+    flags = os.O_WRONLY | os.O_TRUNC
+    try:
+        descriptor = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        if error.errno != errno.ENXIO:  # ENXIO: a pipe that nothing reads yet
+            raise
+        print(f"ltvm: waiting for a program to read {path} (a pipe; Ctrl-C stops)",
+              file=sys.stderr, flush=True)
+        descriptor = os.open(path, flags)
+    os.set_blocking(descriptor, True)
+    return open(descriptor, "wb")
 
 
 def _jsonable(record) -> dict:
