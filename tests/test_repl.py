@@ -387,6 +387,26 @@ def test_a_session_through_a_pseudo_terminal(tmp_path):
     assert history.read_text().splitlines()[:2] == ["break done", "run"]
 
 
+@pytest.mark.parametrize("kind", ["pipe", "directory"])
+def test_a_history_that_is_not_a_regular_file_is_not_kept(tmp_path, kind):
+    """A named pipe as --history held the REPL before its first prompt (readline opened it
+    and waited for a writer)."""
+    history = tmp_path / "history"
+    os.mkfifo(history) if kind == "pipe" else history.mkdir()
+    child = pexpect.spawn(sys.executable, ["-m", "vm.cli", "repl", "--history", str(history)],
+                          cwd=str(ROOT), env={**os.environ, "TERM": "dumb"}, encoding="utf-8",
+                          timeout=60)
+    try:
+        child.expect_exact(f"ltvm: history {history} is not a regular file; the history is "
+                           f"not kept")
+        child.expect_exact("(ltvm) ")
+        child.sendline("quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+
+
 def test_a_picture_folder_that_is_a_file_is_one_plain_error(tmp_path):
     """It used to print the raw exception: 'error: FileExistsError: [Errno 17] ...'."""
     (tmp_path / "afile").write_text("")

@@ -12,6 +12,7 @@ terminal (a pipe, a file), the loop reads plain lines and prints no prompt.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -39,6 +40,7 @@ def interact(repl: Repl, history: Path | None = None, stdin: TextIO | None = Non
     terminal = stdin is sys.stdin and stdin.isatty()
     editing = terminal and readline is not None
     if editing:
+        history = _usable(history)
         _start_readline(repl, history)
     try:
         while not repl.finished:
@@ -63,6 +65,17 @@ def interact(repl: Repl, history: Path | None = None, stdin: TextIO | None = Non
         if editing and history is not None:
             _save_history(history)
     return 0
+
+
+def _usable(history: Path | None) -> Path | None:
+    """`history`, or None (with a line on stderr) when it is not a regular file that is or
+    can be there: readline opens it, and a named pipe held the REPL before its first
+    prompt, waiting for a writer that never came."""
+    if history is None or not os.path.lexists(history) or history.is_file():
+        return history
+    print(f"ltvm: history {history} is not a regular file; the history is not kept",
+          file=sys.stderr)
+    return None
 
 
 def _start_readline(repl: Repl, history: Path | None) -> None:
