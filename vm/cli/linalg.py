@@ -13,13 +13,14 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 
 from assembler.fleq import MAX_BLOCK
 from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
-from vm.cli.common import add_engine_arguments, block_parameters, engine_config
+from vm.cli.common import add_engine_arguments, add_time_limit, block_parameters, engine_config
 from vm.common.errors import InputError, StepLimitExceeded
 from vm.common.files import require_regular_file
 from vm.common.json_values import finite_or_null
@@ -30,6 +31,7 @@ from vm.routines.base import matrix_literal
 from vm.functions import dtype_parameters, make_block
 from vm.routines.linalg import (eigenvector_error_bound, inverse_error_bound,
                                 rayleigh_error_bound)
+from vm.tools.progress import Progress
 
 MAX_STEPS = 1_000_000
 KINDS = ("inverse", "eig")
@@ -185,8 +187,11 @@ def _aligned(vector: np.ndarray, reference: np.ndarray) -> np.ndarray:
 
 
 def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
-          given: dict[str, dict[str, float]] | None = None) -> LinalgResult:
-    """Run `kind` ("inverse" or "eig") on the transformer and exactly; compare with numpy."""
+          given: dict[str, dict[str, float]] | None = None,
+          progress: Callable[[int], None] | None = None) -> LinalgResult:
+    """Run `kind` ("inverse" or "eig") on the transformer and exactly; compare with numpy.
+    `progress` is told the transformer's passes (a 16 x 16 eig at --iters 1000 takes about
+    ten minutes)."""
     from vm.runtime.executor import run_transformer  # torch: not for every `ltvm` call
 
     if kind not in KINDS:  # anything else ran eig
@@ -197,7 +202,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     source = linalg_source(kind, matrix, iters)
     program = FLEQ.assemble_text(source, f"<linalg {kind}>", parameters=given or {},
                             defaults=dtype_parameters(dtype))
-    result = run_transformer(program, fleq_geometry_for(program), MAX_STEPS, config)
+    result = run_transformer(program, fleq_geometry_for(program), MAX_STEPS, config, progress)
     if not result.halted:
         raise StepLimitExceeded(f"the program did not halt within {MAX_STEPS} steps")
     reference = run_fleq_reference(program, MAX_STEPS)
@@ -268,6 +273,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "runs give the products their float32 eps, 1e-3, unless set)")
     parser.add_argument("--show", action="store_true", help="print the FLEQ program first")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -287,7 +293,11 @@ def run(args: argparse.Namespace) -> int:
     config = engine_config(args)
     if config.dtype is None:
         config = replace(config, dtype="float64")
-    result = solve(args.kind, matrix, iters, config, block_parameters(args.param))
+    progress = Progress("steps", max_seconds=args.max_seconds)  # minutes at d = 16
+    try:
+        result = solve(args.kind, matrix, iters, config, block_parameters(args.param), progress)
+    finally:
+        progress.done()
     if args.show and not args.json:
         print(result.source)
     if args.json:  # a NaN result (a --param that overflows the products) is null, as in run
