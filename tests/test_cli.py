@@ -389,3 +389,14 @@ def test_asm_names_the_output_it_could_not_write(capsys):
     assert main(["asm", FACTORIAL, "-o", "/dev/full"]) == 2
     assert capsys.readouterr().err == ("ltvm: error: cannot write /dev/full: No space left on "
                                        "device\n")
+
+
+@pytest.mark.parametrize("option", [["--device", "garbage"], ["--dtype", "float64"],
+                                    ["--temperature", "1"], ["--checked"],
+                                    ["--attention", "dense"], ["--evaluation", "full"]])
+def test_run_on_the_reference_refuses_the_transformers_options(option, capsys):
+    """They were silently ignored: `--engine reference --device garbage` exited 0."""
+    code, out, err = run_cli(capsys, "run", FACTORIAL, "--engine", "reference", *option)
+    assert code == 2 and out == ""
+    assert err == (f"ltvm: error: {option[0]}: transformer options, but --engine reference "
+                   "runs no transformer\n")

@@ -195,6 +195,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                             " (docs/speed.md)")
 
 
+def engine_options_given(args: argparse.Namespace) -> list[str]:
+    """The transformer's options (`add_engine_arguments`) set to other than their defaults,
+    as `--name`: for commands that may run no transformer to refuse rather than ignore."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_engine_arguments(parser)
+    defaults = vars(parser.parse_args([]))
+    return [f"--{name}" for name, default in defaults.items() if getattr(args, name) != default]
+
+
 MAX_INPUT_BYTES = 1 << 24
 """The most input an --input-file may hold (reading stops there: /dev/zero never ends)."""
 

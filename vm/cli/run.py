@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from vm.cli.common import (add_engine_arguments, add_input_arguments, add_program_arguments,
-                           add_time_limit, engine_config, input_options, load_program,
-                           positive_int, print_result)
+                           add_time_limit, engine_config, engine_options_given, input_options,
+                           load_program, positive_int, print_result)
 from vm.common.errors import InputError
 from vm.isa import for_program
 from vm.isa.base import OUTPUT_FORMATS
@@ -53,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
                          f"not {isa.name.upper()}")
     output_format = args.output_format or "text"
     if args.engine == "reference":
+        ignored = engine_options_given(args)
+        if ignored:  # silently ignored before, --device garbage included
+            raise InputError(f"{', '.join(ignored)}: transformer options, but --engine "
+                             "reference runs no transformer")
         given = input_options(args, isa, transformer=False)
         progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds)
         result = isa.run_reference(program, args.max_steps, trace=args.trace,
