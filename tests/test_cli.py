@@ -400,3 +400,13 @@ def test_run_on_the_reference_refuses_the_transformers_options(option, capsys):
     assert code == 2 and out == ""
     assert err == (f"ltvm: error: {option[0]}: transformer options, but --engine reference "
                    "runs no transformer\n")
+
+
+def test_run_trace_obeys_max_seconds(capsys, tmp_path):
+    """--trace ignored --max-seconds: the run went on to --max-steps in silence."""
+    path = tmp_path / "inf.sq"
+    path.write_text(INFINITE_LOOP)
+    code, out, err = run_cli(capsys, "run", str(path), "--trace", "--max-steps", "3000",
+                             "--max-seconds", "0.2")
+    assert code == 1 and out == ""
+    assert err.startswith("ltvm: error: stopped by --max-seconds 0.2 after ")

@@ -68,14 +68,10 @@ def run(args: argparse.Namespace) -> int:
         return 0 if result.halted and checks.ok else 1
     given = input_options(args, isa)
     config = engine_config(args)
-    if args.trace:
-        result = isa.run_transformer(program, geometry, args.max_steps, config, trace=True,
-                                     **given)
-    else:
-        progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds)
-        result = isa.run_transformer(program, geometry, args.max_steps, config, progress,
-                                     **given)
-        progress.done()
+    progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds)
+    result = isa.run_transformer(program, geometry, args.max_steps, config, progress,
+                                 trace=args.trace, **given)
+    progress.done()
     checks = isa.run_checks(program, result.steps, config.dtype)
     extra = {"dtype": config.dtype or isa.default_dtype, "attention": config.attention,
              **checks.lines, **isa.result_lines(result, output_format, args.json)}

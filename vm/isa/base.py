@@ -124,7 +124,7 @@ class InstructionSet(ABC):
         its own runner."""
         from vm.runtime.executor import run_traced, run_transformer  # torch: transformer only
         if trace:
-            return run_traced(program, geometry, max_steps, config)
+            return run_traced(program, geometry, max_steps, config, progress)
         return run_transformer(program, geometry, max_steps, config, progress)
 
     @abstractmethod

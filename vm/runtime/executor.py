@@ -462,8 +462,10 @@ def run_transformer(program: Program, geometry: Geometry, max_steps: int = 100_0
 
 
 def run_traced(program: Program | FleqProgram, geometry: Geometry, max_steps: int = 100_000,
-               config: EngineConfig = EngineConfig()) -> RunResult:
-    """Run on the transformer decoding every pass, to report what each step did."""
+               config: EngineConfig = EngineConfig(),
+               progress: Callable[[int], None] | None = None) -> RunResult:
+    """Run on the transformer decoding every pass, to report what each step did; `progress`
+    hears of every step (and may stop the run: --max-seconds)."""
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])
     memory, pc = executor.decode(X)[0]
@@ -474,4 +476,6 @@ def run_traced(program: Program | FleqProgram, geometry: Geometry, max_steps: in
         trace.append(executor.machine.step_record(program, len(trace), pc, memory, new_memory,
                                                   next_pc))
         memory, pc = new_memory, next_pc
+        if progress is not None:
+            progress(len(trace))
     return RunResult(memory, pc, len(trace), pc == program.eof, trace)
