@@ -28,3 +28,23 @@ def test_demo_refuses_a_program_of_another_instruction_set_by_its_suffix(capsys)
     captured = capsys.readouterr()
     assert "the demo runs SUBLEQ programs (.sq)" in captured.err
     assert "Traceback" not in captured.err and captured.out == ""
+
+
+def test_demo_reports_the_progress_of_both_runs(capsys, monkeypatch):
+    """The transformer run and the lockstep comparison ran in silence (a 40,000-step
+    countdown: 15 s with nothing on stderr)."""
+    heard = set()
+
+    class Recorder:
+        def __init__(self, label: str, total: int) -> None:
+            self.label = label
+
+        def __call__(self, count: int) -> None:
+            heard.add(self.label)
+
+        def done(self) -> None:
+            pass
+
+    monkeypatch.setattr(demo, "Progress", Recorder)
+    assert main(["demo"]) == 0
+    assert heard == {"steps", "compared steps"}

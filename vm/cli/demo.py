@@ -15,6 +15,7 @@ from assembler.subleq import assemble_file
 from vm.cli.common import format_value
 from vm.common.errors import InputError
 from vm.isa import SUBLEQ, for_path
+from vm.tools.progress import Progress
 from vm.machines.subleq.machine import subleq_machine
 from vm.machines.subleq.reference import run_reference
 
@@ -53,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"transformer: {len(machine.weights.layers)} layers, heads per layer "
           f"{machine.weights.heads}, temperature {machine.temperature:.3g}")
     start = time.perf_counter()
-    result = run_transformer(program, geometry, config=EngineConfig())
+    progress = Progress("steps", reference.steps)  # long runs were silent
+    result = run_transformer(program, geometry, config=EngineConfig(), progress=progress)
+    progress.done()
     elapsed = time.perf_counter() - start
     print(f"transformer run: halted={result.halted} after {result.steps} steps "
           f"({elapsed:.2f} s)")
@@ -61,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
     named = program.named_memory(result.memory)
     for name, value in program.named_memory(reference.memory).items():
         print(f"{name:<8} {format_value(named[name]):>12} {format_value(value):>12}")
-    comparison = compare_program(program, geometry, 10 * reference.steps + 10)
+    progress = Progress("compared steps", reference.steps)
+    comparison = compare_program(program, geometry, 10 * reference.steps + 10,
+                                 progress=progress)
+    progress.done()
     if comparison.ok and result.memory == reference.memory:
         print(f"lockstep comparison: OK, every one of {comparison.steps} steps agrees")
         return 0
