@@ -38,6 +38,8 @@ COMPARE_CELL = "_cmp"
 """The counter cell an `if n <= k` comparison writes n - k into."""
 DIFFERENCE_CELL = "_diff"
 """The real cell a comparison of reals writes x - y into."""
+SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
+"""Below it a double is subnormal, and the machine's passes flush subnormals to 0."""
 
 
 @lru_cache(maxsize=1)
@@ -153,7 +155,15 @@ class _FleqAssembler:
             raise self.error(f"'{name}' is a function name", name)
 
     def number(self, node: lark.Tree) -> float:
-        return float(node.children[0])
+        """A literal's value; one too small for a normal double (1e-310, or 1e-400, which
+        Python reads as 0) is an error: the machine flushes such values to 0."""
+        text = str(node.children[0])
+        value = float(text)
+        digits = text.lower().split("e")[0]
+        if abs(value) < SMALLEST_NORMAL and any(d in digits for d in "123456789"):
+            raise self.error(f"{text} is below {SMALLEST_NORMAL:.3g}, the smallest normal "
+                             "double: the machine flushes it to 0 (write 0)", node)
+        return value
 
     def data_line(self, line: lark.Tree) -> None:
         name, value = line.children

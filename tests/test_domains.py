@@ -172,3 +172,14 @@ def test_run_exits_1_where_a_block_has_no_bound(tmp_path, capsys):
     assert main(["run", str(source), "--param", "mul.scale=1e-50"]) == 1
     assert "domain: step 2: r = mul(x, y) leaves mul's domain (none at scale=1e-50" in \
         capsys.readouterr().out
+
+
+
+def test_values_float32_holds_only_as_subnormals_are_flagged():
+    """The passes flush subnormals: in float32 1e-40 + 1e-40 gave 0, with `domain: ok`."""
+    program = FLEQ.assemble_text(SOURCE.format(x=1e-40, call="add(x, x)"), "p.fleq")
+    assert first_domain_violation(program, 100, "float64") is None
+    violation = first_domain_violation(program, 100, "float32")
+    assert violation is not None and violation.step == 0
+    assert "nonzero |x| >= 1.18e-38 in float32; smaller values flush to 0" in \
+        violation.describe()

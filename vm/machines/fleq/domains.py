@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from assembler.fleq_program import FleqProgram
 from vm.common.signatures import MAGNITUDE
 from vm.functions.base import FunctionBlock
@@ -47,9 +49,11 @@ def first_domain_violation(program: FleqProgram, max_steps: int,
     """Run the program exactly (the reference interpreter) and check every block call's
     operands, or its result for blocks whose domain bounds the result; every written
     value against the machine's magnitude domain, and every counter against the largest
-    integer `dtype` holds exactly."""
+    integer `dtype` holds exactly; operands and results that `dtype` holds only as
+    subnormals, which the machine flushes to 0."""
     counters = {v.cell for v in program.variables.values() if v.integer}
     exact_integers = EXACT_INTEGERS[dtype]
+    tiny = float(np.finfo(dtype).tiny)
     reference = FleqReference(program)
     while not reference.halted and reference.steps < max_steps:
         step, pc = reference.steps, reference.pc
@@ -70,6 +74,11 @@ def first_domain_violation(program: FleqProgram, max_steps: int,
         problem = None if record.new is None else machine_domain_problem(record.new)
         if problem is not None:
             return DomainViolation(step, program.instruction_text(pc), "the machine", problem)
+        if any(((v != 0) & (np.abs(v) < tiny)).any() for v in [*values, record.new]
+               if v is not None):  # the passes flush subnormals: 1e-40 + 1e-40 gave 0
+            return DomainViolation(step, program.instruction_text(pc), "the machine",
+                                   f"nonzero |x| >= {tiny:.3g} in {dtype}; smaller values "
+                                   "flush to 0")
         if record.written in counters and abs(record.new[0, 0]) > exact_integers:
             return DomainViolation(step, program.instruction_text(pc), "the machine",
                                    f"counters within |n| <= 2^{exact_integers.bit_length() - 1}"
