@@ -293,3 +293,16 @@ def test_trace_of_an_image_obeys_max_seconds_while_sizing_its_output_tape(capsys
     assert time.monotonic() - started < 30
     assert "reference steps sizing the output tape" in capsys.readouterr().err
     assert not (tmp_path / "x.gif").exists()
+
+
+def test_trace_gif_shows_progress_and_obeys_max_seconds(capsys, tmp_path):
+    """The GIF's passes and frames had neither: --steps 1000 drew for minutes with no word
+    (a wide image's passes take a second each) and ran past --max-seconds."""
+    source = tmp_path / "loop.sq"
+    source.write_text(".data\nz: 0\n.code\nloop: subleq z, z, loop\n")
+    started = time.monotonic()
+    assert main(["trace", str(source), "--gif", str(tmp_path / "x.gif"), "--steps", "1000",
+                 "--max-seconds", "2"]) == 1
+    assert time.monotonic() - started < 30
+    assert "before the animation was written" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [source]

@@ -84,14 +84,16 @@ def run(args: argparse.Namespace) -> int:
     if args.png:
         _write_pass_pictures(executor.model, X[0], labels, args, name)
     if args.gif:
-        frames = []
+        frames, progress = [], _animation_progress("steps animated", args)
         for step in range(args.step, args.step + args.steps + 1):
+            progress(step - args.step)
             pc = executor.decode(X)[0][1]
             frames.append((f"{name}: X at step {step}, pc {pc}", X[0]))
             if pc == program.eof:
                 break
             X = executor.step(X, step)
-        _write_animation(frames, labels, args.gif)
+        progress.done()
+        _write_animation(frames, labels, args)
     return 0
 
 
@@ -137,14 +139,16 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     if args.png:
         _write_pass_pictures(run.model, current(), labels, args, name)
     if args.gif:
-        frames = []
+        frames, progress = [], _animation_progress("steps animated", args)
         for step in range(args.step, args.step + args.steps + 1):
+            progress(step - args.step)
             state = run.state()
             frames.append((f"{name}: X at step {step}, pc {state.pc}", current()))
             if state.halted:
                 break
             run.step()
-        _write_animation(frames, labels, args.gif)
+        progress.done()
+        _write_animation(frames, labels, args)
     return 0
 
 
@@ -196,14 +200,23 @@ def _write_pass_pictures(model, X, labels, args: argparse.Namespace, name: str) 
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _write_animation(frames: list, labels, path: str) -> None:
-    """The frames as a GIF at `path`, written whole or not at all."""
+def _animation_progress(label: str, args: argparse.Namespace) -> Progress:
+    """Progress of the GIF's passes or frames: a pass of a wide program takes a second, so
+    --steps 1000 ran for many minutes with no word and past --max-seconds."""
+    return Progress(label, args.steps + 1, max_seconds=args.max_seconds,
+                    unfinished="the animation was written", since=args.started)
+
+
+def _write_animation(frames: list, labels, args: argparse.Namespace) -> None:
+    """The frames as a GIF at --gif, written whole or not at all."""
     from vm.tools.pictures import save_x_animation
+    path, progress = args.gif, _animation_progress("frames drawn", args)
     with atomic_path(path) as temporary:
         try:
-            save_x_animation(frames, labels, temporary)
+            save_x_animation(frames, labels, temporary, progress=progress)
         except OSError as error:  # e.g. a pipe: a GIF writer must seek
             raise InputError(f"cannot write {path}: {error.strerror or error}") from None
+        progress.done()
     print(f"wrote {path} ({len(frames)} frames, {Path(path).stat().st_size:,} bytes)")
 
 

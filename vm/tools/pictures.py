@@ -208,9 +208,10 @@ def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLa
 
 
 def save_x_animation(frames: list[tuple[str, np.ndarray]], labels: AxisLabels, path: Path,
-                     fps: float = 4) -> Path:
+                     fps: float = 4, progress: Callable[[int], None] | None = None) -> Path:
     """An animated GIF of X, one frame per (title, X) pair, through matplotlib's
-    PillowWriter (pillow comes with matplotlib)."""
+    PillowWriter (pillow comes with matplotlib). `progress` is called with the count of
+    frames drawn (a thousand take minutes)."""
     first_title, first = frames[0]
     figure = _figure(_x_width(len(labels.columns)) + 1, 9)
     axes = figure.add_subplot()
@@ -220,7 +221,9 @@ def save_x_animation(frames: list[tuple[str, np.ndarray]], labels: AxisLabels, p
     figure.set_layout_engine("none")  # every frame has the same layout: compute it once
     writer = PillowWriter(fps=fps)
     with writer.saving(figure, str(path), DPI):
-        for title, X in frames:
+        for drawn, (title, X) in enumerate(frames):
+            if progress is not None:
+                progress(drawn)
             image.set_data(_numpy(X))
             axes.set_title(title, fontsize=9)
             writer.grab_frame()
