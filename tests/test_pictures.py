@@ -306,3 +306,18 @@ def test_trace_gif_shows_progress_and_obeys_max_seconds(capsys, tmp_path):
     assert time.monotonic() - started < 30
     assert "before the animation was written" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == [source]
+
+
+def test_trace_gif_refuses_frames_beyond_free_memory_before_any_pass(capsys, monkeypatch,
+                                                                      tmp_path):
+    """Every frame keeps its X: 1,000 of a 2^15-word image's (50 MiB each) ended in the OOM
+    killer instead of a message."""
+    import vm.runtime.executor
+
+    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 100 * 2 ** 20)
+    source = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    assert main(["trace", source, "--gif", str(tmp_path / "x.gif"), "--steps", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ltvm: error: --gif over 1,000 steps needs about ") and \
+        err.endswith("more than the 0.1 GiB free: lower --steps\n")
+    assert main(["trace", source, "--gif", str(tmp_path / "x.gif"), "--steps", "5"]) == 0

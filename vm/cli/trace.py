@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     runner = executor.runner(executor.load([program]))
     if args.png:
         _check_picture_memory(executor.model, runner.state())
+    if args.gif:
+        _check_animation_memory(runner.state(), args.steps)
     progress = Progress("steps", args.step, max_seconds=args.max_seconds, since=args.started)
     runner.advance(args.step, progress)
     progress.done()
@@ -122,6 +124,8 @@ def _trace_image(args: argparse.Namespace, image) -> int:
                          run.machine.layout)
     if args.png:
         _check_picture_memory(run.model, run.X)
+    if args.gif:
+        _check_animation_memory(run.X, args.steps)
     name = Path(args.program).name
     progress = Progress("steps", args.step, max_seconds=args.max_seconds, since=args.started)
     for step in range(args.step):
@@ -173,6 +177,25 @@ def _check_picture_memory(model, X) -> None:
                          f"(each of the {heads} heads' n x n attention maps), more than the "
                          f"{free / 2**30:.1f} GiB free: draw a smaller program, or draw X "
                          f"alone with --gif")
+
+
+FRAME_IMAGE_BYTES = 860 * 900 * 4
+"""A GIF frame's RGBA image, held with every other until the file is written."""
+
+
+def _check_animation_memory(X, steps: int) -> None:
+    """Refuse --gif before the first pass (X: the loaded state of one program) when its
+    frames cannot fit in the memory free now: each keeps a copy of X, 37 MB for a 2^15-word
+    image, so 1,000 of them would end in the OOM killer, silently."""
+    import torch
+
+    from vm.runtime.executor import free_memory
+    frame = X.numel() * X.element_size() + FRAME_IMAGE_BYTES
+    needed, free = (steps + 1) * frame, free_memory(torch.device("cpu"))
+    if free is not None and needed > free:
+        raise InputError(f"--gif over {steps:,} steps needs about {needed / 2**30:.1f} GiB "
+                         f"({frame / 2**20:.1f} MiB a frame), more than the "
+                         f"{free / 2**30:.1f} GiB free: lower --steps")
 
 
 def _write_pass_pictures(model, X, labels, args: argparse.Namespace, name: str) -> None:
