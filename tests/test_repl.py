@@ -310,6 +310,19 @@ def test_long_runs_report_progress_on_stderr(repl, monkeypatch):
     assert re.search(r"steps: \d+ \[[\d:]+, [\d.]+/s\]\n$", stream.getvalue())
 
 
+def test_show_refuses_a_pass_whose_pictures_cannot_fit_in_free_memory(countdown, monkeypatch):
+    """`show attn` at n = 20,007 thrashed for minutes in silence (43 GiB of attention maps);
+    `ltvm trace --png` refused it already."""
+    import vm.runtime.executor
+
+    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 2 ** 10)
+    for command in ("show attn", "show X 1"):
+        out = countdown.execute(command)
+        assert out.startswith(f"error: {command} at n = ") and out.endswith(
+            "GiB free: draw a smaller program, or show X without a layer"), out
+    assert countdown.execute("show X").startswith("wrote ")
+
+
 def test_show_attn_reports_progress_on_stderr(countdown, monkeypatch):
     """Drawing a FLEQ pass's 17 layers took over a minute with no word."""
     stream = io.StringIO()

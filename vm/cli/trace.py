@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--steps must be at most {MAX_GIF_STEPS}, got {args.steps}")
     # matplotlib and torch take seconds to import: load them only when drawing
     from vm.runtime.executor import TransformerExecutor
-    from vm.tools.pictures import axis_labels
+    from vm.tools.pictures import axis_labels, check_pass_memory
 
     program, geometry = load_program(args)
     if for_program(program).reads_input:
@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     name = Path(args.program).name if args.program else "csv program"
     runner = executor.runner(executor.load([program]))
     if args.png:
-        _check_picture_memory(executor.model, runner.state())
+        check_pass_memory(executor.model, runner.state(), "--png",
+                          "draw X alone with --gif")
     if args.gif:
         _check_animation_memory(runner.state(), args.steps)
     progress = Progress("steps", args.step, max_seconds=args.max_seconds, since=args.started)
@@ -105,7 +106,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     passes drawn (the input, and the bytes the reference writes by then)."""
     from vm.machines.vsubleq.punchcard import output_needed
     from vm.machines.vsubleq.run import TransformerRun
-    from vm.tools.pictures import axis_labels
+    from vm.tools.pictures import axis_labels, check_pass_memory
     from vm.transformer.layers import from_internal
 
     config = engine_config(args)
@@ -123,7 +124,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     labels = axis_labels(*isa.column_names(image, run.geometry, run.machine.layout),
                          run.machine.layout)
     if args.png:
-        _check_picture_memory(run.model, run.X)
+        check_pass_memory(run.model, run.X, "--png", "draw X alone with --gif")
     if args.gif:
         _check_animation_memory(run.X, args.steps)
     name = Path(args.program).name
@@ -154,29 +155,6 @@ def _trace_image(args: argparse.Namespace, image) -> int:
         progress.done()
         _write_animation(frames, labels, args)
     return 0
-
-
-PICTURE_BYTES_PER_CELL = 100
-"""Host memory drawing the pass takes per entry of an n x n attention map, beyond the maps
-themselves: the mask, each layer's scores and softmax, and matplotlib's float64 copies of
-the image it draws (measured: 4.2 GB peak for 4 float32 heads at n = 6,007)."""
-
-
-def _check_picture_memory(model, X) -> None:
-    """Refuse --png before the first pass (X: the loaded state, n its last axis) when the
-    pictures cannot fit in the memory free now: every head's n x n attention map is kept for
-    drawing, tens of GB at n = 20,000, and the run would end in the OOM killer, silently."""
-    import torch
-
-    from vm.runtime.executor import free_memory
-    n, heads = X.shape[-1], sum(len(layer.head_roles) for layer in model.layers)
-    needed = n * n * (heads * X.element_size() + PICTURE_BYTES_PER_CELL)
-    free = free_memory(torch.device("cpu"))
-    if free is not None and needed > free:
-        raise InputError(f"--png at n = {n:,} columns needs about {needed / 2**30:.1f} GiB "
-                         f"(each of the {heads} heads' n x n attention maps), more than the "
-                         f"{free / 2**30:.1f} GiB free: draw a smaller program, or draw X "
-                         f"alone with --gif")
 
 
 FRAME_IMAGE_BYTES = 860 * 900 * 4

@@ -431,11 +431,15 @@ class Repl:
         if not 1 <= len(words) <= 2 or words[0].lower() not in ("x", "attn"):
             raise InputError("usage: show X|attn [LAYER]")
         # matplotlib takes about a second to import: load it only when drawing
-        from vm.tools.pictures import axis_labels, save_pass_pictures, save_x_picture
+        from vm.tools.pictures import (axis_labels, check_pass_memory, save_pass_pictures,
+                                       save_x_picture)
 
         loaded, machine = self._loaded(), self.machine
         layers = len(machine.executor.model.layers)
         layer = _layer(words[1], layers) if len(words) == 2 else None
+        if words[0].lower() == "attn" or layer is not None:  # both trace the whole pass
+            check_pass_memory(machine.executor.model, machine.X[0], f"show {argument}",
+                              "show X without a layer")
         labels = axis_labels(*loaded.dialect.isa.column_names(loaded.program, machine.geometry,
                                                       machine.layout), machine.layout)
         step, name = machine.steps, Path(loaded.path).name

@@ -20,6 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from vm.common.errors import InputError
 from vm.transformer.layers import LayerTrace, LoopedTransformer, trace_pass
 from vm.transformer.layout import Layout
 
@@ -184,6 +185,28 @@ def save_x_picture(X: torch.Tensor | np.ndarray, labels: AxisLabels, path: Path,
     """Write the heatmap of X to `path` (PNG)."""
     x_figure(X, labels, title).savefig(path)
     return path
+
+
+PICTURE_BYTES_PER_CELL = 100
+"""Host memory drawing the pass takes per entry of an n x n attention map, beyond the maps
+themselves: the mask, each layer's scores and softmax, and matplotlib's float64 copies of
+the image it draws (measured: 4.2 GB peak for 4 float32 heads at n = 6,007)."""
+
+
+def check_pass_memory(model: LoopedTransformer, X: torch.Tensor, what: str,
+                      instead: str) -> None:
+    """InputError before a pass is traced (X: the loaded state, n its last axis) when its
+    pictures cannot fit in the memory free now: every head's n x n attention map is kept for
+    drawing, tens of GB at n = 20,000, and the command would end in the OOM killer (or
+    thrash for minutes), silently. `what` asked for them; `instead` says what else to do."""
+    from vm.runtime.executor import free_memory
+    n, heads = X.shape[-1], sum(len(layer.head_roles) for layer in model.layers)
+    needed = n * n * (heads * X.element_size() + PICTURE_BYTES_PER_CELL)
+    free = free_memory(torch.device("cpu"))
+    if free is not None and needed > free:
+        raise InputError(f"{what} at n = {n:,} columns needs about {needed / 2**30:.1f} GiB "
+                         f"(each of the {heads} heads' n x n attention maps), more than the "
+                         f"{free / 2**30:.1f} GiB free: draw a smaller program, or {instead}")
 
 
 def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLabels,
