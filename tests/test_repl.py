@@ -15,6 +15,7 @@ import torch
 
 import assembler.diagnostics
 import vm.repl.session
+from vm.cli import main
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.tools.progress import Progress
 from vm.repl.session import COMMANDS, Repl
@@ -321,6 +322,12 @@ def test_show_refuses_a_pass_whose_pictures_cannot_fit_in_free_memory(countdown,
         assert out.startswith(f"error: {command} at n = ") and out.endswith(
             "GiB free: draw a smaller program, or show X without a layer"), out
     assert countdown.execute("show X").startswith("wrote ")
+
+
+def test_an_empty_picture_folder_is_refused(capsys):
+    """--out '' wrote `show` pictures into the current directory."""
+    assert main(["repl", "--out", "", FACTORIAL]) == 2
+    assert capsys.readouterr().err == "ltvm: error: --out is an empty path\n"
 
 
 def test_show_attn_reports_progress_on_stderr(countdown, monkeypatch):

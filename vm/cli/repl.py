@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from vm.repl.session import Repl  # torch: not for every `ltvm` call
     from vm.repl.terminal import interact
 
+    if not args.out:  # Path("") is the current directory: show wrote pictures there
+        raise InputError("--out is an empty path")
     if args.program and Path(args.program).suffix in VSUBLEQ.suffixes:
         return _image_repl(args, interact)
     repl = Repl(engine_config(args), bits=args.bits, scratch=args.scratch,
