@@ -59,6 +59,24 @@ def test_a_full_output_tape_grows_instead_of_stopping(monkeypatch):
     assert repl.run.geometry.outputs >= 14
 
 
+def test_a_tape_that_cannot_grow_past_the_column_limit_stops_before_the_step(monkeypatch):
+    """It said 'the tapes must have 0 or more bytes and all columns at most ...', and the
+    transformer kept the pass that found the tape full, halted, for whatever came next."""
+    import vm.machines.vsubleq.layout
+
+    monkeypatch.setattr(vm.machines.vsubleq.layout, "MAX_COLUMNS", 200)
+    monkeypatch.setattr(vsubleq, "MAX_COLUMNS", 200)
+    writer = Image.from_words([9, -1, 3, 10, 10, 0, 0, 0, 0, 65, 0], 8)  # 'A' forever
+    repl = VsubleqRepl(writer, "writer.dec")
+    out = repl.execute("step 300").splitlines()
+    assert out[-4] == ("error: the output tape is full (128 bytes) and cannot grow: the "
+                       "transformer holds at most 200 columns; both engines stay before this "
+                       "step")
+    assert out[-1] == "step 256  pc 0: 9 -1 3"
+    state = repl.run.state()
+    assert (state.pc, state.halted, state.output) == (0, False, b"A" * 128)
+
+
 @pytest.mark.parametrize("line, message", [
     ("step 0", "must be positive"), ("step x", "expected a number of steps"),
     ("print 99", "outside 0..31"), ("input", "nothing to feed"), ("jump", "unknown command"),

@@ -17,6 +17,7 @@ import torch
 
 from vm.common.errors import InputError, PrecisionError
 from vm.isa import VSUBLEQ
+from vm.machines.vsubleq.layout import MAX_COLUMNS
 from vm.machines.vsubleq.punchcard import VState, encode_state
 from vm.machines.vsubleq.reference import Image, Reference, Step
 from vm.machines.vsubleq.checked import Checker
@@ -41,6 +42,10 @@ HELP = """commands:
   output         the bytes written so far, as UTF-8 text in the escapes `input` takes
                  (\\xHH for a byte that is not part of UTF-8 text)
   help, quit"""
+
+
+class TapeLimit(InputError):
+    """The output tape ran full and a longer one would pass the column limit."""
 
 
 class VsubleqRepl:
@@ -117,6 +122,10 @@ class VsubleqRepl:
                     self.run = self._build(before, self.run.geometry.outputs, self.fed)
                     lines.append(f"interrupted after {self.reference.steps - start} steps")
                     break
+                except TapeLimit as error:  # the pass ran on X in place: take it back
+                    self.run = self._build(before, self.run.geometry.outputs, self.fed)
+                    lines.append(f"error: {error}; both engines stay before this step")
+                    break
                 progress(self.reference.steps - start)
                 if len(lines) < listed:
                     lines.append(VSUBLEQ.trace_line(self.image, record))
@@ -143,7 +152,12 @@ class VsubleqRepl:
         record = reference.step()
         state = self.run.state()
         if state.overflow:  # the tape ran full: grow it, redo the pass from `before`
-            self.run = self._build(before, len(before.output) + OUTPUT_SLACK, self.fed)
+            try:
+                self.run = self._build(before, len(before.output) + OUTPUT_SLACK, self.fed)
+            except InputError:
+                raise TapeLimit(f"the output tape is full ({len(before.output):,} bytes) and "
+                                f"cannot grow: the transformer holds at most "
+                                f"{MAX_COLUMNS:,} columns") from None
             self.run.step()
             state = self.run.state()
         self.reference = reference
