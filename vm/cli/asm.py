@@ -13,7 +13,7 @@ from assembler.csv_format import CSV_FILES
 from vm.cli.common import add_program_arguments, atomic_path, load_program, open_for_writing
 from vm.common.errors import InputError
 from vm.isa import for_program
-from vm.runtime.export import check_directory, staged_files
+from vm.common.outputs import check_directory, staged_files
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(

@@ -36,7 +36,7 @@ from vm.attention.rope.fast import fast_gradient  # noqa: E402
 from vm.attention.rope.gradient import exact_gradient, exact_rotary_gradient  # noqa: E402
 from vm.attention.rope.instance import random_instance  # noqa: E402
 from vm.attention.rope.polynomial import exp_error_bound, rank  # noqa: E402
-from vm.runtime.export import check_directory, staged_files  # noqa: E402
+from vm.common.outputs import check_directory, staged_files  # noqa: E402
 
 TARGET = 1e-6
 D8_TARGETS = (1e-4, 1e-6)

@@ -1,0 +1,131 @@
+"""Output files written whole or not at all: a set of files goes into a directory only
+when every one of them was written, and what it replaces comes back if a move fails."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from vm.common.errors import InputError
+
+PREVIOUS = ".previous"
+"""Where `staged_files` keeps the files it replaces until all the new ones are in place."""
+
+
+def check_directory(directory: str | Path, names: Iterable[str]) -> Path:
+    """`directory` as a Path, once it is clear that the files `names` can be written there:
+    refused up front (before any work or write) when the path is empty, its parent is
+    missing, it is not a directory, or one of the names is taken by anything but a regular
+    file (a directory, a link, a pipe), which replacing it would lose or bypass."""
+    if not str(directory):  # Path("") would silently be the current directory
+        raise InputError("the output directory is an empty path")
+    directory = Path(directory)
+    if directory.exists():
+        if not directory.is_dir():
+            raise InputError(f"cannot write {directory}: it exists and is not a directory")
+        for name in names:
+            path = directory / name
+            if os.path.lexists(path) and not stat.S_ISREG(path.lstat().st_mode):
+                what = ("a symbolic link" if path.is_symlink() else
+                        "a directory" if path.is_dir() else "not a regular file")
+                raise InputError(f"cannot write {path}: it is {what}")
+    elif not directory.parent.exists():
+        raise InputError(f"cannot write {directory}: directory {directory.parent} does not "
+                         "exist")
+    elif not directory.parent.is_dir():
+        raise InputError(f"cannot write {directory}: {directory.parent} is not a directory")
+    return directory
+
+
+def _failure(error: OSError, staging: Path, directory: Path) -> str:
+    """What went wrong, at the path the user named rather than the hidden staging one."""
+    where = directory
+    if isinstance(error.filename, str):
+        try:
+            where = directory / Path(error.filename).relative_to(staging)
+        except ValueError:
+            where = Path(error.filename)
+    return f"cannot write {where}: {error.strerror or error}"
+
+
+@contextmanager
+def staged_files(directory: str | Path, names: Iterable[str],
+                 remove: Iterable[str] = ()) -> Iterator[Path]:
+    """A hidden directory for the block to write the files `names` into. Only when the block
+    succeeds do they replace those in `directory` (created if missing) and the files
+    `remove` go; a failure anywhere leaves `directory` as it was, so an output is never a
+    mix of two runs or half of one. Errors name the user's paths, never the staging ones."""
+    names, remove = tuple(names), tuple(remove)
+    directory = check_directory(directory, names + remove)
+    exists = directory.exists()
+    try:
+        # Inside an existing directory (the same file system, even for a mount point),
+        # else beside it, so that every move below is a rename.
+        staging = Path(tempfile.mkdtemp(dir=directory if exists else directory.parent,
+                                        prefix=f".{directory.name or 'ltvm'}."))
+    except OSError as error:
+        raise InputError(f"cannot write {directory}: {error.strerror or error}") from None
+    keep_staging = False
+    try:
+        try:
+            yield staging
+        except OSError as error:
+            raise InputError(_failure(error, staging, directory)) from None
+        if exists:
+            failure = _replace_files(staging, directory, names, remove)
+            if failure:
+                keep_staging = any((staging / PREVIOUS).iterdir())
+                raise InputError(failure)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            try:
+                os.chmod(staging, 0o777 & ~umask)  # what mkdir gives; mkdtemp's is 0700
+                os.rename(staging, directory)
+            except OSError as error:
+                raise InputError(f"cannot write {directory}: {error.strerror or error}"
+                                 ) from None
+    finally:
+        if not keep_staging:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _replace_files(staging: Path, directory: Path, names: tuple[str, ...],
+                   remove: tuple[str, ...]) -> str | None:
+    """Move the staged `names` onto `directory` and set aside `remove`, all or nothing: the
+    files replaced wait in staging/PREVIOUS until every move has succeeded, and go back if
+    one fails. None, or what failed (then `directory` is as it was, or the message names
+    the files that could not go back and are still in staging/PREVIOUS)."""
+    previous = staging / PREVIOUS
+    previous.mkdir()
+    done: list[tuple[str, bool]] = []
+    for name in (*names, *remove):
+        try:
+            had = os.path.lexists(directory / name)
+            if had:
+                os.replace(directory / name, previous / name)
+            done.append((name, had))
+            if name in names:
+                os.replace(staging / name, directory / name)
+        except OSError as error:
+            failure = f"cannot write {directory / name}: {error.strerror or error}"
+            break
+    else:
+        return None
+    lost = []
+    for name, had in reversed(done):
+        try:
+            if had:
+                os.replace(previous / name, directory / name)
+            else:
+                (directory / name).unlink(missing_ok=True)
+        except OSError:
+            lost.append(name)
+    if lost:
+        failure += f"; could not put back {', '.join(lost)}, which are kept in {previous}"
+    return failure
