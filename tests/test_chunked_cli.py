@@ -10,6 +10,7 @@ import re
 import pytest
 import torch
 
+from vm.attention.chunked import bench as bench_module
 from vm.attention.chunked.bench import (Config, measure_config, run_bench, run_worker_process,
                                         worker_failure)
 from vm.cli import attention, main
@@ -259,6 +260,20 @@ def test_bench_creates_missing_output_directories(tmp_path) -> None:
               worker=lambda config: {"calls": 1, "seconds": 0.1, "peak_bytes": 1,
                                      "error": None, "method": "test"})
     assert (tmp_path / "a" / "b" / "attention.csv").exists()
+
+
+def test_bench_writes_its_table_and_plot_all_or_none(monkeypatch, tmp_path) -> None:
+    """A plot that failed left attention.md and attention.csv of the new run beside the
+    previous run's attention.png."""
+    def failing_plot(rows, path, head_dim):
+        raise OSError(28, "No space left on device", str(path))
+    monkeypatch.setattr(bench_module, "plot", failing_plot)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(InputError, match="No space left on device"):
+        run_bench(tmp_path / "out", [64], [16], full_limit_gib=1, head_dim=2, error_limit=0,
+                  worker=lambda config: {"calls": 1, "seconds": 0.1, "peak_bytes": 1,
+                                         "error": None, "method": "test"})
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 @pytest.mark.parametrize("returncode, stderr, kind, message", [

@@ -42,6 +42,7 @@ from vm.attention.chunked.reference import direct_forward, head_attention, relat
 from vm.attention.chunked.simulate import expected_calls, mode_mask, simulate
 from vm.common.errors import InputError, LtvmError, RunFailure
 from vm.common.limits import check_threads
+from vm.common.outputs import staged_files
 
 GIB = 2 ** 30
 SIMULATIONS = ("exact", "window", "sampled")
@@ -181,9 +182,10 @@ def run_bench(out_dir: Path, n_values: list[int], m_values: list[int],
         note = f"window {config.window}" if config.method == "window" else ""
         rows.append(Row(config.method, config.n, config.m or None, measured["calls"],
                         measured["seconds"], measured["peak_bytes"], measured["error"], note))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_tables(rows, out_dir)
-    plot(rows, out_dir / "attention.png", head_dim)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with staged_files(out_dir, OUTPUTS) as staging:  # the three files, or none of them
+        write_tables(rows, staging)
+        plot(rows, staging / "attention.png", head_dim)
     return rows
 
 
