@@ -205,3 +205,21 @@ def test_quit_takes_no_argument_as_in_the_sq_repl():
     repl = VsubleqRepl(image("hello.dec"), "hello.dec")
     assert repl.execute("quit now") == "error: 'quit' takes no argument" and not repl.finished
     assert repl.execute("quit") == "" and repl.finished
+
+
+def test_commands_without_arguments_refuse_one_instead_of_ignoring_it():
+    """'pc 5' (meant as 'print 5') printed the pc; 'continue 10' ran to the halt."""
+    repl = VsubleqRepl(image("hello.dec"), "hello.dec")
+    for command in ("pc 5", "where x", "output all", "help step", "continue 10"):
+        name = command.split()[0]
+        assert repl.execute(command) == f"error: '{name}' takes no argument", command
+    assert repl.reference.steps == 0
+    assert repl.execute("pc").startswith("step 0  pc 0")
+
+
+@pytest.mark.parametrize("evaluation", ["active", "fused"])
+def test_an_evaluation_the_image_repl_does_not_use_is_refused(evaluation, capsys):
+    """The image REPL steps the full pass; --evaluation fused was taken and ignored."""
+    from vm.cli import main
+    assert main(["repl", str(PROGRAMS / "hello.dec"), "--evaluation", evaluation]) == 2
+    assert f"--evaluation {evaluation} does not apply" in capsys.readouterr().err

@@ -31,6 +31,8 @@ OUTPUT_SLACK = 64
 """Output columns added beyond what is written each time the tape grows."""
 SHOWN_STEPS = 20
 """Steps of a `step K` listed one by one; the rest are only counted."""
+NO_ARGUMENT = frozenset({"continue", "c", "pc", "where", "output", "help", "quit"})
+"""Commands that take no argument: one is refused, not ignored."""
 HELP = """commands:
   step [K]       (s) run K steps (default 1) on both engines, listing them
   continue       (c) run until the image halts or --max-steps more steps
@@ -90,6 +92,8 @@ class VsubleqRepl:
             return ""
         if handler is None:
             return error_line(f"error: unknown command '{command}' (help lists them)")
+        if argument.strip() and command in NO_ARGUMENT:  # 'pc 5' meant 'print 5'
+            return f"error: '{command}' takes no argument"
         try:
             return handler(argument.strip())
         except InputError as error:
@@ -227,8 +231,6 @@ class VsubleqRepl:
         return f"output ({len(output)} bytes): {shown(output)}"
 
     def _quit(self, argument: str) -> str:
-        if argument:
-            raise InputError("'quit' takes no argument")
         self.finished = True
         return ""
 
