@@ -155,9 +155,8 @@ def test_cli_prints_one_line_per_quantity(capsys):
 def test_cli_json_and_show(capsys):
     code, out, _ = run_cli(capsys, "calc", "x * 2", "--set", "x=1.5", "--show", "--json")
     assert code == 0
-    program_text, _, payload = out.partition("{")
-    FLEQ.assemble_text(program_text, "<shown>")
-    data = json.loads("{" + payload)
+    data = json.loads(out)  # the program inside the object: stdout stays one JSON document
+    FLEQ.assemble_text(data["program"], "<shown>")
     assert data["exact"] == 3.0 and data["within_bound"] is True
 
 

@@ -133,6 +133,15 @@ def test_norms_that_overflow_are_refused_without_a_warning(capsys, saved, kind, 
     assert code == 2 and "rsqrt's domain" in err
 
 
+def test_show_with_json_puts_the_program_in_the_object(capsys, saved):
+    """--show was dropped silently under --json."""
+    code, out, _ = run_cli(capsys, "linalg", "eig", "--matrix",
+                           saved("s.npy", np.array([[3.0, 1.0], [1.0, 1.0]])), "--iters", "20",
+                           "--json", "--show")
+    program = json.loads(out)["program"]
+    assert code == 0 and FLEQ.assemble_text(program, "<shown>").instructions
+
+
 def test_json_has_null_where_the_transformer_gave_nan(capsys, saved, monkeypatch):
     """A run that gave NaN (--param matmul_tn.scale=1e-300 did, before runs stopped at a
     NaN) printed bare NaN, which strict JSON readers reject."""

@@ -63,12 +63,13 @@ def run(args: argparse.Namespace) -> int:
     from vm.apps.calc import calculate, compile_expression  # torch: not for every `ltvm` call
 
     inputs = parse_inputs(args.inputs)
-    if args.show:
-        print(compile_expression(args.expression, inputs).source, end="\n" if not args.json
-              else "")
+    source = compile_expression(args.expression, inputs).source if args.show else None
+    if source is not None and not args.json:
+        print(source)
     result = calculate(args.expression, inputs, block_parameters(args.param), engine_config(args))
-    if args.json:
-        print(json.dumps(result.as_dict(), indent=2))
+    if args.json:  # --show puts the program in the object: text before it broke JSON readers
+        shown = {} if source is None else {"program": source}
+        print(json.dumps({**result.as_dict(), **shown}, indent=2))
     else:
         for key in ("transformer", "exact", "error", "relative_error", "bound"):
             print(f"{key}: {result.as_dict()[key]:.10g}")

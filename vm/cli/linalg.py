@@ -301,7 +301,8 @@ def run(args: argparse.Namespace) -> int:
     if args.show and not args.json:
         print(result.source)
     if args.json:  # a NaN result (a --param that overflows the products) is null, as in run
-        print(json.dumps(finite_or_null({"kind": result.kind, "dtype": result.dtype, "steps": result.steps,
+        shown = {"program": result.source} if args.show else {}
+        print(json.dumps(finite_or_null({**shown, "kind": result.kind, "dtype": result.dtype, "steps": result.steps,
                           "iters": iters, "bound": result.bound, "domain": result.domain,
                           "converged": result.converged, **result.errors,
                           **{f"transformer_{k}": np.asarray(v).tolist()
