@@ -112,6 +112,8 @@ def test_matrix_products_share_the_scalar_construction():
     ("mul", {"span": 0.0}, "mul.span must be positive"),
     ("mul", {"scale": 0.0}, "mul.scale must be in (0, 1]"),
     ("mul", {"anchor": 100.0}, "mul.anchor must be in (0, 60.0]"),
+    ("mul", {"anchor": 12.0}, "mul.anchor=12 is too large for 3 levels (at most 10)"),
+    ("mul", {"span": 1e16}, "mul.span=1e+16 needs 7 levels"),  # it named the default anchor
     ("percentage", {"span": -1.0}, "percentage.span must be positive")])
 def test_bad_parameters_are_refused(name, parameters, message):
     with pytest.raises(InputError) as caught:

@@ -214,11 +214,16 @@ class Mul(SpannedProduct):
     def __init__(self, **values: float) -> None:
         super().__init__(**values)
         coarse = self.levels[:-1]
-        if coarse and (self.values["anchor"] > LEVELED_ANCHOR
-                       or math.exp(self.values["anchor"]) / min(coarse) > GATE_BIG / 2 ** 10):
-            raise ValueError(f"mul.anchor={self.values['anchor']:g} is too large for "
-                             f"{len(self.levels)} levels (at most {LEVELED_ANCHOR:g}): a level "
-                             "past its range reaches e^anchor / eps")
+        anchor = self.values["anchor"]
+        if coarse and anchor > LEVELED_ANCHOR:
+            raise ValueError(f"mul.anchor={anchor:g} is too large for {len(self.levels)} "
+                             f"levels (at most {LEVELED_ANCHOR:g}): a level past its range "
+                             "reaches e^anchor / eps")
+        if coarse and math.exp(anchor) / min(coarse) > GATE_BIG / 2 ** 10:
+            raise ValueError(f"mul.span={self.values['span']:g} needs {len(self.levels)} "
+                             f"levels, down to eps {min(coarse):.3g}, where a level past its "
+                             f"range reaches e^anchor / eps, above 2^50: lower mul.span (or "
+                             "mul.anchor)")
 
     def output_shape(self, a: Shape, b: Shape | None) -> Shape:
         if a != (1, 1) or b != (1, 1):
