@@ -161,3 +161,14 @@ def test_a_restarted_run_ends_where_a_fresh_run_ends(evaluation):
         runner.restart(executor.load(programs[::-1]))
     with pytest.raises(ValueError, match="shape"):
         runner.restart(cards[:1])
+
+
+def test_progress_hears_of_every_pass_not_only_of_each_window():
+    """It heard of a window of 16 passes at its end: a FLEQ program of 62,000 columns,
+    whose pass takes about a minute, ran a quarter of an hour with nothing on stderr."""
+    heard = []
+    program = assemble(COUNTDOWN.format(n=30), "c.sq")
+    executor = TransformerExecutor(geometry_for(program),
+                                   EngineConfig(check_every=16, evaluation="full"))
+    executor.run(executor.load([program]), 5, heard.append)
+    assert heard[:5] == [1, 2, 3, 4, 5]

@@ -403,6 +403,8 @@ class Runner:
                                 self.noise.running = executor.running(X[pc, :, 0])
                             executor._step_(X, self.done + offset, self.noise)
                     offset += 1
+                    if progress is not None and offset < passes:  # the window's end: below
+                        progress(self.done + offset)  # a wide FLEQ pass may take a minute
                 self.steps += executor.running(self.record[:passes]).sum(dim=0)
                 self.done += passes
                 if progress is not None:
