@@ -248,3 +248,11 @@ def test_an_error_past_the_bound_leaves_the_json_whole(capsys, monkeypatch):
     code, out, err = run_cli(capsys, "calc", "1/3", "--json")
     assert code == 1 and json.loads(out)["within_bound"] is False
     assert "exceeds the documented bound" in err
+
+
+def test_a_bound_wider_than_the_machine_is_refused_before_the_run(capsys):
+    """mul.scale=1e-300 has a finite bound of 7e285: the run went on, its state turned NaN,
+    it never halted, and calc ended in a RuntimeError traceback."""
+    code, out, err = run_cli(capsys, "calc", "2*3", "--param", "mul.scale=1e-300")
+    assert code == 2 and out == ""
+    assert "error bound on these operands is 6.89e+285" in err and "Traceback" not in err

@@ -26,7 +26,7 @@ from assembler.expression import SOURCE_NAME, Name, Node, Number, Operation, par
 from vm.isa import FLEQ
 from assembler.fleq_program import FleqProgram
 from vm.machines.fleq.punchcard import fleq_geometry_for
-from vm.common.errors import InputError
+from vm.common.errors import InputError, RunFailure
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.fleq.reference import run_fleq_reference
@@ -290,12 +290,14 @@ def calculate(expression: str, inputs: dict[str, float],
         exact = {name: float(value)
                  for name, value in program.named_memory(reference.cells).items()}
         bound = error_bound(compiled, blocks, exact, dtype)
-    if not math.isfinite(bound):
-        raise InputError(f"the blocks' error bound on these operands is {bound} (see the "
+    if not bound <= MAGNITUDE:  # inf, NaN, or wider than every value the machine holds
+        raise InputError(f"the blocks' error bound on these operands is {bound:.3g} (see the "
                          "--param values): no result they could promise, so none is computed")
     result = run_transformer(program, geometry, limit, config)
-    if not result.halted:
-        raise RuntimeError("the compiled program did not halt on the transformer")
+    if not result.halted:  # a straight-line program: only values that are not numbers stop it
+        raise RunFailure(f"the compiled program did not halt on the transformer within its "
+                         f"{limit} instructions: its state is no longer numbers (see the "
+                         "--param values)")
     transformer = float(program.named_memory(result.memory)[compiled.result])
     return Calculation(compiled, program, dtype, transformer, exact[compiled.result], bound,
                        result.steps)
