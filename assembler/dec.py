@@ -14,7 +14,8 @@ from vm.common.errors import InputError
 MAX_WORDS = 1 << 15
 """The largest image accepted (the memory is padded to a power of two of at most 2^15)."""
 _TOKEN = re.compile(r"[^\s,]+")
-_WORD = re.compile(r"[+-]?\d+")
+_WORD = re.compile(r"[+-]?[0-9]+")
+"""A decimal word in ASCII digits (\\d also took other scripts' digits: "١٢" read as 12)."""
 
 
 def load_image(text: str, file: str = "<image>", bits: int | None = None) -> list[int]:
