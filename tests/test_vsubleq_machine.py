@@ -262,3 +262,22 @@ def test_programs_agree_after_every_step_at_each_word_size(name: str, bits: int)
     result = compare(image, 5000, input_bytes=data)
     assert result.ok and result.halted
     assert run_reference(image, 5000, data).output == PROGRAM_OUTPUTS[name](data)
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("entry", [run_transformer, compare])
+def test_the_output_tape_sizing_run_reports_its_progress(entry) -> None:
+    """The reference run that sizes the default tape went without progress, so --max-seconds
+    could not stop 'run loop.dec --max-steps 30000000' (60 s in silence)."""
+    loop = Image.from_words([9, 9, 3, 9, 9, 0, 0, 0, 0, 1], bits=8)
+    counts = []
+
+    def progress(count: int) -> None:
+        counts.append(count)
+        raise _Stop
+    with pytest.raises(_Stop):
+        entry(loop, 10 ** 9, progress=progress)
+    assert counts and 0 < counts[0] < 10 ** 9

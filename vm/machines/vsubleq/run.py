@@ -132,9 +132,10 @@ def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
                     accelerate: Accelerate | None = None) -> Result:
     """Run until halted or `max_steps` passes; a full output tape is an InputError (by
     default the tape holds what the reference writes in `max_steps` steps). With `trace`,
-    every pass is decoded and recorded as the reference records it."""
+    every pass is decoded and recorded as the reference records it. `progress` hears of the
+    sizing run's steps too (the reference's, millions a second: 30 seconds for 3 x 10^7)."""
     if max_output is None:
-        max_output = output_needed(image, input_bytes, max_steps)
+        max_output = output_needed(image, input_bytes, max_steps, progress)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
                          checked, accelerate)
     records: list[Step] = []
@@ -190,9 +191,10 @@ def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str
             accelerate: Accelerate | None = None) -> Comparison:
     """After every step, memory, pc, halted, bytes read and output must be equal on both
     engines (until the output tape is full: then an InputError; by default the tape holds
-    what the reference writes in `max_steps` steps)."""
+    what the reference writes in `max_steps` steps; `progress` hears of that sizing run
+    too)."""
     if max_output is None:
-        max_output = output_needed(image, input_bytes, max_steps)
+        max_output = output_needed(image, input_bytes, max_steps, progress)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
                          checked, accelerate)
     reference = Reference(image, input_bytes)
