@@ -7,6 +7,7 @@ which cost seconds at start; the executor re-exports everything here.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 from vm.common.errors import InputError
@@ -16,6 +17,9 @@ from vm.transformer.modes import ATTENTION_MODES
 DTYPE_NAMES = ("float32", "float64")
 DEFAULT_CHECK_EVERY = 16
 FUSED_CHECK_EVERY = 128
+MAX_CHECK_EVERY = 1 << 16
+"""The longest window between halting tests: each run allocates a record of this many
+passes' program counters up front (check_every = 10**12 asked for terabytes)."""
 """Fused runs learn whether everything halted every this many passes: a fused pass costs
 microseconds, so the window's own host work (step counts, the halting test) would
 otherwise cost a quarter of it. Passes after a halt are no-ops at EOF and not counted."""
@@ -60,6 +64,7 @@ class EngineConfig:
     installed), else active from AUTO_ACTIVE_CELLS batch x columns on (on the CPU)."""
 
     def __post_init__(self) -> None:
+        self._check_types()
         if self.dtype is not None and self.dtype not in DTYPE_NAMES:
             raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {self.dtype!r}")
         if self.attention not in ATTENTION_MODES:
@@ -71,13 +76,37 @@ class EngineConfig:
             raise InputError("evaluation 'fused' needs numba: pip install 'ltvm[fast]'")
         if self.temperature is not None:
             check_temperature(self.temperature)
-        if self.check_every < 1:
-            raise InputError("check_every must be at least 1")
+        if not 1 <= self.check_every <= MAX_CHECK_EVERY:
+            raise InputError(f"check_every must be between 1 and {MAX_CHECK_EVERY}, got "
+                             f"{self.check_every}")
         if self.sampling is not None:  # lam * 1e40 overflowed float32: NaN reads, answer 0
             check_temperature(self.sampling, "sampling temperature")
         if self.threads is not None:
             check_threads(self.threads)
         check_device(self.device)
+
+    def _check_types(self) -> None:
+        """Refuse a field of the wrong type here, naming it: a string temperature or thread
+        count failed deep in math or torch, and 2.5 threads or a float seed only once a run
+        started (a bool is no number here: temperature=True ran at lam = 1)."""
+        for name in ("check_every", "seed", "threads"):
+            value = getattr(self, name)
+            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+                    or value is None and name == "threads"):
+                raise InputError(f"{name} must be an integer, got {value!r}")
+        for name in ("temperature", "sampling"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, numbers.Real)
+                                      or isinstance(value, bool)):
+                raise InputError(f"{name} must be a number, got {value!r}")
+        for name in ("dtype", "device", "attention", "evaluation"):
+            value = getattr(self, name)
+            if not (isinstance(value, str) or value is None and name == "dtype"):
+                raise InputError(f"{name} must be a string, got {value!r}")
+        if self.checked not in (None, True, False):
+            raise InputError(f"checked must be None, True or False, got {self.checked!r}")
+        if not -2**63 <= self.seed < 2**64:  # torch's generators take no other seed
+            raise InputError(f"seed must be between -2^63 and 2^64 - 1, got {self.seed}")
 
 
 def _fused_available() -> bool:

@@ -1,0 +1,27 @@
+"""`EngineConfig`: a field of the wrong type or out of range is refused when the config is
+made, naming the field, not deep in torch once a run starts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vm.common.errors import InputError
+from vm.runtime.config import MAX_CHECK_EVERY, EngineConfig
+
+
+@pytest.mark.parametrize("field,value", [
+    ("temperature", "20"), ("temperature", True), ("sampling", "1"),
+    ("check_every", "16"), ("check_every", 2.5), ("check_every", True),
+    ("check_every", MAX_CHECK_EVERY + 1), ("check_every", 10**12),
+    ("threads", 2.5), ("threads", "4"), ("seed", 1.5), ("seed", "x"), ("seed", 2**70),
+    ("device", None), ("checked", "yes"),
+])
+def test_a_field_of_the_wrong_type_or_range_is_refused_by_name(field, value):
+    with pytest.raises(InputError, match=field):
+        EngineConfig(**{field: value})
+
+
+def test_integral_fields_take_any_integer_type():
+    config = EngineConfig(check_every=np.int64(4), threads=np.int32(2), seed=-1)
+    assert config.check_every == 4 and config.threads == 2
