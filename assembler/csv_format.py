@@ -152,4 +152,6 @@ def csv_settings(commands: str | Path) -> dict[str, int] | None:
     if not all(isinstance(value, int) and not isinstance(value, bool) and value >= 1
                for value in values.values()):
         raise InputError(f"{path}: scratch and bits must be positive integers, got {values}")
+    if not 2 <= values["bits"] <= MAX_BITS:  # else the message named --bits, never typed
+        raise InputError(f"{path}: bits must be between 2 and {MAX_BITS}, got {values['bits']}")
     return values

@@ -72,3 +72,16 @@ def test_an_oversized_settings_file_is_refused_not_read_whole(tmp_path):
         handle.truncate(MAX_SOURCE_BYTES + 1)
     with pytest.raises(InputError, match="source larger than"):
         csv_settings(commands)
+
+
+@pytest.mark.parametrize("bits", [1, 65, 1000])
+def test_a_settings_file_with_a_word_size_out_of_range_is_named(tmp_path, bits):
+    """bits 1000 in program.json was reported as '--bits must be between 2 and 64', an option
+    the user never typed."""
+    commands = tmp_path / "commands.csv"
+    commands.write_text("")
+    (tmp_path / SETTINGS_FILE).write_text(
+        f'{{"format": "ltvm-csv/1", "scratch": 1, "bits": {bits}}}')
+    with pytest.raises(InputError, match=rf"program.json: bits must be between 2 and 64, "
+                                         rf"got {bits}"):
+        csv_settings(commands)
