@@ -236,6 +236,35 @@ def test_set_refuses_values_beyond_the_assemblers_magnitude(session, value):
     assert session.execute(f"set x {2.0 ** 50!r}").startswith("x = "), "the limit itself"
 
 
+def test_print_set_and_diff_show_every_digit_of_a_large_integer(session):
+    """Ten significant digits showed `set k 12345678901` as 1.23456789e+10, a number no
+    cell held; a matrix entry of 12345678 read 1.234568e+07."""
+    assert session.execute("set k 12345678901") == "k = 12345678901 (was -2)"
+    assert printed(session, "k") == [12345678901]
+    assert session.execute("set M [[12345678, 1], [2, 3]]").startswith("M = ")
+    assert printed(session, "M")[0] == 12345678
+    row = next(line for line in session.execute("diff").splitlines() if line.startswith("k "))
+    assert row.split()[1:3] == ["12345678901", "12345678901"]
+
+
+def test_a_watch_on_a_nan_cell_stops_only_when_it_changes(tmp_path):
+    """NaN != NaN: once a block outside its domain left u NaN, `watch u` stopped every step
+    ('u = nan (was nan)') and every step listed u as changed."""
+    path = tmp_path / "nan.fleq"
+    path.write_text(".data\nz: 0.0\nt: 0.0\nu: 0.0\nk: -3\none: 1\n.code\n"
+                    "    t = inv(z)\n    u = sub(t, t)\ntop: k = add(k, one)\n"
+                    "    t = add(z, z) if k <= 0 goto top\n    halt\n")
+    repl = Repl(engine="reference", picture_dir=tmp_path / "pictures")
+    repl.execute(f"load {path}")
+    repl.execute("step")  # each stops: its block leaves its domain
+    repl.execute("step")
+    assert repl.execute("print u") == "u = nan"
+    repl.execute("watch u")
+    out = repl.execute("continue").splitlines()
+    assert out[0] == "the program has halted (pc at EOF)", out
+    assert not any(line.startswith("  u =") for line in out), out
+
+
 def test_a_typed_instruction_outside_its_blocks_domain_is_refused_like_run_flags_it(session):
     session.execute("set x 1000")
     out = session.execute("y = inv(x)")

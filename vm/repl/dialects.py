@@ -180,8 +180,8 @@ class FleqDialect(ReplDialect):
                 f"{'':<12} {'transformer':>16} {'reference':>16} {'max abs error':>14}"]
         for location, ours, theirs, error in machine.errors():
             if isinstance(ours, float):
-                rows.append(f"{location.name:<12} {ours:>16.10g} {theirs:>16.10g} "
-                            f"{error:>14.3g}")
+                rows.append(f"{location.name:<12} {format_real(ours):>16} "
+                            f"{format_real(theirs):>16} {error:>14.3g}")
             else:
                 shape = "x".join(map(str, location.shape))
                 rows.append(f"{location.name:<12} {shape + ' matrix':>16} "

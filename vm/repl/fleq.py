@@ -28,6 +28,8 @@ from vm.machines.fleq.reference import FleqReference, machine_domain_problem
 from vm.repl.state import ENGINES, Lockstep
 
 MATRIX_PRECISION = 6
+SCALAR_DIGITS = 10
+"""Significant digits of a scalar: enough to read, few enough to hide the blocks' errors."""
 
 
 @dataclass(frozen=True)
@@ -59,16 +61,30 @@ def resolve_fleq_location(program: FleqProgram, text: str) -> FleqLocation:
 
 
 def format_real(value: float | np.ndarray) -> str:
-    """A scalar as a number; a vector or matrix as rows of a matrix."""
+    """A scalar as a number; a vector or matrix as rows of a matrix. Never fewer digits
+    than the integer part within 2^50 has: 10 digits showed `set k 12345678901` as
+    1.23456789e+10, a number the cell does not hold."""
+    whole = _integer_digits(value)
     if isinstance(value, np.ndarray):
-        return np.array2string(value, precision=MATRIX_PRECISION, suppress_small=False)
-    return f"{value:.10g}"
+        return np.array2string(value, precision=max(MATRIX_PRECISION, whole - 1),
+                               suppress_small=False)
+    return f"{value:.{max(SCALAR_DIGITS, whole)}g}"
+
+
+def _integer_digits(value: float | np.ndarray) -> int:
+    """Digits of the integer part of the largest |entry| within the machine's 2^50 (beyond
+    it, or not finite, the value carries no error bound: none are promised)."""
+    magnitudes = np.abs(np.asarray(value, dtype=float))
+    kept = magnitudes[magnitudes <= MAGNITUDE]
+    return len(str(int(kept.max()))) if kept.size else 0
 
 
 def same_value(first: object, second: object) -> bool:
-    """Equal scalars, lists or arrays (arrays compare element by element, exactly)."""
-    if isinstance(first, np.ndarray) or isinstance(second, np.ndarray):
-        return np.array_equal(np.asarray(first), np.asarray(second))
+    """Equal scalars, lists or arrays (element by element, exactly). NaN equals NaN: a
+    watch on a cell left NaN by a block outside its domain fired at every step."""
+    if isinstance(first, (float, np.ndarray)) or isinstance(second, (float, np.ndarray)):
+        return np.array_equal(np.asarray(first, dtype=float), np.asarray(second, dtype=float),
+                              equal_nan=True)
     return first == second
 
 
@@ -77,7 +93,7 @@ def fleq_changes(program: FleqProgram, before: list[np.ndarray], after: list[np.
     """`name = new` (one line per matrix row) for every variable whose cell changed."""
     changed = []
     for variable in sorted(program.variables.values(), key=lambda v: v.cell):
-        if np.array_equal(before[variable.cell], after[variable.cell]):
+        if np.array_equal(before[variable.cell], after[variable.cell], equal_nan=True):
             continue
         location = FleqLocation(variable.name, variable.cell, variable.shape)
         changed.append(f"{variable.name} = {inline_real(location.read(after))} "
@@ -285,7 +301,8 @@ class FleqLockstep(Lockstep):
             return False
         source, target = self.state(), self.state(engine)
         differed = source.pc != target.pc or not all(
-            np.array_equal(mine, other) for mine, other in zip(source.memory, target.memory))
+            np.array_equal(mine, other, equal_nan=True)
+            for mine, other in zip(source.memory, target.memory))
         if differed and engine == "transformer":
             new_X = self.X.clone()
             for cell, value in enumerate(source.memory):
