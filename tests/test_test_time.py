@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assembler.subleq import assemble_file
+from assembler.subleq import assemble, assemble_file
 from vm.cli import main
 from vm.common.errors import InputError
 from vm.machines.subleq.punchcard import geometry_for
@@ -168,6 +168,13 @@ def test_a_checker_without_the_named_cells_is_refused():
     program = assemble_file(FACTORIAL)
     with pytest.raises(InputError, match="no memory cell named 'candidate'"):
         CheckerReward(program, geometry_for(program), 100)
+
+
+def test_a_checker_whose_named_cell_is_an_array_is_refused():
+    """The candidate was written into the array's first cell alone, without a word."""
+    checker = assemble(".data\ncandidate: .array 0, 0\nok: 0\n.code\nsubleq ok, ok, EOF\n")
+    with pytest.raises(InputError, match="'candidate' is an array of 2 cells"):
+        CheckerReward(checker, geometry_for(checker), 100)
 
 
 def test_reference_reward_is_one_only_at_the_answer():

@@ -196,13 +196,12 @@ class CheckerReward:
 
     def __init__(self, checker: Program, geometry: Geometry, max_steps: int,
                  candidate: str = "candidate", verdict: str = "ok") -> None:
-        for name in (candidate, verdict):
-            if name not in checker.symbols:
-                raise InputError(f"the checker {checker.source} has no memory cell named "
-                                 f"{name!r}")
+        try:  # one cell each: an array's name wrote and read its first element alone
+            self.candidate = answer_address(checker, candidate)
+            self.verdict = answer_address(checker, verdict)
+        except InputError as error:
+            raise InputError(f"the checker {checker.source}: {error}") from None
         self.checker, self.geometry, self.max_steps = checker, geometry, max_steps
-        self.candidate = checker.symbols[candidate].address
-        self.verdict = checker.symbols[verdict].address
         self.rewards: dict[Answer, float] = {None: 0.0}
 
     def prepare(self, answers: Sequence[Answer],
