@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
-import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -226,20 +225,22 @@ LOOP = ".bits 16\n.data\nz: 0\ncandidate: 0\nok: 1\n.code\nloop: subleq z, z, lo
 
 
 @pytest.mark.parametrize("stage", ["reference steps", "checker passes"])
-def test_ltvm_sample_max_seconds_stops_the_reference_and_the_checker_too(stage, tmp_path):
+def test_ltvm_sample_max_seconds_stops_the_reference_and_the_checker_too(stage, tmp_path,
+                                                                          capsys):
     """--max-seconds bounded only the sampled runs: a reference run or a checker that does not
-    halt went on for all of --max-steps (10^12 steps: days)."""
+    halt went on for all of --max-steps (10^12 steps: days). In this process: a subprocess's
+    imports took much of a 2 s limit under load, and the sampling did not reach the checker."""
     loop = tmp_path / "loop.sq"
     loop.write_text(LOOP)
     program = str(loop) if stage == "reference steps" else FACTORIAL
     argv = ["sample", program, "--cell", "ok" if stage == "reference steps" else "fact",
-            "--samples", "2", "--max-steps", str(10 ** 12), "--max-seconds", "2"]
+            "--samples", "2", "--max-steps", str(10 ** 12), "--max-seconds", "3"]
     if stage == "checker passes":
         argv += ["--strategy", "best-of-n", "--reward", str(loop)]
-    done = subprocess.run([sys.executable, "-m", "vm.cli", *argv], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT)
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert "stopped by --max-seconds 2 after" in done.stderr and stage in done.stderr
+    started = time.monotonic()
+    assert main(argv) == 1 and time.monotonic() - started < 60
+    err = capsys.readouterr().err
+    assert "stopped by --max-seconds 3 after" in err and stage in err
 
 
 def test_a_reward_script_that_prints_leaves_the_json_whole(capsys, tmp_path):
