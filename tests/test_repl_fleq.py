@@ -265,6 +265,19 @@ def test_a_watch_on_a_nan_cell_stops_only_when_it_changes(tmp_path):
     assert not any(line.startswith("  u =") for line in out), out
 
 
+def test_set_refuses_the_assemblers_read_only_constant_cells(tmp_path):
+    """`set _const_2.0 5` was stored: every literal 2.0 of the program then meant 5."""
+    path = tmp_path / "const.fleq"
+    path.write_text(".data\nt: 0.0\n.code\n    t = add(t, 2.0)\n    halt\n")
+    repl = Repl(picture_dir=tmp_path / "pictures")
+    repl.execute(f"load {path}")
+    cell = repl.machine.program.variables["_const_2.0"].cell
+    for line in ("set _const_2.0 5", f"set cell{cell} 5"):
+        assert repl.execute(line) == "error: '_const_2.0' is the assembler's own read-only cell"
+    repl.execute("step")
+    assert printed(repl, "t") == pytest.approx([2.0], abs=1e-9)
+
+
 def test_a_typed_instruction_outside_its_blocks_domain_is_refused_like_run_flags_it(session):
     session.execute("set x 1000")
     out = session.execute("y = inv(x)")

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from assembler.diagnostics import SourceError
+from assembler.fleq import COMPARE_CELL, DIFFERENCE_CELL
 from vm.isa import FLEQ
 from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqProgram,
                                     padded)
@@ -280,10 +281,20 @@ class FleqLockstep(Lockstep):
             raise InputError(f"'{variable.name}' is an integer counter; {number:g} is beyond "
                              f"{limit:.0f}, the largest integer {dtype} counts exactly")
 
+    def check_writable(self, location: FleqLocation) -> None:
+        """Refuse the assembler's own read-only cells, as a typed instruction does: `set
+        _const_2.0 5` made every literal 2.0 of the program mean 5."""
+        for variable in self.program.variables.values():
+            if variable.cell == location.cell and (variable.name.startswith("_const_") or
+                                                   variable.name in (COMPARE_CELL,
+                                                                     DIFFERENCE_CELL)):
+                raise InputError(f"'{variable.name}' is the assembler's own read-only cell")
+
     def set_cell(self, location: FleqLocation, value: np.ndarray) -> None:
         """Store `value` (of the variable's shape) in its cell on both engines."""
         if location.cell in RESERVED:
             raise InputError(f"cell {RESERVED[location.cell]} is reserved")
+        self.check_writable(location)
         self.check_counter(location, value)
         cell = padded(value, self.program.d)
         new_X = self.X.clone()
