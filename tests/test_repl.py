@@ -165,6 +165,15 @@ def test_set_edits_both_engines_within_the_word_size(countdown):
     assert state.memory[2:6] == [127, 4, -128, 6]
 
 
+def test_numbers_and_offsets_are_ascii_digits_as_the_assembler_reads_them(countdown):
+    """int() took other scripts' digits: `set x ٣` stored 3 and `step ٣` ran 3 steps."""
+    for line in ("set x \u0663", "step \u0663", "break \u0661", "print \u0662",
+                 "delete \u0661"):
+        assert countdown.execute(line) == f"error: '{line.split()[-1]}' is not a number"
+    assert countdown.execute("print xs[\u0661]") == "error: no memory named 'xs[\u0661]'"
+    assert countdown.execute("print x") == "x = 3" and countdown.machine.steps == 0
+
+
 def test_pc_and_list_mark_the_program_counter_and_breakpoints(repl):
     repl.execute("step 4")
     assert repl.execute("pc") == "step 4  pc 4  subleq m, t"

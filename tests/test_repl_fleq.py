@@ -278,6 +278,14 @@ def test_set_refuses_the_assemblers_read_only_constant_cells(tmp_path):
     assert printed(repl, "t") == pytest.approx([2.0], abs=1e-9)
 
 
+def test_cell_names_take_ascii_digits_only(session):
+    """`print cell²` raised int()'s ValueError ('error: ValueError: invalid literal ...'),
+    and `set cell٣ 1` wrote cell 3."""
+    for name in ("cell\u00b2", "cell\u0663"):
+        assert session.execute(f"set {name} 1") == f"error: no variable named '{name}'"
+    assert session.execute("print cell3").startswith("cell3 (2x2) =")
+
+
 def test_a_typed_instruction_outside_its_blocks_domain_is_refused_like_run_flags_it(session):
     session.execute("set x 1000")
     out = session.execute("y = inv(x)")

@@ -56,8 +56,10 @@ def resolve_fleq_location(program: FleqProgram, text: str) -> FleqLocation:
     reserved = {name: cell for cell, name in RESERVED.items()}
     if text in reserved:
         return FleqLocation(text, reserved[text], (1, 1))
-    if text.startswith("cell") and text[4:].isdigit() and int(text[4:]) < len(program.cells):
-        return FleqLocation(text, int(text[4:]), (program.d, program.d))
+    index = text[4:]
+    if text.startswith("cell") and index.isascii() and index.isdigit() and \
+            int(index) < len(program.cells):
+        return FleqLocation(text, int(index), (program.d, program.d))
     raise InputError(f"no variable named '{text}'")
 
 

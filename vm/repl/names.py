@@ -15,7 +15,7 @@ from assembler.fleq_program import FleqProgram
 from assembler.program import Program
 from vm.common.errors import InputError
 
-ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:\+\s*(\d+)|\[\s*(\d+)\s*\])$")
+ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:\+\s*(\d+)|\[\s*(\d+)\s*\])$", re.ASCII)
 LISTING_CONTEXT = 5
 """Instructions shown on each side of the program counter by `list`."""
 SHOWN_ERROR = 300
@@ -44,8 +44,11 @@ def error_line(text: str) -> str:
 
 
 def parse_int(text: str) -> int:
-    """A decimal, 0x or 0b integer with an optional sign, as typed by a user."""
+    """A decimal, 0x or 0b integer with an optional sign, as typed by a user, in ASCII
+    digits as the assembler reads them (int() took other scripts' digits: '٣' was 3)."""
     try:
+        if not text.isascii():
+            raise ValueError(text)
         return int(text, 0)
     except ValueError:
         raise InputError(f"'{text}' is not a number") from None
