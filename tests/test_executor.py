@@ -172,3 +172,55 @@ def test_progress_hears_of_every_pass_not_only_of_each_window():
                                    EngineConfig(check_every=16, evaluation="full"))
     executor.run(executor.load([program]), 5, heard.append)
     assert heard[:5] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("cards", [
+    lambda X: np.where(X == 0, np.nan, X), lambda X: np.where(X == 0, np.inf, X),
+    lambda X: X.astype(complex) + 1j])
+def test_punchcards_with_nan_inf_or_complex_values_are_refused(cards):
+    """NaN cards 'halted' after one step with made-up memory; complex ones ran on the real
+    part."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    X = executor.load([FACTORIAL]).numpy()
+    with pytest.raises(InputError, match="punchcards must be"):
+        executor.load_punchcards(cards(X))
+
+
+@pytest.mark.parametrize("programs", [[], FACTORIAL])
+def test_load_takes_a_non_empty_list(programs):
+    with pytest.raises(InputError, match="non-empty list of programs"):
+        TransformerExecutor(geometry_for(FACTORIAL)).load(programs)
+
+
+@pytest.mark.parametrize("bad,message", [
+    (lambda X: X.half(), "dtype"), (lambda X: X.double(), "dtype"), (lambda X: X.long(), "dtype"),
+    (lambda X: X.numpy(), "torch tensor"), (lambda X: X[0], "shape"),
+    (lambda X: X[:, :-1], "shape"), (lambda X: X[:, :, :-1], "shape"),
+    (lambda X: X.to("meta"), "on meta"), (lambda X: X.clone().fill_(float("nan")), "finite")])
+def test_a_state_the_executor_cannot_run_is_refused_naming_x(bad, message):
+    """They failed deep in torch (a dtype mismatch in matmul, an index out of range), and a
+    restart from float16 rounded the state silently."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    X = executor.load([FACTORIAL])
+    runner = executor.runner(X)
+    for call in (executor.runner, executor.step, runner.restart):
+        with pytest.raises(InputError, match=f"X .*{message}|{message}"):
+            call(bad(X))
+
+
+def test_decode_refuses_another_geometrys_rows():
+    """X with a row cut off decoded silently into a wrong memory."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    with pytest.raises(InputError, match="shape"):
+        executor.decode(executor.load([FACTORIAL])[:, :-1])
+
+
+@pytest.mark.parametrize("max_steps", [-1, 2.5, float("nan"), float("inf"), "5", None, True])
+def test_max_steps_must_be_a_whole_number_not_below_zero(max_steps):
+    """-1 and NaN ran no pass and returned 'not halted'; 2.5 failed slicing a tensor."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    runner = executor.runner(executor.load([FACTORIAL]))
+    with pytest.raises(InputError, match="max_steps"):
+        runner.advance(max_steps)
+    runner.advance(0)
+    assert runner.done == 0

@@ -13,6 +13,7 @@ or dtype that is not enough is reported, never returned as a wrong number.
 
 from __future__ import annotations
 
+import numbers
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -156,6 +157,8 @@ class TransformerExecutor:
 
     def load(self, programs: list[Program]) -> torch.Tensor:
         """Punchcards of programs of this geometry as one (batch, rows, n) tensor."""
+        if not isinstance(programs, (list, tuple)) or not programs:
+            raise InputError(f"load takes a non-empty list of programs, got {programs!r:.80}")
         self.check_memory(len(programs))
         for program in programs:
             self.machine.check_program(program, self.dtype_name)
@@ -185,7 +188,14 @@ class TransformerExecutor:
                                  "once")
 
     def load_punchcards(self, cards: np.ndarray) -> torch.Tensor:
+        """Punchcards (rows, n) or (batch, rows, n) as X. Refused: complex cards (float64
+        dropped their imaginary part) and NaN or inf, on which every read is NaN and the run
+        "halted" with made-up memory."""
+        if np.iscomplexobj(cards):
+            raise InputError("punchcards must be real, got complex values")
         cards = np.asarray(cards, dtype=np.float64)
+        if not np.isfinite(cards).all():
+            raise InputError("punchcards must be finite: they hold NaN or inf")
         if cards.ndim == 2:
             cards = cards[None]
         if cards.shape[1:] != (self.layout.rows, self.layout.columns):
@@ -194,6 +204,28 @@ class TransformerExecutor:
         X = torch.as_tensor(cards, dtype=self.dtype, device=self.device)
         self._initial = X
         return X
+
+    def check_state(self, X: torch.Tensor, name: str = "X") -> None:
+        """Refuse at the boundary a state this executor cannot run as given: not a tensor,
+        another geometry's shape, another dtype or device (they failed deep in torch, or a
+        restart rounded float64 to float16 silently), or NaN or inf in it."""
+        if not isinstance(X, torch.Tensor):
+            raise InputError(f"{name} must be a torch tensor (batch, rows, n), got "
+                             f"{type(X).__name__}: load() or load_punchcards() makes one")
+        self._check_shape(X, name)
+        if X.dtype != self.dtype:
+            raise InputError(f"{name} has dtype {X.dtype}, this executor runs {self.dtype}")
+        if X.device.type != self.device.type or (self.device.index is not None
+                                                 and X.device.index != self.device.index):
+            raise InputError(f"{name} is on {X.device}, this executor runs on {self.device}")
+        if not bool(torch.isfinite(X).all()):
+            raise InputError(f"{name} must be finite: it holds NaN or inf")
+
+    def _check_shape(self, X: torch.Tensor, name: str) -> None:
+        expected = (self.layout.rows, self.layout.columns)
+        if X.ndim != 3 or tuple(X.shape[1:]) != expected:
+            raise InputError(f"{name} has shape {tuple(X.shape)}, this geometry needs "
+                             f"(batch, {expected[0]}, {expected[1]})")
 
     def _numpy(self, X: torch.Tensor) -> np.ndarray:
         with self._threads(X):
@@ -210,6 +242,7 @@ class TransformerExecutor:
 
     def step(self, X: torch.Tensor, step: int = 0) -> torch.Tensor:
         """One pass of TF on (batch, rows, n); returns the new X. Checked if configured."""
+        self.check_state(X)
         with torch.inference_mode(), flush_denormals(), self._threads(X):
             internal = to_internal(X)
             self._step_(internal, step)
@@ -236,12 +269,14 @@ class TransformerExecutor:
         return Runner(self, X)
 
     def results(self, run: BatchRun) -> list[RunResult]:
+        self._check_shape(run.X, "run.X")
         X = self._numpy(run.X)
         return [RunResult(*self.machine.decode(card), int(steps), bool(halted))
                 for card, steps, halted in zip(X, run.steps, run.halted)]
 
     def decode(self, X: torch.Tensor) -> list[tuple[list[int], int]]:
         """(memory, pc) of every program in the batch."""
+        self._check_shape(X, "X")
         cards = self._numpy(X)
         return [self.machine.decode(card) for card in cards]
 
@@ -317,6 +352,7 @@ class Runner:
     """
 
     def __init__(self, executor: TransformerExecutor, X: torch.Tensor) -> None:
+        executor.check_state(X)
         self.executor = executor
         with torch.inference_mode():
             self.X = to_internal(X)
@@ -383,6 +419,9 @@ class Runner:
     @torch.inference_mode()
     def advance(self, max_steps: int, progress: Callable[[int], None] | None = None) -> None:
         """Up to `max_steps` more passes, fewer when every program reaches EOF first."""
+        if (not isinstance(max_steps, numbers.Integral) or isinstance(max_steps, bool)
+                or max_steps < 0):  # a float failed in slicing; NaN and -1 ran nothing silently
+            raise InputError(f"max_steps must be a whole number, 0 or more, got {max_steps!r}")
         executor, X = self.executor, self.X
         pc, window, end = executor._pc_rows, self.window, self.done + max_steps
         with flush_denormals(), executor._threads(from_internal(X)):
@@ -434,6 +473,7 @@ class Runner:
         """Start the run again from X (batch, rows, n), of the shape it started with, keeping
         what its evaluation compiled for it (a GPU run's CUDA graphs), so that timing
         repeated short runs does not time compiling them again."""
+        self.executor.check_state(X)
         if X.shape != from_internal(self.X).shape:
             raise ValueError(f"a restart needs X of shape {tuple(from_internal(self.X).shape)}")
         self.X.copy_(to_internal(X))
