@@ -286,6 +286,15 @@ def test_cell_names_take_ascii_digits_only(session):
     assert session.execute("print cell3").startswith("cell3 (2x2) =")
 
 
+@pytest.mark.parametrize("line", ["set x 1e-320", "set x -5e-324", "set v [[1], [1e-310]]"])
+def test_set_refuses_subnormal_values_as_the_assembler_does(session, line):
+    """The transformer flushes a subnormal to 0: `set x 1e-320` was stored, and the next
+    typed instruction turned x to 0 on the transformer only."""
+    out = session.execute(line)
+    assert out.startswith("error: ") and "below 2.23e-308, the smallest normal double" in out
+    assert printed(session, "x") == [4] and printed(session, "v").tolist() == [1, 2]
+
+
 def test_a_typed_instruction_outside_its_blocks_domain_is_refused_like_run_flags_it(session):
     session.execute("set x 1000")
     out = session.execute("y = inv(x)")

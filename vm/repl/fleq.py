@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import COMPARE_CELL, DIFFERENCE_CELL
+from assembler.fleq import COMPARE_CELL, DIFFERENCE_CELL, SMALLEST_NORMAL
 from vm.isa import FLEQ
 from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqProgram,
                                     padded)
@@ -134,6 +134,10 @@ def parse_real_value(text: str, shape: tuple[int, int]) -> np.ndarray:
         raise InputError(f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about "
                          f"{MAGNITUDE:.3g}), the magnitudes the machine keeps exact "
                          "(docs/fleq_machine.md)")
+    tiny = value[(value != 0) & (np.abs(value) < SMALLEST_NORMAL)]
+    if tiny.size:  # as the assembler refuses them: the transformer held 0, the reference not
+        raise InputError(f"{tiny[0]:g} is below {SMALLEST_NORMAL:.3g}, the smallest normal "
+                         "double: the machine flushes it to 0 (write 0)")
     return value
 
 
