@@ -286,3 +286,12 @@ def test_checked_mode_stops_a_real_leaving_the_magnitude_domain_on_the_transform
     assert caught.value.step == first_outside
     assert caught.value.value == 2.0 ** 51
     assert "outside the machine's domain (|x| <= 2^50, finite)" in str(caught.value)
+
+
+def test_a_subleq_program_on_the_fleq_machine_is_an_input_error():
+    """It failed encoding with "'Program' object has no attribute 'check_counters'"."""
+    from assembler.subleq import assemble
+    program = FLEQ.assemble_text(".data\na: 1.0\n.code\n halt\n")
+    executor = TransformerExecutor(fleq_geometry_for(program))
+    with pytest.raises(InputError, match="the FLEQ machine runs FLEQ programs, got Program"):
+        executor.load([assemble(".data\nx: 1\n.code\nhalt\n", "x.sq")])

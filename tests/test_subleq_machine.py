@@ -11,6 +11,7 @@ from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble
 from vm.blocks.adder_plan import ONE_LEVEL_MAX_BITS
 from vm.common.encoding import pm1_codes
+from vm.common.errors import InputError
 from vm.common.geometry import Geometry
 from vm.machines.subleq.machine import (DEFAULT_TARGET_ERROR, default_temperature, read_error_bound,
                                 subleq_machine, temperature_is_safe)
@@ -75,3 +76,12 @@ def test_temperature_rule_and_safety_bound():
     assert temperature_is_safe(subleq_machine(geometry))
     assert temperature_is_safe(subleq_machine(geometry, 3.3))
     assert not temperature_is_safe(subleq_machine(geometry, 3.2))
+
+
+def test_a_fleq_program_on_the_subleq_machine_is_an_input_error():
+    """It failed encoding with "'FleqProgram' object has no attribute 'memory'"."""
+    from vm.isa import FLEQ
+    from vm.runtime.executor import TransformerExecutor
+    executor = TransformerExecutor(geometry_for(assemble(".data\nx: 1\n.code\nhalt\n", "x.sq")))
+    with pytest.raises(InputError, match="the SUBLEQ machine runs SUBLEQ programs, got Fleq"):
+        executor.load([FLEQ.assemble_text(".data\na: 1.0\n.code\n halt\n")])

@@ -73,7 +73,11 @@ class FleqMachine:
                 decode_fleq_pc(card, self.geometry, self.layout))
 
     def check_program(self, program: FleqProgram, dtype: str) -> None:
-        """Integer counters must start where `dtype` holds every integer exactly."""
+        """A FLEQ program (another instruction set's failed with an AttributeError) whose
+        integer counters start where `dtype` holds every integer exactly."""
+        if not isinstance(program, FleqProgram):
+            raise InputError(f"the FLEQ machine runs FLEQ programs, got "
+                             f"{type(program).__name__}")
         program.check_counters(dtype)
 
     @staticmethod

@@ -29,6 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from vm.common.errors import InputError
 from vm.common.limits import check_temperature
 from assembler.program import Program, all_instructions
 from vm.machines.subleq.reference import TraceStep
@@ -115,7 +116,11 @@ class SubleqMachine:
         return decode_memory(card, self.layout), decode_pc(card, self.layout)
 
     def check_program(self, program: Program, dtype: str) -> None:
-        """Every word is exact in any dtype the machine runs in: nothing to check."""
+        """A SUBLEQ program (another instruction set's failed in encoding with an
+        AttributeError); every word is exact in any dtype the machine runs in."""
+        if not isinstance(program, Program):
+            raise InputError(f"the SUBLEQ machine runs SUBLEQ programs, got "
+                             f"{type(program).__name__}")
 
     @staticmethod
     def step_record(program: Program, step: int, pc: int, memory: list, new_memory: list,
