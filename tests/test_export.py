@@ -178,3 +178,37 @@ def test_a_file_system_that_reports_no_size_does_not_refuse_as_full(tmp_path, mo
     factorial = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["export", factorial, "-o", str(tmp_path / "out")]) == 0
     assert "GiB" not in capsys.readouterr().err
+
+
+def _subleq_export_inputs():
+    from assembler.subleq import assemble_file
+    from vm.machines.subleq.machine import subleq_machine
+    from vm.machines.subleq.punchcard import geometry_for
+    program = assemble_file(ROOT / "programs/subleq/gcd.sq")
+    machine = subleq_machine(geometry_for(program))
+    return machine, machine.encode(program)
+
+
+@pytest.mark.parametrize("bad,message", [
+    (lambda card: np.full_like(card, np.nan), "finite"),
+    (lambda card: card[:3], "shape"),
+    (lambda card: card.tolist(), "numpy array"),
+    (lambda card: card.astype(np.int64), "float32 or float64"),
+])
+def test_export_refuses_a_punchcard_no_executor_could_run(tmp_path, bad, message):
+    """A NaN or cut punchcard was exported without a word; a list failed on `.dtype`."""
+    from vm.common.errors import InputError
+    from vm.runtime.export import export
+    machine, card = _subleq_export_inputs()
+    with pytest.raises(InputError, match=message):
+        export(tmp_path / "out", machine.weights, machine.layout, bad(card), 8, True, {})
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("directory", [5, None])
+def test_export_refuses_a_directory_that_is_not_a_path(directory):
+    from vm.common.errors import InputError
+    from vm.runtime.export import export
+    machine, card = _subleq_export_inputs()
+    with pytest.raises(InputError, match="must be a path"):
+        export(directory, machine.weights, machine.layout, card, 8, True, {})

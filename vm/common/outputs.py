@@ -22,6 +22,8 @@ def check_directory(directory: str | Path, names: Iterable[str]) -> Path:
     refused up front (before any work or write) when the path is empty, its parent is
     missing, it is not a directory, or one of the names is taken by anything but a regular
     file (a directory, a link, a pipe), which replacing it would lose or bypass."""
+    if not isinstance(directory, (str, os.PathLike)):  # Path(5) raised a TypeError
+        raise InputError(f"the output directory must be a path, got {directory!r}")
     if not str(directory):  # Path("") would silently be the current directory
         raise InputError("the output directory is an empty path")
     directory = Path(directory)

@@ -127,6 +127,7 @@ def export(directory: str | Path, weights: MachineWeights, layout: Layout, punch
     """
     if fmt not in WEIGHT_FILES:
         raise InputError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    _check_punchcard(punchcard, layout)
     if fmt == "safetensors":
         require_safetensors()
     elif fmt == "onnx":
@@ -141,6 +142,21 @@ def export(directory: str | Path, weights: MachineWeights, layout: Layout, punch
         (staging / "layout.json").write_text(json.dumps(document, indent=2) + "\n")
         np.save(staging / "punchcard.npy", punchcard)
     return directory
+
+
+def _check_punchcard(punchcard: np.ndarray, layout: Layout) -> None:
+    """Refuse a punchcard that no executor of the export could run: another layout's shape,
+    NaN or inf, or not a float array (its dtype names the run's dtype in the weights'
+    meta). Each was written without a word (a list failed on `.dtype`)."""
+    if not isinstance(punchcard, np.ndarray) or punchcard.dtype not in (np.float32,
+                                                                         np.float64):
+        raise InputError(f"the punchcard must be a float32 or float64 numpy array, got "
+                         f"{getattr(punchcard, 'dtype', type(punchcard).__name__)}")
+    if punchcard.shape != (layout.rows, layout.columns):
+        raise InputError(f"the punchcard has shape {punchcard.shape}, the layout needs "
+                         f"({layout.rows}, {layout.columns})")
+    if not np.isfinite(punchcard).all():
+        raise InputError("the punchcard must be finite: it holds NaN or inf")
 
 
 FLEQ_DTYPE = "float64"
