@@ -295,6 +295,16 @@ def test_set_refuses_subnormal_values_as_the_assembler_does(session, line):
     assert printed(session, "x") == [4] and printed(session, "v").tolist() == [1, 2]
 
 
+def test_a_typed_literal_the_program_lacks_is_named(session):
+    """`y = add(x, 3.5)` said 'type exactly one instruction (no label, no routine, no new
+    cells)': it named neither the literal nor why a cell was needed."""
+    assert session.execute("y = add(x, 3.5)") == (
+        "error: it needs a cell the program lacks (_const_3.5): a typed instruction can "
+        "use only the literals the program uses")
+    assert session.execute("k = add(k, one)").startswith("executed")
+    assert printed(session, "k") == [-1] and printed(session, "y") == [0]
+
+
 def test_a_typed_instruction_outside_its_blocks_domain_is_refused_like_run_flags_it(session):
     session.execute("set x 1000")
     out = session.execute("y = inv(x)")

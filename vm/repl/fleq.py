@@ -160,9 +160,12 @@ def assemble_fleq_instruction(program: FleqProgram, source: str, line: str) -> F
         known = ", ".join(name for name, _ in program.functions)
         raise InputError(f"the machine has only the blocks {known}")
     added = len(extended.instructions) - len(program.instructions)
-    if added != 1 or len(extended.cells) != len(program.cells) or \
-            extended.labels != program.labels:
-        raise InputError("type exactly one instruction (no label, no routine, no new cells)")
+    if added != 1 or extended.labels != program.labels:
+        raise InputError("type exactly one instruction (no label, no routine)")
+    new = [name for name in extended.variables if name not in program.variables]
+    if new:  # `t = add(a, 3)` said only 'no new cells', not which literal needed one
+        raise InputError(f"it needs a cell the program lacks ({', '.join(new)}): a typed "
+                         "instruction can use only the literals the program uses")
     instruction = extended.instructions[-1]
     if instruction.function is None:
         raise InputError("a typed instruction must call a block: c = f(a, b)")
