@@ -305,6 +305,18 @@ def test_a_typed_literal_the_program_lacks_is_named(session):
     assert printed(session, "k") == [-1] and printed(session, "y") == [0]
 
 
+def test_a_typed_branch_on_a_real_says_it_compiles_to_several_instructions(tmp_path):
+    """It said 'no label, no routine, no new cells' for a line with none of them."""
+    path = tmp_path / "real.fleq"
+    path.write_text(".data\nx: 1.0\nn: 1\n.code\ntop: n = add(n, n)\n"
+                    "    n = add(n, n) if x <= 0 goto top\n    halt\n")
+    repl = Repl(picture_dir=tmp_path / "pictures")
+    assert repl.execute(f"load {path}").startswith("loaded")
+    assert repl.execute("n = add(n, n) if x <= 0 goto top") == (
+        "error: type exactly one instruction (no label, no routine, no branch on a real: "
+        "it compiles to several)")
+
+
 def test_a_typed_instruction_outside_its_blocks_domain_is_refused_like_run_flags_it(session):
     session.execute("set x 1000")
     out = session.execute("y = inv(x)")

@@ -161,7 +161,8 @@ def assemble_fleq_instruction(program: FleqProgram, source: str, line: str) -> F
         raise InputError(f"the machine has only the blocks {known}")
     added = len(extended.instructions) - len(program.instructions)
     if added != 1 or extended.labels != program.labels:
-        raise InputError("type exactly one instruction (no label, no routine)")
+        raise InputError("type exactly one instruction (no label, no routine, no branch on "
+                         "a real: it compiles to several)")
     new = [name for name in extended.variables if name not in program.variables]
     if new:  # `t = add(a, 3)` said only 'no new cells', not which literal needed one
         raise InputError(f"it needs a cell the program lacks ({', '.join(new)}): a typed "
