@@ -21,16 +21,34 @@ columns, exactly:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from vm.common.errors import InputError
 from vm.common.signatures import Shape
 from vm.blocks.ffn import FeedForwardBuilder, Form, form_sum
 from vm.transformer.layout import Layout
 from vm.transformer.weights import HeadWeights
+
+BOUND_DTYPES = ("float32", "float64")
+"""The dtypes a block's bound is documented for: the ones the machine runs in."""
+
+
+def _checked_dtype(bound: Callable[..., float]) -> Callable[..., float]:
+    """`bound` refusing a dtype it has no bound for: 'float16' gave 0.0 (add, inv) or a
+    KeyError (mul, matmul), and 0.0 reads as "exact"."""
+    @functools.wraps(bound)
+    def checked(self: "FunctionBlock", dtype: str) -> float:
+        if dtype not in BOUND_DTYPES:
+            raise InputError(f"{self.name}: error bounds are for dtype "
+                             f"{' or '.join(BOUND_DTYPES)}, got {dtype!r}")
+        return bound(self, dtype)
+    return checked
+
 
 GATE_BIG = float(2 ** 60)
 """Offset that switches a unit off: larger than any value a block can hold, and exact
@@ -101,6 +119,12 @@ class FunctionBlock:
     a counter may hold it and a branch test it, which turns a real decision into control
     flow (relu_prime: x > 0)."""
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("error_bound", "relative_error_bound"):
+            if name in cls.__dict__:
+                setattr(cls, name, _checked_dtype(cls.__dict__[name]))
+
     def __init__(self, **values: float) -> None:
         known = {p.name: p.default for p in self.parameters}
         unknown = set(values) - set(known)
@@ -108,6 +132,8 @@ class FunctionBlock:
             raise ValueError(f"{self.name} has no parameter {sorted(unknown)[0]!r}; "
                              f"parameters: {sorted(known) or 'none'}")
         for key, value in values.items():  # inv.high = inf divided by zero in the bound
+            if isinstance(value, bool) or not isinstance(value, (int, float, str, np.number)):
+                raise ValueError(f"{self.name}.{key} must be a number, got {value!r}")
             if not math.isfinite(float(value)):
                 raise ValueError(f"{self.name}.{key} must be a finite number, got {value}")
         self.values = {**known, **{k: float(v) for k, v in values.items()}}
@@ -138,6 +164,7 @@ class FunctionBlock:
         `bound_at`)."""
         raise NotImplementedError
 
+    @_checked_dtype
     def relative_error_bound(self, dtype: str) -> float:
         """Relative part of the documented error bound (0 for purely absolute bounds)."""
         return 0.0

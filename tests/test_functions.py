@@ -1,0 +1,26 @@
+"""`vm.functions`: a block made or asked with a wrong argument says so, naming it."""
+
+from __future__ import annotations
+
+import pytest
+
+from vm.common.errors import InputError
+from vm.functions import REGISTRY, make_block
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+@pytest.mark.parametrize("dtype", ["float16", None, "bfloat16"])
+def test_every_bound_refuses_a_dtype_it_is_not_documented_for(name, dtype):
+    """'float16' gave 0.0, which reads as exact, for add and inv, and a KeyError for mul."""
+    block = make_block(name)
+    for bound in (block.error_bound, block.relative_error_bound,
+                  lambda dtype: block.bound_at(dtype, 1.0)):
+        with pytest.raises(InputError, match="error bounds are for dtype float32 or float64"):
+            bound(dtype)
+
+
+@pytest.mark.parametrize("value", [None, [1], True])
+def test_a_parameter_that_is_not_a_number_is_an_input_error(value):
+    """None and [1] raised float()'s TypeError; True was taken as 1."""
+    with pytest.raises(InputError, match="inv.steps must be a number"):
+        make_block("inv", steps=value)
