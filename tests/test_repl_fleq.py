@@ -317,6 +317,19 @@ def test_a_typed_branch_on_a_real_says_it_compiles_to_several_instructions(tmp_p
         "it compiles to several)")
 
 
+def test_set_says_when_the_transformers_dtype_cannot_hold_the_value(source, tmp_path):
+    """float32 stored 16777217 as 16777216 on the transformer alone; `set` showed the
+    rounded number as if it were the one typed, and the engines differed without a word."""
+    from vm.runtime.config import EngineConfig
+
+    repl = Repl(EngineConfig(dtype="float32"), picture_dir=tmp_path / "pictures")
+    repl.execute(f"load {source}")
+    assert repl.execute("set x 16777217").splitlines() == [
+        "x = 16777216 (was 4)",
+        "note: float32 holds 16777216 on the transformer; the reference keeps 16777217"]
+    assert repl.execute("set x 2.5") == "x = 2.5 (was 16777216)", "held exactly: no note"
+
+
 def test_a_typed_instruction_outside_its_blocks_domain_is_refused_like_run_flags_it(session):
     session.execute("set x 1000")
     out = session.execute("y = inv(x)")

@@ -19,7 +19,7 @@ from vm.functions import dtype_parameters
 from vm.isa import FLEQ, SUBLEQ, InstructionSet
 from vm.repl.assemble import assemble_instruction
 from vm.repl.fleq import (FleqLockstep, assemble_fleq_instruction, fleq_changes, format_real,
-                          inline_real, parse_real_value, resolve_fleq_location)
+                          inline_real, parse_real_value, resolve_fleq_location, same_value)
 from vm.repl.names import changes, format_value, parse_int, resolve_location
 from vm.repl.state import LockstepMachine
 from vm.runtime.config import EngineConfig
@@ -169,7 +169,14 @@ class FleqDialect(ReplDialect):
         old = location.read(machine.state().memory)
         machine.set_cell(location, value)
         new = location.read(machine.state().memory)
-        return f"{location.name} = {self.inline(new)} (was {self.inline(old)})"
+        line = f"{location.name} = {self.inline(new)} (was {self.inline(old)})"
+        held = location.read(machine.state("transformer").memory)
+        exact = location.read(machine.state("reference").memory)
+        if same_value(held, exact):
+            return line
+        # float32 rounds 16777217 to 16777216: the engines differ from the set on, say why
+        return (f"{line}\nnote: {machine.executor.dtype_name} holds {self.inline(held)} on "
+                f"the transformer; the reference keeps {self.inline(exact)}")
 
     def diff(self, machine: FleqLockstep) -> str:
         """Per variable: both engines' values and the max abs error between them."""
