@@ -299,3 +299,25 @@ def test_heads_run_in_chunks_bounded_by_the_device_budget(device, per_head, expe
     scores at once, and always at least one head."""
     X = torch.empty((3, 2, 5), dtype=torch.float64, device=device)
     assert layers._chunk_size(per_head, X) == expected
+
+
+@pytest.mark.parametrize("setting,message", [
+    (dict(dtype=torch.float16), "dtype"), (dict(dtype="float32"), "dtype"),
+    (dict(scratch=0), "scratch"), (dict(scratch=6), "scratch"),
+    (dict(device="meta"), "device"), (dict(device="mps"), "device")])
+def test_a_model_it_cannot_run_is_refused_when_built(setting, message):
+    """float16 failed in the first matmul, scratch 0 masked the scratch column's reads
+    silently, and 'meta' built a model whose pass failed."""
+    machine = random_machine(np.random.default_rng(0), rows=6, columns=5, heads=[1])
+    with pytest.raises(ValueError, match=message):
+        LoopedTransformer(machine, **{"dtype": torch.float64, **setting})
+
+
+@pytest.mark.parametrize("bad", [lambda X: X.float(), lambda X: X[0], lambda X: X[:, :, :-1],
+                                 lambda X: X[:, :-1], lambda X: X.numpy()])
+def test_a_pass_refuses_x_of_another_shape_or_dtype(bad):
+    """They failed deep in torch (a dtype mismatch in matmul, an expand of the mask)."""
+    machine = random_machine(np.random.default_rng(0), rows=6, columns=5, heads=[1])
+    X = torch.as_tensor(np.random.default_rng(1).normal(size=(1, 6, 5)))
+    with pytest.raises(ValueError, match="X "):
+        LoopedTransformer(machine, torch.float64)(bad(X))

@@ -479,8 +479,17 @@ class LoopedTransformer(nn.Module):
         super().__init__()
         if attention not in ATTENTION_MODES:
             raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
+        if dtype not in (torch.float32, torch.float64):  # float16 failed in the first matmul
+            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+        if not 1 <= scratch <= weights.columns:  # 0 masked the scratch column's reads
+            raise ValueError(f"scratch must be 1 to {weights.columns} columns, got {scratch}")
         self.attention, self.scratch = attention, scratch
+        self.rows, self.columns, self.dtype = weights.rows, weights.columns, dtype
         device = torch.device(device)
+        if device.type not in ("cpu", "cuda") or (device.type == "cuda"
+                                                  and not torch.cuda.is_available()):
+            raise ValueError(f"device {str(device)!r} cannot run the model here (cpu, or cuda "
+                             f"with a CUDA device present)")
         sparse = device.type == "cpu"
         self.layers = nn.ModuleList(TransformerLayer(layer, dtype, sparse, weights.columns,
                                                      gate_rows)
@@ -496,6 +505,12 @@ class LoopedTransformer(nn.Module):
 
     def forward(self, X: torch.Tensor, observer: Observer | None = None) -> torch.Tensor:
         """One pass on X of shape (batch, rows, n); returns a new tensor."""
+        if not isinstance(X, torch.Tensor) or X.ndim != 3 or X.shape[1:] != (self.rows,
+                                                                             self.columns):
+            raise ValueError(f"X must be a tensor (batch, {self.rows}, {self.columns}), got "
+                             f"{getattr(X, 'shape', type(X).__name__)}")
+        if X.dtype != self.dtype:
+            raise ValueError(f"X has dtype {X.dtype}, the model runs {self.dtype}")
         internal = to_internal(X)
         self.step_(internal, observer)
         return from_internal(internal)
