@@ -94,3 +94,13 @@ def test_decoded_state_is_exactly_integral_at_the_default_temperature():
     for step in range(40):
         X = executor.step(X, step)
         assert torch.equal(X, X.round())
+
+
+def test_a_max_steps_that_is_not_a_whole_number_is_refused():
+    """-1 compared nothing and reported 'not halted'; 2.5 failed in range()."""
+    import pytest
+    from vm.common.errors import InputError
+    program = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
+    for max_steps in (-1, 2.5):
+        with pytest.raises(InputError, match="max_steps"):
+            compare_program(program, geometry_for(program), max_steps)

@@ -265,3 +265,16 @@ def test_compare_json_turns_non_finite_figures_into_null():
     data = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
     assert data["max_abs_error"] is None and data["writes"][0]["rel_error"] is None
     assert data["writes"][0]["transformer"] == [[None]] and not data["ok"]
+
+
+def test_compare_fleq_refuses_a_subleq_program_and_a_negative_max_steps():
+    """The SUBLEQ program failed with "'Program' object has no attribute 'variables'"."""
+    from assembler.subleq import assemble
+    from vm.common.errors import InputError
+    from vm.runtime.compare import compare_fleq
+    program = FLEQ.assemble_text(".data\na: 1.0\n.code\n halt\n")
+    geometry = fleq_geometry_for(program)
+    with pytest.raises(InputError, match="runs FLEQ programs"):
+        compare_fleq(assemble(".data\nx: 1\n.code\nhalt\n", "x.sq"), geometry, 10)
+    with pytest.raises(InputError, match="max_steps"):
+        compare_fleq(program, geometry, -1)

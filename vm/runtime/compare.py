@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from assembler.program import Program
-from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.runtime.executor import EngineConfig, TransformerExecutor, check_max_steps
 from vm.common.geometry import Geometry
 from vm.machines.subleq.reference import ReferenceMachine
 
@@ -76,6 +76,7 @@ def compare_programs(programs: list[Program], geometry: Geometry, max_steps: int
     Every program runs until it halts (on both engines), diverges, or reaches
     `max_steps`; the batch keeps stepping while any program is still running.
     """
+    check_max_steps(max_steps)
     executor = TransformerExecutor(geometry, config)
     runner = executor.runner(executor.load(programs))
     references = [ReferenceMachine(program) for program in programs]
@@ -188,9 +189,10 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
     replay `run` checks with: past it the errors measure nothing the block promises)."""
     from vm.machines.fleq.domains import first_domain_violation
     from vm.machines.fleq.reference import FleqReference, machine_domain_problem
+    check_max_steps(max_steps)
     executor = TransformerExecutor(geometry, config)
+    X = executor.load([program])  # first: it refuses another instruction set's program
     violation = first_domain_violation(program, max_steps, executor.dtype_name)
-    X = executor.load([program])
     reference = FleqReference(program)
     cells, _ = executor.decode(X)[0]
     errors: list[FleqStepError] = []

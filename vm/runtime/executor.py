@@ -104,6 +104,15 @@ def evaluator_for(model: LoopedTransformer, weights: MachineWeights, layout: Lay
     return evaluator
 
 
+def check_max_steps(max_steps: int) -> int:
+    """`max_steps` if it is a whole number of passes, 0 or more, else InputError: a float
+    failed deep in slicing or range(), and -1 or NaN ran nothing and reported "not halted"."""
+    if (not isinstance(max_steps, numbers.Integral) or isinstance(max_steps, bool)
+            or max_steps < 0):
+        raise InputError(f"max_steps must be a whole number, 0 or more, got {max_steps!r}")
+    return max_steps
+
+
 @dataclass
 class BatchRun:
     """The state after a batched run: X, steps executed and halted flags per program."""
@@ -419,9 +428,7 @@ class Runner:
     @torch.inference_mode()
     def advance(self, max_steps: int, progress: Callable[[int], None] | None = None) -> None:
         """Up to `max_steps` more passes, fewer when every program reaches EOF first."""
-        if (not isinstance(max_steps, numbers.Integral) or isinstance(max_steps, bool)
-                or max_steps < 0):  # a float failed in slicing; NaN and -1 ran nothing silently
-            raise InputError(f"max_steps must be a whole number, 0 or more, got {max_steps!r}")
+        check_max_steps(max_steps)
         executor, X = self.executor, self.X
         pc, window, end = executor._pc_rows, self.window, self.done + max_steps
         with flush_denormals(), executor._threads(from_internal(X)):
@@ -508,6 +515,7 @@ def run_traced(program: Program | FleqProgram, geometry: Geometry, max_steps: in
                progress: Callable[[int], None] | None = None) -> RunResult:
     """Run on the transformer decoding every pass, to report what each step did; `progress`
     hears of every step (and may stop the run: --max-seconds)."""
+    check_max_steps(max_steps)
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])
     memory, pc = executor.decode(X)[0]
