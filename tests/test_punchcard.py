@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 
 from vm.machines.subleq.punchcard import (decode_instructions, decode_memory, decode_pc, encode,
@@ -10,6 +11,7 @@ from vm.machines.subleq.punchcard import (decode_instructions, decode_memory, de
 from assembler.subleq import assemble
 from strategies import programs
 from vm.common.encoding import pm1_code, word_value
+from vm.common.errors import InputError
 from vm.machines.subleq.layout import subleq_layout
 
 
@@ -62,3 +64,21 @@ def test_eof_instruction_points_at_itself_through_the_reserved_cells():
     assert list(X[layout["instr_a"], eof]) == list(pm1_code(geometry.memory_column(0),
                                                                     geometry.pos_bits))
     assert decode_memory(X, layout)[:2] == [0, -1]
+
+
+@pytest.mark.parametrize("scratch", [2.5, "2", True])
+def test_a_scratch_width_that_is_not_an_integer_is_refused(scratch):
+    """2.5 failed in int.bit_length, '2' in a comparison; True ran as 1."""
+    program = assemble(".data\nx: 1\n.code\nhalt\n", "x.sq")
+    with pytest.raises(InputError, match="geometry scratch must be an integer"):
+        geometry_for(program, scratch=scratch)
+
+
+def test_geometry_functions_refuse_another_instruction_sets_program():
+    """Each failed with an AttributeError ('memory', 'd')."""
+    from vm.isa import FLEQ
+    from vm.machines.fleq.punchcard import fleq_geometry_for
+    with pytest.raises(InputError, match="geometry_for takes a SUBLEQ program"):
+        geometry_for(FLEQ.assemble_text(".data\na: 1.0\n.code\n halt\n"))
+    with pytest.raises(InputError, match="fleq_geometry_for takes a FLEQ program"):
+        fleq_geometry_for(assemble(".data\nx: 1\n.code\nhalt\n", "x.sq"))

@@ -5,6 +5,7 @@ Two programs with equal geometry run on byte-identical weights.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 from vm.common.errors import InputError
@@ -28,6 +29,10 @@ class Geometry:
     bits: int
 
     def __post_init__(self) -> None:
+        for name in ("scratch", "memory", "instructions", "bits"):
+            value = getattr(self, name)  # 2.5 failed in bit_length, '2' in a comparison
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+                raise InputError(f"geometry {name} must be an integer, got {value!r}")
         if self.scratch < 1:
             raise InputError(f"scratch width must be at least 1, got {self.scratch}")
         if self.memory < 2:

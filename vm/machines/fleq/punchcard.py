@@ -19,6 +19,10 @@ from vm.machines.fleq.layout import FleqGeometry, fleq_layout
 
 
 def fleq_geometry_for(program: FleqProgram) -> FleqGeometry:
+    """The geometry of `program`: its block size, blocks, cells and instructions."""
+    if not isinstance(program, FleqProgram):  # a SUBLEQ program failed on `.d`
+        raise InputError(f"fleq_geometry_for takes a FLEQ program, got "
+                         f"{type(program).__name__}")
     return FleqGeometry(program.d, program.functions, len(program.cells),
                         len(program.instructions) + 1)
 

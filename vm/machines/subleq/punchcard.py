@@ -22,6 +22,8 @@ DEFAULT_SCRATCH = 1
 
 def geometry_for(program: Program, scratch: int | None = None) -> Geometry:
     """The smallest geometry that fits `program` (scratch width overridable)."""
+    if not isinstance(program, Program):  # a FLEQ program failed on `.memory`
+        raise InputError(f"geometry_for takes a SUBLEQ program, got {type(program).__name__}")
     return Geometry(scratch=DEFAULT_SCRATCH if scratch is None else scratch,
                     memory=len(program.memory), instructions=len(program.instructions) + 1,
                     bits=program.bits)
