@@ -245,3 +245,12 @@ def test_the_eigenvector_bound_needs_a_dominant_eigenvalue(lam1, lam2):
     """|lam2| > |lam1| gave a negative bound; equal moduli divided by zero."""
     with pytest.raises(ValueError, match=r"needs \|lam1\| > \|lam2\|"):
         eigenvector_error_bound(2, 1.0, lam1, lam2, "float64", make_block("matmul_tn"))
+
+
+@pytest.mark.parametrize("values", [[1.0, 2.0], 3.0, [[1 + 2j]], np.zeros((0, 0)),
+                                    np.zeros((2, 2, 2)), [[np.nan]], [[np.inf]]])
+def test_a_matrix_literal_refuses_what_is_not_a_finite_real_matrix(values):
+    """A vector or complex values raised a TypeError; NaN, inf and 0x0 became text the
+    assembler cannot read."""
+    with pytest.raises(ValueError, match="a matrix literal needs"):
+        matrix_literal(values)

@@ -16,8 +16,16 @@ from vm.common.signatures import Expansion, Operand, Routine, RoutineCall, Shape
 
 def matrix_literal(values: np.ndarray | list[list[float]]) -> str:
     """A constant as FLEQ data text, `.matrix RxC [[...], ...]`; repr keeps every float
-    exact."""
+    exact. Refused: values that are not a non-empty 2-D matrix of finite reals (a vector or
+    complex failed in a TypeError, NaN and 0x0 wrote text the assembler cannot read)."""
+    if np.iscomplexobj(values):
+        raise ValueError("a matrix literal needs real values, got complex ones")
     values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or values.size == 0:
+        raise ValueError(f"a matrix literal needs a non-empty 2-D matrix, got shape "
+                         f"{values.shape}")
+    if not np.isfinite(values).all():
+        raise ValueError("a matrix literal needs finite values: it holds NaN or inf")
     rows = ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in values)
     return f".matrix {values.shape[0]}x{values.shape[1]} [{rows}]"
 
