@@ -224,3 +224,17 @@ def test_max_steps_must_be_a_whole_number_not_below_zero(max_steps):
         runner.advance(max_steps)
     runner.advance(0)
     assert runner.done == 0
+
+
+@pytest.mark.parametrize("config", [None, {"dtype": "float64"}])
+def test_a_config_that_is_not_an_engine_config_is_refused(config):
+    """It failed with "'dict' object has no attribute 'temperature'"."""
+    with pytest.raises(InputError, match="config must be an EngineConfig"):
+        TransformerExecutor(geometry_for(FACTORIAL), config)
+
+
+@pytest.mark.parametrize("cards", [None, object()])
+def test_punchcards_that_are_not_numbers_are_refused(cards):
+    """None became NaN ('they hold NaN'), an object raised float()'s TypeError."""
+    with pytest.raises(InputError, match="punchcards must be an array of numbers"):
+        TransformerExecutor(geometry_for(FACTORIAL)).load_punchcards(cards)

@@ -55,3 +55,10 @@ def test_every_machine_refuses_an_infinite_temperature_before_building(source):
     _, geometry = isa.load(path, ProgramOptions())
     with pytest.raises(InputError, match="temperature"):
         isa.machine(geometry, float("inf"))
+
+
+@pytest.mark.parametrize("temperature", [True, "20", None])
+def test_a_temperature_that_is_not_a_number_is_refused_by_name(temperature):
+    """'20' raised math's TypeError; True passed as lam = 1."""
+    with pytest.raises(InputError, match="temperature must be a number"):
+        check_temperature(temperature)

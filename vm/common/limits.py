@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 from vm.common.errors import InputError
 
@@ -24,7 +25,10 @@ def check_threads(threads: int, option: str = "threads") -> int:
 
 
 def check_temperature(temperature: float, option: str = "temperature") -> float:
-    """`temperature` when it is above 0 and at most MAX_TEMPERATURE, else InputError."""
+    """`temperature` when it is above 0 and at most MAX_TEMPERATURE, else InputError (a
+    string or a bool too: True built a machine at lam = 1)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise InputError(f"{option} must be a number, got {temperature!r}")
     if not (math.isfinite(temperature) and 0 < temperature <= MAX_TEMPERATURE):
         raise InputError(f"{option} must be above 0 and at most {MAX_TEMPERATURE:g}, got "
                          f"{temperature:g}")

@@ -141,6 +141,8 @@ class TransformerExecutor:
     """One geometry's looped transformer, ready to run batches of programs."""
 
     def __init__(self, geometry: Geometry, config: EngineConfig = EngineConfig()) -> None:
+        if not isinstance(config, EngineConfig):  # a dict or None failed on `.temperature`
+            raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
         self.geometry, self.config = geometry, config
         self.machine = machine_for(geometry, config.temperature)
         self.layout = self.machine.layout
@@ -202,7 +204,13 @@ class TransformerExecutor:
         "halted" with made-up memory."""
         if np.iscomplexobj(cards):
             raise InputError("punchcards must be real, got complex values")
-        cards = np.asarray(cards, dtype=np.float64)
+        try:  # None became NaN, an object a TypeError
+            cards = np.asarray(cards, dtype=np.float64) if cards is not None else None
+        except (TypeError, ValueError):
+            cards = None
+        if cards is None:
+            raise InputError("punchcards must be an array of numbers (rows, n) or "
+                             "(batch, rows, n)")
         if not np.isfinite(cards).all():
             raise InputError("punchcards must be finite: they hold NaN or inf")
         if cards.ndim == 2:
