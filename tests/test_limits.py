@@ -57,6 +57,18 @@ def test_every_machine_refuses_an_infinite_temperature_before_building(source):
         isa.machine(geometry, float("inf"))
 
 
+@pytest.mark.parametrize("source", ["subleq/factorial.sq", "fleq/calculator.fleq",
+                                    "vsubleq/echo.vsq"])
+@pytest.mark.parametrize("temperature", [True, "20"])
+def test_every_machine_refuses_a_temperature_that_is_not_a_number(source, temperature):
+    """float() took True as lam = 1 and '20' as 20, or raised its own ValueError."""
+    path = PROGRAMS / source
+    isa = for_path(path)
+    _, geometry = isa.load(path, ProgramOptions())
+    with pytest.raises(InputError, match="temperature must be a number"):
+        isa.machine(geometry, temperature)
+
+
 @pytest.mark.parametrize("temperature", [True, "20", None])
 def test_a_temperature_that_is_not_a_number_is_refused_by_name(temperature):
     """'20' raised math's TypeError; True passed as lam = 1."""

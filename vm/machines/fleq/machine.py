@@ -265,7 +265,7 @@ def _checks(layout: Layout, last: int) -> tuple[Check, ...]:
 def fleq_machine(geometry: FleqGeometry, temperature: float | None = None) -> FleqMachine:
     """Build (once per geometry and temperature) the FLEQ looped transformer."""
     layout = fleq_layout(geometry)
-    lam = MOVE_TEMPERATURE if temperature is None else check_temperature(float(temperature))
+    lam = MOVE_TEMPERATURE if temperature is None else float(check_temperature(temperature))
     layers = [_fetch_layer(layout, lam), _pointer_layer(layout, geometry, lam),
               _operand_layer(layout, geometry, lam), *_block_layers(layout, geometry),
               _write_layer(layout, geometry, lam)]

@@ -202,7 +202,7 @@ def subleq_machine(geometry: Geometry, temperature: float | None = None) -> Subl
     """Build (once per geometry and temperature) the SUBLEQ looped transformer."""
     layout = subleq_layout(geometry)
     lam = (default_temperature(geometry.columns) if temperature is None
-           else check_temperature(float(temperature)))
+           else float(check_temperature(temperature)))
     layers = [_fetch_layer(layout, lam), _read_layer(layout, lam),
               *_subtract_layers(layout, geometry.bits), _write_layer(layout, lam)]
     meta = {"machine": "subleq", "geometry": geometry.as_dict(), "temperature": lam}

@@ -277,7 +277,7 @@ def vsubleq_machine(geometry: VGeometry, temperature: float | None = None) -> Vs
     """Build (once per geometry and temperature) the standard SUBLEQ looped transformer."""
     layout = vsubleq_layout(geometry)
     lam = (default_temperature(geometry.columns) if temperature is None
-           else check_temperature(float(temperature)))
+           else float(check_temperature(temperature)))
     layers = [_fetch_layer(layout, geometry, lam), _read_layer(layout, geometry, lam),
               *_subtract_layers(layout, geometry.bits), _branch_layer(layout, geometry),
               _write_layer(layout, lam)]
