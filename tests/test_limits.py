@@ -61,10 +61,12 @@ def test_every_machine_refuses_an_infinite_temperature_before_building(source):
                                     "vsubleq/echo.vsq"])
 @pytest.mark.parametrize("temperature", [True, "20"])
 def test_every_machine_refuses_a_temperature_that_is_not_a_number(source, temperature):
-    """float() took True as lam = 1 and '20' as 20, or raised its own ValueError."""
+    """float() took True as lam = 1 and '20' as 20, or raised its own ValueError; a machine
+    built at 1.0 first was returned for True by the builders' cache (True == 1.0)."""
     path = PROGRAMS / source
     isa = for_path(path)
     _, geometry = isa.load(path, ProgramOptions())
+    isa.machine(geometry, 1.0)
     with pytest.raises(InputError, match="temperature must be a number"):
         isa.machine(geometry, temperature)
 

@@ -261,7 +261,7 @@ def _checks(layout: Layout, last: int) -> tuple[Check, ...]:
     return tuple(checks)
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=16, typed=True)  # True == 1.0: untyped, a bool got the lam = 1 machine
 def fleq_machine(geometry: FleqGeometry, temperature: float | None = None) -> FleqMachine:
     """Build (once per geometry and temperature) the FLEQ looped transformer."""
     layout = fleq_layout(geometry)

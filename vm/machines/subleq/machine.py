@@ -197,7 +197,7 @@ def _checks(layout: Layout, last: int) -> tuple[Check, ...]:
             Check(last, "attention", "wbuf", "memory", (-1.0, 0.0, 1.0), WRITE_TOLERANCE))
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=32, typed=True)  # True == 1.0: untyped, a bool got the lam = 1 machine
 def subleq_machine(geometry: Geometry, temperature: float | None = None) -> SubleqMachine:
     """Build (once per geometry and temperature) the SUBLEQ looped transformer."""
     layout = subleq_layout(geometry)

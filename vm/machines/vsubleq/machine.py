@@ -272,7 +272,7 @@ def _write_layer(layout: Layout, lam: float) -> LayerWeights:
                                               "error correction")
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=16, typed=True)  # True == 1.0: untyped, a bool got the lam = 1 machine
 def vsubleq_machine(geometry: VGeometry, temperature: float | None = None) -> VsubleqMachine:
     """Build (once per geometry and temperature) the standard SUBLEQ looped transformer."""
     layout = vsubleq_layout(geometry)
