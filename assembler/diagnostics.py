@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import io
-import os
-import select
-import stat
-import sys
 from pathlib import Path
 
 import lark
 
 from vm.common.errors import InputError
+from vm.common.files import open_for_reading
 
 
 class SourceError(InputError):
@@ -112,31 +109,6 @@ def read_source(path: str | Path, encoding: str = "utf-8-sig") -> str:
         return io.TextIOWrapper(io.BytesIO(data), encoding=encoding).read()
     except UnicodeDecodeError:
         raise _undecodable(path, data, encoding) from None
-
-
-PIPE_NOTICE_SECONDS = 1.0
-"""How long a named pipe may stay silent before reading it says what it waits for."""
-
-
-def open_for_reading(path: str | Path) -> int:
-    """A descriptor of `path` ready to read. A named pipe with no writer blocked open()
-    forever in silence: it is opened without waiting, and when nothing has written to it
-    within PIPE_NOTICE_SECONDS a line on stderr says that the command waits for a writer
-    (Ctrl-C stops it), as `cat` would wait; bash's <(...) arrives at once."""
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if stat.S_ISFIFO(os.fstat(descriptor).st_mode):
-            ready = select.poll()
-            ready.register(descriptor, select.POLLIN)
-            if not ready.poll(PIPE_NOTICE_SECONDS * 1000):
-                print(f"ltvm: waiting for a program to write to {path} (a pipe; Ctrl-C "
-                      f"stops)", file=sys.stderr, flush=True)
-                ready.poll()
-        os.set_blocking(descriptor, True)
-    except BaseException:
-        os.close(descriptor)
-        raise
-    return descriptor
 
 
 def _undecodable(path: str | Path, data: bytes, encoding: str) -> SourceError:

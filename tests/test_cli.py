@@ -342,11 +342,11 @@ def test_an_input_file_that_is_a_pipe_with_no_writer_says_what_it_waits_for(
     import threading
     import time
 
-    import assembler.diagnostics
+    import vm.common.files
     from vm.cli.common import input_options
     from vm.isa import VSUBLEQ
 
-    monkeypatch.setattr(assembler.diagnostics, "PIPE_NOTICE_SECONDS", 0.1)
+    monkeypatch.setattr(vm.common.files, "PIPE_NOTICE_SECONDS", 0.1)
     pipe = tmp_path / "input"
     os.mkfifo(pipe)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import assembler.diagnostics
+import vm.common.files
 from assembler.diagnostics import MAX_SOURCE_BYTES, SourceError, read_source
 from vm.cli import main
 from vm.common.errors import InputError
@@ -67,7 +68,7 @@ def test_a_named_pipe_with_no_writer_says_what_it_waits_for(monkeypatch, tmp_pat
     """open() blocked in silence until a writer came, forever when none did (`ltvm run
     PIPE`, the REPL's `load PIPE`); now a line on stderr says so, and a writer that comes
     later is still read."""
-    monkeypatch.setattr(assembler.diagnostics, "PIPE_NOTICE_SECONDS", 0.1)
+    monkeypatch.setattr(vm.common.files, "PIPE_NOTICE_SECONDS", 0.1)
     pipe = tmp_path / "pipe.sq"
     os.mkfifo(pipe)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from assembler.csv_format import CSV_FILES
-from vm.cli.common import add_program_arguments, atomic_path, load_program, open_for_writing
+from vm.cli.common import add_program_arguments, atomic_path, load_program
+from vm.common.files import open_for_writing
 from vm.common.errors import InputError
 from vm.isa import for_program
 from vm.common.outputs import check_directory, staged_files

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import math
 import os
@@ -11,12 +10,12 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import Iterator
 
 import numpy as np
 
 from assembler.csv_format import DEFAULT_CSV_SCRATCH, SETTINGS_FILE, csv_settings, load_csv
-from assembler.diagnostics import open_for_reading
+from vm.common.files import open_for_reading
 from vm.common.json_values import finite_or_null
 from vm.common.errors import InputError
 from vm.isa import SUBLEQ, InstructionSet, ProgramOptions, for_path, for_program
@@ -322,24 +321,6 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
-
-
-def open_for_writing(path: Path) -> BinaryIO:
-    """`path` (what `atomic_path` yields: a new file, or a device or pipe written in place)
-    opened to write bytes. A named pipe that no program reads blocked open() in silence,
-    forever when none came: it is tried without waiting, and while it has no reader a line
-    on stderr says what the command waits for (Ctrl-C stops it), as reading a pipe does."""
-    flags = os.O_WRONLY | os.O_TRUNC
-    try:
-        descriptor = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
-    except OSError as error:
-        if error.errno != errno.ENXIO:  # ENXIO: a pipe that nothing reads yet
-            raise
-        print(f"ltvm: waiting for a program to read {path} (a pipe; Ctrl-C stops)",
-              file=sys.stderr, flush=True)
-        descriptor = os.open(path, flags)
-    os.set_blocking(descriptor, True)
-    return open(descriptor, "wb")
 
 
 def _jsonable(record) -> dict:

@@ -1,10 +1,15 @@
-"""Input files that are opened only when they are regular files."""
+"""Opening the files users name: inputs that must be regular files, and named pipes, which
+are opened without blocking in silence."""
 
 from __future__ import annotations
 
+import errno
 import os
+import select
 import stat
+import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from vm.common.errors import InputError
 
@@ -20,3 +25,46 @@ def require_regular_file(path: str | Path, expected: str) -> None:
         raise InputError(f"cannot read {path}: {error.strerror or error}") from None
     if not stat.S_ISREG(mode):
         raise InputError(f"cannot read {path}: not a regular file (expected {expected})")
+
+
+PIPE_NOTICE_SECONDS = 1.0
+"""How long a named pipe may stay silent before reading it says what it waits for."""
+
+
+def open_for_reading(path: str | Path) -> int:
+    """A descriptor of `path` ready to read. A named pipe with no writer blocked open()
+    forever in silence: it is opened without waiting, and when nothing has written to it
+    within PIPE_NOTICE_SECONDS a line on stderr says that the command waits for a writer
+    (Ctrl-C stops it), as `cat` would wait; bash's <(...) arrives at once."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if stat.S_ISFIFO(os.fstat(descriptor).st_mode):
+            ready = select.poll()
+            ready.register(descriptor, select.POLLIN)
+            if not ready.poll(PIPE_NOTICE_SECONDS * 1000):
+                print(f"ltvm: waiting for a program to write to {path} (a pipe; Ctrl-C "
+                      f"stops)", file=sys.stderr, flush=True)
+                ready.poll()
+        os.set_blocking(descriptor, True)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def open_for_writing(path: Path) -> BinaryIO:
+    """`path` (what `atomic_path` yields: a new file, or a device or pipe written in place)
+    opened to write bytes. A named pipe that no program reads blocked open() in silence,
+    forever when none came: it is tried without waiting, and while it has no reader a line
+    on stderr says what the command waits for (Ctrl-C stops it), as reading a pipe does."""
+    flags = os.O_WRONLY | os.O_TRUNC
+    try:
+        descriptor = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        if error.errno != errno.ENXIO:  # ENXIO: a pipe that nothing reads yet
+            raise
+        print(f"ltvm: waiting for a program to read {path} (a pipe; Ctrl-C stops)",
+              file=sys.stderr, flush=True)
+        descriptor = os.open(path, flags)
+    os.set_blocking(descriptor, True)
+    return open(descriptor, "wb")

@@ -17,12 +17,12 @@ from vm.transformer.modes import ATTENTION_MODES
 DTYPE_NAMES = ("float32", "float64")
 DEFAULT_CHECK_EVERY = 16
 FUSED_CHECK_EVERY = 128
-MAX_CHECK_EVERY = 1 << 16
-"""The longest window between halting tests: each run allocates a record of this many
-passes' program counters up front (check_every = 10**12 asked for terabytes)."""
 """Fused runs learn whether everything halted every this many passes: a fused pass costs
 microseconds, so the window's own host work (step counts, the halting test) would
 otherwise cost a quarter of it. Passes after a halt are no-ops at EOF and not counted."""
+MAX_CHECK_EVERY = 1 << 16
+"""The longest window between halting tests: each run allocates a record of this many
+passes' program counters up front (check_every = 10**12 asked for terabytes)."""
 EVALUATIONS = ("auto", "fused", "active", "full")
 AUTO_ACTIVE_CELLS = 512
 """Without numba, `auto` evaluates a run on the active columns (torch) when batch x n
@@ -88,17 +88,12 @@ class EngineConfig:
     def _check_types(self) -> None:
         """Refuse a field of the wrong type here, naming it: a string temperature or thread
         count failed deep in math or torch, and 2.5 threads or a float seed only once a run
-        started (a bool is no number here: temperature=True ran at lam = 1)."""
+        started (temperature and sampling: `check_temperature`)."""
         for name in ("check_every", "seed", "threads"):
             value = getattr(self, name)
             if not (isinstance(value, numbers.Integral) and not isinstance(value, bool)
                     or value is None and name == "threads"):
                 raise InputError(f"{name} must be an integer, got {value!r}")
-        for name in ("temperature", "sampling"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, numbers.Real)
-                                      or isinstance(value, bool)):
-                raise InputError(f"{name} must be a number, got {value!r}")
         for name in ("dtype", "device", "attention", "evaluation"):
             value = getattr(self, name)
             if not (isinstance(value, str) or value is None and name == "dtype"):
