@@ -106,6 +106,15 @@ def test_cuda_request_without_a_device_is_an_input_error():
         EngineConfig(device="cuda")
 
 
+def test_the_cpu_named_with_its_index_runs_and_a_second_cpu_is_refused():
+    """'cpu:0' was refused ("X is on cpu, this executor runs on cpu:0") and 'cpu:5' taken."""
+    result = run_transformer(FACTORIAL, geometry_for(FACTORIAL),
+                             config=EngineConfig(device="cpu:0"))
+    assert result.memory == run_reference(FACTORIAL).memory
+    with pytest.raises(InputError, match="one CPU device"):
+        EngineConfig(device="cpu:5")
+
+
 def test_punchcards_of_the_wrong_shape_are_refused():
     executor = TransformerExecutor(geometry_for(FACTORIAL))
     with pytest.raises(InputError, match="shape"):

@@ -124,6 +124,9 @@ def check_device(name: str) -> None:
     if device.type not in ("cpu", "cuda"):
         raise InputError(f"device {name!r} cannot run the machine (expected cpu, cuda or "
                          f"cuda:N)")
+    if device.type == "cpu" and device.index not in (None, 0):
+        raise InputError(f"device {name!r}: there is one CPU device (expected cpu, cuda or "
+                         f"cuda:N)")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise InputError(f"device {name!r} requested but no CUDA device is available")

@@ -160,7 +160,9 @@ class TransformerExecutor:
             self.active = active if active.unsupported is None else None
         self.fallbacks = 0
         """Passes of the last `run` that the active evaluation ran in full."""
-        self.device, self.dtype = torch.device(config.device), DTYPES[self.dtype_name]
+        device = torch.device(config.device)
+        self.device = torch.device("cpu") if device.type == "cpu" else device  # cpu:0 is cpu
+        self.dtype = DTYPES[self.dtype_name]
         self._pc_rows = self.layout["pc"]
         eof = pm1_code(geometry.eof_column, geometry.pos_bits)
         self._eof = torch.as_tensor(eof, dtype=self.dtype, device=self.device)[:, None]
