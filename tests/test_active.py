@@ -300,10 +300,12 @@ def test_checked_and_dense_runs_are_evaluated_in_full(config):
 
 
 @pytest.mark.skipif(not fused_available(), reason="numba is not installed")
-def test_programs_that_ran_ahead_of_an_unproven_pass_are_rolled_back(monkeypatch):
+@pytest.mark.parametrize("count", [8, 300])
+def test_programs_that_ran_ahead_of_an_unproven_pass_are_rolled_back(monkeypatch, count):
     """Each program runs all of a fused call's passes on its own; when one stops early (here
-    program 0 after 5 of 8, as if its sixth pass were unproven), the others are rolled back
-    from the undo log to the same pass, and the run goes on identical to the full pass."""
+    program 0 three passes before the end, as if its next pass were unproven), the others
+    are rolled back from the undo log to the same pass, and the run goes on identical to
+    the full pass. 300 passes outgrow the log kept for the executor's 128-pass windows."""
     from vm.runtime import fused as fused_module
 
     real, serial = fused_module._program, fused_module._programs
@@ -313,7 +315,6 @@ def test_programs_that_ran_ahead_of_an_unproven_pass_are_rolled_back(monkeypatch
         for b in range(len(done)):
             done[b] = real(b, count - 3 if b == 0 else count, *arguments[:-1])
 
-    monkeypatch.setattr(fused_module, "_programs", program_0_stops_early)
     shape = geometry(64, 8)
     executor = TransformerExecutor(shape, EngineConfig())
     cards = executor.load(looping_programs(shape, 4, seed=5))
@@ -321,11 +322,14 @@ def test_programs_that_ran_ahead_of_an_unproven_pass_are_rolled_back(monkeypatch
     with torch.inference_mode(), flush_denormals():
         full, active = to_internal(cards), to_internal(cards)
         run = evaluator(executor, evaluation="fused").start(active, fused=True)
-        record = torch.empty((8, len(pc), active.shape[1]), dtype=active.dtype)
+        record = torch.empty((count, len(pc), active.shape[1]), dtype=active.dtype)
         run.step(0)
         executor.model.step_(full)
-        assert run.fused_steps(8, record, pc, threads=1) == 5
-        for _ in range(5):
+        assert run.fused_steps(1, record, pc, threads=1) == 1  # the log is made here
+        executor.model.step_(full)
+        monkeypatch.setattr(fused_module, "_programs", program_0_stops_early)
+        assert run.fused_steps(count, record, pc, threads=1) == count - 3
+        for _ in range(count - 3):
             executor.model.step_(full)
         assert torch.equal(full, active) and run.stale
         monkeypatch.setattr(fused_module, "_programs", serial)

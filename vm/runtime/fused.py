@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from vm.runtime.active import SKIP_BOUND, ActiveEvaluator, ActiveRun
+from vm.runtime.config import FUSED_CHECK_EVERY
 
 try:
     import numba
@@ -294,17 +295,20 @@ class FusedPass:
 
     def _log(self, batch: int, count: int, rows: int, dtype: np.dtype,
              log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The undo log of a call (kept between calls of one shape): room for two columns
-        a pass (the scratch column and the written cell) and one pass's worth more."""
-        entries = 2 * count + self.evaluator.capacity + 1 if log else 0
-        shape = (batch, entries, rows, np.dtype(dtype).str)
-        if getattr(self, "_log_shape", None) != shape:
+        """The undo log of a call: room for two columns a pass (the scratch column and the
+        written cell) and one pass's worth more. Kept between calls of one batch and grown,
+        never shrunk: calls of 4 passes (a thread try) between calls of 124 and 128 made a
+        new 16 MB log each time at batch 256, n = 1024 (the pass reads only the room it
+        needs; more is harmless)."""
+        passes = max(count, FUSED_CHECK_EVERY)
+        entries = 2 * passes + self.evaluator.capacity + 1 if log else 0
+        shape = (batch, rows, np.dtype(dtype).str)
+        if getattr(self, "_log_shape", None) != shape or self._log_arrays[2].shape[1] <= count:
             self._log_shape = shape
             self._log_arrays = (np.empty((batch, entries), np.int64),
                                 np.empty((batch, entries, rows), dtype),
-                                np.zeros((batch, count + 1), np.int64))
+                                np.zeros((batch, passes + 1), np.int64))
         return self._log_arrays
-
 
 if numba is not None:  # error_model="numpy": no division in the pass can be by zero, so
     # numba's check for one (a branch at every division) is dropped
