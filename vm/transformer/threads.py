@@ -24,17 +24,16 @@ SINGLE_THREAD_MAX_COLUMNS = 1 << 15
 """Up to this many columns in a batch (batch x n), one CPU thread is used, unmeasured: the
 products are too small to split, and idle OpenMP threads spin."""
 FIRST_TRY = 2
-"""Parts of a run (torch passes or fused calls) before the count not chosen is tried, after a
-run starts or a switch."""
+"""Parts of a run (torch passes or fused calls) before the count not chosen is tried after a
+switch. A run starts with each count's first part (not compared: it may compile) and a try,
+all short."""
 LONGEST_WAIT = 1024
 """Most parts between two tries of the count not chosen: the wait doubles each time that count
 loses, so a count 20x slower costs at most about 20 / 1024 = 2 % of a run's time."""
 TRY_PASSES = 4
-"""Most passes of a fused call that tries the count not chosen: a call of many programs can
-take a tenth of a second, and a try should cost little even when that count is slower."""
-SMOOTHING = 0.25
-"""Weight of a part's time per pass in the chosen count's running average (one part can be
-slow)."""
+"""Most passes of a fused call in a try (the chosen count's, then the other's): a call of
+many programs can take a tenth of a second, and a try should cost little even when the
+other count is slower."""
 
 
 def cpu_thread_count(batch_columns: int, requested: int | None = None) -> int:
@@ -61,19 +60,26 @@ class MeasuredThreads:
     passes), by measurement.
 
     With one candidate (a requested count, small work, a single-thread setting or a GPU
-    run) every part runs at it. With two, parts run at the count whose recent parts were
-    faster per pass, and the other count gets one part now and then: after FIRST_TRY
-    parts, then after a wait that doubles each time it loses (at most LONGEST_WAIT)."""
+    run) every part runs at it. With two, a run starts with a short part at each count
+    and a try; then parts run at the chosen count, and the other count is tried again after
+    a wait: FIRST_TRY parts after a switch, doubled each time it loses (at most
+    LONGEST_WAIT). A try is a pair of short parts (`trying`), the
+    chosen count's and then the other's, compared with each other: a short fused call pays
+    for reloading every program's working set, so a try measured against the chosen
+    count's whole calls lost even where it was twice as fast."""
 
     def __init__(self, candidates: tuple[int, ...]) -> None:
         self.candidates = candidates
         self.chosen = candidates[0] if candidates else 0
         self.passes: dict[int, int] = dict.fromkeys(candidates, 0)
         """Passes run at each count so far."""
-        self._average: dict[int, float] = {}
         self._timed: set[int] = set()
         self._wait = FIRST_TRY
         self._until_try = FIRST_TRY
+        self._phase = "steady"
+        """"baseline": the next part times the chosen count for a try; "try": the next part
+        runs the other count; "steady": neither."""
+        self._baseline = 0.0
 
     @classmethod
     def for_torch(cls, batch_columns: int, requested: int | None,
@@ -96,19 +102,20 @@ class MeasuredThreads:
 
     @property
     def trying(self) -> bool:
-        """Whether the next part tries the count not chosen."""
-        return len(self.candidates) == 2 and self._until_try == 0
+        """Whether the next part should be short: a count's first part (for its compile) or
+        a part of a try (the chosen count's timing for it, or the other count)."""
+        return len(self.candidates) == 2 and (self._phase != "steady" or len(self._timed) < 2)
 
     def next(self) -> int:
         """The count the next part runs at."""
-        if not self.trying:
+        if len(self.candidates) < 2 or self._phase != "try":
             return self.chosen
         return self.candidates[1] if self.chosen == self.candidates[0] else self.candidates[0]
 
     def try_next(self) -> None:
-        """Make the next part a try of the count not chosen (a run's first, so that what that
-        count compiles on first use, numba's parallel kernel, is compiled at the start)."""
-        self._until_try = 0
+        """Make the next part run the count not chosen (a run's first: what that count
+        compiles on first use, numba's parallel kernel, is then compiled at the start)."""
+        self._phase = "try"
 
     def learn(self, threads: int, seconds: float, passes: int = 1) -> None:
         """A part of `passes` passes ran at `threads` in `seconds`. A count's first part is
@@ -118,24 +125,23 @@ class MeasuredThreads:
         self.passes[threads] += passes
         if len(self.candidates) < 2:
             return
-        trying = threads != self.chosen
-        if threads not in self._timed:
-            self._timed.add(threads)
-            self._until_try = FIRST_TRY if trying else self._until_try - 1
-            return
         per_pass = seconds / passes
-        if trying:
-            if per_pass < self._average.get(self.chosen, float("inf")):
-                self.chosen = threads
-                self._wait = FIRST_TRY
+        if threads not in self._timed:  # its first part: not compared
+            self._timed.add(threads)
+            both = len(self._timed) == 2
+            self._phase = "baseline" if both else "try" if threads == self.chosen else "steady"
+        elif self._phase == "baseline" and threads == self.chosen:
+            self._phase, self._baseline = "try", per_pass
+        elif self._phase == "try" and threads != self.chosen:
+            if per_pass < self._baseline:
+                self.chosen, self._wait = threads, FIRST_TRY
             else:
                 self._wait = min(2 * self._wait, LONGEST_WAIT)
-            self._until_try = self._wait
+            self._phase, self._until_try = "steady", self._wait
         else:
             self._until_try -= 1
-        known = self._average.get(threads)
-        self._average[threads] = (per_pass if known is None or trying
-                                  else known + SMOOTHING * (per_pass - known))
+            if self._until_try <= 0:
+                self._phase = "baseline"
 
     @contextmanager
     def torch_pass(self) -> Iterator[None]:
