@@ -93,7 +93,7 @@ def test_checked_mode_passes_a_correct_run():
 
 @pytest.mark.parametrize("field,value", [("dtype", "float16"), ("attention", "sparse"),
                                          ("temperature", -1.0), ("check_every", 0),
-                                         ("threads", 0)])
+                                         ("threads", 0), ("checked", 1)])
 def test_bad_engine_settings_are_input_errors(field, value):
     with pytest.raises(InputError):
         EngineConfig(**{field: value})
@@ -113,6 +113,16 @@ def test_the_cpu_named_with_its_index_runs_and_a_second_cpu_is_refused():
     assert result.memory == run_reference(FACTORIAL).memory
     with pytest.raises(InputError, match="one CPU device"):
         EngineConfig(device="cpu:5")
+
+
+def test_a_progress_that_is_not_a_function_and_results_of_no_run_are_input_errors():
+    """run(progress=5) failed after the first window with 'int' object is not callable, and
+    results(None) with an AttributeError."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    with pytest.raises(InputError, match="progress"):
+        executor.run(executor.load([FACTORIAL]), 10, progress=5)
+    with pytest.raises(InputError, match="BatchRun"):
+        executor.results(None)
 
 
 def test_punchcards_of_the_wrong_shape_are_refused():

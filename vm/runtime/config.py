@@ -98,7 +98,7 @@ class EngineConfig:
             value = getattr(self, name)
             if not (isinstance(value, str) or value is None and name == "dtype"):
                 raise InputError(f"{name} must be a string, got {value!r}")
-        if self.checked not in (None, True, False):
+        if self.checked is not None and not isinstance(self.checked, bool):  # 1 == True
             raise InputError(f"checked must be None, True or False, got {self.checked!r}")
         if not -2**63 <= self.seed < 2**64:  # torch's generators take no other seed
             raise InputError(f"seed must be between -2^63 and 2^64 - 1, got {self.seed}")

@@ -288,6 +288,9 @@ class TransformerExecutor:
         return Runner(self, X)
 
     def results(self, run: BatchRun) -> list[RunResult]:
+        if not isinstance(run, BatchRun):
+            raise InputError(f"results() takes the BatchRun that run() returned, got "
+                             f"{type(run).__name__}")
         self._check_shape(run.X, "run.X")
         X = self._numpy(run.X)
         return [RunResult(*self.machine.decode(card), int(steps), bool(halted))
@@ -439,6 +442,9 @@ class Runner:
     def advance(self, max_steps: int, progress: Callable[[int], None] | None = None) -> None:
         """Up to `max_steps` more passes, fewer when every program reaches EOF first."""
         check_max_steps(max_steps)
+        if progress is not None and not callable(progress):
+            raise InputError(f"progress must be a function of the passes made, or None, got "
+                             f"{progress!r}")
         executor, X = self.executor, self.X
         pc, window, end = executor._pc_rows, self.window, self.done + max_steps
         with flush_denormals(), executor._threads(from_internal(X)):
