@@ -255,6 +255,16 @@ def test_a_reward_script_that_prints_leaves_the_json_whole(capsys, tmp_path):
     assert "loading" in captured.err and "scoring 720" in captured.err
 
 
+def test_a_reward_script_is_called_once_per_distinct_answer(capsys, tmp_path):
+    script = tmp_path / "counted.py"
+    script.write_text("def reward(answer):\n    print('scoring', answer)\n"
+                      "    return 1.0 if answer == 720 else 0.0\n")
+    code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.1", "--samples", "16",
+                 "--strategy", "best-of-n", "--reward", str(script), "--json"])
+    calls = [line for line in capsys.readouterr().err.splitlines() if line.startswith("scoring")]
+    assert code == 0 and calls and len(calls) == len(set(calls)) < 16
+
+
 def test_a_reward_directory_is_not_called_missing(capsys, tmp_path):
     (tmp_path / "reward.py").mkdir()
     code = main(["sample", FACTORIAL, "--cell", "fact", "--samples", "4", "--strategy",

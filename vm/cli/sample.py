@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.util
 import json
 import math
@@ -63,8 +64,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def script_reward(path: Path) -> Callable[[Answer], float]:
-    """`reward` from a user's Python file (run as a module, never unpickled). What the
-    script prints goes to stderr: on stdout it broke the --json object."""
+    """`reward` from a user's Python file (run as a module, never unpickled), called once
+    per distinct answer (it was called for every sample: 4,096 calls of a slow verifier for
+    a handful of answers). What the script prints goes to stderr: on stdout it broke the
+    --json object."""
     require_regular_file(path, "a Python file defining reward(answer)")
     spec = importlib.util.spec_from_file_location(f"ltvm_reward_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
@@ -88,7 +91,7 @@ def script_reward(path: Path) -> Callable[[Answer], float]:
             raise InputError(f"{path}: reward({answer!r}) = {value} is not finite")
         return value
 
-    return checked
+    return functools.cache(checked)
 
 
 def _reward(spec: str, correct: Answer, max_steps: int) -> Callable[[Answer], float]:
