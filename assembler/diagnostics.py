@@ -7,7 +7,7 @@ from pathlib import Path
 
 import lark
 
-from vm.common.errors import InputError
+from vm.common.errors import InputError, LtvmError, PlacedInputError
 from vm.common.files import open_for_reading
 
 
@@ -124,6 +124,18 @@ def _undecodable(path: str | Path, data: bytes, encoding: str) -> SourceError:
     return SourceError(f"not {name} text: byte 0x{data[start]:02x} cannot be decoded",
                        str(path), data.decode(encoding, errors="replace"),
                        data.count(b"\n", 0, start) + 1, column)
+
+
+def shown_in_source(error: LtvmError) -> LtvmError:
+    """A PlacedInputError as a SourceError, its line read again from the file; any other
+    error, or one whose file cannot be read (a program assembled from text), unchanged."""
+    if not isinstance(error, PlacedInputError):
+        return error
+    try:
+        text = read_source(error.file)
+    except InputError:
+        return error
+    return SourceError(error.message, error.file, text, error.line, error.column)
 
 
 def error_at(message: str, file: str, text: str, where: lark.Token | lark.Tree) -> SourceError:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from assembler.program import SourcePos
-from vm.common.errors import InputError
+from vm.common.errors import InputError, PlacedInputError
 from vm.common.signatures import Shape
 
 ZERO_CELL = 0
@@ -87,9 +87,12 @@ class FleqProgram:
         for variable in self.variables.values():
             value = float(self.cells[variable.cell][0, 0])
             if variable.integer and abs(value) > limit:
-                where = f"{variable.pos}: " if variable.pos else f"{self.source}: "
-                raise InputError(f"{where}counter '{variable.name}' = {value:.0f} is beyond "
-                                 f"{limit:.0f}, the largest integer {dtype} counts exactly")
+                message = (f"counter '{variable.name}' = {value:.0f} is beyond {limit:.0f}, "
+                           f"the largest integer {dtype} counts exactly")
+                if variable.pos is None:
+                    raise InputError(f"{self.source}: {message}")
+                pos = variable.pos
+                raise PlacedInputError(message, pos.file, pos.line, pos.column)
 
     def validate(self) -> None:
         """Raise InputError unless operands, targets and cells fit the program."""

@@ -15,9 +15,9 @@ import pytest
 
 import assembler.diagnostics
 import vm.common.files
-from assembler.diagnostics import MAX_SOURCE_BYTES, SourceError, read_source
+from assembler.diagnostics import MAX_SOURCE_BYTES, SourceError, read_source, shown_in_source
 from vm.cli import main
-from vm.common.errors import InputError
+from vm.common.errors import InputError, PlacedInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,3 +146,13 @@ def test_tabs_and_control_characters_keep_the_caret_under_its_column():
     error = SourceError("unknown", "t.sq", "\tfoo\x00 bar\n", 1, 7, width=3)
     _, shown, caret = str(error).split("\n")
     assert shown == "     foo? bar" and shown[caret.index("^"):][:3] == "bar"
+
+
+def test_a_placed_error_is_shown_in_its_source_only_where_the_file_can_be_read(tmp_path):
+    source = tmp_path / "p.fleq"
+    source.write_text(".data\nn: 3\n")
+    shown = shown_in_source(PlacedInputError("too big", str(source), 2, 4))
+    assert str(shown).splitlines() == [f"{source}:2:4: error: too big", "    n: 3", "       ^"]
+    missing = PlacedInputError("too big", str(tmp_path / "gone.fleq"), 2, 4)
+    other = InputError("plain")
+    assert shown_in_source(missing) is missing and shown_in_source(other) is other

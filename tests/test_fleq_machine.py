@@ -17,6 +17,7 @@ from vm.runtime.executor import EngineConfig, TransformerExecutor, run_traced, r
 from vm.machines.fleq.reference import run_fleq_reference
 from vm.routines.base import matrix_literal
 from vm.machines.fleq.machine import exact_move_temperature, fleq_machine
+from vm.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 A = np.array([[0.1, -0.7], [1.3, 2.9]])
@@ -259,6 +260,16 @@ def test_a_counter_beyond_the_dtypes_exact_integers_is_refused_at_load():
         run_transformer(program, geometry, 10, EngineConfig(dtype="float32"))
     result = run_transformer(program, geometry, 10, EngineConfig(dtype="float64"))
     assert result.memory[program.variables["n"].cell][0, 0] == 16777216
+
+
+def test_a_counter_beyond_float32_in_a_file_is_shown_with_its_line_and_a_caret(tmp_path, capsys):
+    path = tmp_path / "big.fleq"
+    path.write_text(".data\none: 1\n  n: 16777217\n.code\nn = sub(n, one)\nhalt\n")
+    assert main(["run", str(path), "--dtype", "float32"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (f"{path}:3:3: error: counter 'n' = 16777217 is beyond 16777216, the "
+                      f"largest integer float32 counts exactly")
+    assert err[1:] == ["      n: 16777217", "      ^"]
 
 
 DOUBLING = """.data

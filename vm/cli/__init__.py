@@ -8,6 +8,7 @@ import pkgutil
 import sys
 
 from vm import __version__
+from assembler.diagnostics import shown_in_source
 from vm.common.errors import LtvmError
 
 COMMAND_ORDER: list[str] = [
@@ -69,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
-    except LtvmError as error:
+    except LtvmError as raised:
+        error = shown_in_source(raised)
         print(error if error.located else f"ltvm: error: {error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:

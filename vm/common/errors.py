@@ -20,6 +20,16 @@ class InputError(LtvmError):
     exit_code = 2
 
 
+class PlacedInputError(InputError):
+    """Bad input found after assembly at a place in a source file (a counter beyond what
+    the run's dtype counts): `file:line:col: message`, which the CLI shows with the line
+    and a caret when it can read the file again (assembler/diagnostics.py `shown_in_source`)."""
+
+    def __init__(self, message: str, file: str, line: int, column: int) -> None:
+        self.message, self.file, self.line, self.column = message, file, line, column
+        super().__init__(f"{file}:{line}:{column}: {message}")
+
+
 class RunFailure(LtvmError):
     """A run that did not succeed: divergence, precision loss, step limit."""
 
