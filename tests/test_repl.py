@@ -120,6 +120,7 @@ def test_breakpoints_stop_run_and_continue_and_can_be_deleted(repl):
     assert repl.execute("continue").startswith("breakpoint 1 at 13 (mul)\nstep 18")
     assert repl.execute("delete 1") == "deleted breakpoint 1"
     assert repl.execute("delete 1") == "error: no breakpoint or watch 1"
+    assert repl.execute("delete 0") == "error: no breakpoint or watch 0"
     assert repl.execute("continue").startswith("breakpoint 2 at 24 (done)\nstep 183")
     assert repl.execute("break") == "  2  breakpoint at 24 (done)"
     assert repl.execute("delete") == "deleted 1 breakpoints and watches"

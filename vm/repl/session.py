@@ -341,7 +341,7 @@ class Repl:
             count = len(self.stops)
             self.stops.clear()
             return f"deleted {count} breakpoints and watches"
-        number = _positive(argument)
+        number = parse_int(argument)  # a number, not a count: 0 is one that does not exist
         stop = self.stops.pop(number, None)
         if stop is None:
             raise InputError(f"no breakpoint or watch {number}")
