@@ -35,12 +35,16 @@ def files(fmt: str) -> tuple[str, ...]:
     return (WEIGHT_FILES[fmt], *COMMON_FILES)
 
 
-def weight_arrays(weights: MachineWeights, masked: bool) -> dict[str, np.ndarray]:
-    """The arrays of weights.npz, `meta` first (a JSON string)."""
-    meta = {"format": FORMAT, "layers": len(weights.layers), "heads": weights.heads,
+def weight_meta(weights: MachineWeights, masked: bool) -> dict:
+    """The `meta` document of every weights file."""
+    return {"format": FORMAT, "layers": len(weights.layers), "heads": weights.heads,
             "rows": weights.rows, "columns": weights.columns,
             "attention": "masked" if masked else "dense", **weights.meta}
-    arrays: dict[str, np.ndarray] = {"meta": np.array(json.dumps(meta))}
+
+
+def weight_arrays(weights: MachineWeights, masked: bool) -> dict[str, np.ndarray]:
+    """The arrays of weights.npz, `meta` first (a JSON string)."""
+    arrays: dict[str, np.ndarray] = {"meta": np.array(json.dumps(weight_meta(weights, masked)))}
     mask = None
     if masked:
         mask = np.where(weights.mask, 0.0, -np.inf)
@@ -75,16 +79,17 @@ def require_safetensors() -> ModuleType:
 def write_weights(path: Path, fmt: str, weights: MachineWeights, masked: bool,
                   dtype: str) -> None:
     """The weights file of format `fmt` at `path`."""
+    if fmt == "onnx":  # the ONNX initializers are its arrays: no npz ones besides
+        from vm.runtime.onnx_export import pass_model
+        model = pass_model(weights, masked, dtype, weight_meta(weights, masked))
+        path.write_bytes(model.SerializeToString())
+        return
     arrays = weight_arrays(weights, masked)
     if fmt == "npz":
         np.savez(path, **arrays)
-    elif fmt == "safetensors":
+    else:
         meta = str(arrays.pop("meta"))  # safetensors holds tensors; strings go in the header
         require_safetensors().save_file(arrays, path, metadata={"meta": meta})
-    else:
-        from vm.runtime.onnx_export import pass_model
-        model = pass_model(weights, masked, dtype, json.loads(str(arrays["meta"])))
-        path.write_bytes(model.SerializeToString())
 
 
 def check_export_directory(directory: str | Path) -> Path:
@@ -131,8 +136,9 @@ def export(directory: str | Path, weights: MachineWeights, layout: Layout, punch
     if fmt == "safetensors":
         require_safetensors()
     elif fmt == "onnx":
-        from vm.runtime.onnx_export import require_onnx
+        from vm.runtime.onnx_export import check_size, require_onnx
         require_onnx()
+        check_size(weights, masked, str(punchcard.dtype))  # before a byte is built
     directory = check_export_directory(directory)
     _check_space(directory, weights, masked, fmt)
     others = sorted(set(WEIGHT_FILES.values()) - {WEIGHT_FILES[fmt]})

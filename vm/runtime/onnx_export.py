@@ -40,10 +40,30 @@ def require_onnx() -> ModuleType:
     return onnx
 
 
+def check_size(weights: MachineWeights, masked: bool, dtype: str) -> None:
+    """Refuse, from the arrays' sizes alone, weights that one ONNX file cannot hold: the
+    n x n mask alone passes 2 GiB near n = 16,400 in float64, and building the model first
+    took minutes and over 10 GB of memory at n = 20,000 to end in protobuf's traceback
+    ('Failed to serialize proto'), or in the out-of-memory killer for larger n."""
+    count = sum(array.size for layer in weights.layers
+                for array in (*(m for head in layer.heads for m in (head.Q, head.K, head.V)),
+                              layer.ffn.W1, layer.ffn.b1, layer.ffn.W2, layer.ffn.b2))
+    count += sum(len(layer.heads) for layer in weights.layers)  # one lam a head
+    masks = weights.columns ** 2 if masked and weights.mask is not None else 0
+    size = (count + masks) * np.dtype(dtype).itemsize
+    if size > PROTOBUF_LIMIT:
+        hint = (" (the n x n attention mask at n = "
+                f"{weights.columns:,} takes {masks * np.dtype(dtype).itemsize / 2 ** 30:.2f} "
+                "GiB of it: --attention dense exports none)") if masks else ""
+        raise InputError(f"the weights take {size / 2 ** 30:.2f} GiB, more than one ONNX file "
+                         f"holds (2 GiB){hint}; use --format npz or safetensors")
+
+
 def pass_model(weights: MachineWeights, masked: bool, dtype: str,
                meta: dict) -> onnx.ModelProto:
     """The ONNX ModelProto of one pass; `meta` goes into its metadata_props."""
     onnx = require_onnx()
+    check_size(weights, masked, dtype)
     from onnx import TensorProto, helper, numpy_helper
 
     element = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT}[dtype]
