@@ -77,8 +77,8 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
         raise InputError(f"{memory}: memory needs at least 2 cells (a 0 and a non-positive "
                          "cell for the EOF instruction)")
     needed = max(bits_needed(v) for v in values)
-    if bits is None:
-        bits = max(DEFAULT_MIN_BITS, needed)
+    if bits is None:  # a value past MAX_BITS is named at its line below, not as --bits
+        bits = min(max(DEFAULT_MIN_BITS, needed), MAX_BITS)
     if not 2 <= bits <= MAX_BITS:
         raise InputError(f"--bits must be between 2 and {MAX_BITS}, got {bits}")
     low, high = word_range(bits)

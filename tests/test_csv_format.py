@@ -85,3 +85,14 @@ def test_a_settings_file_with_a_word_size_out_of_range_is_named(tmp_path, bits):
     with pytest.raises(InputError, match=rf"program.json: bits must be between 2 and 64, "
                                          rf"got {bits}"):
         csv_settings(commands)
+
+
+def test_a_value_no_word_holds_is_named_at_its_line_not_as_bits(tmp_path):
+    """Without --bits, a value past 64 bits was refused as '--bits must be between 2 and 64,
+    got 101', an option nobody typed; it is a value error at its line."""
+    cmds, mem = write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n0\n-1\n" + "9" * 30 + "\n")
+    with pytest.raises(SourceError) as caught:
+        load_csv(cmds, mem)
+    message = str(caught.value)
+    assert "value " + "9" * 30 + " does not fit in a 64-bit word" in message
+    assert ":4:" in message and "--bits" not in message
