@@ -57,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
                              f"no {isa.name.upper()} instructions)")
         check_directory(args.export_csv, CSV_FILES)  # before -o writes anything
         csv_paths = {os.path.realpath(Path(args.export_csv) / name) for name in CSV_FILES}
+        if args.output and os.path.realpath(args.output) == os.path.realpath(args.export_csv):
+            raise InputError(f"-o {args.output} is the --export-csv directory: X and the CSV "
+                             f"files cannot both go there; choose another file")
         if args.output and os.path.realpath(args.output) in csv_paths:
             raise InputError(f"-o {args.output} is one of the files --export-csv writes, "
                              f"which would replace X; choose another file")
