@@ -35,3 +35,32 @@ def test_asm_refuses_o_naming_the_export_csv_directory_before_writing_x(tmp_path
     assert err == (f"ltvm: error: -o {target} is the --export-csv directory: X and the CSV "
                    "files cannot both go there; choose another file\n")
     assert not target.exists()
+
+
+def test_export_help_says_how_a_standard_subleq_export_halts_and_where_its_output_is(
+        tmp_path, capsys):
+    """The help said, for every machine, to loop 'while the pc code differs from halt_pc';
+    a .vsq/.dec export's layout.json has no halt_pc (a KeyError, or a loop that never ends)
+    and the help named neither halted_field nor the output tape. Its recipe now runs a
+    program that prints "Hi" to its output."""
+    from export_executor import code, eq1_pass, load_export
+
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for words in ("no halt_pc: loop while the halted_field row of pc_column is 0",
+                  "the region output holds the output tape, one byte a column in memory_field"):
+        assert words in text
+    source = tmp_path / "hi.vsq"
+    source.write_text("subleq h, -1\nsubleq i, -1\nhalt\nh: .word 72\ni: .word 105\n")
+    assert main(["export", str(source), "-o", str(tmp_path / "x")]) == 0
+    weights, meta, layout, X = load_export(tmp_path / "x")
+    assert "halt_pc" not in layout and layout["machine"] == "vsubleq"
+    halted = slice(*layout["fields"][layout["halted_field"]])
+    passes = 0
+    while X[halted, layout["pc_column"]][0] == 0 and passes < 20:
+        X, passes = eq1_pass(weights, meta, X), passes + 1
+    tape = X[slice(*layout["fields"][layout["memory_field"]]),
+             slice(*layout["regions"]["output"])]
+    assert bytes(code(tape[:, j]) & 255 for j in range(tape.shape[1])) == b"Hi"
+    assert passes == 3
