@@ -37,14 +37,25 @@ def _mnemonic(program: Program, index: int, instruction: Instruction,
 
 def disassemble(program: Program) -> str:
     """`.sq` text for `program`. Exact for programs whose cells 0 and 1 are the
-    reserved 0 and -1 and whose EOF uses them (every assembled program)."""
+    reserved 0 and -1, whose EOF uses them and whose instructions name neither (every
+    assembled program). Otherwise (a CSV import) those cells are listed as data cells m0
+    and m1, which `.sq` has no other way to name: the program assembles and computes the
+    same, with its addresses shifted."""
     data, labels = _data_names(program), _label_names(program)
     lines = [f"; disassembly of {program.source}", f".bits {program.bits}"]
     reserved_ok = (program.memory[ZERO_CELL] == 0 and program.memory[MINUS_ONE_CELL] == -1
                    and program.eof_operands == (ZERO_CELL, MINUS_ONE_CELL))
+    named_reserved = sorted({cell for i in program.instructions
+                             if not i.a == i.b == ZERO_CELL  # halt and goto
+                             for cell in (i.a, i.b) if cell in (ZERO_CELL, MINUS_ONE_CELL)})
     if not reserved_ok:
         lines.append("; note: cells 0/1 are not the reserved 0/-1; addresses shift on reassembly")
+        named_reserved = [ZERO_CELL, MINUS_ONE_CELL]
+    elif named_reserved:
+        lines.append("; note: instructions read the reserved cells 0/-1, listed as data; "
+                     "addresses shift on reassembly")
     lines.append(".data")
+    lines += [f"{data[cell]}: {program.memory[cell]}" for cell in named_reserved]
     named = {s.address: s for s in program.symbols.values()}
     address = 2
     while address < len(program.memory):

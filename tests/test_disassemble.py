@@ -28,3 +28,26 @@ def test_listing_uses_labels_names_and_pseudo_instructions():
     assert "top:      subleq ys+1, x, end" in text
     assert "goto top" in text and "halt" in text
     assert "ys: .array 2, 3" in text
+
+
+
+@pytest.mark.parametrize("commands, memory, expected", [
+    ("3,4,6\n2,3,6\n", "0\n-1\n5\n", {"m1": -1, "m2": 6}),  # reads the reserved -1
+    ("2,3,7\n4,5,7\n", "7\n20\n0\n-1\n", {"m0": 7, "m1": 13, "m2": 0, "m3": -1}),
+])
+def test_a_csv_program_naming_cells_0_and_1_lists_as_source_that_assembles(
+        tmp_path, commands, memory, expected):
+    """`asm --csv C M --listing` wrote `subleq m1, m2` (x += 1 with the -1 cell, a common
+    CSV idiom) or `subleq m0, m1` without defining m0 or m1, so the listing failed to
+    assemble ('undefined name'); the cells are now listed as data and the program computes
+    the same."""
+    from assembler.csv_format import load_csv
+    from vm.machines.subleq.reference import run_reference
+
+    (tmp_path / "c.csv").write_text("a,b,c\n" + commands)
+    (tmp_path / "m.csv").write_text("mem\n" + memory)
+    program = load_csv(tmp_path / "c.csv", tmp_path / "m.csv")
+    again = assemble(disassemble(program), "listing.sq")
+    result = run_reference(again)
+    assert result.halted and {name: result.memory[symbol.address]
+                              for name, symbol in again.symbols.items()} == expected
