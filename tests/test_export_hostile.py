@@ -64,3 +64,16 @@ def test_export_help_says_how_a_standard_subleq_export_halts_and_where_its_outpu
              slice(*layout["regions"]["output"])]
     assert bytes(code(tape[:, j]) & 255 for j in range(tape.shape[1])) == b"Hi"
     assert passes == 3
+
+
+def test_export_to_a_dangling_symbolic_link_is_refused_up_front_and_says_why(tmp_path, capsys):
+    """-o LINK, LINK -> a missing directory: the machine was built, then the final rename
+    failed with 'cannot write LINK: Not a directory'. It is refused before the program is
+    read (here a missing one), naming the link's target; the link stays."""
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "missing")
+    assert main(["export", str(tmp_path / "no.sq"), "-o", str(link)]) == 2
+    assert capsys.readouterr().err == (
+        f"ltvm: error: cannot write {link}: it is a symbolic link to {tmp_path / 'missing'}, "
+        "which does not exist; create that directory or name another\n")
+    assert link.is_symlink() and not (tmp_path / "missing").exists()
