@@ -9,6 +9,8 @@ import pytest
 
 from vm.cli import main
 
+GCD = Path(__file__).resolve().parents[1] / "programs" / "subleq" / "gcd.sq"
+
 
 def test_an_onnx_export_past_2_gib_is_refused_before_the_model_is_built(tmp_path, capsys):
     """n = 16,406 masked: the n x n float64 mask alone passes protobuf's 2 GiB. The model was
@@ -29,8 +31,7 @@ def test_asm_refuses_o_naming_the_export_csv_directory_before_writing_x(tmp_path
     """`asm P -o D --export-csv D` with D new: -o wrote X at D, then --export-csv failed
     ('D exists and is not a directory', exit 2), leaving the X of a failed command."""
     target = tmp_path / "out"
-    source = Path(__file__).resolve().parents[1] / "programs" / "subleq" / "gcd.sq"
-    assert main(["asm", str(source), "-o", str(target), "--export-csv", str(target)]) == 2
+    assert main(["asm", str(GCD), "-o", str(target), "--export-csv", str(target)]) == 2
     err = capsys.readouterr().err
     assert err == (f"ltvm: error: -o {target} is the --export-csv directory: X and the CSV "
                    "files cannot both go there; choose another file\n")
@@ -77,3 +78,32 @@ def test_export_to_a_dangling_symbolic_link_is_refused_up_front_and_says_why(tmp
         f"ltvm: error: cannot write {link}: it is a symbolic link to {tmp_path / 'missing'}, "
         "which does not exist; create that directory or name another\n")
     assert link.is_symlink() and not (tmp_path / "missing").exists()
+
+
+def test_asm_leaves_no_x_when_the_csv_pair_fails(tmp_path, capsys, monkeypatch):
+    """`asm P -o X.npy --export-csv DIR`: X was written (and kept) before the CSV files, so
+    a CSV failure (a full disk here) exited 2 with X.npy in place."""
+    import errno
+
+    import vm.isa.subleq
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(vm.isa.subleq, "save_csv", full)
+    x, pair = tmp_path / "x.npy", tmp_path / "pair"
+    assert main(["asm", str(GCD), "-o", str(x), "--export-csv", str(pair)]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_asm_export_csv_to_a_dangling_link_is_refused_before_x_is_written(tmp_path, capsys):
+    """--export-csv LINK, LINK -> a missing directory: -o wrote X, then the CSV pair failed
+    with 'cannot write LINK: Not a directory' (exit 2, X kept)."""
+    link, x = tmp_path / "link", tmp_path / "x.npy"
+    link.symlink_to(tmp_path / "missing")
+    assert main(["asm", str(GCD), "-o", str(x), "--export-csv", str(link)]) == 2
+    assert capsys.readouterr().err == (
+        f"ltvm: error: cannot write {link}: it is a symbolic link to {tmp_path / 'missing'}, "
+        "which does not exist; create that directory or name another\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]

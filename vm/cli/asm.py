@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
         if not isa.writes_csv:
             raise InputError(f"--export-csv writes SUBLEQ programs only (the CSV format has "
                              f"no {isa.name.upper()} instructions)")
+        csv_link = Path(args.export_csv)
+        if csv_link.is_symlink() and not csv_link.exists():  # else 'Not a directory' at the end
+            raise InputError(f"cannot write {args.export_csv}: it is a symbolic link to "
+                             f"{os.readlink(csv_link)}, which does not exist; create that "
+                             "directory or name another")
         check_directory(args.export_csv, CSV_FILES)  # before -o writes anything
         csv_paths = {os.path.realpath(Path(args.export_csv) / name) for name in CSV_FILES}
         if args.output and os.path.realpath(args.output) == os.path.realpath(args.export_csv):
@@ -65,8 +71,11 @@ def run(args: argparse.Namespace) -> int:
                              f"which would replace X; choose another file")
     layout = isa.layout(geometry)
     X = isa.encode(program, geometry, layout)
-    if args.output:
-        with atomic_path(args.output) as path:
+    # X goes in place only after the CSV files did: a failure of either leaves neither
+    with (atomic_path(args.output) if args.output else nullcontext()) as path, \
+            (staged_files(args.export_csv, CSV_FILES) if args.export_csv is not None
+             else nullcontext()) as staging:
+        if args.output:
             npy = io.BytesIO()
             np.save(npy, X)  # whole, as numpy cannot tell() its place in a pipe
             try:
@@ -75,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
             except OSError as error:  # /dev/full: say where
                 raise InputError(f"cannot write {args.output}: {error.strerror or error}"
                                  ) from None
+        if args.export_csv is not None:
+            isa.save_csv(program, str(staging), geometry.scratch)
     print(f"program: {program.source}")
     print(f"geometry: {geometry.describe()}")
     print(f"punchcard: X has {layout.rows} rows x {layout.columns} columns, "
@@ -91,8 +102,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         print(f"wrote {args.output}")
     if args.export_csv is not None:
-        with staged_files(args.export_csv, CSV_FILES) as staging:
-            isa.save_csv(program, str(staging), geometry.scratch)
         commands, memory, settings = (Path(args.export_csv) / name for name in CSV_FILES)
         print(f"wrote {commands}, {memory} and {settings}")
     return 0
