@@ -41,3 +41,19 @@ def test_a_missing_output_directory_is_made(tmp_path, capsys, parents):
     out = tmp_path.joinpath(*["sub"] * parents)
     assert main(["bench", "rope", "--quick", "--sections", "error", "--out", str(out)]) == 0
     assert sorted(path.name for path in out.iterdir()) == sorted(rope_bench.OUTPUTS)
+
+
+@pytest.mark.parametrize("options", [["--max-exact-n", "256"], ["--max-exact-n", "511"],
+                                     ["--quick", "--max-exact-n", "300"]])
+def test_a_time_sweep_with_one_exact_size_is_refused_before_the_sweeps(tmp_path, capsys,
+                                                                        monkeypatch, options):
+    """--max-exact-n below 512 measured the exact gradient at n = 256 alone; np.polyfit on
+    that one point gave a made-up exponent (-0.42) that extrapolated every exact time of the
+    table and the plot (and --quick ignored --max-exact-n)."""
+    def no_sweep(*args, **kwargs):
+        raise AssertionError("a sweep ran")
+    monkeypatch.setattr(rope_bench, "time_sweep", no_sweep)
+    out = tmp_path / "out"
+    assert main(["bench", "rope", "--sections", "time", "--out", str(out), *options]) == 2
+    assert capsys.readouterr().err.startswith("ltvm: error: --max-exact-n must be at least 512")
+    assert not out.exists()

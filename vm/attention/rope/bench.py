@@ -36,6 +36,7 @@ from vm.attention.rope.fast import fast_gradient  # noqa: E402
 from vm.attention.rope.gradient import exact_gradient, exact_rotary_gradient  # noqa: E402
 from vm.attention.rope.instance import random_instance  # noqa: E402
 from vm.attention.rope.polynomial import exp_error_bound, rank  # noqa: E402
+from vm.common.errors import InputError  # noqa: E402
 from vm.common.outputs import check_directory, staged_files  # noqa: E402
 
 TARGET = 1e-6
@@ -44,6 +45,9 @@ GENERAL_DEGREES = (2, 4)
 BOUNDS = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]
 BLOCK_ENTRIES = 1 << 18
 OUTPUTS = ("rope_gradient.md", "rope_gradient.csv", "rope_gradient.png")
+MIN_EXACT_N = 1 << 9
+"""The smallest --max-exact-n of the time section: two measured sizes (256 and 512) to fit
+the exact gradient's exponent."""
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -334,15 +338,22 @@ def run(args: argparse.Namespace) -> int:
     """The chosen sweeps; args: out, quick, max_exact_n, degree, sections
     (`ltvm bench rope`)."""
     torch.set_num_threads(1)
+    quick = args.quick
+    top = 10 if quick else 16
+    max_exact = min(args.max_exact_n, 1 << (top - 1) if quick else 1 << top)
+    if "time" in args.sections and max_exact < MIN_EXACT_N:
+        # one measured n fitted a meaningless exponent, which then extrapolated every
+        # exact time of the table and the plot
+        raise InputError(f"--max-exact-n must be at least {MIN_EXACT_N} when the time section "
+                         "runs: the exponent that extrapolates the exact time is fitted to the "
+                         f"sizes measured (256, 512, ...), and one size fits none; got "
+                         f"{args.max_exact_n}")
     if args.out.exists():  # before the sweeps, which take minutes, not after them
         check_directory(args.out, OUTPUTS)
     else:
         args.out.mkdir(parents=True)
     rows: list[dict] = []
     slopes: dict[str, float] = {}
-    quick = args.quick
-    top = 10 if quick else 16
-    max_exact = 1 << (top - 1) if quick else min(args.max_exact_n, 1 << top)
     if "time" in args.sections:
         slopes["fast"], slopes["exact"] = time_sweep([1 << p for p in range(8, top + 1)],
                                                      max_exact, 4, 1.0, args.degree, rows)
