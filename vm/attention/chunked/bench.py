@@ -161,7 +161,15 @@ def run_bench(out_dir: Path, n_values: list[int], m_values: list[int],
     if not 0 < full_limit_gib < math.inf:
         raise InputError(f"--full-limit-gib must be positive and finite, got {full_limit_gib}")
     check_threads(threads, "--threads")
-    configs = _configs(sorted(n_values), sorted(m_values), head_dim, seed, error_limit, threads)
+    above = sorted({m for m in m_values if m > max(n_values)})
+    if above:  # no simulation runs at an M above N: such an M was dropped without a word
+        raise InputError(f"--m-values {','.join(map(str, above))} "
+                         f"{'is' if len(above) == 1 else 'are'} above every N of --n-values "
+                         f"(at most {max(n_values)}): no simulation would run at "
+                         f"{'it' if len(above) == 1 else 'them'}")
+    # a repeated N or M measured the same configuration twice, in two rows of the table
+    configs = _configs(sorted(set(n_values)), sorted(set(m_values)), head_dim, seed,
+                       error_limit, threads)
     check_bench_sizes(configs)
     check_out_dir(out_dir)
     rows = []
@@ -170,8 +178,8 @@ def run_bench(out_dir: Path, n_values: list[int], m_values: list[int],
             f" M={config.m}" if config.m else "")
         estimate = full_attention_bytes(config.n, head_dim)
         if config.method == "full" and estimate > full_limit_gib * GIB:
-            note = (f"skipped: estimated {estimate / GIB:.1f} GiB > "
-                    f"{full_limit_gib:g} GiB limit")
+            note = (f"skipped: estimated {estimate / GIB:.3g} GiB > "
+                    f"{full_limit_gib:.3g} GiB limit")
             print(f"{label}: {note}", file=sys.stderr, flush=True)
             rows.append(Row("full", config.n, None, None, None, None, None, note))
             continue
