@@ -28,6 +28,9 @@ IR_VERSION = 8
 INPUT, OUTPUT = "X", "X_next"
 PROTOBUF_LIMIT = 2 ** 31 - 1
 """A single ONNX file holds at most 2 GiB (protobuf); larger weights need external data."""
+GRAPH_ALLOWANCE = 2 ** 20
+"""Room left beside the raw weights for the nodes, names and shapes (a few kB in practice),
+so that weights just under 2 GiB do not fail in protobuf's serializer."""
 
 
 def require_onnx() -> ModuleType:
@@ -51,7 +54,7 @@ def check_size(weights: MachineWeights, masked: bool, dtype: str) -> None:
     count += sum(len(layer.heads) for layer in weights.layers)  # one lam a head
     masks = weights.columns ** 2 if masked and weights.mask is not None else 0
     size = (count + masks) * np.dtype(dtype).itemsize
-    if size > PROTOBUF_LIMIT:
+    if size + GRAPH_ALLOWANCE > PROTOBUF_LIMIT:
         hint = (" (the n x n attention mask at n = "
                 f"{weights.columns:,} takes {masks * np.dtype(dtype).itemsize / 2 ** 30:.2f} "
                 "GiB of it: --attention dense exports none)") if masks else ""
