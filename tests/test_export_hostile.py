@@ -107,3 +107,16 @@ def test_asm_export_csv_to_a_dangling_link_is_refused_before_x_is_written(tmp_pa
         f"ltvm: error: cannot write {link}: it is a symbolic link to {tmp_path / 'missing'}, "
         "which does not exist; create that directory or name another\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]
+
+
+def test_onnx_weights_just_under_2_gib_leave_room_for_the_graph():
+    """A mask of 16,383^2 float64 entries is 256 kB under protobuf's limit; with the graph
+    beside it the file passes it, which protobuf reports as a traceback (EncodeError)."""
+    from types import SimpleNamespace
+
+    from vm.common.errors import InputError
+    from vm.runtime.onnx_export import check_size
+
+    check_size(SimpleNamespace(layers=[], columns=16_000, mask=True), True, "float64")
+    with pytest.raises(InputError, match="more than one ONNX file holds"):
+        check_size(SimpleNamespace(layers=[], columns=16_383, mask=True), True, "float64")
