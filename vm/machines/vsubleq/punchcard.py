@@ -13,7 +13,8 @@ import numpy as np
 from vm.common.encoding import code_value, pm1_code, pm1_codes, word_values
 from vm.common.errors import InputError
 from vm.machines.vsubleq.layout import MAX_COLUMNS, VGeometry, vsubleq_layout
-from vm.machines.vsubleq.reference import Image, run_reference, wrap
+from vm.machines.stepping import step_until_halted
+from vm.machines.vsubleq.reference import Image, Reference, wrap
 from vm.transformer.layout import Layout
 
 SIZING_STEPS = 100_000
@@ -35,14 +36,44 @@ class VState:
 
 
 def output_needed(image: Image, input_bytes: bytes = b"", max_steps: int = SIZING_STEPS,
-                  progress: Callable[[int], None] | None = None) -> int:
+                  progress: Callable[[int], None] | None = None,
+                  limit: int | None = None) -> int:
     """The output tape a run of at most `max_steps` steps needs: the bytes the reference
     writes in as many steps. Every output column costs every pass attention over it, so a
     tape sized by a fixed default (256 bytes) made a 32-word image's passes nine times
     wider than its memory; sized this way an image that writes nothing gets no tape.
     `progress` gets the reference's step count (millions of steps take a while) and may
-    end the sizing by raising."""
-    return len(run_reference(image, max_steps, input_bytes, progress=progress).output)
+    end the sizing by raising. With `limit`, the sizing stops once more than `limit` bytes
+    are written (and returns that count): no tape beyond it could be built anyway."""
+    reference = Reference(image, input_bytes)
+    stop = None if limit is None else (lambda: len(reference.output) > limit)
+    step_until_halted(reference, max_steps, progress=progress, stop=stop)
+    return len(reference.output)
+
+
+def output_room(image: Image, inputs: int = 0) -> int:
+    """The longest output tape the column limit leaves beside `image` and `inputs` input
+    bytes (negative when even those do not fit)."""
+    return MAX_COLUMNS - 2 - image.size - inputs
+
+
+def default_outputs(image: Image, input_bytes: bytes, max_steps: int,
+                    progress: Callable[[int], None] | None = None) -> int:
+    """The output tape of a run of at most `max_steps` steps when none was asked for: what
+    the reference writes in as many steps. Refused (InputError) before the sizing run when
+    the input alone leaves no room, and as soon as the reference writes more than the
+    column limit leaves, rather than after all `max_steps` steps (an image that writes on
+    and on ran 20 million reference steps for a minute, then was refused)."""
+    VGeometry(image.size, image.bits, len(input_bytes))  # the input alone must fit
+    room = output_room(image, len(input_bytes))
+    needed = output_needed(image, input_bytes, max_steps, progress, limit=room)
+    if needed > room:
+        raise InputError(f"the image writes more than {room:,} bytes within {max_steps:,} "
+                         f"steps, the longest output tape the transformer's {MAX_COLUMNS:,} "
+                         f"columns leave beside {image.size:,} memory words and "
+                         f"{len(input_bytes):,} input bytes; run fewer --max-steps, or give "
+                         f"--max-output BYTES to stop when that many are written")
+    return needed
 
 
 def geometry_for(image: Image, inputs: int = 0, outputs: int | None = None) -> VGeometry:
@@ -51,7 +82,8 @@ def geometry_for(image: Image, inputs: int = 0, outputs: int | None = None) -> V
     leaves: an image of 2^14 words that writes on and on was refused by every command,
     the reference's too, for a tape no run asked for; one that fills it is told so)."""
     if outputs is None:
-        outputs = max(0, min(output_needed(image), MAX_COLUMNS - 2 - image.size - inputs))
+        room = output_room(image, inputs)
+        outputs = max(0, min(output_needed(image, limit=max(0, room)), room))
     return VGeometry(image.size, image.bits, inputs, outputs)
 
 

@@ -14,7 +14,8 @@ import torch
 from vm.common.errors import InputError
 from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.machine import vsubleq_machine
-from vm.machines.vsubleq.punchcard import VState, geometry_for, output_needed
+from vm.machines.vsubleq.punchcard import (SIZING_STEPS, VState, default_outputs,
+                                           geometry_for)
 from vm.machines.vsubleq.reference import Image, Reference, Result, Step
 from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
 from vm.transformer.layout import Layout
@@ -46,11 +47,11 @@ class TransformerRun:
                  input_bytes: bytes = b"", max_output: int | None = None,
                  checked: bool | None = None, accelerate: Accelerate | None = None) -> None:
         """`max_output` bytes of output tape; None: what the reference writes (see
-        `output_needed`)."""
+        `default_outputs`)."""
         if dtype not in DTYPES:
             raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
         if max_output is None:
-            max_output = output_needed(image, bytes(input_bytes))
+            max_output = default_outputs(image, bytes(input_bytes), SIZING_STEPS)
         self.geometry = geometry_for(image, len(input_bytes), max_output)
         self.machine = vsubleq_machine(self.geometry, temperature)
         self.model = LoopedTransformer(self.machine.weights, DTYPES[dtype], device, attention,
@@ -135,7 +136,7 @@ def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
     every pass is decoded and recorded as the reference records it. `progress` hears of the
     sizing run's steps too (the reference's, millions a second: 30 seconds for 3 x 10^7)."""
     if max_output is None:
-        max_output = output_needed(image, input_bytes, max_steps, progress)
+        max_output = default_outputs(image, input_bytes, max_steps, progress)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
                          checked, accelerate)
     records: list[Step] = []
@@ -194,7 +195,7 @@ def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str
     what the reference writes in `max_steps` steps; `progress` hears of that sizing run
     too)."""
     if max_output is None:
-        max_output = output_needed(image, input_bytes, max_steps, progress)
+        max_output = default_outputs(image, input_bytes, max_steps, progress)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
                          checked, accelerate)
     reference = Reference(image, input_bytes)

@@ -1,0 +1,44 @@
+"""Standard SUBLEQ (.vsq, .dec) under hostile but realistic use: each test names the input
+that misbehaved and what it did before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from assembler.dec import load_image
+from vm.common.errors import InputError
+from vm.machines.vsubleq.reference import Image
+from vm.machines.vsubleq.run import compare, run_transformer
+
+ECHO = Path(__file__).resolve().parents[1] / "programs" / "vsubleq" / "echo.dec"
+SPEW = [6, -1, 3, 7, 7, 0, 65, 0]
+"""`l: subleq x, -1` / `goto l` / `x: .word 65`: writes 'A' forever, one byte in two steps."""
+
+
+def _no_long_sizing(limit: int):
+    def progress(steps: int) -> None:
+        if steps > limit:
+            raise AssertionError(f"the sizing run went on to {steps:,} steps")
+    return progress
+
+
+@pytest.mark.parametrize("engine", [run_transformer, compare])
+def test_an_endless_writer_is_refused_once_it_passes_the_column_limit(engine) -> None:
+    """`ltvm run spew.vsq --max-steps 20000000` ran all 20 million reference steps to size
+    the output tape (a minute), then said 'the tapes must have 0 or more bytes and all
+    columns at most 65536, got input 0, output 10000000'. The sizing now stops once the
+    image has written more than the columns leave (about 131,000 steps here)."""
+    with pytest.raises(InputError, match=r"writes more than 65,526 bytes within "
+                                         r"1,000,000,000 steps.*--max-output"):
+        engine(Image.from_words(SPEW, 16), 10 ** 9, progress=_no_long_sizing(200_000))
+
+
+def test_an_input_too_long_for_the_columns_is_refused_before_the_sizing_run() -> None:
+    """70,000 input bytes cannot fit beside any memory, but the reference ran first for up to
+    --max-steps steps to size the output tape."""
+    image = Image.from_words(load_image(ECHO.read_text(), str(ECHO), 16), 16)
+    with pytest.raises(InputError, match="input 70000"):
+        run_transformer(image, 10 ** 6, input_bytes=b"x" * 70_000,
+                        progress=_no_long_sizing(0))
