@@ -16,14 +16,20 @@ def _data_names(program: Program) -> dict[int, str]:
 
 
 def _label_names(program: Program) -> dict[int, str]:
+    """The program's labels, and `L<index>` for other jump targets (a target such as `A+1`):
+    made unique against every name the program defines, as `L3` for a data cell or a
+    label at another instruction made the listing fail with a duplicate definition."""
     names = {program.eof: "EOF"}
-    targets = {i.c for index, i in enumerate(program.instructions) if i.c != index + 1}
-    for index in sorted(targets - {program.eof}):
-        names[index] = f"L{index}"
     for name, index in program.labels.items():
         names.setdefault(index, name)
-        if names[index].startswith("L") and names[index][1:].isdigit():
-            names[index] = name
+    taken = set(program.symbols) | set(program.labels) | {"EOF"}
+    targets = {i.c for index, i in enumerate(program.instructions) if i.c != index + 1}
+    for index in sorted(targets - names.keys()):
+        name = f"L{index}"
+        while name in taken:
+            name += "_"
+        names[index] = name
+        taken.add(name)
     return names
 
 

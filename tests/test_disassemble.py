@@ -51,3 +51,19 @@ def test_a_csv_program_naming_cells_0_and_1_lists_as_source_that_assembles(
     result = run_reference(again)
     assert result.halted and {name: result.memory[symbol.address]
                               for name, symbol in again.symbols.items()} == expected
+
+
+@pytest.mark.parametrize("source", [
+    ".data\nx: 3\nL3: 1\n.code\nsubleq L3, x, A+1\nsubleq L3, x\nA: subleq L3, x\n"
+    "subleq x, x\nhalt\n",                                  # a data cell named L3
+    ".data\nx: 3\ny: 1\n.code\nsubleq y, x, A+1\nL3: subleq y, x\nA: subleq y, x\n"
+    "subleq x, x, L3\nhalt\n",                              # a label L3 elsewhere
+])
+def test_a_generated_label_never_takes_a_name_the_program_defines(source):
+    """A jump to `A+1` gets the generated label L3; where the program defines L3 itself,
+    the listing defined it twice and did not assemble ('duplicate definition of L3')."""
+    program = assemble(source, "t.sq")
+    again = assemble(disassemble(program), "listing.sq")
+    assert again.memory == program.memory
+    assert [(i.a, i.b, i.c) for i in again.instructions] == \
+        [(i.a, i.b, i.c) for i in program.instructions]
