@@ -206,10 +206,17 @@ EXPECTED_NAMES = {"NAME": "a name", "NUMBER": "a number", "_NEWLINE": "end of li
 """How error messages name the grammar's terminals."""
 
 
+BLANKS = str.maketrans({separator: " " for separator in "\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+"""The characters besides newlines that end a line for str.splitlines (which places the
+line an error shows) but not for the lexer (which counts lines): blanks, as in `.dec`
+images, so a form feed (a page break) in a comment no longer shows the wrong line."""
+
+
 def assemble(text: str, file: str = "<source>", bits: int | None = None) -> VsqProgram:
     """Assemble `.vsq` source text (word size `bits` if given, over any `.bits`)."""
     if bits is not None and not 2 <= bits <= MAX_BITS:
         raise InputError(f"--bits must be between 2 and {MAX_BITS}, got {bits}")
+    text = text.replace("\r\n", "\n").replace("\r", "\n").translate(BLANKS)
     return _Assembler(text, file, bits).run()
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from assembler.dec import load_image
+from assembler.diagnostics import SourceError
+from assembler.vsq import assemble
 from vm.common.errors import InputError
 from vm.machines.vsubleq.reference import Image
 from vm.machines.vsubleq.run import compare, run_transformer
@@ -42,3 +44,21 @@ def test_an_input_too_long_for_the_columns_is_refused_before_the_sizing_run() ->
     with pytest.raises(InputError, match="input 70000"):
         run_transformer(image, 10 ** 6, input_bytes=b"x" * 70_000,
                         progress=_no_long_sizing(0))
+
+
+@pytest.mark.parametrize("separator", ["\f", "\v", "\x1c", "\x85", "\u2028"])
+def test_a_page_break_in_a_comment_leaves_errors_on_their_line(separator: str) -> None:
+    """str.splitlines, which picks the line an error shows, ends a line at a form feed (and
+    at \\v, \\x1c-\\x1e, \\x85, U+2028/9); the lexer counts newlines only. So after
+    `; page 1<FF> page 2` an error on line 3 showed line 2 ('halt') under its caret."""
+    with pytest.raises(SourceError) as error:
+        assemble(f"; page 1{separator} page 2\nhalt\nfoo 1\n", "f.vsq")
+    assert str(error.value).splitlines() == [
+        "f.vsq:3:1: error: unknown mnemonic 'foo' (expected subleq, goto or halt)",
+        "    foo 1", "    ^~~"]
+
+
+def test_a_form_feed_line_is_blank() -> None:
+    """A page break alone on its line (old sources have them) was 'unexpected character',
+    shown under an empty line; it is a blank, as in .dec images."""
+    assert assemble("halt\n\f\n.word 7\n").words == [4, 4, -1, 7, 0]
