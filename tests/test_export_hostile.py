@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vm.cli import main
@@ -120,3 +122,27 @@ def test_onnx_weights_just_under_2_gib_leave_room_for_the_graph():
     check_size(SimpleNamespace(layers=[], columns=16_000, mask=True), True, "float64")
     with pytest.raises(InputError, match="more than one ONNX file holds"):
         check_size(SimpleNamespace(layers=[], columns=16_383, mask=True), True, "float64")
+
+
+def test_weights_without_a_mask_export_as_dense_not_as_minus_infinity(tmp_path):
+    """export(..., masked=True) of weights with no mask (MachineWeights.mask is None, as
+    the type allows) wrote np.where(None, 0, -inf), one -inf, as every head's mask: every
+    score became -inf and an executor's softmax NaN. Such weights are dense."""
+    import dataclasses
+
+    from assembler.subleq import assemble_file
+    from export_executor import run_exported, subleq_memory
+    from vm.isa import SUBLEQ
+    from vm.machines.subleq.reference import run_reference
+    from vm.runtime.export import export
+
+    program = assemble_file(GCD)
+    geometry = SUBLEQ.geometry_for(program)
+    machine = SUBLEQ.machine(geometry)
+    weights = dataclasses.replace(machine.weights, mask=None)
+    bits, extra = SUBLEQ.export_fields(program, geometry)
+    export(tmp_path / "x", weights, machine.layout, machine.encode(program), bits, True, extra)
+    X, layout, _ = run_exported(tmp_path / "x", max_steps=1000)
+    assert subleq_memory(X, layout) == run_reference(program).memory
+    meta = json.loads(str(np.load(tmp_path / "x" / "weights.npz")["meta"]))
+    assert meta["attention"] == "dense"

@@ -38,6 +38,7 @@ def files(fmt: str) -> tuple[str, ...]:
 
 def weight_meta(weights: MachineWeights, masked: bool) -> dict:
     """The `meta` document of every weights file."""
+    masked = masked and weights.mask is not None  # weights without a mask are dense
     return {"format": FORMAT, "layers": len(weights.layers), "heads": weights.heads,
             "rows": weights.rows, "columns": weights.columns,
             "attention": "masked" if masked else "dense", **weights.meta}
@@ -47,7 +48,7 @@ def weight_arrays(weights: MachineWeights, masked: bool) -> dict[str, np.ndarray
     """The arrays of weights.npz, `meta` first (a JSON string)."""
     arrays: dict[str, np.ndarray] = {"meta": np.array(json.dumps(weight_meta(weights, masked)))}
     mask = None
-    if masked:
+    if masked and weights.mask is not None:  # np.where(None, ...) was one -inf: NaN scores
         mask = np.where(weights.mask, 0.0, -np.inf)
     for l, layer in enumerate(weights.layers):
         for h, head in enumerate(layer.heads):
@@ -119,7 +120,8 @@ def _check_space(directory: Path, weights: MachineWeights, masked: bool, fmt: st
     matrices = sum(array.nbytes for layer in weights.layers
                    for array in (*(m for head in layer.heads for m in (head.Q, head.K, head.V)),
                                  layer.ffn.W1, layer.ffn.b1, layer.ffn.W2, layer.ffn.b2))
-    masks = (1 if fmt == "onnx" else sum(weights.heads)) if masked else 0
+    masks = 0 if not masked or weights.mask is None else \
+        1 if fmt == "onnx" else sum(weights.heads)
     needed = matrices + masks * weights.columns ** 2 * 8
     usage = shutil.disk_usage(directory if directory.exists() else directory.parent)
     if usage.total and needed > usage.free:  # /proc and the like report no size at all
