@@ -146,3 +146,17 @@ def test_weights_without_a_mask_export_as_dense_not_as_minus_infinity(tmp_path):
     assert subleq_memory(X, layout) == run_reference(program).memory
     meta = json.loads(str(np.load(tmp_path / "x" / "weights.npz")["meta"]))
     assert meta["attention"] == "dense"
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_asm_o_with_a_trailing_slash_is_refused_not_written_as_a_file(tmp_path, capsys,
+                                                                      existing):
+    """`asm P -o out/` wrote X as a file named out (and replaced a file out), though a
+    trailing slash names a directory and the OS refuses to open 'out/' as a file."""
+    if existing:
+        (tmp_path / "out").write_text("keep")
+    target = f"{tmp_path / 'out'}/"
+    assert main(["asm", str(GCD), "-o", target]) == 2
+    assert capsys.readouterr().err == (f"ltvm: error: cannot write {target}: -o takes a file "
+                                       "(X.npy), and a path ending in '/' names a directory\n")
+    assert [p.read_text() for p in tmp_path.iterdir()] == (["keep"] if existing else [])

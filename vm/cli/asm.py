@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     for option, value in (("-o", args.output), ("--export-csv", args.export_csv)):
         if value == "":
             raise InputError(f"{option} is an empty path")
+    if args.output and args.output.endswith(("/", os.sep)):  # written as a file 'D' before
+        raise InputError(f"cannot write {args.output}: -o takes a file (X.npy), and a path "
+                         f"ending in '/' names a directory")
     if args.output:
         _refuse_an_input(args.output, [args.program] if args.program else args.csv or [])
     program, geometry = load_program(args)
