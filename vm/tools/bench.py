@@ -168,6 +168,15 @@ def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: 
     return rows
 
 
+def figure(value: float, spec: str) -> str:
+    """`value` in `spec`, or to 3 significant digits where `spec` would show a figure that is
+    not zero as 0 (a ratio of 4.8e-05 read 0.000, 0.3 steps/s read 0)."""
+    text = format(value, spec)
+    if value != 0 and float(text.replace(",", "")) == 0:
+        return format(value, ".3g")
+    return text
+
+
 def format_table(rows: list[BenchRow]) -> str:
     lines = ["| n | batch | device | dtype | attention | evaluation | threads | "
              "transformer steps/s | warm-up s | reference steps/s | ratio | full passes |",
@@ -175,8 +184,10 @@ def format_table(rows: list[BenchRow]) -> str:
     for row in rows:
         lines.append(f"| {row.columns} | {row.batch} | {row.device} | {row.dtype} | "
                      f"{row.attention} | {row.evaluation} | {row.threads or '-'} | "
-                     f"{row.transformer_steps_per_second:,.0f} | {row.warmup_seconds:.3f} | "
-                     f"{row.reference_steps_per_second:,.0f} | {row.ratio:.3f} | "
+                     f"{figure(row.transformer_steps_per_second, ',.0f')} | "
+                     f"{row.warmup_seconds:.3f} | "
+                     f"{figure(row.reference_steps_per_second, ',.0f')} | "
+                     f"{figure(row.ratio, '.3f')} | "
                      f"{row.full_passes} |")
     return "\n".join(lines)
 
@@ -320,7 +331,8 @@ def format_fleq_table(rows: list[FleqBenchRow]) -> str:
                      f"{row.heads} | {row.batch} | {row.device} | {row.dtype} | "
                      f"{row.attention} | {row.evaluation} | {row.threads or '-'} | "
                      f"{row.seconds_per_pass * 1e3:,.3f} | {row.warmup_seconds * 1e3:,.1f} | "
-                     f"{row.program_steps_per_second:,.1f} | "
-                     f"{row.reference_steps_per_second:,.1f} | {row.ratio:.4f} | "
+                     f"{figure(row.program_steps_per_second, ',.1f')} | "
+                     f"{figure(row.reference_steps_per_second, ',.1f')} | "
+                     f"{figure(row.ratio, '.4f')} | "
                      f"{row.full_passes} |")
     return "\n".join(lines)

@@ -24,7 +24,7 @@ from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
 from vm.machines.vsubleq.run import TransformerRun
 from vm.runtime.executor import evaluator_for
 from vm.runtime.graphed import chunk_of
-from vm.tools.bench import STARTING_PASSES, timed
+from vm.tools.bench import STARTING_PASSES, figure, timed
 
 COUNTING_LOOP = [6, 7, 0,   # 0: mem[7] -= mem[6] (1); <= 0: jump to 0
                  8, 8, 0,   # 3: Z - Z = 0: jump to 0
@@ -125,6 +125,7 @@ def format_vsubleq_table(rows: list[VsubleqBenchRow]) -> str:
         lines.append(f"| {row.words} | {row.bits} | {row.columns} | {row.rows} | {row.layers} | "
                      f"{row.heads} | {row.device} | {row.dtype} | {row.attention} | "
                      f"{row.evaluation} | {row.build_seconds:.2f} | "
-                     f"{row.transformer_steps_per_second:,.1f} | {row.warmup_seconds:.3f} | "
-                     f"{row.reference_steps_per_second:,.0f} | {row.ratio:.2e} |")
+                     f"{figure(row.transformer_steps_per_second, ',.1f')} | "
+                     f"{row.warmup_seconds:.3f} | "
+                     f"{figure(row.reference_steps_per_second, ',.0f')} | {row.ratio:.2e} |")
     return "\n".join(lines)
