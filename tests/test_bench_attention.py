@@ -3,6 +3,7 @@ and what its table says about the ones it skips."""
 
 from __future__ import annotations
 
+import csv
 import re
 
 import pytest
@@ -57,3 +58,15 @@ def test_a_skipped_full_row_shows_an_estimate_that_exceeds_the_limit(tmp_path):
                      worker=fake_worker([]))
     assert rows[0].method == "full" and rows[0].seconds is None
     assert rows[0].note == "skipped: estimated 1.76e-05 GiB > 1e-06 GiB limit"
+
+
+def test_a_fast_measurement_is_not_written_as_zero_seconds(tmp_path):
+    """A full attention of 0.12 ms read 0.00 s in attention.md and 0.0000 in attention.csv,
+    whose raw numbers lost every digit."""
+    def worker(config: Config) -> dict:
+        return {"calls": None if config.method == "full" else 1, "seconds": 0.000123456,
+                "peak_bytes": 2 ** 20, "error": None, "method": "test"}
+    run_bench(tmp_path, [64], [16], head_dim=2, error_limit=0, worker=worker)
+    assert "| full | 64 |  |  | 0.00012 | 1.0 |  |  |" in (tmp_path / "attention.md").read_text()
+    with open(tmp_path / "attention.csv") as handle:
+        assert {row["seconds"] for row in csv.DictReader(handle)} == {"0.000123456"}

@@ -243,7 +243,17 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 def _cell(value: float | None, spec: str) -> str:
-    return "" if value is None else format(value, spec)
+    """`value` in `spec` ("r": in full, as Python writes it), two significant digits where
+    `spec` would round a figure that is not zero to 0 (a full attention of 0.4 ms read 0.00
+    s), or "" for None."""
+    if value is None:
+        return ""
+    if spec == "r":
+        return repr(value)
+    text = format(value, spec)
+    if value != 0 and float(text) == 0:
+        return format(value, ".2g")
+    return text
 
 
 def write_tables(rows: list[Row], out_dir: Path) -> None:
@@ -253,7 +263,7 @@ def write_tables(rows: list[Row], out_dir: Path) -> None:
         writer.writerow(["method", "n", "m", "calls", "seconds", "peak_bytes", "error", "note"])
         for row in rows:
             writer.writerow([row.method, row.n, _cell(row.m, "d"), _cell(row.calls, "d"),
-                             _cell(row.seconds, ".4f"), _cell(row.peak_bytes, "d"),
+                             _cell(row.seconds, "r"), _cell(row.peak_bytes, "d"),
                              _cell(row.error, ".3e"), row.note])
     lines = ["| method | N | M | oracle calls | time (s) | peak memory (MiB) | error | note |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
