@@ -160,3 +160,25 @@ def test_asm_o_with_a_trailing_slash_is_refused_not_written_as_a_file(tmp_path, 
     assert capsys.readouterr().err == (f"ltvm: error: cannot write {target}: -o takes a file "
                                        "(X.npy), and a path ending in '/' names a directory\n")
     assert [p.read_text() for p in tmp_path.iterdir()] == (["keep"] if existing else [])
+
+
+@pytest.mark.parametrize("attention", ["dense", "masked"])
+def test_a_too_large_export_names_masks_and_dense_only_where_there_are_masks(
+        tmp_path, capsys, monkeypatch, attention):
+    """`export --attention dense` larger than the free space (the weight matrices alone,
+    e.g. every FLEQ function at d = 16: 83 GiB) said '(0 n x n attention masks at n = ...)'
+    and advised '--attention dense (no masks)', the option already given."""
+    import collections
+
+    import vm.runtime.export
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(vm.runtime.export.shutil, "disk_usage",
+                        lambda path: usage(10**9, 10**9, 1000))
+    assert main(["export", str(GCD), "-o", str(tmp_path / "x"), "--attention", attention]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ltvm: error: the export needs about ") and err.count("\n") == 1
+    if attention == "dense":
+        assert "weight matrices of" in err and "mask" not in err and "--attention" not in err
+    else:
+        assert "4 n x n attention masks at n = 32" in err and "--attention dense" in err
+    assert not (tmp_path / "x").exists()

@@ -125,10 +125,14 @@ def _check_space(directory: Path, weights: MachineWeights, masked: bool, fmt: st
     needed = matrices + masks * weights.columns ** 2 * 8
     usage = shutil.disk_usage(directory if directory.exists() else directory.parent)
     if usage.total and needed > usage.free:  # /proc and the like report no size at all
-        raise InputError(f"the export needs about {needed / 2**30:.1f} GiB ({masks} n x n "
-                         f"attention masks at n = {weights.columns:,}), more than the "
-                         f"{usage.free / 2**30:.1f} GiB free there: export a smaller program, or "
-                         f"with --attention dense (no masks)")
+        # the masks and --attention dense only where there are masks: a dense export too
+        # large said "(0 n x n attention masks ...): ... or with --attention dense"
+        what, advice = ((f" ({masks} n x n attention masks at n = {weights.columns:,})",
+                         ", or with --attention dense (no masks)") if masks else
+                        (f" (weight matrices of {matrices / 2**30:.1f} GiB)", ""))
+        raise InputError(f"the export needs about {needed / 2**30:.1f} GiB{what}, more than the "
+                         f"{usage.free / 2**30:.1f} GiB free there: export a smaller program"
+                         f"{advice}")
 
 
 def export(directory: str | Path, weights: MachineWeights, layout: Layout, punchcard: np.ndarray,
