@@ -13,6 +13,7 @@ from assembler.vsq import assemble
 from vm.common.errors import InputError
 from vm.machines.vsubleq.reference import Image
 from vm.machines.vsubleq.run import compare, run_transformer
+from vm.tools.progress import TimeLimitExceeded
 
 ECHO = Path(__file__).resolve().parents[1] / "programs" / "vsubleq" / "echo.dec"
 SPEW = [6, -1, 3, 7, 7, 0, 65, 0]
@@ -62,3 +63,23 @@ def test_a_form_feed_line_is_blank() -> None:
     """A page break alone on its line (old sources have them) was 'unexpected character',
     shown under an empty line; it is a blank, as in .dec images."""
     assert assemble("halt\n\f\n.word 7\n").words == [4, 4, -1, 7, 0]
+
+
+def _out_of_time(steps: int) -> None:
+    raise TimeLimitExceeded(f"stopped by --max-seconds after {steps} steps, before the "
+                            f"program halted")
+
+
+def test_a_run_that_halted_is_not_reported_as_stopped_by_the_time_limit() -> None:
+    """`ltvm run calc.vsq --bits 32 --input '7 + 5' --max-seconds 0.001` said 'stopped by
+    --max-seconds 0.001 after 188 steps, before the program halted' (exit 1): the last
+    chunk of passes halted the machine, then the clock was asked."""
+    result = run_transformer(Image.from_words([0, 0, -1], 8), 100, progress=_out_of_time)
+    assert (result.halted, result.steps) == (True, 1)
+
+
+def test_a_comparison_that_reached_the_halt_is_not_reported_as_stopped() -> None:
+    """compare asked the clock after each step before looking at it, so the step that
+    halted both engines (or showed a divergence) was reported as a time limit."""
+    comparison = compare(Image.from_words([0, 0, -1], 8), 100, progress=_out_of_time)
+    assert (comparison.ok, comparison.halted, comparison.steps) == (True, True, 1)

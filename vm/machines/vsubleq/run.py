@@ -153,7 +153,7 @@ def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
         steps += made
         if run.halted:
             run.refuse_overflow()
-        if progress is not None:
+        elif progress is not None:  # it may raise --max-seconds: not for a run that halted
             progress(steps)
     state = run.state()
     return Result(state.memory, state.pc, steps, state.halted, state.output, trace=records)
@@ -203,8 +203,6 @@ def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str
         pc = reference.pc
         reference.step()
         run.step()
-        if progress is not None:
-            progress(step + 1)
         if run.halted:
             run.refuse_overflow()
         difference = _difference(reference, run.state())
@@ -213,6 +211,8 @@ def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str
                                                f"{difference}")
         if reference.halted:
             return Comparison(step + 1, True)
+        if progress is not None:  # it may raise --max-seconds: after the step is compared
+            progress(step + 1)
     return Comparison(reference.steps, False)
 
 
