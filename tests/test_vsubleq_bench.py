@@ -77,3 +77,17 @@ def test_bench_vsubleq_refuses_a_device_that_cannot_run_it_in_one_line(capsys, d
                  "--device", device]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_transformer_run_that_halts_is_a_one_line_failure(capsys, monkeypatch):
+    """A transformer run that halted timed passes that did nothing, in chunks doubling until
+    OverflowError's traceback; the check after the timing raised a bare RuntimeError, a
+    traceback too. It fails now at the first chunk: one line, exit 1."""
+    class Halting(vm.tools.vsubleq_bench.TransformerRun):
+        halted = True
+    monkeypatch.setattr(vm.tools.vsubleq_bench, "TransformerRun", Halting)
+    assert main(["bench", "vsubleq", "--words", "16", "--seconds", "0.01",
+                 "--evaluation", "full"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("ltvm: error: the counting loop halted on the transformer at "
+                              "m = 16, N = 16 (float32, full)")

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from vm.common.errors import InputError
+from vm.common.errors import InputError, RunFailure
 from vm.machines.vsubleq.layout import MAX_MEMORY
 from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
 from vm.machines.vsubleq.run import TransformerRun
@@ -102,12 +102,16 @@ def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "floa
             run.advance(passes)
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
+            if run.halted:  # the loop never halts: a halted machine would time nothing,
+                # in chunks doubling until they overflowed
+                raise RunFailure(f"the counting loop halted on the transformer at "
+                                 f"m = {image.size}, N = {bits} ({dtype}, {run.evaluation}): "
+                                 "it never halts, so this run is wrong and its rate would "
+                                 "time nothing")
         start = time.perf_counter()
         work(STARTING_PASSES)
         starting = time.perf_counter() - start
         timing = timed(work, budget, unit=chunk_of(run.active))
-        if run.halted:  # the loop never halts: a halted machine would time nothing
-            raise RuntimeError("the counting loop halted on the transformer")
         weights = run.machine.weights
         rows.append(VsubleqBenchRow(
             image.size, bits, weights.columns, weights.rows, len(weights.layers),
