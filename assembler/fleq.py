@@ -65,6 +65,8 @@ class _FleqAssembler:
                  parameters: dict[str, dict[str, float]], functions: list[str] | None,
                  defaults: dict[str, dict[str, float]], catalogue: Catalogue) -> None:
         self.text, self.file, self.catalogue = text, file, catalogue
+        if d is not None and not 1 <= d <= MAX_BLOCK:  # 100000 allocated d x d cells first
+            raise InputError(f"block size d must be between 1 and {MAX_BLOCK}, got {d}")
         self.d_override, self.cli_parameters = d, parameters
         self.default_parameters = defaults
         self.forced_functions = functions or []

@@ -270,7 +270,8 @@ class _Assembler:
 
     def word_size(self) -> int:
         needed = max((bits_needed(value) for value, _ in self.literals), default=2)
-        bits = self.bits_override or self.declared_bits or max(DEFAULT_MIN_BITS, needed)
+        inferred = min(max(DEFAULT_MIN_BITS, needed), MAX_BITS)  # the literal past 64 bits
+        bits = self.bits_override or self.declared_bits or inferred  # is then named below
         low, high = word_range(bits)
         for value, node in self.literals:
             if not low <= value <= high:

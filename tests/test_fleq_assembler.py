@@ -265,6 +265,13 @@ def test_a_block_size_option_too_small_for_a_variable_is_located_at_it():
     assert_located(caught.value, source, 5, 1)
 
 
+@pytest.mark.parametrize("d", [0, MAX_BLOCK + 1, 100_000])
+def test_a_block_size_option_out_of_range_is_refused_before_any_cell_is_made(d):
+    """--block-size 100000 made 100000 x 100000 cells first and ended out of memory."""
+    with pytest.raises(InputError, match=f"block size d must be between 1 and {MAX_BLOCK}"):
+        FLEQ.assemble_text(".data\nx: 1.0\n.code\nhalt\n", "p.fleq", d=d)
+
+
 def test_cli_run_of_a_bad_program_exits_2_with_the_located_message(tmp_path, capsys):
     path = tmp_path / "bad.fleq"
     path.write_text(DATA + "x = add(x, y)\n")

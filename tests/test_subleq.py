@@ -112,6 +112,8 @@ BAD_INPUTS = [
      "a label cannot be a data operand"),
     ("value out of range", ".bits 8\n.data\nx: 200\n.code\nhalt\n", 3, 4,
      "value 200 does not fit in a 8-bit word (range -128..127)"),
+    ("value past 64 bits", ".data\nz: 0\nx: 100000000000000000000000\n.code\nhalt\n", 3, 4,
+     "value 100000000000000000000000 does not fit in a 64-bit word"),
     ("too few operands", ".data\nx: 1\n.code\nsubleq x\n", 4, 1,
      "'subleq' takes 2 or 3 operands, got 1"),
     ("too many operands", ".data\nx: 1\n.code\nl: subleq x, x, l, l\n", 4, 4,
