@@ -15,6 +15,7 @@ from typing import Iterator
 import numpy as np
 
 from assembler.csv_format import DEFAULT_CSV_SCRATCH, SETTINGS_FILE, csv_settings, load_csv
+from vm.common.outputs import STAGED_NAME
 from vm.common.files import open_for_reading
 from vm.common.json_values import finite_or_null
 from vm.common.errors import InputError
@@ -307,8 +308,8 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     if not os.access(target.parent, os.W_OK):
         raise InputError(f"cannot write {target}: directory {target.parent} is not writable")
     try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
-                                             suffix=target.suffix)
+        handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=target.suffix,
+                                             prefix=f".{target.name[:STAGED_NAME]}.")
     except OSError as error:
         raise InputError(f"cannot write {target}: {error.strerror}") from None
     os.close(handle)

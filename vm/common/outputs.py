@@ -15,6 +15,9 @@ from vm.common.errors import InputError
 
 PREVIOUS = ".previous"
 """Where `staged_files` keeps the files it replaces until all the new ones are in place."""
+STAGED_NAME = 64
+"""Characters of an output's name that its hidden staging name repeats: the whole of a
+valid 250-character name made the staging name longer than a file name may be (255)."""
 
 
 def check_directory(directory: str | Path, names: Iterable[str]) -> Path:
@@ -69,7 +72,7 @@ def staged_files(directory: str | Path, names: Iterable[str],
         # Inside an existing directory (the same file system, even for a mount point),
         # else beside it, so that every move below is a rename.
         staging = Path(tempfile.mkdtemp(dir=directory if exists else directory.parent,
-                                        prefix=f".{directory.name or 'ltvm'}."))
+                                        prefix=f".{directory.name[:STAGED_NAME] or 'ltvm'}."))
     except OSError as error:
         raise InputError(f"cannot write {directory}: {error.strerror or error}") from None
     keep_staging = False
