@@ -83,3 +83,17 @@ def test_a_comparison_that_reached_the_halt_is_not_reported_as_stopped() -> None
     halted both engines (or showed a divergence) was reported as a time limit."""
     comparison = compare(Image.from_words([0, 0, -1], 8), 100, progress=_out_of_time)
     assert (comparison.ok, comparison.halted, comparison.steps) == (True, True, 1)
+
+
+def test_dense_attention_beyond_the_free_memory_is_refused_before_any_pass(monkeypatch):
+    """`ltvm run big.vsq --attention dense --input-file 32k` (n = 64,770) allocated a head's
+    n x n scores and softmax, 31 GiB in float32, in the first pass, until the machine ran
+    out. Here the free memory is made smaller than a 4-word image's scores instead."""
+    import vm.runtime.executor
+
+    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 100)
+    image = Image.from_words([0, 0, -1], 8)
+    with pytest.raises(InputError, match=r"--attention dense at n = 6 columns .* GiB free on "
+                                         r"cpu: use --attention masked"):
+        run_transformer(image, 10, attention="dense")
+    assert run_transformer(image, 10, attention="masked").halted  # masked: linear, not asked

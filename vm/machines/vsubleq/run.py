@@ -56,6 +56,8 @@ class TransformerRun:
         self.machine = vsubleq_machine(self.geometry, temperature)
         self.model = LoopedTransformer(self.machine.weights, DTYPES[dtype], device, attention,
                                        self.geometry.scratch)
+        if attention == "dense":
+            _refuse_dense_beyond_memory(self.geometry.columns, DTYPES[dtype], device)
         card = torch.as_tensor(self.machine.encode(image, bytes(input_bytes))[None],
                                dtype=DTYPES[dtype], device=device)
         self.X = to_internal(card)
@@ -123,6 +125,22 @@ class TransformerRun:
         if self.state().overflow:
             raise InputError(f"the output tape ({self.geometry.outputs} bytes) is full; "
                              f"run with a larger --max-output")
+
+
+def _refuse_dense_beyond_memory(columns: int, dtype: torch.dtype, device: str) -> None:
+    """Dense attention holds a head's n x n scores and their softmax at once: at the
+    65,536 columns an image with a long input reaches, 32 GiB in float32, which the first
+    pass allocated until the machine ran out. Refused up front when the memory free now
+    cannot hold them."""
+    from vm.runtime.executor import free_memory  # the runtime: transformer runs only
+    where = torch.device(device)
+    needed = 2 * columns * columns * dtype.itemsize
+    free = free_memory(where)
+    if free is not None and needed > free:
+        raise InputError(f"--attention dense at n = {columns:,} columns holds {columns:,} x "
+                         f"{columns:,} scores and their softmax, about {needed / 2 ** 30:.1f} "
+                         f"GiB, more than the {free / 2 ** 30:.1f} GiB free on {where.type}: "
+                         f"use --attention masked (the default), or a smaller image or input")
 
 
 def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
