@@ -9,6 +9,7 @@ import torch
 
 from vm.machines.fleq.punchcard import fleq_geometry_for
 import vm.tools.bench
+from vm.runtime.config import EngineConfig
 from vm.tools.bench import fleq_workload
 from vm.cli import main
 from vm.machines.fleq.reference import run_fleq_reference
@@ -75,3 +76,28 @@ def test_bench_fleq_refuses_a_bad_file_or_batch_before_timing_anything(capsys, m
     assert main(["bench", "fleq", "calculator", "--batch", "1,1000000000",
                  "--seconds", "0.05"]) == 2
     assert "run fewer programs" in capsys.readouterr().err
+
+
+def test_bench_fleq_warms_up_with_the_run_that_measures_its_length(monkeypatch):
+    """A row ran the program once to learn its length, then made a second runner and
+    warmed it up with another whole run: one untimed, unreported run and set-up more than
+    --seconds asked for (70 s of a 3-minute row at n = 32,359). Now that first run is the
+    warm-up, and a row makes one runner."""
+    from vm.runtime.executor import TransformerExecutor
+    from vm.tools.bench import bench_fleq
+    made, advanced = [], []
+    runner_of = TransformerExecutor.runner
+
+    def counted_runner(self, X):
+        runner = runner_of(self, X)
+        made.append(runner)
+        advance = runner.advance
+        runner.advance = lambda passes, *args, **kwargs: (advanced.append(passes),
+                                                          advance(passes, *args, **kwargs))
+        return runner
+    monkeypatch.setattr(TransformerExecutor, "runner", counted_runner)
+    row, = bench_fleq(["calculator"], [1], EngineConfig(evaluation="full"), 1e-6)
+    assert len(made) == 1
+    length = int(made[0].result().steps.max())
+    assert advanced[0] == vm.tools.bench.FLEQ_BENCH_STEPS and advanced[1:] == [length]
+    assert row.warmup_seconds > 0 and row.seconds_per_pass > 0

@@ -50,16 +50,19 @@ class Timing:
 
 
 def timed(work: Callable[[int], None], budget: float,
-          clock: Callable[[], float] = time.perf_counter, unit: int = 1) -> Timing:
+          clock: Callable[[], float] = time.perf_counter, unit: int = 1,
+          warmup: float | None = None) -> Timing:
     """Time `work(k)` (k items) for about `budget` seconds after a one-unit warm-up.
 
     Chunks grow unit, 2 unit, 4 unit, ... and the next one runs only if, at the rate so
     far, it ends within the budget: the wall time is warm-up + max(budget, one unit), never
     a fixed chunk that load can stretch to minutes. `unit`: the items the work does in one
-    call at its own pace (a CUDA graph's passes; fewer run another way)."""
-    start = clock()
-    work(unit)
-    warmup = clock() - start
+    call at its own pace (a CUDA graph's passes; fewer run another way). `warmup`: the
+    seconds of a warm-up the caller already ran and timed, which is then not run again."""
+    if warmup is None:
+        start = clock()
+        work(unit)
+        warmup = clock() - start
     done, chunk, begin = 0, unit, clock()
     while True:
         work(chunk)
@@ -268,10 +271,18 @@ def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
     """
     executor = TransformerExecutor(fleq_geometry_for(program), replace(config, checked=False))
     X = executor.load([program] * batch)
-    first = executor.runner(X)
-    first.advance(FLEQ_BENCH_STEPS)
-    length = max(1, int(first.result().steps.max()))
     runner = executor.runner(X)
+
+    def sync() -> None:
+        if config.device.startswith("cuda"):
+            torch.cuda.synchronize()
+    # The warm-up: the first whole run, which also gives the run's length. (A second
+    # runner, warmed up again, cost another run and its set-up: 70 s at n = 32,359.)
+    start = time.perf_counter()
+    runner.advance(FLEQ_BENCH_STEPS)
+    sync()
+    warmup = time.perf_counter() - start
+    length = max(1, int(runner.result().steps.max()))
 
     def work(passes: int) -> None:
         done = 0
@@ -280,10 +291,9 @@ def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
             count = min(length, passes - done)
             runner.advance(count)
             done += count
-        if config.device.startswith("cuda"):
-            torch.cuda.synchronize()
-    timing = timed(work, budget, unit=length)  # the warm-up: one whole run
-    return executor, timing, first.evaluation, runner.fallbacks, runner.threads
+        sync()
+    timing = timed(work, budget, unit=length, warmup=warmup)
+    return executor, timing, runner.evaluation, runner.fallbacks, runner.threads
 
 
 def fleq_reference_speed(program: FleqProgram, budget: float) -> float:
