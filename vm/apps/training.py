@@ -28,11 +28,13 @@ from typing import IO, Callable
 import numpy as np
 
 from vm.isa import FLEQ
+from assembler.fleq import SMALLEST_NORMAL
 from assembler.fleq_program import FleqProgram
 from vm.machines.fleq.layout import MAX_COLUMNS
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.common.errors import InputError, RunFailure
 from vm.common.files import require_regular_file
+from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.machines.fleq.domains import DomainViolation, first_domain_violation
 from vm.functions import dtype_parameters
@@ -64,6 +66,11 @@ class TrainingSetup:
                              f"{MAX_BLOCK} (the largest block size), got {self.hidden!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise InputError(f"the learning rate must be positive and finite, got {self.lr:g}")
+        if not SMALLEST_NORMAL <= self.lr <= MAGNITUDE:  # else the generated program's error
+            raise InputError(f"the learning rate must lie between {SMALLEST_NORMAL:.3g} (the "
+                             f"smallest normal double) and 2^{MAGNITUDE_BITS} (about "
+                             f"{MAGNITUDE:.3g}, the magnitudes the machine keeps exact), got "
+                             f"{self.lr:g}")
         if not _whole(self.epochs) or self.epochs < 1:
             raise InputError(f"epochs must be a whole number, at least 1, got {self.epochs!r}")
         if not _whole(self.seed) or self.seed < 0:
@@ -186,6 +193,20 @@ def check_dataset(x: np.ndarray, y: np.ndarray, where: str = "data") -> tuple[np
         x, y = x.astype(float), y.astype(float)
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise InputError(f"{where}: x and y must be finite in float64")
+    # what the machine holds (assembler.fleq): checked here, the assembler named a line of
+    # the generated program ('<ltvm train>:5:5', 'write 0') instead of the data
+    for name, values in (("x", x), ("y", y)):
+        magnitudes = np.abs(values)
+        for bad, why in ((magnitudes > MAGNITUDE,
+                          f"beyond 2^{MAGNITUDE_BITS} (about {MAGNITUDE:.3g}), the magnitudes "
+                          "the machine keeps exact"),
+                         ((magnitudes > 0) & (magnitudes < SMALLEST_NORMAL),
+                          f"below {SMALLEST_NORMAL:.3g}, the smallest normal double (the "
+                          "machine flushes it to 0)")):
+            if bad.any():
+                index = tuple(int(i) for i in np.argwhere(bad)[0])
+                raise InputError(f"{where}: {name}[{', '.join(map(str, index))}] = "
+                                 f"{values[index]:g} is {why}; scale the data")
     return x, y
 
 
