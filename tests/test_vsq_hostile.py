@@ -11,6 +11,8 @@ from assembler.dec import load_image
 from assembler.diagnostics import SourceError
 from assembler.vsq import assemble
 from vm.common.errors import InputError
+from vm.machines.vsubleq.layout import VGeometry
+from vm.machines.vsubleq.punchcard import output_needed
 from vm.machines.vsubleq.reference import Image
 from vm.machines.vsubleq.run import compare, run_transformer
 from vm.tools.progress import TimeLimitExceeded
@@ -42,7 +44,7 @@ def test_an_input_too_long_for_the_columns_is_refused_before_the_sizing_run() ->
     """70,000 input bytes cannot fit beside any memory, but the reference ran first for up to
     --max-steps steps to size the output tape."""
     image = Image.from_words(load_image(ECHO.read_text(), str(ECHO), 16), 16)
-    with pytest.raises(InputError, match="input 70000"):
+    with pytest.raises(InputError, match="an input tape of 70,000 bytes"):
         run_transformer(image, 10 ** 6, input_bytes=b"x" * 70_000,
                         progress=_no_long_sizing(0))
 
@@ -97,3 +99,16 @@ def test_dense_attention_beyond_the_free_memory_is_refused_before_any_pass(monke
                                          r"cpu: use --attention masked"):
         run_transformer(image, 10, attention="dense")
     assert run_transformer(image, 10, attention="masked").halted  # masked: linear, not asked
+
+
+def test_the_sizing_run_stops_where_no_longer_tape_could_be_built() -> None:
+    """`ltvm trace spew.vsq --step 5000000 --gif s.gif` sized its tape by 5 million
+    reference steps, then the geometry refused 2.5 MB of tape; the sizing stops one byte
+    past the longest tape the columns leave, and the geometry says what does not fit."""
+    image = Image.from_words(SPEW, 16)
+    needed = output_needed(image, b"", 10 ** 9, _no_long_sizing(200_000))
+    assert needed == 65_527
+    with pytest.raises(InputError, match=r"^8 memory words, an input tape of 0 bytes and an "
+                                         r"output tape of 65,527 bytes need 65,537 columns, "
+                                         r"more than the transformer's 65,536$"):
+        VGeometry(image.size, image.bits, 0, needed)

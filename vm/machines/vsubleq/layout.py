@@ -51,9 +51,14 @@ class VGeometry:
         if not self.pos_bits < self.bits <= 64:
             raise InputError(f"{self.bits}-bit words cannot address {self.memory} cells "
                              f"(and at most 64 bits)")
-        if self.inputs < 0 or self.outputs < 0 or self.columns > MAX_COLUMNS:
-            raise InputError(f"the tapes must have 0 or more bytes and all columns at most "
-                             f"{MAX_COLUMNS}, got input {self.inputs}, output {self.outputs}")
+        if self.inputs < 0 or self.outputs < 0:
+            raise InputError(f"the tapes must have 0 or more bytes, got input {self.inputs}, "
+                             f"output {self.outputs}")
+        if self.columns > MAX_COLUMNS:
+            raise InputError(f"{self.memory:,} memory words, an input tape of {self.inputs:,} "
+                             f"bytes and an output tape of {self.outputs:,} bytes need "
+                             f"{self.columns:,} columns, more than the transformer's "
+                             f"{MAX_COLUMNS:,}")
 
     @property
     def pos_bits(self) -> int:

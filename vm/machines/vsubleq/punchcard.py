@@ -43,10 +43,14 @@ def output_needed(image: Image, input_bytes: bytes = b"", max_steps: int = SIZIN
     tape sized by a fixed default (256 bytes) made a 32-word image's passes nine times
     wider than its memory; sized this way an image that writes nothing gets no tape.
     `progress` gets the reference's step count (millions of steps take a while) and may
-    end the sizing by raising. With `limit`, the sizing stops once more than `limit` bytes
-    are written (and returns that count): no tape beyond it could be built anyway."""
+    end the sizing by raising. The sizing stops once more than `limit` bytes are written
+    (and returns that count; by default the longest tape the column limit leaves beside the
+    image and its input): no longer tape could be built (`ltvm trace --step 5000000` of an
+    image that writes on and on ran 5 million steps, then the geometry refused 2.5 MB)."""
+    if limit is None:
+        limit = max(0, output_room(image, len(input_bytes)))
     reference = Reference(image, input_bytes)
-    stop = None if limit is None else (lambda: len(reference.output) > limit)
+    stop = lambda: len(reference.output) > limit  # noqa: E731
     step_until_halted(reference, max_steps, progress=progress, stop=stop)
     return len(reference.output)
 
