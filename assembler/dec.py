@@ -28,7 +28,8 @@ def load_image(text: str, file: str = "<image>", bits: int | None = None) -> lis
         for match in _TOKEN.finditer(body):
             token = match.group()
             if not _WORD.fullmatch(token):
-                raise SourceError(f"'{token}' is not a decimal word", file, text, number,
+                shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in token)
+                raise SourceError(f"'{shown}' is not a decimal word", file, text, number,
                                   match.start() + 1, len(token))
             if len(words) >= MAX_WORDS:
                 raise SourceError(f"image longer than {MAX_WORDS} words", file, text, number,

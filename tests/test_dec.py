@@ -17,3 +17,13 @@ def test_digits_of_other_scripts_are_not_decimal_words(token):
     """Python's \\d matched them, and int() read '١٢' as 12."""
     with pytest.raises(SourceError, match=f"'{token}' is not a decimal word"):
         load_image(f"0 {token}\n", "x.dec")
+
+
+def test_a_bad_token_with_control_characters_is_quoted_with_escapes() -> None:
+    """The message quoted the token as it was: an escape sequence in a .dec file ('1
+    \\x1b[31mred') reached the terminal (and turned it red), a NUL showed as nothing; the
+    line below it already showed them as '?'."""
+    with pytest.raises(SourceError) as error:
+        load_image("1 \x1b[31mred\x00\n", "x.dec", 16)
+    assert str(error.value).splitlines()[0] == (
+        "x.dec:1:3: error: '\\x1b[31mred\\x00' is not a decimal word")
