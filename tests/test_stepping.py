@@ -57,3 +57,16 @@ def test_stop_ends_the_run_after_the_step_that_asked_for_it() -> None:
     assert step_until_halted(machine, 10, trace=True, stop=lambda: machine.steps == 3) \
         == [0, 1, 2]
     assert not machine.halted
+
+
+def test_a_run_that_halts_on_a_clock_step_is_not_stopped_by_the_clock() -> None:
+    """A program halting at step 4,096 was reported 'stopped by --max-seconds ... before the
+    program halted' when the limit had passed."""
+    from vm.machines.stepping import CLOCK_EVERY
+
+    def out_of_time(count: int) -> None:
+        raise TimeoutError(count)
+
+    machine = Countdown(CLOCK_EVERY)
+    step_until_halted(machine, 10 * CLOCK_EVERY, progress=out_of_time)
+    assert machine.halted and machine.steps == CLOCK_EVERY
