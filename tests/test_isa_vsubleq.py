@@ -66,6 +66,15 @@ def test_transformer_trace_names_every_step(capsys) -> None:
     assert "mem[22] = 0 - mem[24] = -3  jump -> 3" in lines[0] and lines[-1].endswith("halt")
 
 
+def test_the_trace_names_the_words_used_not_the_raw_operands(capsys, tmp_path) -> None:
+    """Operands are taken mod the memory size m = 8: b = 100 writes word 4, which the trace
+    named mem[100]."""
+    image = tmp_path / "wrap.dec"
+    image.write_text("5 100 3\n-1 -1 -1\n7 9\n")
+    code, out, _ = run_cli(capsys, "run", "--trace", "--bits", "8", str(image))
+    assert code == 0 and "mem[4] = -1 - mem[5] = 0  jump -> 3" in out.splitlines()[0]
+
+
 def test_asm_lists_the_words(capsys) -> None:
     code, out, _ = run_cli(capsys, "asm", "--listing", SUM)
     assert code == 0 and "memory 32" in out and "     0: 24 22 3" in out

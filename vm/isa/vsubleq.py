@@ -138,12 +138,13 @@ class Vsubleq(InstructionSet):
         return {"mem": list(memory)}
 
     def trace_line(self, program: Image, record: Step) -> str:
-        if record.io == "in":
-            action = f"mem[{record.b}] = input {record.new}"
+        a, b = record.a % program.size, record.b % program.size  # the words used, not the
+        if record.io == "in":  # operands: b = -1 wrote word m - 1, b = 100 word 100 mod m
+            action = f"mem[{b}] = input {record.new}"
         elif record.io == "out":
-            action = f"output mem[{record.a}] = {record.new}"
+            action = f"output mem[{a}] = {record.new}"
         else:
-            action = f"mem[{record.b}] = {record.old} - mem[{record.a}] = {record.new}"
+            action = f"mem[{b}] = {record.old} - mem[{a}] = {record.new}"
         branch = ("halt" if record.halted else
                   f"jump -> {record.next_pc}" if record.jumped else f"next -> {record.next_pc}")
         return f"{record.step:>6}  pc {record.pc:<6} {action}  {branch}"
