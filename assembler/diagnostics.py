@@ -50,6 +50,9 @@ def _window(line: str, column: int) -> tuple[str, int]:
 
 
 def _clip(message: str) -> str:
+    """The message cut to SHOWN_MESSAGE characters, every unprintable character in it (a
+    quoted token from the file: an ESC turned the terminal red) written as an escape."""
+    message = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in message)
     return message if len(message) <= SHOWN_MESSAGE else message[:SHOWN_MESSAGE] + "..."
 
 

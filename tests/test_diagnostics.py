@@ -156,3 +156,12 @@ def test_a_placed_error_is_shown_in_its_source_only_where_the_file_can_be_read(t
     missing = PlacedInputError("too big", str(tmp_path / "gone.fleq"), 2, 4)
     other = InputError("plain")
     assert shown_in_source(missing) is missing and shown_in_source(other) is other
+
+
+def test_a_quoted_control_character_is_shown_as_an_escape(tmp_path, capsys):
+    """An ESC in a source reached the terminal inside the message and turned it red."""
+    source = tmp_path / "esc.sq"
+    source.write_text(".data\nx: 1\n.code\nsubleq x, x \x1b[31m\n")
+    assert main(["asm", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert "unexpected character '\\x1b'" in err and "\x1b" not in err
