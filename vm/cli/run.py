@@ -45,7 +45,27 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+TRACE_STEP_BYTES = 256
+"""Memory a --trace run keeps per step until it prints (measured ~195 bytes a SUBLEQ or
+standard SUBLEQ step): --trace --max-steps 10^8 on a loop would have taken ~20 GB."""
+
+
+def check_trace_memory(max_steps: int) -> None:
+    """Refuse, before the run, a --trace whose steps could not all be kept in memory."""
+    import torch  # here: `ltvm run --help` does not load torch
+
+    from vm.runtime.executor import free_memory
+    free = free_memory(torch.device("cpu"))
+    if free is not None and max_steps * TRACE_STEP_BYTES > free:
+        raise InputError(f"--trace keeps every step until the run ends (about "
+                         f"{TRACE_STEP_BYTES} bytes a step): --max-steps {max_steps:,} could "
+                         f"need {max_steps * TRACE_STEP_BYTES / 2 ** 30:.1f} GiB, more than "
+                         f"the {free / 2 ** 30:.1f} GiB free; lower --max-steps")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.trace:
+        check_trace_memory(args.max_steps)
     program, geometry = load_program(args)
     isa = for_program(program)
     if args.output_format is not None and not isa.reads_input:
