@@ -21,7 +21,8 @@ import torch
 from vm.common.errors import InputError, RunFailure
 from vm.machines.vsubleq.layout import MAX_MEMORY
 from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
-from vm.machines.vsubleq.run import TransformerRun
+from vm.machines.vsubleq.punchcard import geometry_for
+from vm.machines.vsubleq.run import DTYPES, TransformerRun, _refuse_dense_beyond_memory
 from vm.runtime.executor import evaluator_for
 from vm.runtime.graphed import chunk_of
 from vm.tools.bench import STARTING_PASSES, figure, timed
@@ -89,6 +90,10 @@ def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "floa
                   progress: Callable[[str], None] = lambda _: None) -> list[VsubleqBenchRow]:
     """One row per memory size: the transformer's steps/s and the reference's, same run."""
     images = [counting_loop(size, bits) for size in words]  # refuse bad sizes before work
+    if attention == "dense":  # as TransformerRun refuses it, but before any row is timed
+        for image in images:
+            _refuse_dense_beyond_memory(geometry_for(image, 0, 0).columns, DTYPES[dtype],
+                                        device)
     rows = []
     for image in images:
         progress(f"m={image.size} N={bits} on {device} ...")
