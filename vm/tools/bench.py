@@ -118,10 +118,11 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
     had to run in full, and the CPU thread count most of its passes used (measured
     unless `config.threads` is given; 0 on a GPU).
     The run's set-up (the active evaluation projects every column once) falls in the
-    warm-up. A fused run is timed in whole windows (its calls' own length, 128 passes):
-    a short call pays for reloading each program's working set, about 13 us a program at
-    n = 1024, so the doubling chunks' first calls of 1, 2, 4 passes put batch 256 7 %
-    below its sustained rate."""
+    warm-up. A fused run is timed in whole windows (its calls' own length, 128 passes)
+    where one fits the budget: a short call pays for reloading each program's working
+    set, about 13 us a program at n = 1024, so the doubling chunks' first calls of 1, 2, 4
+    passes put batch 256 7 % below its sustained rate; a batch of 60,000, whose window
+    took minutes, is timed in chunks of as many passes as the budget holds."""
     executor = TransformerExecutor(geometry_for(program), config)
     runner = executor.runner(executor.load([program] * batch))
 
@@ -131,8 +132,12 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
             torch.cuda.synchronize()
     start = time.perf_counter()
     work(STARTING_PASSES)
-    starting = time.perf_counter() - start
-    timing = timed(work, budget, unit=runner.window if runner.evaluation == "fused" else 1)
+    one = time.perf_counter()
+    work(1)
+    starting, one_pass = time.perf_counter() - start, time.perf_counter() - one
+    unit = min(runner.window, max(1, int(budget / one_pass))) if runner.evaluation == "fused" \
+        else 1
+    timing = timed(work, budget, unit=unit)
     return (Timing(timing.per_second * batch, starting + timing.warmup_seconds,
                    timing.items * batch), runner.evaluation, runner.fallbacks, runner.threads)
 
