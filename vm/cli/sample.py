@@ -121,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
                                   max_seconds=args.max_seconds)
     progress = Progress("passes", batches * args.max_steps, max_seconds=args.max_seconds)
     checker_progress = Progress("checker passes", args.max_steps, max_seconds=args.max_seconds)
+    reward_progress = Progress("reward calls", max_seconds=args.max_seconds,
+                               unfinished="every answer was rewarded")
     try:
         reference = for_program(program).run_reference(program, args.max_steps,
                                                        progress=reference_progress)
@@ -147,6 +149,17 @@ def run(args: argparse.Namespace) -> int:
                 reward.prepare(answers, checker_progress)
             finally:
                 checker_progress.done()
+        else:  # a script's calls, one per distinct answer (cached), each timed and counted:
+            # a slow verifier ran past --max-seconds with no word (0.5 s x 31 answers: 19 s
+            # against --max-seconds 4, exit 0)
+            distinct = list(dict.fromkeys(answers))
+            reward_progress.total = len(distinct)
+            try:
+                for done, answer in enumerate(distinct):
+                    reward_progress(done)
+                    reward(answer)
+            finally:
+                reward_progress.done()
         chosen = best_of_n(answers, reward)
     report = {"cell": args.cell, "noise": args.noise, "samples": args.samples,
               "seed": args.seed, "reference": correct,
