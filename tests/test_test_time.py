@@ -24,6 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 FACTORIAL = str(ROOT / "programs" / "subleq" / "factorial.sq")
 
 
+def test_a_distribution_of_no_answers_is_refused():
+    """It was an empty distribution whose gap Delta was 0, as if two answers tied."""
+    with pytest.raises(ValueError, match="at least one answer"):
+        distribution([])
+
+
 def test_distribution_orders_answers_and_measures_the_gap():
     shown = distribution(["a", "b", "a", "c", "a", "b"])
     assert shown.answers == ("a", "b", "c")
@@ -116,6 +122,9 @@ def test_exact_majority_success_is_a_probability_at_large_n():
     ({"max_steps": 1.5}, "max_steps must be a whole number"),     # a TypeError from a slice
     ({"batch": 0}, "batch must be a whole number, at least 1"),   # range() arg 3
     ({"seed": 2 ** 64}, "seed must be at most 2^64 - 1"),         # torch's 'long long'
+    ({"samples": 0}, "samples must be a whole number, at least 1"),   # no answers, silently
+    ({"samples": -1}, "samples must be a whole number, at least 1"),
+    ({"samples": 2.5}, "samples must be a whole number, at least 1"),  # list * float
 ])
 def test_sample_answers_refuses_counts_and_seeds_it_cannot_run(keywords, message):
     program = assemble_file(FACTORIAL)

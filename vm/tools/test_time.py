@@ -66,6 +66,10 @@ class Distribution:
 
 
 def distribution(answers: Sequence[Answer]) -> Distribution:
+    """The answers' frequencies; ValueError for no answers (it was an empty distribution
+    with a gap of 0, as if two answers tied)."""
+    if not len(answers):
+        raise ValueError("a distribution needs at least one answer, got none")
     counts = Counter(answers).most_common()
     total = len(answers)
     return Distribution(tuple(a for a, _ in counts), tuple(c / total for _, c in counts))
@@ -277,7 +281,13 @@ def sample_answers(program: Program, geometry: Geometry, samples: int, temperatu
                    progress: Callable[[int], None] | None = None) -> list[int | None]:
     """The value of memory cell `cell` after `samples` runs of a SUBLEQ program on the
     transformer with stochastic reads at `temperature` (None for a run that did not halt
-    within `max_steps`), seeded as `sample_runs` seeds them."""
+    within `max_steps`), seeded as `sample_runs` seeds them. `samples` 0 or below gave no
+    answers at all, silently (examples/test_time_scaling.py --samples -1 printed tables of
+    zeros and exited 0)."""
+    try:
+        _whole(samples, "samples", 1)
+    except ValueError as error:
+        raise InputError(str(error)) from None
     address = answer_address(program, cell)
     return [result.memory[address] if result.halted else None
             for result in sample_runs([program] * samples, geometry, temperature, seed,
