@@ -141,6 +141,8 @@ FLAG_CASES = {
     "device_mps": (["run", FACTORIAL, "--device", "mps"], "cannot run the machine"),
     "device_empty": (["run", FACTORIAL, "--device", ""], "unknown device"),
     "device_second_cpu": (["run", FACTORIAL, "--device", "cpu:5"], "there is one CPU device"),
+    "bench_attention_out_empty": (["bench", "attention", "--out", ""], "empty path"),
+    "bench_rope_out_empty": (["bench", "rope", "--out", ""], "empty path"),
     "trace_beyond_memory": (["run", FACTORIAL, "--trace", "--max-steps", str(10 ** 13)],
                             "--trace keeps every step"),
     "dtype_float16": (["run", FACTORIAL, "--dtype", "float16"], "invalid choice"),

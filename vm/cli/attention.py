@@ -16,7 +16,8 @@ from pathlib import Path
 from vm.attention.chunked import MODES
 from vm.attention.chunked.limits import (check_calls, check_limits, check_memory,
                                          check_score_scale)
-from vm.cli.common import non_negative_float, positive_float, seed_value, thread_count
+from vm.cli.common import (directory_path, non_negative_float, positive_float, seed_value,
+                           thread_count)
 from vm.common.errors import InputError, RunFailure
 from vm.tools.progress import Progress
 
@@ -62,7 +63,7 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
         "attention", help="full attention vs. its simulations: time and peak memory",
         description="Measure full attention and the exact, window and sampled simulations "
         "for every N and M, each in a fresh process; write a table and a plot.")
-    parser.add_argument("--out", type=Path, default=Path("out/bench-attention"),
+    parser.add_argument("--out", type=directory_path, default=Path("out/bench-attention"),
                         help="output directory (default out/bench-attention)")
     parser.add_argument("--n-values", type=_int_list, default=[4096, 16384, 65536],
                         help="comma-separated N values (default 4096,16384,65536)")

@@ -43,6 +43,14 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+def directory_path(text: str) -> Path:
+    """argparse type: an output directory; '' is refused (Path('') is the current
+    directory, where --out "" wrote its files)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no directory")
+    return Path(text)
+
+
 def thread_count(text: str) -> int:
     """argparse type: a CPU thread count, 1 to MAX_THREADS."""
     value = _int_at_least(text, 1)

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from vm.cli.common import positive_float, seed_value
+from vm.cli.common import directory_path, positive_float, seed_value
 from vm.common.errors import InputError, RunFailure
 from vm.tools.progress import Progress
 
@@ -121,7 +121,7 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
                     "form; writes rope_gradient.md, .csv and .png into --out "
                     "(docs/rope_attention.md). Several minutes a section; --quick for a "
                     "smoke run.")
-    parser.add_argument("--out", type=Path, default=Path("out/bench-rope"),
+    parser.add_argument("--out", type=directory_path, default=Path("out/bench-rope"),
                         help="output directory (default out/bench-rope)")
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
     parser.add_argument("--max-exact-n", type=int, default=1 << 14, metavar="N",
