@@ -26,6 +26,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 
+from vm.cli.common import directory_path, positive_float, positive_int, seed_value
 from vm.tools.self_correction import (EXPERTS, expert_responses, explore_then_commit,
                                       random_3sat, satisfiable, self_correct, target)
 
@@ -61,13 +62,16 @@ def success_rates(data: list[int], clauses: list, noise: float, seed: int) -> li
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--instances", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=36)
-    parser.add_argument("--explore", type=int, default=12)
-    parser.add_argument("--noise", type=float, default=0.35)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "examples" / "out")
+    parser.add_argument("--instances", type=positive_int, default=20)
+    parser.add_argument("--rounds", type=positive_int, default=36)
+    parser.add_argument("--explore", type=positive_int, default=12)
+    parser.add_argument("--noise", type=positive_float, default=0.35)
+    parser.add_argument("--seed", type=seed_value, default=0)
+    parser.add_argument("--out", type=directory_path, default=ROOT / "examples" / "out")
     args = parser.parse_args()
+    if args.explore > args.rounds:  # no round left to commit: the rates were NaN
+        parser.error(f"--explore {args.explore} leaves no round of --rounds {args.rounds} "
+                     f"to commit")
     rng = np.random.default_rng(args.seed)
     rewards, regrets, on_right, agree, solved = [], [], [], 0, {True: [], False: []}
     for index, (data, clauses) in enumerate(instances(args.instances, rng)):

@@ -32,6 +32,7 @@ import numpy as np
 from assembler.subleq import assemble_file
 from vm.machines.subleq.punchcard import geometry_for
 from vm.machines.subleq.reference import run_reference
+from vm.cli.common import directory_path, positive_int
 from vm.tools.test_time import (best_of_n_hard_instance, best_of_n_success, distribution,
                                 fitted_exponent, majority_success_two, sample_answers,
                                 samples_needed, self_consistency_hard_instance,
@@ -109,8 +110,8 @@ def survey(samples: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "examples" / "out")
-    parser.add_argument("--samples", type=int, default=512)
+    parser.add_argument("--out", type=directory_path, default=ROOT / "examples" / "out")
+    parser.add_argument("--samples", type=positive_int, default=512)
     args = parser.parse_args()
     hard = hard_instances()
     print(f"Hard instances, samples needed for success >= {1 - DELTA}:")

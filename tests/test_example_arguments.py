@@ -1,0 +1,26 @@
+"""The example scripts refuse arguments they cannot run with, in one argparse line (exit 2):
+--rounds 0 was an IndexError, --noise 0 an InputError traceback, --explore above --rounds
+printed nan, and test_time_scaling.py --samples -1 printed tables of zeros."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize("script, arguments, message", [
+    ("self_correction.py", ["--rounds", "0"], "--rounds: must be at least 1"),
+    ("self_correction.py", ["--noise", "0"], "--noise: must be positive"),
+    ("self_correction.py", ["--rounds", "2", "--explore", "5"], "no round of --rounds 2"),
+    ("test_time_scaling.py", ["--samples", "-1"], "--samples: must be at least 1"),
+])
+def test_an_example_refuses_arguments_it_cannot_run_with(script, arguments, message):
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), *arguments],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
