@@ -198,12 +198,17 @@ def test_ltvm_sample_best_of_n_with_a_checker_program(capsys):
     assert code == 0 and payload["answer"] == 7 and payload["chosen_reward"] == 1.0
 
 
+def sample_best_of_n(tmp_path, script_text: str, noise: str, samples: int) -> int:
+    """`ltvm sample` of the factorial's cell fact, best-of-n under a reward script."""
+    script = tmp_path / "reward.py"
+    script.write_text(script_text)
+    return main(["sample", FACTORIAL, "--cell", "fact", "--noise", noise, "--samples",
+                 str(samples), "--strategy", "best-of-n", "--reward", str(script), "--json"])
+
+
 def test_ltvm_sample_best_of_n_with_a_reward_script(capsys, tmp_path):
-    script = tmp_path / "closest.py"
-    script.write_text("def reward(answer):\n    return 0.0 if answer is None else "
-                      "-abs(answer - 720)\n")
-    code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.2", "--samples", "32",
-                 "--strategy", "best-of-n", "--reward", str(script), "--json"])
+    code = sample_best_of_n(tmp_path, "def reward(answer):\n    return 0.0 if answer is None "
+                            "else -abs(answer - 720)\n", "0.2", 32)
     payload = json.loads(capsys.readouterr().out)
     assert code == 0 and payload["answer"] == 720 and payload["chosen_reward"] == 0.0
 
@@ -252,26 +257,18 @@ def test_ltvm_sample_max_seconds_stops_the_reference_and_the_checker_too(stage, 
     assert "stopped by --max-seconds 3 after" in err and stage in err
 
 
-def test_a_reward_script_that_prints_leaves_the_json_whole(capsys, tmp_path):
-    """print() in a reward script went to stdout, into the middle of --json's object."""
-    script = tmp_path / "chatty.py"
-    script.write_text("print('loading')\ndef reward(answer):\n    print('scoring', answer)\n"
-                      "    return 1.0 if answer == 720 else 0.0\n")
-    code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.1", "--samples", "4",
-                 "--strategy", "best-of-n", "--reward", str(script), "--json"])
+def test_a_reward_script_that_prints_leaves_the_json_whole_and_is_called_once_an_answer(
+        capsys, tmp_path):
+    """print() in a reward script went to stdout, into the middle of --json's object; and
+    the script was called for every sample, not once per distinct answer."""
+    code = sample_best_of_n(tmp_path, "print('loading')\ndef reward(answer):\n    "
+                            "print('scoring', answer)\n    return 1.0 if answer == 720 else "
+                            "0.0\n", "0.1", 16)
     captured = capsys.readouterr()
     assert code == 0 and json.loads(captured.out)["answer"] == 720
-    assert "loading" in captured.err and "scoring 720" in captured.err
-
-
-def test_a_reward_script_is_called_once_per_distinct_answer(capsys, tmp_path):
-    script = tmp_path / "counted.py"
-    script.write_text("def reward(answer):\n    print('scoring', answer)\n"
-                      "    return 1.0 if answer == 720 else 0.0\n")
-    code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.1", "--samples", "16",
-                 "--strategy", "best-of-n", "--reward", str(script), "--json"])
-    calls = [line for line in capsys.readouterr().err.splitlines() if line.startswith("scoring")]
-    assert code == 0 and calls and len(calls) == len(set(calls)) < 16
+    calls = [line for line in captured.err.splitlines() if line.startswith("scoring")]
+    assert "loading" in captured.err and "scoring 720" in calls
+    assert len(calls) == len(set(calls)) < 16
 
 
 def test_a_reward_directory_is_not_called_missing(capsys, tmp_path):
