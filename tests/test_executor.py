@@ -153,7 +153,7 @@ def test_cuda_runs_agree_with_the_reference(dtype):
 def test_a_batch_larger_than_free_memory_is_refused_before_any_work(monkeypatch):
     executor = TransformerExecutor(geometry_for(FACTORIAL))
     one = executor.layout.rows * executor.layout.columns * 8
-    monkeypatch.setattr("vm.runtime.executor.free_memory", lambda device: 10 * one)
+    monkeypatch.setattr("vm.transformer.memory.free_memory", lambda device: 10 * one)
     assert executor.load([FACTORIAL] * 2).shape[0] == 2
     with pytest.raises(InputError, match="batch of 10 programs .* run fewer"):
         executor.load([FACTORIAL] * 10)

@@ -498,8 +498,8 @@ def test_trace_refuses_pictures_that_cannot_fit_in_memory(name, text, capsys, tm
                                                           monkeypatch):
     """64 MiB hold X at n = 2,000 but not its n x n attention maps (4 million entries a
     head)."""
-    import vm.runtime.executor
-    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 64 << 20)
+    import vm.transformer.memory
+    monkeypatch.setattr(vm.transformer.memory, "free_memory", lambda device: 64 << 20)
     (tmp_path / name).write_text(text)
     refused(["trace", str(tmp_path / name), "--png", str(tmp_path / "pictures")], capsys,
             "attention maps), more than")

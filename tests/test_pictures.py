@@ -312,9 +312,9 @@ def test_trace_gif_refuses_frames_beyond_free_memory_before_any_pass(capsys, mon
                                                                       tmp_path):
     """Every frame keeps its X: 1,000 of a 2^15-word image's (50 MiB each) ended in the OOM
     killer instead of a message."""
-    import vm.runtime.executor
+    import vm.transformer.memory
 
-    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 100 * 2 ** 20)
+    monkeypatch.setattr(vm.transformer.memory, "free_memory", lambda device: 100 * 2 ** 20)
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source, "--gif", str(tmp_path / "x.gif"), "--steps", "1000"]) == 2
     err = capsys.readouterr().err

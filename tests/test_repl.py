@@ -324,9 +324,9 @@ def test_long_runs_report_progress_on_stderr(repl, monkeypatch):
 def test_show_refuses_a_pass_whose_pictures_cannot_fit_in_free_memory(countdown, monkeypatch):
     """`show attn` at n = 20,007 thrashed for minutes in silence (43 GiB of attention maps);
     `ltvm trace --png` refused it already."""
-    import vm.runtime.executor
+    import vm.transformer.memory
 
-    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 2 ** 10)
+    monkeypatch.setattr(vm.transformer.memory, "free_memory", lambda device: 2 ** 10)
     for command in ("show attn", "show X 1"):
         out = countdown.execute(command)
         assert out.startswith(f"error: {command} at n = ") and out.endswith(

@@ -91,9 +91,9 @@ def test_dense_attention_beyond_the_free_memory_is_refused_before_any_pass(monke
     """`ltvm run big.vsq --attention dense --input-file 32k` (n = 64,770) allocated a head's
     n x n scores and softmax, 31 GiB in float32, in the first pass, until the machine ran
     out. Here the free memory is made smaller than a 4-word image's scores instead."""
-    import vm.runtime.executor
+    import vm.transformer.memory
 
-    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda device: 100)
+    monkeypatch.setattr(vm.transformer.memory, "free_memory", lambda device: 100)
     image = Image.from_words([0, 0, -1], 8)
     with pytest.raises(InputError, match=r"--attention dense at n = 6 columns .* GiB free on "
                                          r"cpu: use --attention masked"):

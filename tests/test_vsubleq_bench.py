@@ -97,12 +97,12 @@ def test_bench_vsubleq_refuses_dense_attention_beyond_memory_before_timing_any_r
         capsys, monkeypatch):
     """TransformerRun refuses dense n x n scores beyond the memory free, but only when its
     row comes: --words 16,256 timed m = 16 first and then threw its row away."""
-    import vm.runtime.executor
+    import vm.transformer.memory
 
     def never_timed(*args, **kwargs):
         raise AssertionError("a measurement started")
     monkeypatch.setattr(vm.tools.vsubleq_bench, "timed", never_timed)
-    monkeypatch.setattr(vm.runtime.executor, "free_memory", lambda where: 100_000)
+    monkeypatch.setattr(vm.transformer.memory, "free_memory", lambda where: 100_000)
     assert main(["bench", "vsubleq", "--words", "16,256", "--attention", "dense",
                  "--seconds", "0.05"]) == 2
     assert capsys.readouterr().err.startswith("ltvm: error: --attention dense at n = 258 "

@@ -54,7 +54,7 @@ def check_trace_memory(max_steps: int) -> None:
     """Refuse, before the run, a --trace whose steps could not all be kept in memory."""
     import torch  # here: `ltvm run --help` does not load torch
 
-    from vm.runtime.executor import free_memory
+    from vm.transformer.memory import free_memory
     free = free_memory(torch.device("cpu"))
     if free is not None and max_steps * TRACE_STEP_BYTES > free:
         raise InputError(f"--trace keeps every step until the run ends (about "

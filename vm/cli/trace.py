@@ -167,7 +167,7 @@ def _check_animation_memory(X, steps: int) -> None:
     image, so 1,000 of them would end in the OOM killer, silently."""
     import torch
 
-    from vm.runtime.executor import free_memory
+    from vm.transformer.memory import free_memory
     frame = X.numel() * X.element_size() + FRAME_IMAGE_BYTES
     needed, free = (steps + 1) * frame, free_memory(torch.device("cpu"))
     if free is not None and needed > free:

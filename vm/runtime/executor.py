@@ -32,6 +32,7 @@ from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
 from vm.transformer.layout import Layout
 from vm.transformer.sampling import ReadNoise
+from vm.transformer import memory as device_memory
 from vm.transformer.threads import TRY_PASSES, MeasuredThreads, cpu_threads
 from vm.transformer.weights import MachineWeights
 from vm.machines import machine_for
@@ -122,21 +123,6 @@ class BatchRun:
     halted: np.ndarray
 
 
-def free_memory(device: torch.device) -> int | None:
-    """Bytes that can be allocated on `device` now (a CPU: Linux's MemAvailable); None
-    where that cannot be read."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 class TransformerExecutor:
     """One geometry's looped transformer, ready to run batches of programs."""
 
@@ -193,7 +179,7 @@ class TransformerExecutor:
                  if self.device.type == "cuda" else [(cards + device, self.device)])
         for per_program, where in needs:
             needed = per_program * batch
-            free = free_memory(where)
+            free = device_memory.free_memory(where)
             if free is not None and needed > free:
                 raise InputError(f"a batch of {batch} programs at n = {n} needs about "
                                  f"{needed / 2**30:.1f} GiB on {where.type}, more than the "

@@ -199,7 +199,7 @@ def check_pass_memory(model: LoopedTransformer, X: torch.Tensor, what: str,
     pictures cannot fit in the memory free now: every head's n x n attention map is kept for
     drawing, tens of GB at n = 20,000, and the command would end in the OOM killer (or
     thrash for minutes), silently. `what` asked for them; `instead` says what else to do."""
-    from vm.runtime.executor import free_memory
+    from vm.transformer.memory import free_memory
     n, heads = X.shape[-1], sum(len(layer.head_roles) for layer in model.layers)
     needed = n * n * (heads * X.element_size() + PICTURE_BYTES_PER_CELL)
     free = free_memory(torch.device("cpu"))

@@ -132,7 +132,7 @@ def _refuse_dense_beyond_memory(columns: int, dtype: torch.dtype, device: str) -
     65,536 columns an image with a long input reaches, 32 GiB in float32, which the first
     pass allocated until the machine ran out. Refused up front when the memory free now
     cannot hold them."""
-    from vm.runtime.executor import free_memory  # the runtime: transformer runs only
+    from vm.transformer.memory import free_memory
     where = torch.device(device)
     needed = 2 * columns * columns * dtype.itemsize
     free = free_memory(where)
