@@ -165,26 +165,34 @@ class TransformerExecutor:
 
     def check_memory(self, batch: int) -> None:
         """Refuse, before any work, a batch whose run cannot fit in the memory free now: it
-        would otherwise swap for minutes or end in the allocator's traceback. Counted: the
-        host's float64 punchcards, X, its internal copy and the initial state the checks
-        compare with, and the active evaluation's projection cache (twice on a GPU, whose
-        graphs copy it aside)."""
-        rows, n = self.layout.rows, self.layout.columns
-        size = self.dtype.itemsize
-        device = rows * n * 3 * size
-        if isinstance(self.active, ActiveEvaluator):
-            device += self.active.width * n * size * (2 if self.device.type == "cuda" else 1)
-        cards = rows * n * 8
-        needs = ([(cards, torch.device("cpu")), (device, self.device)]
-                 if self.device.type == "cuda" else [(cards + device, self.device)])
-        for per_program, where in needs:
-            needed = per_program * batch
+        would otherwise swap for minutes or end in the allocator's traceback."""
+        n = self.layout.columns
+        for needed, where in self.memory_needed(batch):
             free = device_memory.free_memory(where)
             if free is not None and needed > free:
                 raise InputError(f"a batch of {batch} programs at n = {n} needs about "
                                  f"{needed / 2**30:.1f} GiB on {where.type}, more than the "
                                  f"{free / 2**30:.1f} GiB free there: run fewer programs at "
                                  "once")
+
+    def memory_needed(self, batch: int) -> list[tuple[int, torch.device]]:
+        """Bytes a run of `batch` programs keeps, by device: the host's float64 punchcards,
+        X, its internal copy and the initial state the checks compare with, the active
+        evaluation's projection cache (twice on a GPU, whose graphs copy it aside), and the
+        fused pass's undo log, 8-bit score mirror and workspace (a batch of 60,000 at n = 64
+        was estimated at 8.2 GiB without them and peaked at 12.7 GB)."""
+        rows, n = self.layout.rows, self.layout.columns
+        size = self.dtype.itemsize
+        device = rows * n * 3 * size
+        if isinstance(self.active, ActiveEvaluator):
+            width = self.active.width
+            device += width * n * size * (2 if self.device.type == "cuda" else 1)
+            if isinstance(self.active.fused, FusedPass):
+                device += self.active.fused.program_bytes(rows, n, size)
+        cards = rows * n * 8
+        if self.device.type == "cuda":
+            return [(cards * batch, torch.device("cpu")), (device * batch, self.device)]
+        return [((cards + device) * batch, self.device)]
 
     def load_punchcards(self, cards: np.ndarray) -> torch.Tensor:
         """Punchcards (rows, n) or (batch, rows, n) as X. Refused: complex cards (float64

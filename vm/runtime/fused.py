@@ -214,6 +214,19 @@ class FusedPass:
         self.tables += scoring
         return None
 
+    def program_bytes(self, rows: int, n: int, itemsize: int) -> int:
+        """Bytes a run keeps per program for the compiled pass (`check_memory` counts them):
+        the undo log of a window (`_log`), the score mirror and own scores (`_mirror`) and
+        the workspace (`_workspace`), as those allocate them."""
+        slots, hidden = self.evaluator.capacity + 1, max(self.hidden_width, 1)
+        width = self.evaluator.width
+        entries = 2 * FUSED_CHECK_EVERY + slots
+        log = entries * (8 + rows * itemsize) + (FUSED_CHECK_EVERY + 1) * 8
+        mirror = (len(self.mirror_rows) + 4 * len(self.head_rows)) * n
+        work = (8 * (rows * slots + width * slots + 6 * rows + 3 * hidden + 2 * slots + width)
+                + 2 * rows + 12 * n)
+        return log + mirror + work
+
     def passes(self, run: ActiveRun, count: int, record: torch.Tensor, pc_rows: np.ndarray,
                threads: int | None = None) -> tuple[int, bool]:
         """Up to `count` passes of `run` in place, each after copying the program counters
