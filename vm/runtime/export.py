@@ -117,9 +117,7 @@ def _check_space(directory: Path, weights: MachineWeights, masked: bool, fmt: st
     where it goes: a masked export holds an n x n float64 mask per head (one in ONNX), 12 GB
     at n = 20,000 and over 100 GB at n = 65,536, which would write for many minutes and then
     fail on a full disk."""
-    matrices = sum(array.nbytes for layer in weights.layers
-                   for array in (*(m for head in layer.heads for m in (head.Q, head.K, head.V)),
-                                 layer.ffn.W1, layer.ffn.b1, layer.ffn.W2, layer.ffn.b2))
+    matrices = sum(array.nbytes for layer in weights.layers for array in layer.arrays())
     masks = 0 if not masked or weights.mask is None else \
         1 if fmt == "onnx" else sum(weights.heads)
     needed = matrices + masks * weights.columns ** 2 * 8

@@ -48,10 +48,7 @@ def check_size(weights: MachineWeights, masked: bool, dtype: str) -> None:
     n x n mask alone passes 2 GiB near n = 16,400 in float64, and building the model first
     took minutes and over 10 GB of memory at n = 20,000 to end in protobuf's traceback
     ('Failed to serialize proto'), or in the out-of-memory killer for larger n."""
-    count = sum(array.size for layer in weights.layers
-                for array in (*(m for head in layer.heads for m in (head.Q, head.K, head.V)),
-                              layer.ffn.W1, layer.ffn.b1, layer.ffn.W2, layer.ffn.b2))
-    count += sum(len(layer.heads) for layer in weights.layers)  # one lam a head
+    count = sum(layer.parameter_count() for layer in weights.layers)  # a lam a head too
     masks = weights.columns ** 2 if masked and weights.mask is not None else 0
     size = (count + masks) * np.dtype(dtype).itemsize
     if size + GRAPH_ALLOWANCE > PROTOBUF_LIMIT:

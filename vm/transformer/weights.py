@@ -53,11 +53,15 @@ class LayerWeights:
     ffn: FeedForwardWeights
     role: str
 
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """Every matrix and bias of the layer (the heads' Q, K, V, then W1, b1, W2, b2)."""
+        ffn = self.ffn
+        return (*(m for head in self.heads for m in (head.Q, head.K, head.V)),
+                ffn.W1, ffn.b1, ffn.W2, ffn.b2)
+
     def parameter_count(self) -> int:
         """Entries of the layer's matrices and biases (temperatures included)."""
-        attention = sum(h.Q.size + h.K.size + h.V.size + 1 for h in self.heads)
-        ffn = self.ffn.W1.size + self.ffn.b1.size + self.ffn.W2.size + self.ffn.b2.size
-        return attention + ffn
+        return sum(array.size for array in self.arrays()) + len(self.heads)
 
 
 @dataclass(frozen=True)

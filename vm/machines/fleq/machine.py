@@ -245,9 +245,7 @@ def _check_finite(layer: LayerWeights) -> None:
     """Refuse a block layer with an inf or NaN weight (a block parameter so extreme that
     its fit overflowed, e.g. inv.sharpness=1e308): such a machine would compute NaN and
     decode a garbage pc, with nothing to say why."""
-    ffn = layer.ffn
-    arrays = [matrix for head in layer.heads for matrix in (head.Q, head.K, head.V)]
-    if not all(np.isfinite(array).all() for array in arrays + [ffn.W1, ffn.b1, ffn.W2, ffn.b2]):
+    if not all(np.isfinite(array).all() for array in layer.arrays()):
         raise InputError(f"the weights of {layer.role} are not finite: a block parameter "
                          f"(.function or --param) is beyond what the block can be built for")
 
