@@ -24,3 +24,16 @@ def test_a_directory_with_the_longest_names_is_written_through_its_staging_name(
         (staging / "weights.npz").write_text("x")
     assert [path.name for path in tmp_path.iterdir()] == [directory.name]
     assert (directory / "weights.npz").read_text() == "x"
+
+
+def test_a_symbolic_link_to_nothing_is_refused_before_any_work(tmp_path):
+    """Every directory output (export -o, asm --export-csv, bench --out) built its files and
+    then failed the final rename with 'Not a directory'."""
+    import pytest
+
+    from vm.common.errors import InputError
+    from vm.common.outputs import check_directory
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "missing")
+    with pytest.raises(InputError, match="symbolic link to .*missing, which does not exist"):
+        check_directory(link, ["a.csv"])

@@ -59,11 +59,6 @@ def run(args: argparse.Namespace) -> int:
         if not isa.writes_csv:
             raise InputError(f"--export-csv writes SUBLEQ programs only (the CSV format has "
                              f"no {isa.name.upper()} instructions)")
-        csv_link = Path(args.export_csv)
-        if csv_link.is_symlink() and not csv_link.exists():  # else 'Not a directory' at the end
-            raise InputError(f"cannot write {args.export_csv}: it is a symbolic link to "
-                             f"{os.readlink(csv_link)}, which does not exist; create that "
-                             "directory or name another")
         check_directory(args.export_csv, CSV_FILES)  # before -o writes anything
         csv_paths = {os.path.realpath(Path(args.export_csv) / name) for name in CSV_FILES}
         if args.output and os.path.realpath(args.output) == os.path.realpath(args.export_csv):

@@ -23,13 +23,18 @@ valid 250-character name made the staging name longer than a file name may be (2
 def check_directory(directory: str | Path, names: Iterable[str]) -> Path:
     """`directory` as a Path, once it is clear that the files `names` can be written there:
     refused up front (before any work or write) when the path is empty, its parent is
-    missing, it is not a directory, or one of the names is taken by anything but a regular
-    file (a directory, a link, a pipe), which replacing it would lose or bypass."""
+    missing, it is a symbolic link to nothing (the final rename failed with 'Not a
+    directory'), it is not a directory, or one of the names is taken by anything but a
+    regular file (a directory, a link, a pipe), which replacing it would lose or bypass."""
     if not isinstance(directory, (str, os.PathLike)):  # Path(5) raised a TypeError
         raise InputError(f"the output directory must be a path, got {directory!r}")
     if not str(directory):  # Path("") would silently be the current directory
         raise InputError("the output directory is an empty path")
     directory = Path(directory)
+    if directory.is_symlink() and not directory.exists():
+        raise InputError(f"cannot write {directory}: it is a symbolic link to "
+                         f"{os.readlink(directory)}, which does not exist; create that "
+                         "directory or name another")
     if directory.exists():
         if not directory.is_dir():
             raise InputError(f"cannot write {directory}: it exists and is not a directory")

@@ -11,7 +11,6 @@ two's-complement words; FLEQ memory is real-valued cells of d columns
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from types import ModuleType
@@ -98,11 +97,6 @@ def check_export_directory(directory: str | Path) -> Path:
     """`directory` as a Path if an export may go there: new, empty, or holding only a
     previous export (in any format), and every file it writes or removes a regular one."""
     known = set(WEIGHT_FILES.values()) | set(COMMON_FILES)
-    if isinstance(directory, (str, Path)) and Path(directory).is_symlink() \
-            and not Path(directory).exists():  # refused only after the build, as ENOTDIR
-        raise InputError(f"cannot write {directory}: it is a symbolic link to "
-                         f"{os.readlink(directory)}, which does not exist; create that "
-                         "directory or name another")
     directory = check_directory(directory, sorted(known))
     if directory.is_dir():
         strangers = sorted(p.name for p in directory.iterdir() if p.name not in known)
