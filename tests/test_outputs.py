@@ -3,8 +3,11 @@ any name the file system takes."""
 
 from __future__ import annotations
 
+import pytest
+
 from vm.cli.common import atomic_path
-from vm.common.outputs import staged_files
+from vm.common.errors import InputError
+from vm.common.outputs import check_directory, staged_files
 
 LONGEST = 250
 """A valid file name's length (the limit is 255): the hidden staging name that repeated
@@ -29,10 +32,6 @@ def test_a_directory_with_the_longest_names_is_written_through_its_staging_name(
 def test_a_symbolic_link_to_nothing_is_refused_before_any_work(tmp_path):
     """Every directory output (export -o, asm --export-csv, bench --out) built its files and
     then failed the final rename with 'Not a directory'."""
-    import pytest
-
-    from vm.common.errors import InputError
-    from vm.common.outputs import check_directory
     link = tmp_path / "out"
     link.symlink_to(tmp_path / "missing")
     with pytest.raises(InputError, match="symbolic link to .*missing, which does not exist"):

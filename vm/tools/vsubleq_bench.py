@@ -22,7 +22,7 @@ from vm.common.errors import InputError, RunFailure
 from vm.machines.vsubleq.layout import MAX_MEMORY
 from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
 from vm.machines.vsubleq.punchcard import geometry_for
-from vm.machines.vsubleq.run import DTYPES, TransformerRun, _refuse_dense_beyond_memory
+from vm.machines.vsubleq.run import DTYPES, TransformerRun, check_dense_memory
 from vm.runtime.executor import evaluator_for
 from vm.runtime.graphed import chunk_of
 from vm.tools.bench import STARTING_PASSES, figure, timed
@@ -92,7 +92,7 @@ def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "floa
     images = [counting_loop(size, bits) for size in words]  # refuse bad sizes before work
     if attention == "dense":  # as TransformerRun refuses it, but before any row is timed
         for image in images:
-            _refuse_dense_beyond_memory(geometry_for(image, 0, 0).columns, DTYPES[dtype],
+            check_dense_memory(geometry_for(image, 0, 0).columns, DTYPES[dtype],
                                         device)
     rows = []
     for image in images:

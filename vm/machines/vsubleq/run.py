@@ -57,7 +57,7 @@ class TransformerRun:
         self.model = LoopedTransformer(self.machine.weights, DTYPES[dtype], device, attention,
                                        self.geometry.scratch)
         if attention == "dense":
-            _refuse_dense_beyond_memory(self.geometry.columns, DTYPES[dtype], device)
+            check_dense_memory(self.geometry.columns, DTYPES[dtype], device)
         card = torch.as_tensor(self.machine.encode(image, bytes(input_bytes))[None],
                                dtype=DTYPES[dtype], device=device)
         self.X = to_internal(card)
@@ -127,7 +127,7 @@ class TransformerRun:
                              f"run with a larger --max-output")
 
 
-def _refuse_dense_beyond_memory(columns: int, dtype: torch.dtype, device: str) -> None:
+def check_dense_memory(columns: int, dtype: torch.dtype, device: str) -> None:
     """Dense attention holds a head's n x n scores and their softmax at once: at the
     65,536 columns an image with a long input reaches, 32 GiB in float32, which the first
     pass allocated until the machine ran out. Refused up front when the memory free now
