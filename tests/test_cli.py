@@ -402,6 +402,24 @@ def test_run_on_the_reference_refuses_the_transformers_options(option, capsys):
                    "runs no transformer\n")
 
 
+@pytest.mark.parametrize("option, reason", [(["--checked"], "--checked"),
+                                            (["--attention", "dense"], "dense attention")])
+@pytest.mark.parametrize("evaluation", ["active", "fused"])
+def test_an_evaluation_that_cannot_apply_is_named(option, reason, evaluation, capsys):
+    """`--evaluation fused --checked` ran every pass in full without a word."""
+    if evaluation == "fused":
+        pytest.importorskip("numba")
+    code, out, err = run_cli(capsys, "run", FACTORIAL, "--evaluation", evaluation, *option)
+    assert code == 0 and "halted: yes" in out
+    assert err == (f"ltvm: note: {reason} runs every pass in full (--evaluation {evaluation} "
+                   "does not apply)\n")
+
+
+def test_the_default_evaluation_adds_no_note(capsys):
+    code, _, err = run_cli(capsys, "run", FACTORIAL, "--checked")
+    assert code == 0 and err == ""
+
+
 def test_run_trace_obeys_max_seconds(capsys, tmp_path):
     """--trace ignored --max-seconds: the run went on to --max-steps in silence."""
     path = tmp_path / "inf.sq"

@@ -263,9 +263,24 @@ def input_options(args: argparse.Namespace, isa: InstructionSet, transformer: bo
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
+    full_because = _runs_in_full(args)
+    if full_because and args.evaluation in ("fused", "active"):
+        print(f"ltvm: note: {full_because} runs every pass in full (--evaluation "
+              f"{args.evaluation} does not apply)", file=sys.stderr)
     return EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
                         temperature=args.temperature, checked=True if args.checked else None,
                         evaluation=args.evaluation)
+
+
+def _runs_in_full(args: argparse.Namespace) -> str | None:
+    """What in the command line makes every pass the full one, whatever --evaluation asks."""
+    if args.command == "trace":
+        return "trace"
+    if args.checked:
+        return "--checked"
+    if args.attention == "dense":
+        return "dense attention"
+    return None
 
 
 def load_program(args: argparse.Namespace) -> tuple[object, object]:
