@@ -159,6 +159,17 @@ def test_a_batch_larger_than_free_memory_is_refused_before_any_work(monkeypatch)
         executor.load([FACTORIAL] * 10)
 
 
+def test_dense_scores_beyond_the_free_memory_are_refused_before_any_work(monkeypatch):
+    """A SUBLEQ or FLEQ run at --attention dense allocated a head's n x n scores in its first
+    pass whatever the memory free; n = 65,536 needs 32 GiB in float32."""
+    n = geometry_for(FACTORIAL).columns
+    dense = TransformerExecutor(geometry_for(FACTORIAL), EngineConfig(attention="dense"))
+    monkeypatch.setattr("vm.transformer.memory.free_memory", lambda device: 2 * n * n * 4 - 1)
+    with pytest.raises(InputError, match=rf"--attention dense at n = {n} columns .* smaller "
+                                         "program"):
+        dense.load([FACTORIAL])
+
+
 def test_the_memory_estimate_covers_what_a_fused_run_allocates():
     """`bench --columns 64 --batch 60000` was estimated at 8.2 GiB and peaked at 12.7 GB:
     the fused pass's undo log (two columns a pass for a 128-pass window), its 8-bit mirror

@@ -167,6 +167,8 @@ class TransformerExecutor:
         """Refuse, before any work, a batch whose run cannot fit in the memory free now: it
         would otherwise swap for minutes or end in the allocator's traceback."""
         n = self.layout.columns
+        if self.config.attention == "dense":
+            device_memory.check_dense_memory(n, self.dtype, self.device)
         for needed, where in self.memory_needed(batch):
             free = device_memory.free_memory(where)
             if free is not None and needed > free:

@@ -22,10 +22,11 @@ from vm.common.errors import InputError, RunFailure
 from vm.machines.vsubleq.layout import MAX_MEMORY
 from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
 from vm.machines.vsubleq.punchcard import geometry_for
-from vm.machines.vsubleq.run import DTYPES, TransformerRun, check_dense_memory
+from vm.machines.vsubleq.run import DTYPES, TransformerRun
 from vm.runtime.executor import evaluator_for
 from vm.runtime.graphed import chunk_of
 from vm.tools.bench import STARTING_PASSES, figure, timed
+from vm.transformer.memory import check_dense_memory
 
 COUNTING_LOOP = [6, 7, 0,   # 0: mem[7] -= mem[6] (1); <= 0: jump to 0
                  8, 8, 0,   # 3: Z - Z = 0: jump to 0
@@ -92,8 +93,8 @@ def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "floa
     images = [counting_loop(size, bits) for size in words]  # refuse bad sizes before work
     if attention == "dense":  # as TransformerRun refuses it, but before any row is timed
         for image in images:
-            check_dense_memory(geometry_for(image, 0, 0).columns, DTYPES[dtype],
-                                        device)
+            check_dense_memory(geometry_for(image, 0, 0).columns, DTYPES[dtype], device,
+                               "image")
     rows = []
     for image in images:
         progress(f"m={image.size} N={bits} on {device} ...")

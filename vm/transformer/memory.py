@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from vm.common.errors import InputError
+
 
 def free_memory(device: torch.device) -> int | None:
     """Bytes that can be allocated on `device` now (a CPU: Linux's MemAvailable); None
@@ -19,3 +21,18 @@ def free_memory(device: torch.device) -> int | None:
     except OSError:
         return None
     return None
+
+
+def check_dense_memory(columns: int, dtype: torch.dtype, device: str | torch.device,
+                       smaller: str = "program") -> None:
+    """Dense attention holds a head's n x n scores and their softmax at once: at 65,536
+    columns 32 GiB in float32, which the first pass allocated until the machine ran out.
+    Refused up front when the memory free now cannot hold them."""
+    where = torch.device(device)
+    needed = 2 * columns * columns * dtype.itemsize
+    free = free_memory(where)
+    if free is not None and needed > free:
+        raise InputError(f"--attention dense at n = {columns:,} columns holds {columns:,} x "
+                         f"{columns:,} scores and their softmax, about {needed / 2 ** 30:.1f} "
+                         f"GiB, more than the {free / 2 ** 30:.1f} GiB free on {where.type}: "
+                         f"use --attention masked (the default), or a smaller {smaller}")

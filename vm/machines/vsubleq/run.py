@@ -19,6 +19,7 @@ from vm.machines.vsubleq.punchcard import (SIZING_STEPS, VState, default_outputs
 from vm.machines.vsubleq.reference import Image, Reference, Result, Step
 from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
 from vm.transformer.layout import Layout
+from vm.transformer.memory import check_dense_memory
 from vm.transformer.threads import cpu_threads
 from vm.transformer.weights import MachineWeights
 
@@ -57,7 +58,7 @@ class TransformerRun:
         self.model = LoopedTransformer(self.machine.weights, DTYPES[dtype], device, attention,
                                        self.geometry.scratch)
         if attention == "dense":
-            check_dense_memory(self.geometry.columns, DTYPES[dtype], device)
+            check_dense_memory(self.geometry.columns, DTYPES[dtype], device, "image or input")
         card = torch.as_tensor(self.machine.encode(image, bytes(input_bytes))[None],
                                dtype=DTYPES[dtype], device=device)
         self.X = to_internal(card)
@@ -125,22 +126,6 @@ class TransformerRun:
         if self.state().overflow:
             raise InputError(f"the output tape ({self.geometry.outputs} bytes) is full; "
                              f"run with a larger --max-output")
-
-
-def check_dense_memory(columns: int, dtype: torch.dtype, device: str) -> None:
-    """Dense attention holds a head's n x n scores and their softmax at once: at the
-    65,536 columns an image with a long input reaches, 32 GiB in float32, which the first
-    pass allocated until the machine ran out. Refused up front when the memory free now
-    cannot hold them."""
-    from vm.transformer.memory import free_memory
-    where = torch.device(device)
-    needed = 2 * columns * columns * dtype.itemsize
-    free = free_memory(where)
-    if free is not None and needed > free:
-        raise InputError(f"--attention dense at n = {columns:,} columns holds {columns:,} x "
-                         f"{columns:,} scores and their softmax, about {needed / 2 ** 30:.1f} "
-                         f"GiB, more than the {free / 2 ** 30:.1f} GiB free on {where.type}: "
-                         f"use --attention masked (the default), or a smaller image or input")
 
 
 def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
