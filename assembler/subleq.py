@@ -64,7 +64,9 @@ class _Constant:
 class _Assembler:
     def __init__(self, text: str, file: str, bits: int | None) -> None:
         self.text, self.file, self.bits_override = text, file, bits
-        self.lines = text.splitlines()
+        # lark counts lines by '\n' alone; splitlines() also splits at a form feed or
+        # U+2028 in a comment, which gave later instructions another line's text
+        self.lines = text.split("\n")
         self.constants: dict[str, _Constant] = {}
         self.symbols: dict[str, Symbol] = {}
         self.labels: dict[str, int] = {}

@@ -162,3 +162,8 @@ def test_bits_override_rechecks_literals_at_their_position():
     assert (caught.value.line, caught.value.column) == (2, 4)
     with pytest.raises(InputError, match="--bits must be between 2 and 64"):
         assemble(".code\nhalt\n", "t.sq", bits=65)
+
+
+def test_instruction_text_comes_from_its_own_line_after_a_form_feed_in_a_comment():
+    program = assemble(".data\nx: 5\n.code\nsubleq x, x ; \x0c page\u2028break\nhalt\n", "t.sq")
+    assert [i.text for i in program.instructions] == ["subleq x, x", "halt"]
