@@ -104,3 +104,13 @@ def test_a_max_steps_that_is_not_a_whole_number_is_refused():
     for max_steps in (-1, 2.5):
         with pytest.raises(InputError, match="max_steps"):
             compare_program(program, geometry_for(program), max_steps)
+
+
+def test_a_progress_that_is_not_a_function_is_refused():
+    """compare_program(..., progress=5) failed with "'int' object is not callable" after
+    the first step."""
+    import pytest
+    from vm.common.errors import InputError
+    program = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
+    with pytest.raises(InputError, match="progress"):
+        compare_program(program, geometry_for(program), 10, progress=5)

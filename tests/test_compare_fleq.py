@@ -278,3 +278,12 @@ def test_compare_fleq_refuses_a_subleq_program_and_a_negative_max_steps():
         compare_fleq(assemble(".data\nx: 1\n.code\nhalt\n", "x.sq"), geometry, 10)
     with pytest.raises(InputError, match="max_steps"):
         compare_fleq(program, geometry, -1)
+
+
+def test_a_progress_that_is_not_a_function_is_refused():
+    """compare_fleq(..., progress=5) failed with "'int' object is not callable" after the
+    first step."""
+    from vm.common.errors import InputError
+    program = FLEQ.assemble_text(".data\na: 3.0\nb: 2.0\nc: 0.0\n.code\nc = mul(a, b)\nhalt\n")
+    with pytest.raises(InputError, match="progress"):
+        compare_fleq(program, fleq_geometry_for(program), 10, progress=5)

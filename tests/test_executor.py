@@ -121,6 +121,8 @@ def test_a_progress_that_is_not_a_function_and_results_of_no_run_are_input_error
     executor = TransformerExecutor(geometry_for(FACTORIAL))
     with pytest.raises(InputError, match="progress"):
         executor.run(executor.load([FACTORIAL]), 10, progress=5)
+    with pytest.raises(InputError, match="progress"):  # run_traced: the same TypeError
+        run_traced(FACTORIAL, geometry_for(FACTORIAL), 10, progress=5)
     with pytest.raises(InputError, match="BatchRun"):
         executor.results(None)
 

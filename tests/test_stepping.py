@@ -70,3 +70,18 @@ def test_a_run_that_halts_on_a_clock_step_is_not_stopped_by_the_clock() -> None:
     machine = Countdown(CLOCK_EVERY)
     step_until_halted(machine, 10 * CLOCK_EVERY, progress=out_of_time)
     assert machine.halted and machine.steps == CLOCK_EVERY
+
+
+def test_a_step_limit_or_progress_of_the_wrong_kind_is_refused_before_any_step() -> None:
+    """The reference runs took max_steps=None to a TypeError in `<`, NaN and -1 to "not
+    halted" after 0 steps, 1.5 to 2 steps; progress=3 failed only after 4,096 steps."""
+    import pytest
+    from vm.common.errors import InputError
+
+    for max_steps in (None, float("nan"), -1, 1.5, True):
+        machine = Countdown(3)
+        with pytest.raises(InputError, match="max_steps"):
+            step_until_halted(machine, max_steps)
+        assert machine.steps == 0
+    with pytest.raises(InputError, match="progress"):
+        step_until_halted(Countdown(3), 10, progress=3)

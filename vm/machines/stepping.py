@@ -3,11 +3,32 @@ the interpreter asks for, or (through `progress`) a wall-time limit."""
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Callable, Protocol
+
+from vm.common.errors import InputError
 
 CLOCK_EVERY = 4096
 """Steps between calls of `progress`: often enough that --max-seconds stops a run within
 milliseconds, rarely enough that reading the clock costs nothing next to the steps."""
+
+
+def check_max_steps(max_steps: int) -> int:
+    """`max_steps` if it is a whole number of passes, 0 or more, else InputError: a float
+    failed deep in slicing or range(), and -1 or NaN ran nothing and reported "not halted"."""
+    if (not isinstance(max_steps, numbers.Integral) or isinstance(max_steps, bool)
+            or max_steps < 0):
+        raise InputError(f"max_steps must be a whole number, 0 or more, got {max_steps!r}")
+    return max_steps
+
+
+def check_progress(progress: Callable[[int], None] | None) -> None:
+    """Refuse a `progress` that is neither None nor callable before a run starts: it failed
+    with "'int' object is not callable" after the first step (or, called only every
+    CLOCK_EVERY steps, never in a short run)."""
+    if progress is not None and not callable(progress):
+        raise InputError(f"progress must be a function of the steps made, or None, got "
+                         f"{progress!r:.80}")
 
 
 class Stepper(Protocol):
@@ -25,6 +46,8 @@ def step_until_halted(machine: Stepper, max_steps: int, trace: bool = False,
     """Step `machine` until it halts, has made `max_steps` steps in all, or `stop()` is true
     after a step; `progress` gets the step count every CLOCK_EVERY steps (it raises to end
     the run: TimeLimitExceeded). The records of the steps made when `trace`, else []."""
+    check_max_steps(max_steps)
+    check_progress(progress)
     records = []
     while not machine.halted and machine.steps < max_steps:
         record = machine.step()

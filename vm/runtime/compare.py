@@ -17,8 +17,9 @@ from typing import Callable
 import numpy as np
 
 from assembler.program import Program
-from vm.runtime.executor import EngineConfig, TransformerExecutor, check_max_steps
+from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.common.geometry import Geometry
+from vm.machines.stepping import check_max_steps, check_progress
 from vm.machines.subleq.reference import ReferenceMachine
 
 
@@ -77,6 +78,7 @@ def compare_programs(programs: list[Program], geometry: Geometry, max_steps: int
     `max_steps`; the batch keeps stepping while any program is still running.
     """
     check_max_steps(max_steps)
+    check_progress(progress)
     executor = TransformerExecutor(geometry, config)
     runner = executor.runner(executor.load(programs))
     references = [ReferenceMachine(program) for program in programs]
@@ -190,6 +192,7 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
     from vm.machines.fleq.domains import first_domain_violation
     from vm.machines.fleq.reference import FleqReference, machine_domain_problem
     check_max_steps(max_steps)
+    check_progress(progress)
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])  # first: it refuses another instruction set's program
     violation = first_domain_violation(program, max_steps, executor.dtype_name)

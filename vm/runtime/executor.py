@@ -13,7 +13,6 @@ or dtype that is not enough is reported, never returned as a wrong number.
 
 from __future__ import annotations
 
-import numbers
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from vm.transformer.weights import MachineWeights
 from vm.machines import machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
 from vm.machines.subleq.reference import RunResult
+from vm.machines.stepping import check_max_steps, check_progress
 from vm.machines.fleq.layout import FleqGeometry
 from vm.runtime.active import ActiveEvaluator
 from vm.runtime.active_fleq import FleqActiveEvaluator
@@ -103,15 +103,6 @@ def evaluator_for(model: LoopedTransformer, weights: MachineWeights, layout: Lay
     if evaluation in ("auto", "fused"):
         evaluator.fused = _compiled(evaluator, weights)
     return evaluator
-
-
-def check_max_steps(max_steps: int) -> int:
-    """`max_steps` if it is a whole number of passes, 0 or more, else InputError: a float
-    failed deep in slicing or range(), and -1 or NaN ran nothing and reported "not halted"."""
-    if (not isinstance(max_steps, numbers.Integral) or isinstance(max_steps, bool)
-            or max_steps < 0):
-        raise InputError(f"max_steps must be a whole number, 0 or more, got {max_steps!r}")
-    return max_steps
 
 
 @dataclass
@@ -438,9 +429,7 @@ class Runner:
     def advance(self, max_steps: int, progress: Callable[[int], None] | None = None) -> None:
         """Up to `max_steps` more passes, fewer when every program reaches EOF first."""
         check_max_steps(max_steps)
-        if progress is not None and not callable(progress):
-            raise InputError(f"progress must be a function of the passes made, or None, got "
-                             f"{progress!r}")
+        check_progress(progress)
         executor, X = self.executor, self.X
         pc, window, end = executor._pc_rows, self.window, self.done + max_steps
         with flush_denormals(), executor._threads(from_internal(X)):
@@ -528,6 +517,7 @@ def run_traced(program: Program | FleqProgram, geometry: Geometry, max_steps: in
     """Run on the transformer decoding every pass, to report what each step did; `progress`
     hears of every step (and may stop the run: --max-seconds)."""
     check_max_steps(max_steps)
+    check_progress(progress)
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])
     memory, pc = executor.decode(X)[0]
