@@ -391,6 +391,16 @@ def test_asm_names_the_output_it_could_not_write(capsys):
                                        "device\n")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_standard_output_is_named():
+    """`ltvm run p.sq > /dev/full` said "No space left on device" and nothing of where."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "vm.cli", "asm", FACTORIAL], stdout=full,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert done.returncode == 2
+    assert done.stderr == "ltvm: error: No space left on device: standard output\n"
+
+
 @pytest.mark.parametrize("option", [["--device", "garbage"], ["--dtype", "float64"],
                                     ["--temperature", "1"], ["--checked"],
                                     ["--attention", "dense"], ["--evaluation", "full"]])

@@ -6,6 +6,8 @@ import argparse
 import importlib
 import pkgutil
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 from vm import __version__
 from assembler.diagnostics import shown_in_source
@@ -65,9 +67,46 @@ def _out_of_memory(error: RuntimeError) -> bool:
             or "DefaultCPUAllocator: can't allocate memory" in str(error))
 
 
+class _NamedOutput:
+    """Standard output whose write errors name it: `ltvm run p.sq > /dev/full` said only
+    "No space left on device", as if a file of the command's had failed."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        with self._named():
+            return self._stream.write(text)
+
+    def flush(self) -> None:
+        with self._named():
+            self._stream.flush()
+
+    @staticmethod
+    @contextmanager
+    def _named() -> Iterator[None]:
+        try:
+            yield
+        except OSError as error:
+            error.filename = error.filename or "standard output"
+            raise
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    stdout, sys.stdout = sys.stdout, _NamedOutput(sys.stdout)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout = stdout
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, its errors as one `ltvm: error:` line and an exit code."""
     try:
         return args.func(args) or 0
     except LtvmError as raised:
