@@ -214,7 +214,7 @@ def test_a_restarted_run_ends_where_a_fresh_run_ends(evaluation):
         assert torch.equal(ends[0].X, ends[1].X) and ends[0].halted.all()
         assert np.array_equal(ends[0].steps, ends[1].steps)
         runner.restart(executor.load(programs[::-1]))
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(InputError, match="shape"):  # was a bare ValueError
         runner.restart(cards[:1])
 
 
@@ -268,6 +268,8 @@ def test_decode_refuses_another_geometrys_rows():
     executor = TransformerExecutor(geometry_for(FACTORIAL))
     with pytest.raises(InputError, match="shape"):
         executor.decode(executor.load([FACTORIAL])[:, :-1])
+    with pytest.raises(InputError, match="X must be a torch tensor"):  # an AttributeError
+        executor.decode(executor.load([FACTORIAL]).numpy())
 
 
 @pytest.mark.parametrize("max_steps", [-1, 2.5, float("nan"), float("inf"), "5", None, True])

@@ -229,6 +229,9 @@ class TransformerExecutor:
 
     def _check_shape(self, X: torch.Tensor, name: str) -> None:
         expected = (self.layout.rows, self.layout.columns)
+        if not isinstance(X, torch.Tensor):  # decode(numpy array) failed on `.double`
+            raise InputError(f"{name} must be a torch tensor (batch, {expected[0]}, "
+                             f"{expected[1]}), got {type(X).__name__}")
         if X.ndim != 3 or tuple(X.shape[1:]) != expected:
             raise InputError(f"{name} has shape {tuple(X.shape)}, this geometry needs "
                              f"(batch, {expected[0]}, {expected[1]})")
@@ -483,7 +486,8 @@ class Runner:
         repeated short runs does not time compiling them again."""
         self.executor.check_state(X)
         if X.shape != from_internal(self.X).shape:
-            raise ValueError(f"a restart needs X of shape {tuple(from_internal(self.X).shape)}")
+            raise InputError(f"a restart needs X of shape {tuple(from_internal(self.X).shape)}, "
+                             f"got {tuple(X.shape)}")
         self.X.copy_(to_internal(X))
         self.steps.zero_()
         self.done = 0
