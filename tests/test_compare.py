@@ -114,3 +114,14 @@ def test_a_progress_that_is_not_a_function_is_refused():
     program = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
     with pytest.raises(InputError, match="progress"):
         compare_program(program, geometry_for(program), 10, progress=5)
+
+
+def test_a_fleq_program_is_refused_naming_compare_fleq():
+    """compare_program(fleq_program, fleq_geometry) failed in the SUBLEQ reference with
+    "'FleqProgram' object has no attribute 'memory'"."""
+    import pytest
+    from vm.common.errors import InputError
+    from vm.isa import FLEQ
+    program = FLEQ.assemble_text(".data\na: 3.0\nc: 0.0\n.code\nc = mul(a, a)\nhalt\n")
+    with pytest.raises(InputError, match="compare_fleq"):
+        compare_program(program, FLEQ.geometry_for(program), 10)

@@ -18,6 +18,7 @@ import numpy as np
 
 from assembler.program import Program
 from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.common.errors import InputError
 from vm.common.geometry import Geometry
 from vm.machines.stepping import check_max_steps, check_progress
 from vm.machines.subleq.reference import ReferenceMachine
@@ -79,6 +80,10 @@ def compare_programs(programs: list[Program], geometry: Geometry, max_steps: int
     """
     check_max_steps(max_steps)
     check_progress(progress)
+    if not isinstance(geometry, Geometry):  # FLEQ failed in the SUBLEQ reference: no `memory`
+        raise InputError(f"compare_programs compares SUBLEQ programs on a SUBLEQ Geometry, "
+                         f"got {type(geometry).__name__}: FLEQ programs compare with "
+                         "compare_fleq")
     executor = TransformerExecutor(geometry, config)
     runner = executor.runner(executor.load(programs))
     references = [ReferenceMachine(program) for program in programs]
