@@ -21,6 +21,8 @@ INSTRUCTION_SETS: tuple[InstructionSet, ...] = (SUBLEQ, FLEQ, VSUBLEQ)
 
 def for_path(path: str | Path) -> InstructionSet:
     """The ISA of a source file, by its suffix."""
+    if not isinstance(path, (str, Path)):  # None failed in Path() with a TypeError
+        raise InputError(f"for_path takes a file name, got {type(path).__name__}")
     suffix = Path(path).suffix
     for isa in INSTRUCTION_SETS:
         if suffix in isa.suffixes:
@@ -34,7 +36,8 @@ def for_program(program: Any) -> InstructionSet:
     for isa in INSTRUCTION_SETS:
         if isinstance(program, (isa.program_type, isa.geometry_type)):
             return isa
-    raise TypeError(f"no instruction set for {type(program).__name__}")
+    raise InputError(f"no instruction set for {type(program).__name__}: for_program takes a "
+                     "program or a geometry")
 
 
 __all__ = ["FLEQ", "INSTRUCTION_SETS", "SUBLEQ", "VSUBLEQ", "InstructionSet", "PaperComparison",

@@ -1,0 +1,22 @@
+"""vm.isa: the one object per instruction set, and how commands find it."""
+
+from __future__ import annotations
+
+import pytest
+
+from vm.common.errors import InputError
+from vm.isa import for_path, for_program
+
+
+@pytest.mark.parametrize("thing", [None, 3, "subleq a, b"])
+def test_for_program_refuses_what_is_no_program_or_geometry(thing):
+    """It raised a bare TypeError, which commands report as an internal error."""
+    with pytest.raises(InputError, match="for_program takes a program or a geometry"):
+        for_program(thing)
+
+
+@pytest.mark.parametrize("path", [None, 3])
+def test_for_path_refuses_what_is_no_file_name(path):
+    """None failed inside pathlib with "expected str, bytes or os.PathLike object"."""
+    with pytest.raises(InputError, match="for_path takes a file name"):
+        for_path(path)
