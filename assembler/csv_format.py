@@ -11,7 +11,9 @@ an exported program re-imports identically.
 from __future__ import annotations
 
 import csv
+import io
 import json
+import re
 from pathlib import Path
 
 from assembler.diagnostics import SourceError, read_source
@@ -29,39 +31,50 @@ CSV_FILES = ("commands.csv", "memory.csv", SETTINGS_FILE)
 SETTINGS_FORMAT = "ltvm-csv/1"
 
 
+INTEGER = re.compile(r"[+-]?[0-9]+")
+"""A field's integer: ASCII digits with an optional sign (int() also took '1_0' and Arabic
+or full-width digits)."""
+
+
 def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]]]]:
-    """Rows of integers with their 1-based line numbers, after checking the header."""
+    """Rows of integers with the 1-based line each starts on, after checking the header.
+    Lines are counted at '\n' as the reader does (splitlines() also split at a form feed),
+    and a quoted field over several lines no longer shifts the lines of the rows after it."""
     text = read_source(path, encoding="utf-8-sig")
+    reader = csv.reader(io.StringIO(text))
+    rows, line = [], 1
     try:
-        rows = list(csv.reader(text.splitlines()))
+        for row in reader:
+            rows.append((line, row))
+            line = reader.line_num + 1
     except csv.Error as error:
         raise InputError(f"{path}: not a CSV file the importer can read ({error}); fields are "
                          f"integers of at most {MAX_FIELD} characters") from None
-    for line_number, row in enumerate(rows, start=1):
+    for line_number, row in rows:
         for cell in row:
             if len(cell) > MAX_FIELD:
                 raise SourceError(f"a field of {len(cell):,} characters (at most {MAX_FIELD})",
                                   str(path), text, line_number, 1)
-    if not rows or [cell.strip().lower() for cell in rows[0]] != header:
-        found = f", found '{','.join(rows[0])}'" if rows else " (the file is empty)"
+    if not rows or [cell.strip().lower() for cell in rows[0][1]] != header:
+        found = f", found '{','.join(rows[0][1])}'" if rows else " (the file is empty)"
         raise SourceError(f"expected the header '{','.join(header)}'{found}", str(path), text,
                           1, 1)
+    lines = text.split("\n")
     parsed = []
-    for line_number, row in enumerate(rows[1:], start=2):
+    for line_number, row in rows[1:]:
         if not row or all(not cell.strip() for cell in row):
             continue
         if len(row) != len(header):
             raise SourceError(f"expected {len(header)} value(s), got {len(row)}", str(path),
                               text, line_number, 1)
-        values = []
-        for cell in row:
-            try:
-                values.append(int(cell.strip()))
-            except ValueError:
-                column = text.splitlines()[line_number - 1].find(cell) + 1
+        for index, cell in enumerate(row):
+            if not INTEGER.fullmatch(cell.strip()):
+                written = ",".join(row[:index + 1])  # where the field sits when unquoted
+                column = (len(written) - len(cell) + 1
+                          if lines[line_number - 1].startswith(written) else 1)
                 raise SourceError(f"'{cell.strip()}' is not an integer", str(path), text,
-                                  line_number, max(column, 1), max(len(cell), 1)) from None
-        parsed.append((line_number, values))
+                                  line_number, column, max(len(cell), 1))
+        parsed.append((line_number, [int(cell) for cell in row]))
     return text, parsed
 
 

@@ -96,3 +96,20 @@ def test_a_value_no_word_holds_is_named_at_its_line_not_as_bits(tmp_path):
     message = str(caught.value)
     assert "value " + "9" * 30 + " does not fit in a 64-bit word" in message
     assert ":4:" in message and "--bits" not in message
+
+
+@pytest.mark.parametrize("commands,line,column,message", [
+    # a quoted field over two lines shifted every later row's line number up by one
+    ('a,b,c\n"4\n",6,9\n6,6,x\n', 4, 5, "'x' is not an integer"),
+    # int() took these as 10 and 3
+    ("a,b,c\n1_0,6,9\n", 2, 1, "'1_0' is not an integer"),
+    ("a,b,c\n4,\u0663,9\n", 2, 3, "'\u0663' is not an integer"),
+    ("a,b,c\n4,,9\n", 2, 3, "'' is not an integer"),
+])
+def test_fields_are_ascii_integers_located_at_their_own_line_and_column(
+        tmp_path, commands, line, column, message):
+    cmds, mem = write_pair(tmp_path, commands, "mem\n0\n-1\n")
+    with pytest.raises(SourceError) as caught:
+        load_csv(cmds, mem, scratch=2)
+    assert (caught.value.line, caught.value.column) == (line, column)
+    assert message in str(caught.value)
