@@ -228,22 +228,33 @@ class _FleqAssembler:
 
     # -- routines ---------------------------------------------------------------------
     def expand_routines(self) -> None:
-        """Replace every routine call by the statements of its expansion."""
+        """Replace every routine call by the statements of its expansion.
+
+        Labels after the file's last statement name its end: they are set aside first, or
+        an expansion's code lines took them as the labels of its first instruction (a
+        `goto end` ran the routine). Labels that name no generated instruction (an empty
+        expansion, or labels after an expansion's last line) pass to the next statement."""
         expanded: list[_Statement] = []
+        trailing, carried = self.pending_labels, []
         for statement in self.statements:
+            statement.labels = carried + statement.labels
             node = statement.node
             function = (node.children[0].children[1] if node.data == "assign" and
                         node.children[0].data == "assignment" else None)
             if function is None or function not in self.catalogue.routines:
                 expanded.extend(self.lower_comparison(statement))
+                carried = []
                 continue
             self.source = (statement.file, statement.text)
+            self.pending_labels = []
             generated = self.expansion(self.catalogue.routines[str(function)], node)
+            carried = self.pending_labels
             if generated:
                 generated[0].labels = statement.labels + generated[0].labels
             else:
-                self.pending_labels = statement.labels
+                carried = statement.labels + carried
             expanded.extend(generated)
+        self.pending_labels = carried + trailing
         self.statements = expanded
         self.source = (self.file, self.text)
         for index, statement in enumerate(self.statements):

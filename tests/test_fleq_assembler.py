@@ -405,3 +405,13 @@ def test_a_comparison_of_reals_is_two_instructions_before_the_branch():
     assert texts[2:5] == ["_diff = sub(x, y)", "_cmp = relu_prime(_diff)",
                           "if x <= y goto loop"]
     assert program.labels["loop"] == 0 and program.instructions[4].target == 0
+
+
+def test_a_label_after_the_last_statement_names_the_end_not_a_routine():
+    """`end:` on the last line once became the label of the first instruction of an
+    earlier routine's expansion, so `goto end` ran the routine instead of halting."""
+    source = (".data\nA: .matrix 2x2 [[2, 0], [0, 2]]\nB: .zeros 2x2\nn: 0\n.code\n"
+              "      if n <= 0 goto end\n      B = inverse(A, iters=2)\nend:\n")
+    program = FLEQ.assemble_text(source, "end.fleq")
+    assert program.labels["end"] == len(program.instructions)
+    assert program.instructions[0].target == len(program.instructions)
