@@ -321,3 +321,19 @@ def test_trace_gif_refuses_frames_beyond_free_memory_before_any_pass(capsys, mon
     assert err.startswith("ltvm: error: --gif over 1,000 steps needs about ") and \
         err.endswith("more than the 0.1 GiB free: lower --steps\n")
     assert main(["trace", source, "--gif", str(tmp_path / "x.gif"), "--steps", "5"]) == 0
+
+
+def test_a_gif_past_max_seconds_before_its_first_frame_is_a_clean_stop(countdown, tmp_path):
+    """The limit checked before frame 0 was raised inside matplotlib's GIF writer, whose
+    cleanup then failed with an IndexError (no frames) that replaced the message."""
+    import argparse
+
+    from vm.cli.trace import _write_animation
+    from vm.tools.progress import TimeLimitExceeded
+    program, executor, labels = countdown
+    X = executor.load([program])[0]
+    args = argparse.Namespace(gif=str(tmp_path / "x.gif"), steps=2, max_seconds=1.0,
+                              started=time.monotonic() - 10)
+    with pytest.raises(TimeLimitExceeded, match="before the animation was written"):
+        _write_animation([("step 0", X)], labels, args)
+    assert list(tmp_path.iterdir()) == []
