@@ -120,7 +120,7 @@ def test_trace_png_obeys_max_seconds_and_leaves_no_picture(capsys, monkeypatch, 
     assert main(["trace", str(source), "--png", str(tmp_path / "png"),
                  "--max-seconds", "1.5"]) == 1
     assert "layers drawn, before every layer was drawn" in capsys.readouterr().err
-    assert len(drawn) < 4 and list((tmp_path / "png").iterdir()) == []
+    assert len(drawn) < 4 and not (tmp_path / "png").exists()
 
 
 def test_trace_command_draws_a_standard_subleq_image(capsys, tmp_path):
@@ -163,7 +163,8 @@ def test_trace_command_rejects_bad_requests(capsys, tmp_path):
     assert errors == ["ltvm: error: nothing to draw: give --png DIR and/or --gif FILE",
                       f"ltvm: error: {tmp_path / 'x.png'}: the animation file must end in .gif",
                       "ltvm: error: --step must be at least 0, got -1",
-                      f"ltvm: error: cannot create directory {tmp_path / 'file'}: File exists",
+                      f"ltvm: error: cannot write {tmp_path / 'file'}: it exists and is not a "
+                      "directory",
                       "ltvm: error: --input applies to standard SUBLEQ images (.dec, .vsq), "
                       "not SUBLEQ"]
 
@@ -250,7 +251,7 @@ def test_trace_pictures_are_all_written_or_none(capsys, monkeypatch, tmp_path):
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source, "--png", str(tmp_path / "png")]) == 2
     assert "No space left on device" in capsys.readouterr().err
-    assert list((tmp_path / "png").iterdir()) == []
+    assert not (tmp_path / "png").exists()
 
 
 def test_trace_pictures_are_not_moved_in_when_one_name_is_a_directory(capsys, tmp_path):
@@ -268,7 +269,7 @@ def test_trace_pictures_are_not_moved_in_when_one_name_is_a_directory(capsys, tm
 def test_trace_does_not_create_missing_parent_directories(capsys, tmp_path):
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source, "--png", str(tmp_path / "missing" / "png")]) == 2
-    assert "cannot create directory" in capsys.readouterr().err
+    assert f"directory {tmp_path / 'missing'} does not exist" in capsys.readouterr().err
     assert not (tmp_path / "missing").exists()
 
 
@@ -337,3 +338,20 @@ def test_a_gif_past_max_seconds_before_its_first_frame_is_a_clean_stop(countdown
     with pytest.raises(TimeLimitExceeded, match="before the animation was written"):
         _write_animation([("step 0", X)], labels, args)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_trace_refuses_unwritable_outputs_before_running_a_pass(capsys, monkeypatch, tmp_path):
+    """A link to nothing as --png was 'cannot create directory: File exists'; a --gif in a
+    missing directory was refused only after every pass of the animation had run."""
+    import vm.runtime.executor as executor
+
+    monkeypatch.setattr(executor, "TransformerExecutor", None)  # building it now fails
+    source = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    assert main(["trace", source, "--png", str(tmp_path / "link")]) == 2
+    assert main(["trace", source, "--gif", str(tmp_path / "missing" / "x.gif")]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors[0].startswith(f"ltvm: error: cannot write {tmp_path / 'link'}: it is a "
+                                "symbolic link to")
+    assert errors[1] == (f"ltvm: error: cannot write {tmp_path / 'missing' / 'x.gif'}: "
+                         f"directory {tmp_path / 'missing'} does not exist")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
                            atomic_path, engine_config, load_program, positive_int)
 from vm.common.errors import InputError
+from vm.common.outputs import check_directory, staged_files
 from vm.isa import for_program
 from vm.tools.progress import Progress
 
@@ -57,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.gif}: the animation file must end in .gif")
     if args.steps > MAX_GIF_STEPS:
         raise InputError(f"--steps must be at most {MAX_GIF_STEPS}, got {args.steps}")
+    _check_outputs(args)
     # matplotlib and torch take seconds to import: load them only when drawing
     from vm.runtime.executor import TransformerExecutor
     from vm.tools.pictures import axis_labels, check_pass_memory
@@ -157,6 +157,19 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     return 0
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an output path that cannot be written before any pass runs, not after minutes
+    of them (--png a file or a link to nothing was 'cannot create directory: File exists')."""
+    if args.png is not None:
+        check_directory(args.png, ())
+    if args.gif:
+        gif = Path(args.gif)
+        if gif.is_dir():
+            raise InputError(f"cannot write {gif}: it is a directory")
+        if not gif.parent.is_dir():
+            raise InputError(f"cannot write {gif}: directory {gif.parent} does not exist")
+
+
 FRAME_IMAGE_BYTES = 860 * 900 * 4
 """A GIF frame's RGBA image, held with every other until the file is written."""
 
@@ -177,28 +190,20 @@ def _check_animation_memory(X, steps: int) -> None:
 
 
 def _write_pass_pictures(model, X, labels, args: argparse.Namespace, name: str) -> None:
-    """One PNG per layer of the pass at --step into --png, each path printed with its size.
-    They are drawn into a hidden folder beside them and moved in only when every one is
-    drawn, so a failure part-way (or --max-seconds, which counts from the command's start)
-    leaves none."""
+    """One PNG per layer of the pass at --step into --png, each path printed with its size,
+    written whole or not at all (staged_files): a failure part-way (or --max-seconds, which
+    counts from the command's start) leaves none, and no empty directory either."""
     from vm.tools.pictures import save_pass_pictures
-    target = _directory(args.png)
-    staging = Path(tempfile.mkdtemp(dir=target, prefix=".trace-"))
+    names = [f"step{args.step:04d}_layer{layer}.png" for layer in range(len(model.layers))]
     progress = Progress("layers drawn", len(model.layers), max_seconds=args.max_seconds,
                         unfinished="every layer was drawn", since=args.started)
-    try:
+    with staged_files(args.png, names) as staging:
         drawn = save_pass_pictures(model, X, labels, staging, args.step,
                                    f"{name} step {args.step}", progress=progress)
         progress.done()
-        finals = [target / path.name for path in drawn]
-        for final in finals:  # before any moves in: a set is written whole or not at all
-            if final.is_dir():
-                raise InputError(f"cannot write {final}: it is a directory")
-        for path, final in zip(drawn, finals):
-            os.replace(path, final)
-            print(f"wrote {final} ({final.stat().st_size:,} bytes)")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    for path in drawn:
+        final = Path(args.png) / path.name
+        print(f"wrote {final} ({final.stat().st_size:,} bytes)")
 
 
 def _animation_progress(label: str, args: argparse.Namespace) -> Progress:
@@ -222,14 +227,3 @@ def _write_animation(frames: list, labels, args: argparse.Namespace) -> None:
             raise InputError(f"cannot write {path}: {error.strerror or error}") from None
         progress.done()
     print(f"wrote {path} ({len(frames)} frames, {Path(path).stat().st_size:,} bytes)")
-
-
-def _directory(path: str) -> Path:
-    """`path` as an existing directory, created if needed (its parent must exist, as for
-    every output path)."""
-    directory = Path(path)
-    try:
-        directory.mkdir(exist_ok=True)
-    except OSError as error:
-        raise InputError(f"cannot create directory {directory}: {error.strerror}") from None
-    return directory
