@@ -126,6 +126,14 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
                           f"so it never changes memory (here mem[{eof.a + scratch}] = "
                           f"{values[eof.a]}, mem[{eof.b + scratch}] = {values[eof.b]})",
                           str(commands), text, eof_line, 1)
+    for (line_number, _), instruction in zip(rows, instructions[:-1]):
+        # else Program refused it as 'c.csv:2:1: writes mem[0]', no caret, a memory index
+        # where the file has a column index
+        if instruction.b in (eof.a, eof.b) and instruction.a != instruction.b:
+            raise SourceError(f"b = {instruction.b + scratch} is a cell the EOF instruction "
+                              f"(line {eof_line}) reads, which must not change; only a row "
+                              "with a = b (which writes 0) may name it", str(commands), text,
+                              line_number, 1)
     return Program(instructions[:-1], values, bits=bits, source=str(commands),
                    eof_operands=(eof.a, eof.b))
 

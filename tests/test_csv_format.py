@@ -39,6 +39,8 @@ def test_imports_absolute_columns_as_memory_and_instruction_indices(tmp_path):
     ("a,b,c\n3,2,4\n", "mem\n0\n-1\n", 2, "the EOF instruction must subtract a 0 cell"),
     ("a,b,c\n2,x,4\n", "mem\n0\n-1\n", 2, "'x' is not an integer"),
     ("a,b,c\n2,3\n", "mem\n0\n-1\n", 2, "expected 3 value(s), got 2"),
+    # was an InputError without a caret, naming mem[0] for column 2
+    ("a,b,c\n4,2,6\n2,3,6\n", "mem\n0\n-1\n5\n", 2, "b = 2 is a cell the EOF instruction"),
 ])
 def test_bad_csv_is_reported_at_its_line(tmp_path, commands, memory, line, message):
     cmds, mem = write_pair(tmp_path, commands, memory)
