@@ -267,3 +267,14 @@ def test_max_seconds_stops_the_transformers_run(capsys, saved):
     code, out, err = run_cli(capsys, "linalg", "inverse", "--matrix", path,
                              "--max-seconds", "1e-9")
     assert code == 1 and out == "" and "stopped by --max-seconds 1e-09 after" in err
+
+
+def test_the_domain_check_uses_the_param_values_the_program_runs_with(capsys, saved):
+    """A^-1 = diag(200, 1) is outside the products' default span 100; --param
+    matmul_tn.span=1000 widens it, but the check refused against the default domain."""
+    path = saved("span.npy", np.array([[0.005, 0.0], [0.0, 1.0]]))
+    code, _, err = run_cli(capsys, "linalg", "inverse", "--matrix", path)
+    assert code == 2 and "(widen it with --param matmul_tn.span=N)" in err
+    code, out, _ = run_cli(capsys, "linalg", "inverse", "--matrix", path,
+                           "--param", "matmul_tn.span=1000")
+    assert code == 0 and lines(out)["domain"] == "ok"

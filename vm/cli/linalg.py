@@ -114,21 +114,26 @@ def power_norms(matrix: np.ndarray, iters: int) -> np.ndarray:
     return np.array(norms)
 
 
-def check_domain(kind: str, matrix: np.ndarray, iters: int) -> None:
+def check_domain(kind: str, matrix: np.ndarray, iters: int,
+                 parameters: dict[str, dict[str, float]] | None = None) -> None:
     """Refuse matrices whose norms leave rsqrt's domain or whose result leaves the products'
-    span: the machine would return numbers nobody can vouch for."""
-    rsqrt, product = make_block("rsqrt").domain(), make_block("matmul_tn").domain()
+    span: the machine would return numbers nobody can vouch for. `parameters` are the blocks'
+    values the program runs with (its dtype's defaults and --param): rsqrt.high=1000 that widened
+    the domain was refused against the default domain, with advice to scale A."""
+    parameters = parameters or {}
+    rsqrt = make_block("rsqrt", **parameters.get("rsqrt", {})).domain()
+    product = make_block("matmul_tn", **parameters.get("matmul_tn", {})).domain()
     if kind == "inverse":
         with np.errstate(over="ignore"):  # 1e308 squared: inf, refused below without a warning
             frobenius2 = float(np.sum(matrix ** 2))
         if not rsqrt.contains(np.array([frobenius2])):
             raise InputError(f"||A||_F^2 = {frobenius2:.4g} is outside rsqrt's domain "
-                             f"{rsqrt.description}; scale A by a power of 2 first")
+                             f"{rsqrt.explained()}; scale A by a power of 2 first")
         if np.linalg.cond(matrix) > 1e8:
             raise InputError("A is singular or nearly so (condition number > 1e8)")
         if not product.contains(np.linalg.inv(matrix)):
             raise InputError(f"A^-1 has entries outside the products' domain "
-                             f"{product.description}")
+                             f"{product.explained()}")
         return
     values = np.linalg.eigvals(matrix)
     order = np.argsort(-np.abs(values))
@@ -143,7 +148,7 @@ def check_domain(kind: str, matrix: np.ndarray, iters: int) -> None:
         step = int(np.flatnonzero(~((norms >= rsqrt.low) & (norms <= rsqrt.high)))[0])
         raise InputError(f"||A v||^2 ranges over [{norms.min():.4g}, {norms.max():.4g}] over "
                          f"the iterations (iteration {step + 1}: {norms[step]:.4g}), not inside "
-                         f"rsqrt's domain {rsqrt.description}; scale A by a power of 2 first")
+                         f"rsqrt's domain {rsqrt.explained()}; scale A by a power of 2 first")
 
 
 @dataclass
@@ -197,11 +202,13 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     if kind not in KINDS:  # anything else ran eig
         raise InputError(f"unknown kind {kind!r} (choose from {', '.join(KINDS)})")
     matrix = as_matrix(matrix)
-    check_domain(kind, matrix, iters)
     dtype = config.dtype or "float64"
+    defaults, given = dtype_parameters(dtype), given or {}
+    check_domain(kind, matrix, iters, {name: {**defaults.get(name, {}), **given.get(name, {})}
+                                       for name in ("rsqrt", "matmul_tn")})
     source = linalg_source(kind, matrix, iters)
-    program = FLEQ.assemble_text(source, f"<linalg {kind}>", parameters=given or {},
-                            defaults=dtype_parameters(dtype))
+    program = FLEQ.assemble_text(source, f"<linalg {kind}>", parameters=given,
+                            defaults=defaults)
     result = run_transformer(program, fleq_geometry_for(program), MAX_STEPS, config, progress)
     if not result.halted:
         raise StepLimitExceeded(f"the program did not halt within {MAX_STEPS} steps")
