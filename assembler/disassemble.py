@@ -34,8 +34,10 @@ def _label_names(program: Program) -> dict[int, str]:
 
 
 def _mnemonic(program: Program, index: int, instruction: Instruction,
-              data: dict[int, str], labels: dict[int, str]) -> str:
-    if instruction.a == instruction.b == ZERO_CELL:
+              data: dict[int, str], labels: dict[int, str], reserved_ok: bool) -> str:
+    # `subleq 0, 0, c` is halt/goto only while cell 0 is the reserved 0; in a CSV import it
+    # may hold a value the instruction clears, which a listed `halt` silently dropped
+    if reserved_ok and instruction.a == instruction.b == ZERO_CELL:
         return "halt" if instruction.c == program.eof else f"goto {labels[instruction.c]}"
     text = f"subleq {data[instruction.a]}, {data[instruction.b]}"
     return text if instruction.c == index + 1 else f"{text}, {labels[instruction.c]}"
@@ -76,5 +78,5 @@ def disassemble(program: Program) -> str:
     lines.append(".code")
     for index, instruction in enumerate(program.instructions):
         label = f"{labels[index]}:" if index in labels else ""
-        lines.append(f"{label:<10}{_mnemonic(program, index, instruction, data, labels)}")
+        lines.append(f"{label:<10}{_mnemonic(program, index, instruction, data, labels, reserved_ok)}")
     return "\n".join(lines) + "\n"

@@ -34,6 +34,7 @@ def test_listing_uses_labels_names_and_pseudo_instructions():
 @pytest.mark.parametrize("commands, memory, expected", [
     ("3,4,6\n2,3,6\n", "0\n-1\n5\n", {"m1": -1, "m2": 6}),  # reads the reserved -1
     ("2,3,7\n4,5,7\n", "7\n20\n0\n-1\n", {"m0": 7, "m1": 13, "m2": 0, "m3": -1}),
+    ("2,2,6\n3,4,6\n", "7\n0\n-1\n", {"m0": 0, "m1": 0, "m2": -1}),  # was listed as halt
 ])
 def test_a_csv_program_naming_cells_0_and_1_lists_as_source_that_assembles(
         tmp_path, commands, memory, expected):
