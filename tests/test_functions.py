@@ -19,8 +19,9 @@ def test_every_bound_refuses_a_dtype_it_is_not_documented_for(name, dtype):
             bound(dtype)
 
 
-@pytest.mark.parametrize("value", [None, [1], True])
+@pytest.mark.parametrize("value", [None, [1], True, "abc"])
 def test_a_parameter_that_is_not_a_number_is_an_input_error(value):
-    """None and [1] raised float()'s TypeError; True was taken as 1."""
+    """None and [1] raised float()'s TypeError; True was taken as 1; 'abc' said only "could
+    not convert string to float", naming no parameter."""
     with pytest.raises(InputError, match="inv.steps must be a number"):
         make_block("inv", steps=value)

@@ -101,6 +101,17 @@ class Domain:
 
 
 
+def _parameter_value(value: object) -> float | None:
+    """`value` as a float, or None where it is no number: None and [1] raised float()'s
+    TypeError, True was taken as 1, and 'abc' said only "could not convert string to
+    float", naming no parameter."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, np.number)):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
 
 class FunctionBlock:
     """Base of every FLEQ function block; subclasses fill in the construction."""
@@ -132,9 +143,10 @@ class FunctionBlock:
             raise ValueError(f"{self.name} has no parameter {sorted(unknown)[0]!r}; "
                              f"parameters: {sorted(known) or 'none'}")
         for key, value in values.items():  # inv.high = inf divided by zero in the bound
-            if isinstance(value, bool) or not isinstance(value, (int, float, str, np.number)):
+            number = _parameter_value(value)
+            if number is None:
                 raise ValueError(f"{self.name}.{key} must be a number, got {value!r}")
-            if not math.isfinite(float(value)):
+            if not math.isfinite(number):
                 raise ValueError(f"{self.name}.{key} must be a finite number, got {value}")
         self.values = {**known, **{k: float(v) for k, v in values.items()}}
 
