@@ -23,7 +23,8 @@ def _label_names(program: Program) -> dict[int, str]:
     for name, index in program.labels.items():
         names.setdefault(index, name)
     taken = set(program.symbols) | set(program.labels) | {"EOF"}
-    targets = {i.c for index, i in enumerate(program.instructions) if i.c != index + 1}
+    targets = {i.c for index, i in enumerate(program.instructions)  # goto names its target
+               if i.c != index + 1 or i.a == i.b == ZERO_CELL}  # even the next instruction
     for index in sorted(targets - names.keys()):
         name = f"L{index}"
         while name in taken:

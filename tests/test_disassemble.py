@@ -68,3 +68,15 @@ def test_a_generated_label_never_takes_a_name_the_program_defines(source):
     assert again.memory == program.memory
     assert [(i.a, i.b, i.c) for i in again.instructions] == \
         [(i.a, i.b, i.c) for i in program.instructions]
+
+
+def test_a_goto_to_the_next_instruction_gets_a_label():
+    """A CSV row `subleq 0, 0` jumping to the next row is a goto whose target had no label:
+    the listing failed with a KeyError traceback."""
+    from assembler.program import Instruction, Program
+
+    program = Program([Instruction(0, 0, 1), Instruction(0, 0, 2)], [0, -1])
+    text = disassemble(program)
+    assert "goto L1" in text and "L1:" in text
+    assert [(i.a, i.b, i.c) for i in assemble(text, "listing.sq").instructions] == \
+        [(0, 0, 1), (0, 0, 2)]
