@@ -111,7 +111,10 @@ def test_matrix_products_share_the_scalar_construction():
 @pytest.mark.parametrize("name, parameters, message", [
     ("mul", {"span": 0.0}, "mul.span must be positive"),
     ("mul", {"scale": 0.0}, "mul.scale must be in (0, 1]"),
-    ("mul", {"anchor": 100.0}, "mul.anchor must be in (0, 60.0]"),
+    ("mul", {"anchor": 100.0}, "mul.anchor must be in (0, 60]"),
+    # the matrix products' own limits: the scalar products' (0, 1] and (0, 60] were named
+    ("matmul", {"scale": 0.0}, "matmul.scale must be in (0, 0.1]"),
+    ("matmul_tn", {"anchor": 0.0}, "matmul_tn.anchor must be in (0, 30]"),
     ("mul", {"anchor": 12.0}, "mul.anchor=12 is too large for 3 levels (at most 10)"),
     ("mul", {"span": 1e16}, "mul.span=1e+16 needs 7 levels"),  # it named the default anchor
     ("percentage", {"span": -1.0}, "percentage.span must be positive")])

@@ -104,13 +104,7 @@ class MatrixProduct(SpannedProduct):
 
     arity = 2
     parameters = (SCALE, ANCHOR, SPAN)
-
-    def __init__(self, **values: float) -> None:
-        super().__init__(**values)
-        if not 0 < self.values["anchor"] <= 30:
-            raise ValueError(f"{self.name}.anchor must be in (0, 30]")
-        if not 0 < self.values["scale"] <= 0.1:
-            raise ValueError(f"{self.name}.scale must be in (0, 0.1]")
+    max_anchor, max_scale = 30.0, 0.1
 
     def constant_fields(self, d: int) -> dict[str, np.ndarray]:
         return {**super().constant_fields(d), **selection_fields(d, 3 * d + 1)}

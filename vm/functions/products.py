@@ -83,12 +83,17 @@ class LinearizedProduct(FunctionBlock):
     """eps for float32 runs: scores resolve only to ulp(C) there, so a small eps amplifies
     rounding (`vm.functions.dtype_parameters` applies it)."""
 
+    max_anchor, max_scale = MAX_ANCHOR, 1.0
+    """The largest anchor and eps the block accepts (one check, so a subclass's tighter
+    limits are the ones its messages name: matmul.anchor=0 said 'in (0, 60.0]', and 45
+    then 'in (0, 30]')."""
+
     def __init__(self, **values: float) -> None:
         super().__init__(**values)
-        if not 0 < self.values["anchor"] <= MAX_ANCHOR:
-            raise ValueError(f"{self.name}.anchor must be in (0, {MAX_ANCHOR}]")
-        if not 0 < self.values["scale"] <= 1:
-            raise ValueError(f"{self.name}.scale must be in (0, 1]")
+        if not 0 < self.values["anchor"] <= self.max_anchor:
+            raise ValueError(f"{self.name}.anchor must be in (0, {self.max_anchor:g}]")
+        if not 0 < self.values["scale"] <= self.max_scale:
+            raise ValueError(f"{self.name}.scale must be in (0, {self.max_scale:g}]")
 
     def extra_columns(self, d: int) -> int:
         return 1
