@@ -80,4 +80,6 @@ def disassemble(program: Program) -> str:
     for index, instruction in enumerate(program.instructions):
         label = f"{labels[index]}:" if index in labels else ""
         lines.append(f"{label:<10}{_mnemonic(program, index, instruction, data, labels, reserved_ok)}")
+    if not program.instructions:  # a CSV of the EOF row alone; .sq refuses an empty .code
+        lines.append(f"{'':<10}halt      ; the program was its EOF instruction alone")
     return "\n".join(lines) + "\n"

@@ -80,3 +80,14 @@ def test_a_goto_to_the_next_instruction_gets_a_label():
     assert "goto L1" in text and "L1:" in text
     assert [(i.a, i.b, i.c) for i in assemble(text, "listing.sq").instructions] == \
         [(0, 0, 1), (0, 0, 2)]
+
+
+def test_a_program_of_its_eof_instruction_alone_lists_as_source_that_assembles():
+    """A CSV pair whose commands are the EOF row alone was listed with an empty .code, which
+    the assembler refuses ('empty program')."""
+    from assembler.program import Program
+    from vm.machines.subleq.reference import run_reference
+
+    program = Program([], [0, -1, 5], bits=4)
+    again = assemble(disassemble(program), "listing.sq")
+    assert again.memory == program.memory and run_reference(again).memory == program.memory
