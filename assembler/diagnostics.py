@@ -19,13 +19,20 @@ class SourceError(InputError):
     def __init__(self, message: str, file: str, text: str, line: int, column: int,
                  width: int = 1) -> None:
         self.message, self.file, self.line, self.column = message, file, line, column
-        lines = text.splitlines()
+        lines = source_lines(text)
         source_line = lines[line - 1] if 0 < line <= len(lines) else ""
         shown, offset = _window(source_line, column)
         width = max(1, min(width, len(shown) - offset))
         caret = " " * offset + "^" + "~" * (width - 1)
         super().__init__(f"{file}:{line}:{column}: error: {_clip(message)}\n    {shown}\n"
                          f"    {caret}")
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of a source as lark counts them, at '\n' alone: str.splitlines() also
+    splits at a form feed (a page break in a comment), \v or U+2028, and errors after one
+    showed another line under their file:line:col (a trailing '\r' is dropped)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 SHOWN_LINE = 160
@@ -167,7 +174,7 @@ def parse_located(parser: lark.Lark, text: str, file: str, directives: str | Non
     try:
         return parser.parse(text if text.endswith("\n") else text + "\n")
     except lark.UnexpectedCharacters as error:
-        rest = text.splitlines()[error.line - 1][error.column - 1:] if text else ""
+        rest = source_lines(text)[error.line - 1][error.column - 1:]
         word = rest.split()[0] if rest.split() else rest[:1]
         if word.startswith("."):
             hint = f" (expected {directives})" if directives else ""

@@ -25,7 +25,7 @@ import lark
 import numpy as np
 
 from assembler.diagnostics import (SourceError, error_at, int_literal, parse_located,
-                                  read_source)
+                                  read_source, source_lines)
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
@@ -629,7 +629,7 @@ class _FleqAssembler:
 @lru_cache(maxsize=8)
 def _lines(text: str) -> list[str]:
     """The lines of a source, split once (every instruction's text is cut from them)."""
-    return text.splitlines()
+    return source_lines(text)
 
 
 def parse_fleq(text: str, file: str) -> lark.Tree:

@@ -165,3 +165,16 @@ def test_a_quoted_control_character_is_shown_as_an_escape(tmp_path, capsys):
     assert main(["asm", str(source)]) == 2
     err = capsys.readouterr().err
     assert "unexpected character '\\x1b'" in err and "\x1b" not in err
+
+
+@pytest.mark.parametrize("separator", ["\f", "\v", "\u2028", "\x85"])
+def test_a_page_break_in_a_comment_does_not_shift_the_line_an_error_shows(separator):
+    """Lark counts lines at '\\n' alone; the shown line came from str.splitlines(), which
+    also splits at a form feed or U+2028, so an error after one showed another line."""
+    from vm.isa import FLEQ
+
+    source = f".data\nx: 1 ; a{separator}b\n.code\nx = add(x, z)\nhalt\n"
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(source, "p.fleq")
+    assert str(caught.value).splitlines()[1:] == ["    x = add(x, z)", "               ^"]
+

@@ -415,3 +415,9 @@ def test_a_label_after_the_last_statement_names_the_end_not_a_routine():
     program = FLEQ.assemble_text(source, "end.fleq")
     assert program.labels["end"] == len(program.instructions)
     assert program.instructions[0].target == len(program.instructions)
+
+
+def test_an_instruction_after_a_page_break_keeps_its_own_text():
+    """The listing and the compare table cut each instruction's text from its line."""
+    program = FLEQ.assemble_text(".data\nx: 1 ; a\fb\ny: 2\n.code\nx = add(x, y)\nhalt\n")
+    assert [i.text for i in program.instructions] == ["x = add(x, y)", "halt"]
