@@ -125,3 +125,12 @@ def test_heron_settles_at_sqrt_50():
                              EngineConfig(dtype="float64"))
     x = program.named_memory(result.memory)["x"]
     assert abs(x - math.sqrt(50.0)) <= 1e-8
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("name, parameters", [("inv", {"high": 1e300}), ("sqrt", {"high": 1e300}),
+                                              ("rsqrt", {"scale": 1e-300})])
+def test_a_diverging_bound_is_infinite_without_a_warning(name, parameters):
+    """The float32 error propagation overflowed in numpy scalars: RuntimeWarnings on stderr
+    (ltvm linalg inverse --dtype float32 --param rsqrt.scale=1e-300) before the inf bound."""
+    assert make_block(name, **parameters).relative_error_bound("float32") == math.inf

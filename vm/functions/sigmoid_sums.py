@@ -122,7 +122,8 @@ class SigmoidSum(FunctionBlock):
         """The fit is weighted by 1/|f|, so its error is close to relative; Newton squares it
         each step (`refined_error`)."""
         if self.steps:
-            error = self.refined_error(dtype)
+            with np.errstate(over="ignore", invalid="ignore"):  # inf/nan: no bound, just below
+                error = self.refined_error(dtype)  # (inv.high=1e300 warned on stderr)
             return error if error < 1 else math.inf  # Newton diverges: no bound (nan too)
         return 1.05 * self.fit.max_relative_error
 
