@@ -295,3 +295,11 @@ def test_punchcards_that_are_not_numbers_are_refused(cards):
     """None became NaN ('they hold NaN'), an object raised float()'s TypeError."""
     with pytest.raises(InputError, match="punchcards must be an array of numbers"):
         TransformerExecutor(geometry_for(FACTORIAL)).load_punchcards(cards)
+
+
+@pytest.mark.parametrize("geometry", [None, "g", FACTORIAL])
+def test_what_is_no_geometry_is_refused_as_such(geometry):
+    """A program (or None) in the geometry's place was told "this command runs SUBLEQ (.sq)
+    and FLEQ (.fleq) programs; .dec images run with ltvm run, ...", about a command."""
+    with pytest.raises(InputError, match="geometry must be a program's geometry"):
+        run_transformer(FACTORIAL, geometry)

@@ -34,11 +34,12 @@ from vm.transformer.sampling import ReadNoise
 from vm.transformer import memory as device_memory
 from vm.transformer.threads import TRY_PASSES, MeasuredThreads, cpu_threads
 from vm.transformer.weights import MachineWeights
-from vm.machines import machine_for
+from vm.machines import BUILDERS, machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
 from vm.machines.subleq.reference import RunResult
 from vm.machines.stepping import check_max_steps, check_progress
 from vm.machines.fleq.layout import FleqGeometry
+from vm.machines.vsubleq.layout import VGeometry
 from vm.runtime.active import ActiveEvaluator
 from vm.runtime.active_fleq import FleqActiveEvaluator
 from vm.runtime.config import (AUTO_ACTIVE_CELLS, DEFAULT_CHECK_EVERY, DTYPE_NAMES, EVALUATIONS,
@@ -120,6 +121,10 @@ class TransformerExecutor:
     def __init__(self, geometry: Geometry, config: EngineConfig = EngineConfig()) -> None:
         if not isinstance(config, EngineConfig):  # a dict or None failed on `.temperature`
             raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
+        if type(geometry) not in BUILDERS and not isinstance(geometry, VGeometry):
+            # a program or None was told "this command runs SUBLEQ (.sq) and FLEQ programs"
+            raise InputError(f"geometry must be a program's geometry (its instruction set's "
+                             f"geometry_for(program)), got {type(geometry).__name__}")
         self.geometry, self.config = geometry, config
         self.machine = machine_for(geometry, config.temperature)
         self.layout = self.machine.layout
