@@ -75,6 +75,7 @@ class _Assembler:
         self.literals: list[tuple[int, lark.Token | lark.Tree]] = []
         self.declared_bits: int | None = None
         self.code: list[lark.Tree] = []
+        self.definitions: dict[str, SourcePos] = {}  # every name defined, for messages
 
     # -- errors ---------------------------------------------------------------
     def error(self, message: str, where: lark.Token | lark.Tree) -> SourceError:
@@ -200,6 +201,10 @@ class _Assembler:
             return _Value("label", self.labels[name])
         if name.upper() == "EOF":
             return _Value("label", len(self.code))
+        later = self.definitions.get(str(name))
+        if later is not None:  # 'undefined name' for a name the file defines misled
+            raise self.error(f"'{name}' is defined only below, at {later}; constants and data "
+                             "values can use only the names defined above them", name)
         raise self.error(f"undefined name '{name}'", name)
 
     @staticmethod
@@ -283,6 +288,7 @@ class _Assembler:
 
     def run(self) -> Program:
         tree = parse(self.text, self.file)
+        self.definitions = {str(name): self.pos(name) for name in reversed(_defined_names(tree))}
         self.layout(tree)
         if not self.code:
             raise SourceError("empty program: no instructions (a .code section with at least "
@@ -292,6 +298,13 @@ class _Assembler:
         symbols = dict(self.symbols)
         return Program(instructions, self.memory, symbols, dict(self.labels), bits, self.file,
                        (ZERO_CELL, MINUS_ONE_CELL))
+
+
+def _defined_names(tree: lark.Tree) -> list[lark.Token]:
+    """Every name the source defines (constants, data, labels), in source order."""
+    return [node.children[1] if node.data == "const_directive" else node.children[0]
+            for node in tree.iter_subtrees_topdown()
+            if node.data in ("const_directive", "cell", "array", "zero", "label")]
 
 
 def parse_number(literal: lark.Token, file: str, text: str) -> int:

@@ -133,6 +133,9 @@ BAD_INPUTS = [
      "expected a number, got a data address"),
     ("reserved EOF", ".data\nEOF: 1\n.code\nhalt\n", 2, 1, "'EOF' is reserved"),
     ("jump past end", ".data\nx: 1\n.code\nl: goto l+5\n", 4, 9, "jump target is outside the program"),
+    # was "undefined name 'K'", for a name the file defines
+    ("constant used above it", ".data\nx: K\n.const K = 3\n.code\nhalt\n", 2, 4,
+     "'K' is defined only below, at t.sq:3:8"),
 ]
 
 
