@@ -333,8 +333,9 @@ def parse(text: str, file: str) -> lark.Tree:
 EXPECTED_NAMES = {"NAME": "a name", "NUMBER": "a number", "_NEWLINE": "end of line",
              "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "LPAR": "'('", "RPAR": "')'",
              "MINUS": "'-'", "PLUS": "'+'", "ARRAY": "'.array'", "ZERO": "'.zero'",
-             "DATA": "'.data'", "CODE": "'.code'", "BITS": "'.bits'", "CONST": "'.const'"}
-"""How error messages name the grammar's terminals."""
+             "DATA": "'.data'", "CODE": "'.code'", "BITS": "'.bits'", "CONST": "'.const'",
+             "$END": "end of file"}
+"""How error messages name the grammar's terminals (lark's own '$END' was shown as is)."""
 
 
 def assemble(text: str, file: str = "<source>", bits: int | None = None) -> Program:

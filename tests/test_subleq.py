@@ -136,6 +136,8 @@ BAD_INPUTS = [
     # was "undefined name 'K'", for a name the file defines
     ("constant used above it", ".data\nx: K\n.const K = 3\n.code\nhalt\n", 2, 4,
      "'K' is defined only below, at t.sq:3:8"),
+    ("header directive in code", ".code\nhalt\n.const K = 3\n", 3, 1,
+     "unexpected '.const'; expected '.code', '.data', a name, end of file"),
 ]
 
 
