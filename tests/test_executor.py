@@ -131,6 +131,8 @@ def test_punchcards_of_the_wrong_shape_are_refused():
     executor = TransformerExecutor(geometry_for(FACTORIAL))
     with pytest.raises(InputError, match="shape"):
         executor.load_punchcards(np.zeros((3, 4)))
+    with pytest.raises(InputError, match=r"shape \(5,\)"):  # it said "shape ()"
+        executor.load_punchcards(np.zeros(5))
 
 
 def test_threads_are_restored_after_a_run():

@@ -207,11 +207,12 @@ class TransformerExecutor:
                              "(batch, rows, n)")
         if not np.isfinite(cards).all():
             raise InputError("punchcards must be finite: they hold NaN or inf")
+        expected = (self.layout.rows, self.layout.columns)
+        if cards.ndim not in (2, 3) or cards.shape[-2:] != expected:  # a 1-D one was "shape ()"
+            raise InputError(f"punchcards have shape {cards.shape}, this geometry needs "
+                             f"{expected} or (batch, {expected[0]}, {expected[1]})")
         if cards.ndim == 2:
             cards = cards[None]
-        if cards.shape[1:] != (self.layout.rows, self.layout.columns):
-            raise InputError(f"punchcards have shape {cards.shape[1:]}, this geometry needs "
-                             f"({self.layout.rows}, {self.layout.columns})")
         X = torch.as_tensor(cards, dtype=self.dtype, device=self.device)
         self._initial = X
         return X
