@@ -20,3 +20,13 @@ def test_for_path_refuses_what_is_no_file_name(path):
     """None failed inside pathlib with "expected str, bytes or os.PathLike object"."""
     with pytest.raises(InputError, match="for_path takes a file name"):
         for_path(path)
+
+
+@pytest.mark.parametrize("steps,dtype,message", [(None, None, "max_steps"),
+                                                 (5, "float16", "dtype must be one of")])
+def test_fleq_run_checks_refuses_a_step_count_or_dtype_it_cannot_replay(steps, dtype, message):
+    """steps=None failed with a TypeError in `<`, dtype 'float16' with KeyError 'float16'."""
+    from vm.isa import FLEQ
+    program = FLEQ.assemble_text(".data\na: 3.0\nc: 0.0\n.code\nc = mul(a, a)\nhalt\n")
+    with pytest.raises(InputError, match=message):
+        FLEQ.run_checks(program, steps, dtype)

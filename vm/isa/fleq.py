@@ -24,9 +24,10 @@ from vm.machines.fleq.layout import FleqGeometry, fleq_layout
 from vm.machines.fleq.machine import FleqMachine, fleq_machine
 from vm.machines.fleq.punchcard import encode_fleq, fleq_geometry_for
 from vm.machines.fleq.reference import FleqStep, run_fleq_reference
+from vm.machines.stepping import check_max_steps
 from vm.machines.subleq.reference import RunResult
 from vm.routines import ROUTINES
-from vm.runtime.config import EngineConfig
+from vm.runtime.config import DTYPE_NAMES, EngineConfig
 from vm.runtime.export import fleq_layout_extra
 from vm.machines.fleq.domains import DomainViolation, first_domain_violation
 from vm.transformer.layout import Layout
@@ -150,6 +151,9 @@ class Fleq(InstructionSet):
         """Every block call of the run inside the domain its error bound covers, every value
         inside the machine's magnitude domain and every counter exact in `dtype` (found by
         an exact replay of the same steps)."""
+        check_max_steps(steps)  # None failed in `<`, and dtype "float16" in a KeyError
+        if dtype is not None and dtype not in DTYPE_NAMES:
+            raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
         violation = first_domain_violation(program, steps, dtype or self.default_dtype)
         return RunChecks({"domain": "ok" if violation is None else violation.describe()},
                          violation is None)
