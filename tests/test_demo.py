@@ -36,7 +36,7 @@ def test_demo_reports_the_progress_of_both_runs(capsys, monkeypatch):
     heard = set()
 
     class Recorder:
-        def __init__(self, label: str, total: int) -> None:
+        def __init__(self, label: str, total: int, **limits) -> None:
             self.label = label
 
         def __call__(self, count: int) -> None:
@@ -48,3 +48,11 @@ def test_demo_reports_the_progress_of_both_runs(capsys, monkeypatch):
     monkeypatch.setattr(demo, "Progress", Recorder)
     assert main(["demo"]) == 0
     assert heard == {"steps", "compared steps"}
+
+
+def test_demo_obeys_max_seconds(capsys):
+    """The demo takes any PROG but had no --max-seconds: a wide program ran for hours."""
+    assert main(["demo", "--max-seconds", "0.01"]) == 1
+    captured = capsys.readouterr()
+    assert "stopped by --max-seconds 0.01 after" in captured.err
+    assert "Traceback" not in captured.err

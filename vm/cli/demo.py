@@ -12,7 +12,7 @@ from pathlib import Path
 
 from vm.machines.subleq.punchcard import encode, geometry_for
 from assembler.subleq import assemble_file
-from vm.cli.common import format_value
+from vm.cli.common import add_time_limit, format_value
 from vm.common.errors import InputError
 from vm.isa import SUBLEQ, for_path
 from vm.tools.progress import Progress
@@ -30,10 +30,12 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "two step by step.")
     parser.add_argument("program", nargs="?", default=str(FACTORIAL), metavar="PROG",
                         help="program to demonstrate (default: factorial)")
+    add_time_limit(parser)  # any PROG may be given: a wide one runs for hours
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     from vm.runtime.compare import compare_program  # torch: not for every `ltvm` call
     from vm.runtime.executor import EngineConfig, run_transformer
 
@@ -54,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"transformer: {len(machine.weights.layers)} layers, heads per layer "
           f"{machine.weights.heads}, temperature {machine.temperature:.3g}")
     start = time.perf_counter()
-    progress = Progress("steps", reference.steps)  # long runs were silent
+    progress = Progress("steps", reference.steps, max_seconds=args.max_seconds,
+                        since=started)  # long runs were silent
     result = run_transformer(program, geometry, config=EngineConfig(), progress=progress)
     progress.done()
     elapsed = time.perf_counter() - start
@@ -64,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     named = program.named_memory(result.memory)
     for name, value in program.named_memory(reference.memory).items():
         print(f"{name:<8} {format_value(named[name]):>12} {format_value(value):>12}")
-    progress = Progress("compared steps", reference.steps)
+    progress = Progress("compared steps", reference.steps, max_seconds=args.max_seconds,
+                        unfinished="the comparison ended", since=started)
     comparison = compare_program(program, geometry, 10 * reference.steps + 10,
                                  progress=progress)
     progress.done()
