@@ -119,7 +119,8 @@ class _Assembler:
             return
         name = node.children[0]
         self.check_new_name(name)
-        if node.data == "cell":
+        if node.data == "cell":  # checked too: a file of cells was refused at its code
+            self.check_room(1, node)
             values = [self.literal(node.children[1])]
         elif node.data == "array":
             values = [self.literal(expr) for expr in node.children[2:]]

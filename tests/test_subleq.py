@@ -172,3 +172,14 @@ def test_bits_override_rechecks_literals_at_their_position():
 def test_instruction_text_comes_from_its_own_line_after_a_form_feed_in_a_comment():
     program = assemble(".data\nx: 5\n.code\nsubleq x, x ; \x0c page\u2028break\nhalt\n", "t.sq")
     assert [i.text for i in program.instructions] == ["subleq x, x", "halt"]
+
+
+def test_the_data_cell_past_the_column_limit_is_the_one_refused(monkeypatch):
+    """Single cells were not counted: a file of them was refused at its first instruction."""
+    import assembler.subleq as subleq
+
+    monkeypatch.setattr(subleq, "MAX_COLUMNS", 8)
+    with pytest.raises(SourceError) as caught:
+        asm(".data\n" + "".join(f"x{i}: {i}\n" for i in range(10)) + ".code\nhalt\n")
+    assert (caught.value.line, caught.value.column) == (6, 1)  # x4, with scratch and EOF 9
+    assert "more than 8 columns" in str(caught.value)
