@@ -55,8 +55,11 @@ def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]
             if len(cell) > MAX_FIELD:
                 raise SourceError(f"a field of {len(cell):,} characters (at most {MAX_FIELD})",
                                   str(path), text, line_number, 1)
-    if not rows or [cell.strip().lower() for cell in rows[0][1]] != header:
+    found_header = [cell.strip().lower() for cell in rows[0][1]] if rows else None
+    if found_header != header:
         found = f", found '{','.join(rows[0][1])}'" if rows else " (the file is empty)"
+        if found_header in (["a", "b", "c"], ["mem"]):  # the other file of the pair
+            found += "; the pair is given as --csv CMDS MEM, the commands first"
         raise SourceError(f"expected the header '{','.join(header)}'{found}", str(path), text,
                           1, 1)
     lines = text.split("\n")

@@ -115,3 +115,10 @@ def test_fields_are_ascii_integers_located_at_their_own_line_and_column(
         load_csv(cmds, mem, scratch=2)
     assert (caught.value.line, caught.value.column) == (line, column)
     assert message in str(caught.value)
+
+
+def test_a_pair_given_in_the_wrong_order_says_which_comes_first(tmp_path):
+    cmds, mem = write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n0\n-1\n")
+    with pytest.raises(SourceError, match="found 'a,b,c'; the pair is given as --csv CMDS MEM, "
+                                          "the commands first"):
+        load_csv(mem, cmds)
