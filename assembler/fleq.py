@@ -295,6 +295,14 @@ class _FleqAssembler:
             raise self.error(f"'{routine.name}' takes {routine.arity} operand"
                              f"{'s' if routine.arity != 1 else ''}, got {len(positional)}",
                              assignment)
+        for argument in positional:
+            # an expansion may write its destination while it still reads the operands:
+            # `A = inverse(A)` overwrote A with X_0 and then read it as A, a wrong inverse
+            if argument.children[0].children[0] == destination.children[0]:
+                raise self.error(f"'{destination.children[0]}' is both the destination and an "
+                                 f"operand of the routine '{routine.name}', whose expansion "
+                                 "may write the destination before it has read the operands; "
+                                 "write the result to another variable", argument)
         operand = lambda v: Operand(v.name, v.shape, v.integer)  # noqa: E731
         self.expansions += 1
         call = RoutineCall(operand(self.operand(destination)),

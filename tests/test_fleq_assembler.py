@@ -243,6 +243,8 @@ BAD = [
     (".function inv terms=8 terms=100\n.data\nx: 1.0\n.code\nhalt\n",
      "inv.terms is given twice", 1, 23),
     (DATA + "M = inverse(M, iters=3, iters=4)\n", "'inverse': iters is given twice", 7, 25),
+    # inverse overwrote M with X_0, then read it as the matrix: a wrong inverse, no word
+    (DATA + "M = inverse(M, iters=8)\n", "'M' is both the destination and an operand", 7, 13),
     # literals the machine flushes to 0 (1e-400 was read as 0 without a word)
     (".data\nx: 1e-400\n.code\nhalt\n", "1e-400 is below 2.23e-308", 2, 4),
     (DATA + "x = mul(x, -3e-310)\n", "-3e-310 is below 2.23e-308", 7, 12),
