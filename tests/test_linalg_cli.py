@@ -278,3 +278,15 @@ def test_the_domain_check_uses_the_param_values_the_program_runs_with(capsys, sa
     code, out, _ = run_cli(capsys, "linalg", "inverse", "--matrix", path,
                            "--param", "matmul_tn.span=1000")
     assert code == 0 and lines(out)["domain"] == "ok"
+
+
+def test_the_eigenvector_bound_uses_the_modulus_of_a_complex_second_eigenvalue():
+    """Eigenvalues 2 and +-1.9i: the bound took lam2 = Re(1.9i) = 0, as if power iteration
+    converged at once, instead of |lam2| = 1.9."""
+    from vm.functions import make_block
+    from vm.routines.linalg import eigenvector_error_bound
+
+    a = np.array([[2.0, 0.0, 0.0], [0.0, 0.0, -1.9], [0.0, 1.9, 0.0]])
+    result = solve("eig", a, 5, EngineConfig(dtype="float64"))
+    vector = eigenvector_error_bound(3, 2.0, 2.0, 1.9, "float64", make_block("matmul_tn"))
+    assert result.bound >= vector / np.abs(result.exact["eigenvector"]).max()

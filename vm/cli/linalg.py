@@ -231,7 +231,9 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
                             errors, bound, result.steps, dtype, source, domain)
     values, vectors = np.linalg.eig(matrix)
     order = np.argsort(-np.abs(values))
-    lam1, lam2 = float(values[order[0]].real), float(values[order[1]].real) if n > 1 else 0.0
+    # lam2 is the second modulus: the real part of a complex pair (2, +-1.9i gave 0) made the
+    # bound's convergence ratio |lam2 / lam1| 0 instead of 0.95
+    lam1, lam2 = float(values[order[0]].real), float(abs(values[order[1]])) if n > 1 else 0.0
     top = vectors[:, order[0]].real
     top /= np.linalg.norm(top)
     v = _aligned(np.asarray(got["v"], dtype=float).reshape(-1), top)
