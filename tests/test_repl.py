@@ -474,3 +474,18 @@ def test_an_error_line_echoing_a_huge_word_is_cut(repl):
     assert out.startswith("error: unknown command 'xxx") and out.endswith(" characters)")
     assert int(out.rsplit("(", 1)[1].split()[0].replace(",", "")) > 2_000_000
     assert len(out) < 400
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"max_steps": None}, "max_steps"), ({"max_steps": -1}, "max_steps"),
+    ({"max_steps": 1.5}, "max_steps"), ({"picture_dir": None}, "picture_dir")])
+def test_a_session_refuses_options_it_cannot_run_with(options, message):
+    """max_steps=None made every `continue` an 'error: TypeError', -1 and 1.5 were taken
+    ("stopped after -1 steps"), picture_dir=None failed inside pathlib."""
+    with pytest.raises(vm.repl.session.InputError, match=message):
+        Repl(**options)
+
+
+def test_a_line_that_is_no_string_is_an_error_line(repl):
+    """execute(None) raised an AttributeError out of the error boundary."""
+    assert repl.execute(None) == "error: a command line is a string, got NoneType"

@@ -223,3 +223,14 @@ def test_an_evaluation_the_image_repl_does_not_use_is_refused(evaluation, capsys
     from vm.cli import main
     assert main(["repl", str(PROGRAMS / "hello.dec"), "--evaluation", evaluation]) == 2
     assert f"--evaluation {evaluation} does not apply" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arguments,message", [
+    ((None, "x"), "runs an Image"), ((image("echo.dec"), "x", None), "EngineConfig"),
+    ((image("echo.dec"), "x", vsubleq.EngineConfig(), None), "max_steps"),
+    ((image("echo.dec"), "x", vsubleq.EngineConfig(), -1), "max_steps")])
+def test_a_session_refuses_what_it_cannot_run(arguments, message):
+    """max_steps=None raised a TypeError out of `continue` (the session ended), -1 made
+    `continue` do nothing; an image or config of None failed on an attribute."""
+    with pytest.raises(vsubleq.InputError, match=message):
+        VsubleqRepl(*arguments)

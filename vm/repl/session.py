@@ -22,6 +22,7 @@ from typing import Callable, TextIO
 from assembler.diagnostics import read_source
 from vm.common.errors import InputError, LtvmError
 from vm.isa import for_path
+from vm.machines.stepping import check_max_steps
 from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR
 from vm.repl.assemble import MNEMONICS, is_instruction
 from vm.repl.dialects import DIALECTS, ReplDialect
@@ -139,6 +140,9 @@ class Repl:
                  progress_stream: TextIO | None = None) -> None:
         if engine not in ENGINES:
             raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        check_max_steps(max_steps)  # None failed in `continue`, -1 "stopped after -1 steps"
+        if not isinstance(picture_dir, (str, Path)):  # None failed inside pathlib
+            raise InputError(f"picture_dir must be a directory name, got {picture_dir!r}")
         self.config, self.bits, self.scratch = config, bits, scratch
         self.picture_dir, self.max_steps, self.engine = Path(picture_dir), max_steps, engine
         self.progress_stream = progress_stream
@@ -151,6 +155,8 @@ class Repl:
     def execute(self, line: str) -> str:
         """Run one typed line; errors come back as one line, never as an exception
         (KeyboardInterrupt outside a run is left to the caller's loop)."""
+        if not isinstance(line, str):  # None failed on `.strip` before the error boundary
+            return f"error: a command line is a string, got {type(line).__name__}"
         words = line.strip().split(maxsplit=1)
         if not words:
             return ""

@@ -17,6 +17,7 @@ import torch
 
 from vm.common.errors import InputError, PrecisionError
 from vm.isa import VSUBLEQ
+from vm.machines.stepping import check_max_steps
 from vm.machines.vsubleq.layout import MAX_COLUMNS
 from vm.machines.vsubleq.punchcard import VState, encode_state
 from vm.machines.vsubleq.reference import Image, Reference, Step
@@ -56,6 +57,12 @@ class VsubleqRepl:
 
     def __init__(self, image: Image, path: str, config: EngineConfig = EngineConfig(),
                  max_steps: int = 1_000_000) -> None:
+        if not isinstance(image, Image):  # None failed on `.memory`
+            raise InputError(f"VsubleqRepl runs an Image (a .dec or .vsq), got "
+                             f"{type(image).__name__}")
+        if not isinstance(config, EngineConfig):  # None failed on `.dtype`
+            raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
+        check_max_steps(max_steps)  # None raised a TypeError out of `continue`: a crash
         self.image, self.path, self.config, self.max_steps = image, path, config, max_steps
         self.fed = b""
         self.reference = Reference(image)
