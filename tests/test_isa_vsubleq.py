@@ -185,3 +185,29 @@ def test_an_endless_input_file_is_refused_not_read_forever(capsys) -> None:
     code, _, err = run_cli(capsys, "run", "--engine", "reference", "--input-file", "/dev/zero",
                            ECHO)
     assert code == 2 and "input longer than 16,777,216 bytes" in err and "Traceback" not in err
+
+
+def _echo():
+    from vm.isa import ProgramOptions
+    return VSUBLEQ.load(Path(ECHO), ProgramOptions(bits=8))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda i, g, c: VSUBLEQ.run_reference(i, 100, input_bytes="hi"), "input_bytes must be bytes"),
+    (lambda i, g, c: VSUBLEQ.run_reference(i, 100, input_bytes=None), "input_bytes must be bytes"),
+    (lambda i, g, c: VSUBLEQ.run_transformer(i, g, 100, c, input_bytes="hi"),
+     "input_bytes must be bytes"),
+    (lambda i, g, c: VSUBLEQ.compare(i, g, 100, c, input_bytes=[300]), "input_bytes must be bytes"),
+    (lambda i, g, c: VSUBLEQ.run_transformer(i, g, 100, c, max_output=1.5), "max_output"),
+    (lambda i, g, c: VSUBLEQ.run_transformer(i, g, 100, None), "config must be an EngineConfig"),
+    (lambda i, g, c: VSUBLEQ.result_lines(VSUBLEQ.run_reference(i, 100, input_bytes=b"a"),
+                                          "binary"), "output_format must be one of")])
+def test_arguments_of_the_wrong_kind_are_refused_by_name(call, message) -> None:
+    """A str input failed with "string argument without an encoding", [300] with "bytes must
+    be in range(0, 256)", max_output=1.5 with "no attribute 'bit_length'", config=None on
+    `.sampling`; output_format "binary" printed hex."""
+    from vm.common.errors import InputError
+    from vm.runtime.config import EngineConfig
+    image, geometry = _echo()
+    with pytest.raises(InputError, match=message):
+        call(image, geometry, EngineConfig())

@@ -16,7 +16,7 @@ from assembler.dec import load_image
 from assembler.diagnostics import read_source
 from assembler.vsq import assemble as assemble_vsq
 from vm.common.errors import InputError
-from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions
+from vm.isa.base import OUTPUT_FORMATS, InstructionSet, PaperComparison, ProgramOptions
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
 from vm.machines.vsubleq.punchcard import encode, geometry_for
@@ -31,12 +31,28 @@ PAPER = PaperComparison(9, 2, "Lemma 4 (there with code apart from data)")
 
 def _engine(config: EngineConfig) -> dict:
     """The engine settings this machine honours; the others are refused, not ignored."""
+    if not isinstance(config, EngineConfig):  # None failed on `.sampling`
+        raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
     if config.sampling is not None:
         raise InputError("sampling is not available for standard SUBLEQ images (.dec, .vsq)")
     return {"dtype": config.dtype or VsubleqMachine.default_dtype,
             "attention": config.attention, "temperature": config.temperature,
             "device": config.device, "checked": config.checked,
             "accelerate": partial(_evaluator, evaluation=config.evaluation)}
+
+
+def _tapes(input_bytes: bytes, max_output: int | None = None) -> bytes:
+    """The input as bytes, after refusing what is not bytes or a tape length that is not a
+    whole number: a str failed with "string argument without an encoding", [300] with
+    "bytes must be in range(0, 256)", max_output=1.5 with "no attribute 'bit_length'"."""
+    if not isinstance(input_bytes, (bytes, bytearray)):
+        raise InputError(f"input_bytes must be bytes (text.encode() for a str), got "
+                         f"{type(input_bytes).__name__}")
+    if max_output is not None and (not isinstance(max_output, int)
+                                   or isinstance(max_output, bool)):
+        raise InputError(f"max_output must be a whole number of bytes or None, got "
+                         f"{max_output!r}")
+    return bytes(input_bytes)
 
 
 def _evaluator(model, weights, layout, scratch: int, evaluation: str):
@@ -88,7 +104,7 @@ class Vsubleq(InstructionSet):
     def run_reference(self, program: Image, max_steps: int, trace: bool = False,
                       progress: Callable[[int], None] | None = None,
                       input_bytes: bytes = b"") -> Result:
-        return run_reference(program, max_steps, input_bytes, trace, progress)
+        return run_reference(program, max_steps, _tapes(input_bytes), trace, progress)
 
     def run_transformer(self, program: Image, geometry: VGeometry, max_steps: int,
                         config: EngineConfig, progress: Callable[[int], None] | None = None,
@@ -99,7 +115,8 @@ class Vsubleq(InstructionSet):
         depend on both."""
         from vm.machines.vsubleq.run import run_transformer  # torch: transformer runs only
         return run_transformer(program, max_steps, progress=progress, trace=trace,
-                               input_bytes=input_bytes, max_output=max_output,
+                               input_bytes=_tapes(input_bytes, max_output),
+                               max_output=max_output,
                                **_engine(config))
 
     def compare(self, program: Image, geometry: VGeometry, max_steps: int,
@@ -107,8 +124,9 @@ class Vsubleq(InstructionSet):
                 input_bytes: bytes = b"", max_output: int | None = None):
         """Memory, pc, halted, bytes read and output compared after every step."""
         from vm.machines.vsubleq.run import compare  # torch: only runs that compare pay it
-        return compare(program, max_steps, progress=progress, input_bytes=input_bytes,
-                       max_output=max_output, **_engine(config))
+        return compare(program, max_steps, progress=progress,
+                       input_bytes=_tapes(input_bytes, max_output), max_output=max_output,
+                       **_engine(config))
 
     def compare_report(self, result, as_json: bool) -> str:
         if as_json:
@@ -123,6 +141,9 @@ class Vsubleq(InstructionSet):
                      as_json: bool = False) -> dict[str, object]:
         """The output stream, when the run wrote one: text (escapes for other bytes; a JSON
         string), or the byte values in decimal or hex (a JSON list of integers)."""
+        if output_format not in OUTPUT_FORMATS:  # "binary" or "Decimal" printed hex
+            raise InputError(f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got "
+                             f"{output_format!r}")
         if not result.output:
             return {}
         if output_format == "text":
