@@ -290,3 +290,14 @@ def test_the_eigenvector_bound_uses_the_modulus_of_a_complex_second_eigenvalue()
     result = solve("eig", a, 5, EngineConfig(dtype="float64"))
     vector = eigenvector_error_bound(3, 2.0, 2.0, 1.9, "float64", make_block("matmul_tn"))
     assert result.bound >= vector / np.abs(result.exact["eigenvector"]).max()
+
+
+def test_not_converged_at_the_most_iterations_does_not_advise_raising_them(capsys, saved,
+                                                                           monkeypatch):
+    """eig of diag(1, 0.999) has not converged at --iters 1000, and the advice 'raise --iters'
+    led only to '--iters must be between 1 and 1000' (the limit lowered here for speed)."""
+    monkeypatch.setattr("vm.cli.linalg.MAX_ITERS", 5)
+    code, _, err = run_cli(capsys, "linalg", "eig", "--matrix",
+                           saved("slow.npy", np.diag([1.0, 0.999])), "--iters", "5")
+    assert code == 1 and "raise --iters" not in err
+    assert "--iters is at its most (5): |lam2| is too close to |lam1|" in err

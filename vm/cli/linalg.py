@@ -334,10 +334,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"domain: {result.domain}")
     algorithm = "Newton-Schulz" if args.kind == "inverse" else "power iteration"
     failed = False
-    if not result.converged:
+    if not result.converged:  # at the most --iters, "raise --iters" would only be refused
+        advice = ("raise --iters" if iters < MAX_ITERS else
+                  f"--iters is at its most ({MAX_ITERS})" + (
+                      ": |lam2| is too close to |lam1| for power iteration"
+                      if args.kind == "eig" else ""))
         print(f"ltvm: {algorithm} has not converged in {iters} iterations (the exact algorithm "
               f"is {result.errors['exact_algorithm_error']:.3g} from numpy.linalg, more than "
-              f"{CONVERGED:g}); raise --iters", file=sys.stderr)
+              f"{CONVERGED:g}); {advice}", file=sys.stderr)
         failed = True
     if result.domain != "ok":
         print("ltvm: a block ran outside the domain its error bound covers", file=sys.stderr)
