@@ -25,3 +25,15 @@ def test_a_field_of_the_wrong_type_or_range_is_refused_by_name(field, value):
 def test_integral_fields_take_any_integer_type():
     config = EngineConfig(check_every=np.int64(4), threads=np.int32(2), seed=-1)
     assert config.check_every == 4 and config.threads == 2
+
+
+def test_a_numpy_seed_runs_a_sampling_run():
+    """EngineConfig(sampling=..., seed=np.int64(5)) was taken, and the run failed in
+    torch's manual_seed with "an integer is required"."""
+    from assembler.subleq import assemble
+    from vm.machines.subleq.punchcard import geometry_for
+    from vm.runtime.executor import run_transformer
+    config = EngineConfig(sampling=0.05, seed=np.int64(5))
+    assert type(config.seed) is int
+    program = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
+    assert run_transformer(program, geometry_for(program), config=config).memory[3] == -5

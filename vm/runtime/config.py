@@ -94,6 +94,8 @@ class EngineConfig:
             if not (isinstance(value, numbers.Integral) and not isinstance(value, bool)
                     or value is None and name == "threads"):
                 raise InputError(f"{name} must be an integer, got {value!r}")
+            if value is not None:  # torch's manual_seed refused a numpy seed: a TypeError
+                object.__setattr__(self, name, int(value))
         for name in ("dtype", "device", "attention", "evaluation"):
             value = getattr(self, name)
             if not (isinstance(value, str) or value is None and name == "dtype"):
