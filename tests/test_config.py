@@ -37,3 +37,17 @@ def test_a_numpy_seed_runs_a_sampling_run():
     assert type(config.seed) is int
     program = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
     assert run_transformer(program, geometry_for(program), config=config).memory[3] == -5
+
+
+def test_a_fraction_sampling_temperature_runs():
+    """EngineConfig(sampling=Fraction(1, 20)) was taken, and the run failed in torch with
+    "unsupported operand type(s) for *: 'Tensor' and 'Fraction'"."""
+    from fractions import Fraction
+
+    from assembler.subleq import assemble
+    from vm.machines.subleq.punchcard import geometry_for
+    from vm.runtime.executor import run_transformer
+    config = EngineConfig(sampling=Fraction(1, 20))
+    assert type(config.sampling) is float
+    program = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
+    assert run_transformer(program, geometry_for(program), config=config).memory[3] == -5

@@ -80,7 +80,9 @@ class EngineConfig:
             raise InputError(f"check_every must be between 1 and {MAX_CHECK_EVERY}, got "
                              f"{self.check_every}")
         if self.sampling is not None:  # lam * 1e40 overflowed float32: NaN reads, answer 0
-            check_temperature(self.sampling, "sampling temperature")
+            sampling = check_temperature(self.sampling, "sampling temperature")
+            # a Fraction failed in torch: "unsupported operand type(s) for *: 'Tensor'"
+            object.__setattr__(self, "sampling", float(sampling))
         if self.threads is not None:
             check_threads(self.threads)
         check_device(self.device)
