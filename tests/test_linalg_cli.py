@@ -301,3 +301,13 @@ def test_not_converged_at_the_most_iterations_does_not_advise_raising_them(capsy
                            saved("slow.npy", np.diag([1.0, 0.999])), "--iters", "5")
     assert code == 1 and "raise --iters" not in err
     assert "--iters is at its most (5): |lam2| is too close to |lam1|" in err
+
+
+@pytest.mark.parametrize("value, dtype", [(1e-310, "float64"), (1e-39, "float32")])
+def test_an_entry_below_the_smallest_normal_number_is_named(capsys, saved, value, dtype):
+    """float64: the assembler refused the generated program, pointing into text the user never
+    wrote; float32: the run went ahead and left the machine's domain (exit 1)."""
+    path = saved("sub.npy", np.array([[1.0, value], [0.0, 1.0]]))
+    code, out, err = run_cli(capsys, "linalg", "inverse", "--matrix", path, "--dtype", dtype)
+    assert code == 2 and out == ""
+    assert f"A[0, 1] = {value:.4g} is below" in err and f"smallest normal {dtype}" in err

@@ -87,6 +87,19 @@ def as_matrix(matrix: object, where: str = "A") -> np.ndarray:
     return values
 
 
+def check_normal(matrix: np.ndarray, dtype: str) -> None:
+    """Refuse a nonzero entry below the dtype's smallest normal number, naming it: the
+    machine flushes it to 0, and the assembler's refusal of the generated program (float64)
+    pointed into a program the user never wrote; in float32 the run went ahead and ended
+    outside the machine's domain."""
+    tiny = float(np.finfo(dtype).tiny)
+    small = np.argwhere((matrix != 0) & (np.abs(matrix) < tiny))
+    if len(small):
+        i, j = small[0]
+        raise InputError(f"A[{i}, {j}] = {matrix[i, j]:.4g} is below {tiny:.3g}, the smallest "
+                         f"normal {dtype}: the machine would flush it to 0 (set it to 0)")
+
+
 def linalg_source(kind: str, matrix: np.ndarray, iters: int) -> str:
     """The FLEQ program: A from the matrix, one routine call (two for eig)."""
     n = len(matrix)
@@ -203,6 +216,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
         raise InputError(f"unknown kind {kind!r} (choose from {', '.join(KINDS)})")
     matrix = as_matrix(matrix)
     dtype = config.dtype or "float64"
+    check_normal(matrix, dtype)
     defaults, given = dtype_parameters(dtype), given or {}
     check_domain(kind, matrix, iters, {name: {**defaults.get(name, {}), **given.get(name, {})}
                                        for name in ("rsqrt", "matmul_tn")})
