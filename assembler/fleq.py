@@ -30,6 +30,7 @@ from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstructi
                                     Variable, padded)
 from assembler.program import SourcePos
 from vm.common.errors import InputError
+from vm.common.geometry import MAX_COLUMNS
 from vm.common.signatures import (MAGNITUDE, MAGNITUDE_BITS, Catalogue, Operand, Routine,
                                   RoutineCall)
 
@@ -254,6 +255,12 @@ class _FleqAssembler:
             else:
                 carried = statement.labels + carried
             expanded.extend(generated)
+            # a column at least for each instruction and cell: refused here, not after
+            # minutes of expanding the 170,000 calls a 4 MiB source holds
+            if len(expanded) + len(RESERVED) + len(self.variables) > MAX_COLUMNS:
+                self.source = (statement.file, statement.text)
+                raise self.error(f"the routine calls expand to more than {MAX_COLUMNS} "
+                                 "instructions and memory cells, the machine's columns", node)
         self.pending_labels = carried + trailing
         self.statements = expanded
         self.source = (self.file, self.text)

@@ -423,3 +423,17 @@ def test_an_instruction_after_a_page_break_keeps_its_own_text():
     """The listing and the compare table cut each instruction's text from its line."""
     program = FLEQ.assemble_text(".data\nx: 1 ; a\fb\ny: 2\n.code\nx = add(x, y)\nhalt\n")
     assert [i.text for i in program.instructions] == ["x = add(x, y)", "halt"]
+
+
+def test_routine_calls_past_the_machine_columns_stop_at_the_call(monkeypatch):
+    """Each expansion is parsed on its own: the 170,000 calls a 4 MiB source holds took
+    minutes before the geometry refused the columns; the assembler stops at the first call
+    whose instructions and cells cannot fit (the limit lowered here to keep the test fast)."""
+    import assembler.fleq
+
+    monkeypatch.setattr(assembler.fleq, "MAX_COLUMNS", 60)
+    source = (".data\nA: .matrix 2x2 [[2, 0], [0, 2]]\nB: .zeros 2x2\n.code\n"
+              + "B = inverse(A, iters=2)\n" * 10 + "halt\n")
+    with pytest.raises(SourceError, match="more than 60 instructions and memory cells") as caught:
+        FLEQ.assemble_text(source, "many.fleq")
+    assert caught.value.file == "many.fleq" and caught.value.line == 7
