@@ -93,8 +93,8 @@ def test_trace_command_writes_layer_pngs_and_a_gif_without_pyplot_or_a_display(
     source = tmp_path / "countdown.sq"
     source.write_text(COUNTDOWN)
     assert main(["trace", str(source), "--step", "2", "--png", str(tmp_path / "png"),
-                 "--gif", str(tmp_path / "x.gif"), "--steps", "10"]) == 0
-    names = sorted(path.name for path in (tmp_path / "png").iterdir())
+                 "--gif", str(tmp_path / "png" / "x.gif"), "--steps", "10"]) == 0
+    names = sorted(path.name for path in (tmp_path / "png").iterdir() if path.suffix == ".png")
     assert names == [f"step0002_layer{layer}.png" for layer in range(4)]
     widths = []
     for name in names:
@@ -102,9 +102,9 @@ def test_trace_command_writes_layer_pngs_and_a_gif_without_pyplot_or_a_display(
             assert png.format == "PNG"
             widths.append(png.width)
     assert widths[1] > widths[0] > widths[2], "one panel per head: 1, 2, 0 heads"
-    with Image.open(tmp_path / "x.gif") as gif:
+    with Image.open(tmp_path / "png" / "x.gif") as gif:  # in the directory --png made
         assert gif.n_frames == 3, "steps 2, 3 and 4, where the countdown reaches EOF"
-    assert f"wrote {tmp_path / 'x.gif'} (3 frames" in capsys.readouterr().out
+    assert f"wrote {tmp_path / 'png' / 'x.gif'} (3 frames" in capsys.readouterr().out
 
 
 def test_trace_png_obeys_max_seconds_and_leaves_no_picture(capsys, monkeypatch, tmp_path):

@@ -166,7 +166,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
         gif = Path(args.gif)
         if gif.is_dir():
             raise InputError(f"cannot write {gif}: it is a directory")
-        if not gif.parent.is_dir():
+        made = args.png is not None and os.path.abspath(args.png) == os.path.abspath(gif.parent)
+        if not gif.parent.is_dir() and not made:  # --png DIR --gif DIR/x.gif: made first
             raise InputError(f"cannot write {gif}: directory {gif.parent} does not exist")
 
 
