@@ -305,3 +305,9 @@ def test_what_is_no_geometry_is_refused_as_such(geometry):
     and FLEQ (.fleq) programs; .dec images run with ltvm run, ...", about a command."""
     with pytest.raises(InputError, match="geometry must be a program's geometry"):
         run_transformer(FACTORIAL, geometry)
+
+
+def test_a_sampling_config_is_refused_where_passes_are_exact():
+    """step() ignored `sampling`: run_traced of a sampling config returned an exact run."""
+    with pytest.raises(InputError, match="sampling runs go through run"):
+        run_traced(FACTORIAL, geometry_for(FACTORIAL), config=EngineConfig(sampling=0.5))

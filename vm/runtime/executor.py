@@ -256,7 +256,12 @@ class TransformerExecutor:
         return (pcs * self._eof < 0).any(dim=-2)
 
     def step(self, X: torch.Tensor, step: int = 0) -> torch.Tensor:
-        """One pass of TF on (batch, rows, n); returns the new X. Checked if configured."""
+        """One pass of TF on (batch, rows, n); returns the new X. Checked if configured.
+        Exact only: a sampling config is refused (it was ignored, so run_traced and
+        compare_fleq of a sampling config reported an exact run as a sampled one)."""
+        if self.config.sampling is not None:
+            raise InputError("sampling runs go through run() or runner(); step() (run_traced, "
+                             "compare_fleq, the REPL) makes exact passes only")
         self.check_state(X)
         with torch.inference_mode(), flush_denormals(), self._threads(X):
             internal = to_internal(X)
