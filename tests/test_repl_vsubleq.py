@@ -228,9 +228,11 @@ def test_an_evaluation_the_image_repl_does_not_use_is_refused(evaluation, capsys
 @pytest.mark.parametrize("arguments,message", [
     ((None, "x"), "runs an Image"), ((image("echo.dec"), "x", None), "EngineConfig"),
     ((image("echo.dec"), "x", vsubleq.EngineConfig(), None), "max_steps"),
-    ((image("echo.dec"), "x", vsubleq.EngineConfig(), -1), "max_steps")])
+    ((image("echo.dec"), "x", vsubleq.EngineConfig(), -1), "max_steps"),
+    ((image("echo.dec"), "x", vsubleq.EngineConfig(sampling=0.5)), "sampling")])
 def test_a_session_refuses_what_it_cannot_run(arguments, message):
     """max_steps=None raised a TypeError out of `continue` (the session ended), -1 made
-    `continue` do nothing; an image or config of None failed on an attribute."""
+    `continue` do nothing; an image or config of None failed on an attribute, and a sampling
+    config was ignored."""
     with pytest.raises(vsubleq.InputError, match=message):
         VsubleqRepl(*arguments)

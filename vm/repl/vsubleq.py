@@ -62,6 +62,8 @@ class VsubleqRepl:
                              f"{type(image).__name__}")
         if not isinstance(config, EngineConfig):  # None failed on `.dtype`
             raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
+        if config.sampling is not None:  # it was ignored: the session ran exact passes
+            raise InputError("sampling is not available for standard SUBLEQ images (.dec, .vsq)")
         check_max_steps(max_steps)  # None raised a TypeError out of `continue`: a crash
         self.image, self.path, self.config, self.max_steps = image, path, config, max_steps
         self.fed = b""
