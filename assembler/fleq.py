@@ -16,6 +16,7 @@ x - y is above relu_prime's ramp, exactly 0 when x <= y; docs/fleq_machine.md), 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -39,6 +40,8 @@ COMPARE_CELL = "_cmp"
 """The counter cell an `if n <= k` comparison writes n - k into."""
 DIFFERENCE_CELL = "_diff"
 """The real cell a comparison of reals writes x - y into."""
+LABEL_LINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\s*:")
+"""A code line holding only a label (it takes no column)."""
 SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 """Below it a double is subnormal, and the machine's passes flush subnormals to 0."""
 
@@ -607,7 +610,22 @@ class _FleqAssembler:
         line = _lines(self.source[1])[node.meta.line - 1]
         return line[node.meta.column - 1:node.meta.end_column - 1].strip()
 
+    def check_line_count(self) -> None:
+        """Refuse a source with more lines that take a column (a data line's cell or a
+        statement) than the machine has columns before parsing it: lark took minutes over
+        the 200,000 lines a 4 MiB source holds before the geometry refused them."""
+        count = 0
+        for number, line in enumerate(source_lines(self.text), start=1):
+            line = re.split("[;#]", line, maxsplit=1)[0].strip()
+            if line and not line.startswith(".") and not LABEL_LINE.fullmatch(line):
+                count += 1
+                if count + len(RESERVED) > MAX_COLUMNS:
+                    raise SourceError(f"more than {MAX_COLUMNS - len(RESERVED)} data lines "
+                                      f"and statements: the machine has {MAX_COLUMNS} columns",
+                                      self.file, self.text, number, 1)
+
     def run(self) -> FleqProgram:
+        self.check_line_count()
         tree = parse_fleq(self.text, self.file)
         self.collect(tree)
         self.expand_routines()

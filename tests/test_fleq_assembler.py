@@ -437,3 +437,19 @@ def test_routine_calls_past_the_machine_columns_stop_at_the_call(monkeypatch):
     with pytest.raises(SourceError, match="more than 60 instructions and memory cells") as caught:
         FLEQ.assemble_text(source, "many.fleq")
     assert caught.value.file == "many.fleq" and caught.value.line == 7
+
+
+def test_more_lines_than_columns_are_refused_before_parsing(monkeypatch):
+    """A source with more data lines and statements than the machine has columns is refused
+    at the line past the limit, before lark spends minutes on the 200,000 lines a 4 MiB
+    source holds; comments, blank lines, directives and lone labels take no column."""
+    import assembler.fleq
+
+    monkeypatch.setattr(assembler.fleq, "MAX_COLUMNS", 8)
+    fits = (".d 1\n.data\nx: 1 ; a cell\n\n# note\n.code\nstart:\nx = add(x, 1)\n"
+            "x = add(x, 1)\nhalt\n")
+    assert len(FLEQ.assemble_text(fits, "fits.fleq").instructions) == 3
+    monkeypatch.setattr(assembler.fleq, "parse_fleq", lambda *a: pytest.fail("parsed"))
+    with pytest.raises(SourceError, match="more than 6 data lines and statements") as caught:
+        FLEQ.assemble_text(fits + "x = add(x, 1)\n" * 3, "long.fleq")
+    assert caught.value.line == 13
