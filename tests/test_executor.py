@@ -311,3 +311,19 @@ def test_a_sampling_config_is_refused_where_passes_are_exact():
     """step() ignored `sampling`: run_traced of a sampling config returned an exact run."""
     with pytest.raises(InputError, match="sampling runs go through run"):
         run_traced(FACTORIAL, geometry_for(FACTORIAL), config=EngineConfig(sampling=0.5))
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_result_or_state_taken_midway_is_not_changed_by_later_passes(batch):
+    """result().steps shared the runner's counters (numpy of a CPU tensor), and for a batch
+    of 1 result().X and state() were views of the running state: both moved on with later
+    advance() calls, and restart() zeroed the steps of results already taken."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    runner = executor.runner(executor.load([FACTORIAL] * batch))
+    runner.advance(5)
+    early, state = runner.result(), runner.state()
+    X, steps = early.X.clone(), early.steps.copy()
+    runner.advance(50)
+    runner.restart(executor.load([FACTORIAL] * batch))
+    assert torch.equal(early.X, X) and torch.equal(state, X)
+    assert np.array_equal(early.steps, steps) and list(steps) == [5] * batch

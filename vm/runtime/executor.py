@@ -507,15 +507,18 @@ class Runner:
 
     @torch.inference_mode()
     def state(self) -> torch.Tensor:
-        """X now, as (batch, rows, n)."""
-        return from_internal(self.X).contiguous()
+        """X now, as (batch, rows, n): a copy, which later passes leave as it is (for a batch
+        of 1, `.contiguous()` returned a view of the running state)."""
+        return from_internal(self.X).clone(memory_format=torch.contiguous_format)
 
     @torch.inference_mode()
     def result(self) -> BatchRun:
+        """The run so far, as copies: an earlier result's X (batch of 1) and step counts
+        (every batch on the CPU, where `.numpy()` shared the counters) changed as the run
+        went on, and `restart` zeroed them."""
         executor = self.executor
         halted = ~executor.running(self.X[executor._pc_rows, :, 0])
-        return BatchRun(from_internal(self.X).contiguous(), self.steps.cpu().numpy(),
-                        halted.cpu().numpy())
+        return BatchRun(self.state(), self.steps.cpu().numpy().copy(), halted.cpu().numpy())
 
 
 def run_transformer(program: Program, geometry: Geometry, max_steps: int = 100_000,
