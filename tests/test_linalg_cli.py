@@ -311,3 +311,17 @@ def test_an_entry_below_the_smallest_normal_number_is_named(capsys, saved, value
     code, out, err = run_cli(capsys, "linalg", "inverse", "--matrix", path, "--dtype", dtype)
     assert code == 2 and out == ""
     assert f"A[0, 1] = {value:.4g} is below" in err and f"smallest normal {dtype}" in err
+
+
+def test_a_bound_that_vouches_for_no_digit_fails_the_run(capsys, saved):
+    """Condition 1e3 with --param matmul_tn.span=1e8: the products' truncation (eps span)^4
+    makes the bound 5e14 relative; the run exited 0 whatever the result (at condition 1e7 it
+    was 133 % off)."""
+    rng = np.random.default_rng(5)
+    q1, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    q2, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    a = 2 * q1 @ np.diag([1.0, 0.1, 0.001]) @ q2
+    code, out, err = run_cli(capsys, "linalg", "inverse", "--matrix", saved("c.npy", a),
+                             "--iters", "40", "--param", "matmul_tn.span=1e8")
+    assert code == 1 and float(lines(out)["bound"]) > 1
+    assert "relative to the result: it vouches for no digit" in err
