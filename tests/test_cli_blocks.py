@@ -111,6 +111,12 @@ def test_an_unknown_name_exits_2_listing_the_known_ones(capsys):
     assert "no block or routine named 'nope'" in err and "matmul_tn" in err and "inverse" in err
 
 
+def test_an_unknown_name_is_shown_with_its_control_characters_escaped(capsys):
+    """A name with an ANSI escape was echoed raw, recolouring the user's terminal."""
+    code, _, err = entries(capsys, "a\x1b[31mred")
+    assert code == 2 and "\x1b" not in err and "named 'a\\x1b[31mred'" in err
+
+
 def test_blocks_starts_without_torch():
     probe = ("import contextlib, io, sys\nfrom vm.cli import main\n"
              "with contextlib.redirect_stdout(io.StringIO()):\n    code = main(['blocks'])\n"

@@ -137,7 +137,7 @@ def catalogue(name: str | None) -> list[dict[str, Any]]:
     from vm.routines import ROUTINES
 
     if name is not None and name not in REGISTRY and name not in ROUTINES:
-        raise InputError(f"no block or routine named '{name}' (blocks: "
+        raise InputError(f"no block or routine named {name!r} (blocks: "  # !r: escapes
                          f"{', '.join(sorted(REGISTRY))}; routines: "
                          f"{', '.join(sorted(ROUTINES))})")
     blocks = [block_entry(n) for n in sorted(REGISTRY) if name in (None, n)]
