@@ -104,6 +104,9 @@ def test_float32_uses_float32_product_parameters_and_stays_within_its_bound(caps
     (np.array([[1.0, 2.0], [2.0, 4.0]]), "singular"),
     (np.eye(2) * 20.0, "outside rsqrt's domain"),
     (np.array([[0.0, -1.0], [1.0, 0.0]]), "one real eigenvalue of largest modulus"),
+    # nilpotent and zero matrices were sent to scale A by a power of 2
+    (np.array([[0.0, 1.0], [0.0, 0.0]]), "every eigenvalue of A is 0"),
+    (np.zeros((3, 3)), "every eigenvalue of A is 0"),
 ])
 def test_bad_matrices_are_refused_with_exit_2(capsys, saved, value, message):
     kind = "eig" if "eigenvalue" in message else "inverse"
@@ -325,3 +328,11 @@ def test_a_bound_that_vouches_for_no_digit_fails_the_run(capsys, saved):
                              "--iters", "40", "--param", "matmul_tn.span=1e8")
     assert code == 1 and float(lines(out)["bound"]) > 1
     assert "relative to the result: it vouches for no digit" in err
+
+
+def test_a_start_that_a_maps_to_zero_is_refused_without_advice_to_rescale(capsys, saved):
+    """Eigenvalues 2 and 0, the start (1, 1) / sqrt(2) in A's null space: 'scale A by a power
+    of 2 first' could not help."""
+    a = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    code, _, err = run_cli(capsys, "linalg", "eig", "--matrix", saved("orth.npy", a))
+    assert code == 2 and "A v = 0 at iteration 1" in err and "scale A" not in err

@@ -153,12 +153,17 @@ def check_domain(kind: str, matrix: np.ndarray, iters: int,
     values = np.linalg.eigvals(matrix)
     order = np.argsort(-np.abs(values))
     top = values[order[0]]
+    if top == 0:  # nilpotent: the norms below were refused with advice to rescale A
+        raise InputError("every eigenvalue of A is 0: there is no dominant eigenpair")
     if abs(top.imag) > 0 or (len(values) > 1 and
                              abs(values[order[1]]) > (1 - 1e-6) * abs(top)):
         raise InputError("power iteration needs one real eigenvalue of largest modulus; "
                          f"this matrix has {', '.join(f'{v:.4g}' for v in values[order[:2]])}")
     with np.errstate(over="ignore", invalid="ignore"):  # inf norms are refused just below
         norms = power_norms(matrix, iters)
+    if norms[-1] == 0:  # no rescaling helps: A maps the iterate to 0
+        raise InputError(f"A v = 0 at iteration {len(norms)} from the start (1, ..., 1) / "
+                         "sqrt(n): power iteration has no vector to normalize")
     if not rsqrt.contains(norms):
         step = int(np.flatnonzero(~((norms >= rsqrt.low) & (norms <= rsqrt.high)))[0])
         raise InputError(f"||A v||^2 ranges over [{norms.min():.4g}, {norms.max():.4g}] over "
