@@ -189,7 +189,8 @@ def test_a_literal_too_large_for_float64_is_shown_under_the_expression(capsys):
 
 
 @pytest.mark.parametrize("expression, inputs, exact", [
-    ("-1/7", [], -1 / 7), ("-x*2", ["--set", "x=3"], -6.0), ("-(2+1)", [], -3.0)])
+    ("-1/7", [], -1 / 7), ("-x*2", ["--set", "x=3"], -6.0), ("-(2+1)", [], -3.0),
+    ("--1", [], 1.0), ("--(2+1)", [], 3.0)])
 def test_an_expression_may_start_with_a_minus_without_a_double_dash(capsys, expression,
                                                                     inputs, exact):
     code, out, err = run_cli(capsys, "calc", expression, *inputs, "--json")

@@ -25,8 +25,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                '--set c=1 --set d=2; an expression may start with a minus: ltvm calc "-1/7"')
     # argparse takes any word starting with '-' for an option unless it looks like a negative
     # number (-7, -.5); calc's options are all long (and -h), so a word starting with one '-'
-    # is EXPR: `ltvm calc "-1/7"` and `ltvm calc "-x*2"` work without `--`.
-    parser._negative_number_matcher = re.compile(r"^-[^-]")
+    # is EXPR: `ltvm calc "-1/7"` and `ltvm calc "-x*2"` work without `--`; so does a word
+    # starting '--' and no letter (`--1`, minus minus one, said "arguments are required: EXPR").
+    parser._negative_number_matcher = re.compile(r"^-(?!-[A-Za-z])")
     parser.add_argument("expression", metavar="EXPR", help="the expression, quoted")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         dest="inputs", help="value of a named input (repeatable)")
