@@ -161,11 +161,11 @@ def check_domain(kind: str, matrix: np.ndarray, iters: int,
                          f"this matrix has {', '.join(f'{v:.4g}' for v in values[order[:2]])}")
     with np.errstate(over="ignore", invalid="ignore"):  # inf norms are refused just below
         norms = power_norms(matrix, iters)
-    if norms[-1] == 0:  # no rescaling helps: A maps the iterate to 0
-        raise InputError(f"A v = 0 at iteration {len(norms)} from the start (1, ..., 1) / "
-                         "sqrt(n): power iteration has no vector to normalize")
     if not rsqrt.contains(norms):
         step = int(np.flatnonzero(~((norms >= rsqrt.low) & (norms <= rsqrt.high)))[0])
+        if norms[step] == 0:  # no rescaling helps: A maps the iterate to 0
+            raise InputError(f"A v = 0 at iteration {step + 1} from the start (1, ..., 1) / "
+                             "sqrt(n): power iteration has no vector to normalize")
         raise InputError(f"||A v||^2 ranges over [{norms.min():.4g}, {norms.max():.4g}] over "
                          f"the iterations (iteration {step + 1}: {norms[step]:.4g}), not inside "
                          f"rsqrt's domain {rsqrt.explained()}; scale A by a power of 2 first")
