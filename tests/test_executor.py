@@ -327,3 +327,21 @@ def test_a_result_or_state_taken_midway_is_not_changed_by_later_passes(batch):
     runner.restart(executor.load([FACTORIAL] * batch))
     assert torch.equal(early.X, X) and torch.equal(state, X)
     assert np.array_equal(early.steps, steps) and list(steps) == [5] * batch
+
+
+def test_the_checked_mode_holds_a_run_to_its_own_start_not_to_the_last_cards_loaded():
+    """The executor checked every run against the punchcards it loaded last: X loaded
+    before another program was a PrecisionError ("raise the temperature"), before a batch of
+    two an IndexError, and an X it never loaded a TypeError ('NoneType' not subscriptable)."""
+    a = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "a.sq")
+    b = assemble(".data\nx: 5\ny: 0\n.code\nsubleq y, x\nhalt\n", "b.sq")
+    checked = EngineConfig(checked=True)
+    executor = TransformerExecutor(geometry_for(a), checked)
+    X = executor.load([a])
+    executor.load([b])
+    assert executor.results(executor.run(X, 10))[0].memory == [0, -1, 5, -5]
+    executor.load([a, b])
+    assert executor.results(executor.run(X, 10))[0].memory == [0, -1, 5, -5]
+    other = TransformerExecutor(geometry_for(a), checked)
+    assert other.results(other.run(X, 10))[0].memory == [0, -1, 5, -5]
+    assert other.decode(other.step(X))[0] == ([0, -1, 5, -5], 1)

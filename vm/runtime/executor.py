@@ -148,7 +148,6 @@ class TransformerExecutor:
         self._pc_rows = self.layout["pc"]
         eof = pm1_code(geometry.eof_column, geometry.pos_bits)
         self._eof = torch.as_tensor(eof, dtype=self.dtype, device=self.device)[:, None]
-        self._initial: torch.Tensor | None = None
 
     def load(self, programs: list[Program]) -> torch.Tensor:
         """Punchcards of programs of this geometry as one (batch, rows, n) tensor."""
@@ -213,9 +212,7 @@ class TransformerExecutor:
                              f"{expected} or (batch, {expected[0]}, {expected[1]})")
         if cards.ndim == 2:
             cards = cards[None]
-        X = torch.as_tensor(cards, dtype=self.dtype, device=self.device)
-        self._initial = X
-        return X
+        return torch.as_tensor(cards, dtype=self.dtype, device=self.device)
 
     def check_state(self, X: torch.Tensor, name: str = "X") -> None:
         """Refuse at the boundary a state this executor cannot run as given: not a tensor,
@@ -268,13 +265,21 @@ class TransformerExecutor:
             self._step_(internal, step)
             return from_internal(internal).contiguous()
 
-    def _step_(self, X: torch.Tensor, step: int, noise: ReadNoise | None = None) -> None:
+    def _step_(self, X: torch.Tensor, step: int, noise: ReadNoise | None = None,
+               initial: torch.Tensor | None = None) -> None:
+        """One pass on the internal X, in place; checked against `initial`, the (batch, rows,
+        n) state its run started from, or the pass's own input when None. (The executor kept
+        the last punchcards it loaded instead: an X it had not loaded failed the checked mode
+        with "'NoneType' object is not subscriptable", and one loaded before another batch
+        was checked against that batch's instructions.)"""
         if not self.checked:
             self.model.step_(X, noise=noise)
             return
+        if initial is None:
+            initial = from_internal(X).clone()
         self.model.step_(X, observer=lambda layer, stage, Y: self._observe(step, layer, stage, Y),
                          noise=noise)
-        self._check_state(step, from_internal(X))
+        self._check_state(step, from_internal(X), initial)
 
     def run(self, X: torch.Tensor, max_steps: int,
             progress: Callable[[int], None] | None = None) -> BatchRun:
@@ -316,9 +321,10 @@ class TransformerExecutor:
                                check.tolerance, f"within {check.tolerance} of "
                                f"{sorted(set(check.levels))}")
 
-    def _check_state(self, step: int, X: torch.Tensor) -> None:
-        """After a pass: the program counter (and SUBLEQ memory) ±1 on its punchcard support,
-        0 off it; every other state field unchanged; every working field 0. Real-valued
+    def _check_state(self, step: int, X: torch.Tensor, initial: torch.Tensor) -> None:
+        """After a pass: the program counter (and SUBLEQ memory) ±1 on the support it has in
+        `initial`, 0 off it; every other state field as in `initial`; every working field 0.
+        Real-valued
         fields (FLEQ memory) must be finite and within the machine's magnitude domain."""
         last = len(self.model.layers) - 1
         changing = ("mem", "pc")
@@ -330,11 +336,11 @@ class TransformerExecutor:
             rows = self.layout[name]
             values = X[:, rows]
             if name in changing:
-                expected = (self._initial[:, rows] != 0).to(X.dtype)
+                expected = (initial[:, rows].abs() > 0.5).to(X.dtype)  # ±1 on, ~0 off
                 distance = (values.abs() - expected).abs()
                 shown = "±1 or 0 (its punchcard pattern)"
             elif name in self.layout.persistent:
-                distance = (values - self._initial[:, rows]).abs()
+                distance = (values - initial[:, rows]).abs()
                 shown = "its value on the punchcard"
             else:
                 distance, shown = values.abs(), "0 between passes"
@@ -384,6 +390,8 @@ class Runner:
                                        executor.geometry.pos_bits, self.X.shape[1]),
                                       dtype=executor.dtype, device=executor.device)
             self.steps = torch.zeros(self.X.shape[1], dtype=torch.long, device=executor.device)
+        self.initial = X.clone() if executor.checked else None
+        """The state the run started from, which checked passes are held to."""
         self.done = 0
         self._pc_rows = np.arange(executor._pc_rows.start, executor._pc_rows.stop)
         self.evaluation = self._evaluation(executor, X)
@@ -462,7 +470,7 @@ class Runner:
                         else:
                             if self.noise is not None:
                                 self.noise.running = executor.running(X[pc, :, 0])
-                            executor._step_(X, self.done + offset, self.noise)
+                            executor._step_(X, self.done + offset, self.noise, self.initial)
                     offset += 1
                     if progress is not None and offset < passes:  # the window's end: below
                         progress(self.done + offset)  # a wide FLEQ pass may take a minute
@@ -500,6 +508,7 @@ class Runner:
             raise InputError(f"a restart needs X of shape {tuple(from_internal(self.X).shape)}, "
                              f"got {tuple(X.shape)}")
         self.X.copy_(to_internal(X))
+        self.initial = X.clone() if self.executor.checked else None
         self.steps.zero_()
         self.done = 0
         if self.active is not None:
