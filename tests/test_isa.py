@@ -30,3 +30,22 @@ def test_fleq_run_checks_refuses_a_step_count_or_dtype_it_cannot_replay(steps, d
     program = FLEQ.assemble_text(".data\na: 3.0\nc: 0.0\n.code\nc = mul(a, a)\nhalt\n")
     with pytest.raises(InputError, match=message):
         FLEQ.run_checks(program, steps, dtype)
+
+
+def test_another_instruction_sets_program_or_geometry_is_refused_by_name():
+    """They failed on a missing attribute: SUBLEQ.machine(fleq_geometry) with "no attribute
+    'bits'", SUBLEQ.run_reference(None, 10) with "no attribute 'memory'"."""
+    from assembler.subleq import assemble
+    from vm.isa import FLEQ, SUBLEQ, VSUBLEQ
+    fleq = FLEQ.assemble_text(".data\na: 3.0\nc: 0.0\n.code\nc = mul(a, a)\nhalt\n")
+    subleq = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
+    geometry = FLEQ.geometry_for(fleq)
+    for call in (lambda: SUBLEQ.machine(geometry), lambda: SUBLEQ.layout(geometry),
+                 lambda: VSUBLEQ.machine(geometry)):
+        with pytest.raises(InputError, match="takes a [A-Z]+ geometry"):
+            call()
+    for call in (lambda: SUBLEQ.run_reference(None, 10), lambda: FLEQ.run_reference(subleq, 10),
+                 lambda: VSUBLEQ.geometry_for(subleq),
+                 lambda: SUBLEQ.encode(fleq, geometry, FLEQ.layout(geometry))):
+        with pytest.raises(InputError, match="takes a [A-Z]+ program"):
+            call()

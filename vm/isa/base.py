@@ -78,6 +78,20 @@ class InstructionSet(ABC):
     """Whether its programs read an input stream and write an output tape
     (`run_reference(..., input_bytes=)`, `run_transformer(..., input_bytes=, max_output=)`)."""
 
+    def check_program(self, program: Any) -> None:
+        """Refuse what is not this instruction set's program (another ISA's, None) by name:
+        it failed deep in the machine or the reference on a missing attribute."""
+        if not isinstance(program, self.program_type):
+            raise InputError(f"{self.name.upper()} takes a {self.name.upper()} program "
+                             f"({self.program_type.__name__}), got {type(program).__name__}")
+
+    def check_geometry(self, geometry: Any) -> None:
+        """Refuse another instruction set's geometry (or None) by name, as `check_program`."""
+        if not isinstance(geometry, self.geometry_type):
+            raise InputError(f"{self.name.upper()} takes a {self.name.upper()} geometry "
+                             f"({self.geometry_type.__name__}, from geometry_for(program)), got "
+                             f"{type(geometry).__name__}")
+
     # -- sources and geometry -----------------------------------------------------------
     @abstractmethod
     def load(self, path: Path, options: ProgramOptions) -> tuple[Any, Any]:

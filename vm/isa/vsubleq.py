@@ -86,15 +86,20 @@ class Vsubleq(InstructionSet):
         return image, geometry_for(image)
 
     def geometry_for(self, program: Image) -> VGeometry:
+        self.check_program(program)
         return geometry_for(program)
 
     def machine(self, geometry: VGeometry, temperature: float | None = None) -> VsubleqMachine:
+        self.check_geometry(geometry)
         return vsubleq_machine(geometry, temperature)
 
     def layout(self, geometry: VGeometry) -> Layout:
+        self.check_geometry(geometry)
         return vsubleq_layout(geometry)
 
     def encode(self, program: Image, geometry: VGeometry, layout: Layout) -> np.ndarray:
+        self.check_program(program)
+        self.check_geometry(geometry)
         return encode(program, geometry, layout)
 
     @property
@@ -104,6 +109,7 @@ class Vsubleq(InstructionSet):
     def run_reference(self, program: Image, max_steps: int, trace: bool = False,
                       progress: Callable[[int], None] | None = None,
                       input_bytes: bytes = b"") -> Result:
+        self.check_program(program)
         return run_reference(program, max_steps, _tapes(input_bytes), trace, progress)
 
     def run_transformer(self, program: Image, geometry: VGeometry, max_steps: int,
