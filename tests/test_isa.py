@@ -49,3 +49,13 @@ def test_another_instruction_sets_program_or_geometry_is_refused_by_name():
                  lambda: SUBLEQ.encode(fleq, geometry, FLEQ.layout(geometry))):
         with pytest.raises(InputError, match="takes a [A-Z]+ program"):
             call()
+
+
+def test_fleq_load_refuses_a_dtype_it_has_no_block_parameters_for():
+    """ProgramOptions(dtype='Float32') assembled with float64's block parameters, silently."""
+    from pathlib import Path
+
+    from vm.isa import FLEQ, ProgramOptions
+    source = Path(__file__).resolve().parents[1] / "programs" / "fleq" / "calculator.fleq"
+    with pytest.raises(InputError, match="dtype must be one of"):
+        FLEQ.load(source, ProgramOptions(dtype="Float32"))

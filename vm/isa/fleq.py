@@ -63,6 +63,8 @@ class Fleq(InstructionSet):
         if options.bits or options.scratch:
             raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
         dtype = options.dtype or self.default_dtype
+        if dtype not in DTYPE_NAMES:  # "Float32" assembled float64's block parameters
+            raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
         program = assemble_fleq_file(path, catalogue=CATALOGUE, d=options.block_size,
                                      parameters=options.parameters,
                                      functions=options.functions,
