@@ -345,3 +345,10 @@ def test_the_checked_mode_holds_a_run_to_its_own_start_not_to_the_last_cards_loa
     other = TransformerExecutor(geometry_for(a), checked)
     assert other.results(other.run(X, 10))[0].memory == [0, -1, 5, -5]
     assert other.decode(other.step(X))[0] == ([0, -1, 5, -5], 1)
+
+
+def test_punchcards_without_a_program_counter_are_refused():
+    """All-zero cards ran 0 steps and came back halted=True at pc -5."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    with pytest.raises(InputError, match="program counter"):
+        executor.load_punchcards(np.zeros((executor.layout.rows, executor.layout.columns)))

@@ -212,6 +212,9 @@ class TransformerExecutor:
                              f"{expected} or (batch, {expected[0]}, {expected[1]})")
         if cards.ndim == 2:
             cards = cards[None]
+        if (np.abs(cards[:, self._pc_rows, 0]) < 0.5).any():  # all-zero cards "halted" at pc -5
+            raise InputError("punchcards must hold a program counter (±1 in column 0 of the pc "
+                             "rows): load() or the machine's encode makes them")
         return torch.as_tensor(cards, dtype=self.dtype, device=self.device)
 
     def check_state(self, X: torch.Tensor, name: str = "X") -> None:
