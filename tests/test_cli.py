@@ -430,6 +430,29 @@ def test_the_default_evaluation_adds_no_note(capsys):
     assert code == 0 and err == ""
 
 
+@pytest.mark.parametrize("command", [["run"], ["run", "--engine", "reference"], ["compare"]])
+def test_max_seconds_counts_the_loading(command, capsys, monkeypatch, tmp_path):
+    """run and compare started the clock after loading: `compare wide.sq --max-seconds 2` on
+    60,000 columns took 14 s. Here the loading takes (by the command's clock) an hour."""
+    import time
+    from vm.cli import common
+
+    load = common.load_program
+
+    def slow_load(args):
+        loaded = load(args)
+        monkeypatch.setattr(time, "monotonic", lambda: real() + 3600)
+        return loaded
+    real = time.monotonic
+    monkeypatch.setattr(f"vm.cli.{command[0]}.load_program", slow_load)
+    path = tmp_path / "inf.sq"
+    path.write_text(INFINITE_LOOP)
+    code, _, err = run_cli(capsys, *command, str(path), "--max-steps", "5000",
+                           "--max-seconds", "60")
+    assert code == 1
+    assert "stopped by --max-seconds 60 after " in err
+
+
 def test_run_trace_obeys_max_seconds(capsys, tmp_path):
     """--trace ignored --max-seconds: the run went on to --max-steps in silence."""
     path = tmp_path / "inf.sq"

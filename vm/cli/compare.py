@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from vm.cli.common import (add_engine_arguments, add_input_arguments, add_program_arguments,
                            add_time_limit, engine_config, input_options, load_program,
@@ -37,9 +38,11 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()  # --max-seconds bounds the command, loading included
     program, geometry = load_program(args)
     isa = for_program(program)
-    progress = Progress("compared steps", args.max_steps, max_seconds=args.max_seconds)
+    progress = Progress("compared steps", args.max_steps, max_seconds=args.max_seconds,
+                        since=started)
     result = isa.compare(program, geometry, args.max_steps, engine_config(args), progress,
                          **input_options(args, isa))
     progress.done()

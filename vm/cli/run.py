@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from vm.cli.common import (add_engine_arguments, add_input_arguments, add_program_arguments,
                            add_time_limit, engine_config, engine_options_given, input_options,
@@ -64,6 +65,7 @@ def check_trace_memory(max_steps: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()  # --max-seconds bounds the command, loading included
     if args.trace:
         check_trace_memory(args.max_steps)
     program, geometry = load_program(args)
@@ -78,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{', '.join(ignored)}: transformer options, but --engine "
                              "reference runs no transformer")
         given = input_options(args, isa, transformer=False)
-        progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds)
+        progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds,
+                            since=started)
         result = isa.run_reference(program, args.max_steps, trace=args.trace,
                                    progress=progress, **given)
         progress.done()
@@ -88,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if result.halted and checks.ok else 1
     given = input_options(args, isa)
     config = engine_config(args)
-    progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds)
+    progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds, since=started)
     result = isa.run_transformer(program, geometry, args.max_steps, config, progress,
                                  trace=args.trace, **given)
     progress.done()
