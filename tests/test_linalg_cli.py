@@ -190,6 +190,15 @@ def test_a_pickled_file_is_refused_without_loading_it(capsys, tmp_path):
     assert code == 2 and "is not a numeric .npy array" in err
 
 
+def test_a_truncated_file_says_so(capsys, tmp_path):
+    """A file cut off in a copy was only 'not a numeric .npy array'."""
+    path = tmp_path / "cut.npy"
+    np.save(path, np.eye(3))
+    path.write_bytes(path.read_bytes()[:-8])
+    code, _, err = run_cli(capsys, "linalg", "inverse", "--matrix", str(path))
+    assert code == 2 and "(truncated: its header declares 72 bytes of data, it holds 64)" in err
+
+
 @pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_a_header_with_an_unmappable_shape_is_refused(capsys, tmp_path):
     """A .npy header declaring 10^11 x 10^11 made mmap raise OverflowError (a traceback),

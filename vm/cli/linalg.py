@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -60,12 +62,29 @@ def load_matrix(path: str) -> np.ndarray:
     except (ValueError, OverflowError):
         # numpy's own text advises allow_pickle, which this never does; a header whose
         # shape is past what mmap can map (10^11 x 10^11) raises OverflowError
-        raise InputError(f"{path} is not a numeric .npy array") from None
+        raise InputError(f"{path} is not a numeric .npy array{_shortfall(path)}") from None
     if not isinstance(matrix, np.ndarray):
         matrix.close()
         raise InputError(f"{path} is an .npz archive; give one matrix as a .npy file "
                          f"(np.save)")
     return as_matrix(matrix, path)
+
+
+def _shortfall(path: str) -> str:
+    """' (truncated: ...)' where the header reads but the data is shorter than it declares
+    (a file cut off in a copy), else '': such a file was only 'not a numeric .npy array'."""
+    try:
+        with open(path, "rb") as file:
+            version = np.lib.format.read_magic(file)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read(file)
+            held = os.fstat(file.fileno()).st_size - file.tell()
+    except (OSError, ValueError):
+        return ""
+    declared = dtype.itemsize * math.prod(shape)
+    return (f" (truncated: its header declares {declared} bytes of data, it holds {held})"
+            if held < declared else "")
 
 
 def as_matrix(matrix: object, where: str = "A") -> np.ndarray:
