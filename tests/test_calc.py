@@ -257,3 +257,11 @@ def test_a_bound_wider_than_the_machine_is_refused_before_the_run(capsys):
     code, out, err = run_cli(capsys, "calc", "2*3", "--param", "mul.scale=1e-300")
     assert code == 2 and out == ""
     assert "error bound on these operands is 6.89e+285" in err and "Traceback" not in err
+
+
+def test_max_seconds_stops_a_long_calculation(capsys):
+    """An expression is a step per operator, 0.1 s each at a thousand: a long one ran for
+    minutes with no output and no way to bound it; --max-seconds stops it as it does `run`."""
+    code, out, err = run_cli(capsys, "calc", "1+2*3", "--max-seconds", "1e-9")
+    assert code == 1 and out == ""
+    assert "stopped by --max-seconds 1e-09 after 1 steps" in err

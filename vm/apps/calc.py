@@ -276,8 +276,10 @@ def _stored_rounding(value: float, dtype: str) -> float:
 
 def calculate(expression: str, inputs: dict[str, float],
               parameters: dict[str, dict[str, float]] | None = None,
-              config: EngineConfig = EngineConfig()) -> Calculation:
-    """Compile, run on the transformer and on the reference, and bound the difference."""
+              config: EngineConfig = EngineConfig(),
+              progress: Callable[[int], None] | None = None) -> Calculation:
+    """Compile, run on the transformer and on the reference, and bound the difference;
+    `progress` hears of every transformer step (and may stop the run: --max-seconds)."""
     compiled = compile_expression(expression, inputs)
     dtype = config.dtype or FleqMachine.default_dtype
     program = FLEQ.assemble_text(compiled.source, "<calc>", parameters=parameters or {},
@@ -293,7 +295,7 @@ def calculate(expression: str, inputs: dict[str, float],
     if not bound <= MAGNITUDE:  # inf, NaN, or wider than every value the machine holds
         raise InputError(f"the blocks' error bound on these operands is {bound:.3g} (see the "
                          "--param values): no result they could promise, so none is computed")
-    result = run_transformer(program, geometry, limit, config)
+    result = run_transformer(program, geometry, limit, config, progress)
     if not result.halted:  # a straight-line program: only values that are not numbers stop it
         raise RunFailure(f"the compiled program did not halt on the transformer within its "
                          f"{limit} instructions: its state is no longer numbers (see the "

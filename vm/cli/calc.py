@@ -6,8 +6,9 @@ import argparse
 import json
 import re
 import sys
+import time
 
-from vm.cli.common import add_engine_arguments, block_parameters, engine_config
+from vm.cli.common import add_engine_arguments, add_time_limit, block_parameters, engine_config
 from vm.common.errors import InputError
 
 
@@ -36,6 +37,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="print the FLEQ program generated for EXPR first")
     parser.add_argument("--param", action="append", default=[], metavar="FUNC.KEY=VALUE",
                         help="a function block parameter, e.g. inv.terms=128 (repeatable)")
+    add_time_limit(parser)  # a long expression is a step per operator: minutes, silent before
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -62,12 +64,19 @@ def parse_inputs(settings: list[str]) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     from vm.apps.calc import calculate, compile_expression  # torch: not for every `ltvm` call
+    from vm.tools.progress import Progress
 
+    started = time.monotonic()  # --max-seconds bounds the command, as for `ltvm run`
     inputs = parse_inputs(args.inputs)
-    source = compile_expression(args.expression, inputs).source if args.show else None
+    compiled = compile_expression(args.expression, inputs)
+    source = compiled.source if args.show else None
     if source is not None and not args.json:
         print(source)
-    result = calculate(args.expression, inputs, block_parameters(args.param), engine_config(args))
+    progress = Progress("steps", len(compiled.steps) + 1, max_seconds=args.max_seconds,
+                        since=started)
+    result = calculate(args.expression, inputs, block_parameters(args.param), engine_config(args),
+                       progress)
+    progress.done()
     if args.json:  # --show puts the program in the object: text before it broke JSON readers
         shown = {} if source is None else {"program": source}
         print(json.dumps({**result.as_dict(), **shown}, indent=2))
