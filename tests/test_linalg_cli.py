@@ -355,3 +355,12 @@ def test_the_eig_bound_covers_a_non_normal_matrix():
     assert result.converged and result.domain == "ok"
     assert result.errors["transformer_error"] > 1e-7
     assert result.within_bound
+
+
+def test_an_entry_beyond_the_machines_magnitudes_is_named(capsys, saved):
+    """With rsqrt's domain widened, 1e16 reached the assembler, whose refusal pointed into the
+    generated program."""
+    path = saved("big.npy", np.eye(2) * 1e16)
+    code, _, err = run_cli(capsys, "linalg", "inverse", "--matrix", path,
+                           "--param", "rsqrt.high=1e40")
+    assert code == 2 and "A[0, 0] = 1e+16 is beyond 2^50" in err

@@ -25,6 +25,7 @@ from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli.common import add_engine_arguments, add_time_limit, block_parameters, engine_config
 from vm.common.errors import InputError, StepLimitExceeded
 from vm.common.files import require_regular_file
+from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.common.json_values import finite_or_null
 from vm.machines.fleq.domains import first_domain_violation
 from vm.runtime.config import EngineConfig
@@ -108,9 +109,10 @@ def as_matrix(matrix: object, where: str = "A") -> np.ndarray:
     return values
 
 
-def check_normal(matrix: np.ndarray, dtype: str) -> None:
-    """Refuse a nonzero entry below the dtype's smallest normal number, naming it: the
-    machine flushes it to 0, and the assembler's refusal of the generated program (float64)
+def check_representable(matrix: np.ndarray, dtype: str) -> None:
+    """Refuse a nonzero entry below the dtype's smallest normal number, or one beyond the
+    machine's magnitudes, naming it: the machine flushes the first to 0, and the assembler's
+    refusal of the generated program (float64; |x| > 2^50 with --param rsqrt.high=1e40)
     pointed into a program the user never wrote; in float32 the run went ahead and ended
     outside the machine's domain."""
     tiny = float(np.finfo(dtype).tiny)
@@ -119,6 +121,11 @@ def check_normal(matrix: np.ndarray, dtype: str) -> None:
         i, j = small[0]
         raise InputError(f"A[{i}, {j}] = {matrix[i, j]:.4g} is below {tiny:.3g}, the smallest "
                          f"normal {dtype}: the machine would flush it to 0 (set it to 0)")
+    large = np.argwhere(np.abs(matrix) > MAGNITUDE)  # the same refusal, once domains widen
+    if len(large):
+        i, j = large[0]
+        raise InputError(f"A[{i}, {j}] = {matrix[i, j]:.4g} is beyond 2^{MAGNITUDE_BITS}, the "
+                         "magnitudes the machine keeps exact")
 
 
 def linalg_source(kind: str, matrix: np.ndarray, iters: int) -> str:
@@ -249,7 +256,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
         raise InputError(f"unknown kind {kind!r} (choose from {', '.join(KINDS)})")
     matrix = as_matrix(matrix)
     dtype = config.dtype or "float64"
-    check_normal(matrix, dtype)
+    check_representable(matrix, dtype)
     defaults, given = dtype_parameters(dtype), given or {}
     check_domain(kind, matrix, iters, {name: {**defaults.get(name, {}), **given.get(name, {})}
                                        for name in ("rsqrt", "matmul_tn")})
