@@ -256,10 +256,10 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
         raise InputError(f"unknown kind {kind!r} (choose from {', '.join(KINDS)})")
     matrix = as_matrix(matrix)
     dtype = config.dtype or "float64"
-    check_representable(matrix, dtype)
     defaults, given = dtype_parameters(dtype), given or {}
     check_domain(kind, matrix, iters, {name: {**defaults.get(name, {}), **given.get(name, {})}
                                        for name in ("rsqrt", "matmul_tn")})
+    check_representable(matrix, dtype)  # after: the domain's advice to scale A comes first
     source = linalg_source(kind, matrix, iters)
     program = FLEQ.assemble_text(source, f"<linalg {kind}>", parameters=given,
                             defaults=defaults)
