@@ -352,3 +352,14 @@ def test_punchcards_without_a_program_counter_are_refused():
     executor = TransformerExecutor(geometry_for(FACTORIAL))
     with pytest.raises(InputError, match="program counter"):
         executor.load_punchcards(np.zeros((executor.layout.rows, executor.layout.columns)))
+
+
+def test_states_handed_back_can_be_edited_in_place():
+    """step(), Runner.state() and result().X were inference tensors: editing memory between
+    passes failed with "Inplace update to inference tensor outside InferenceMode"."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    X = executor.load([FACTORIAL])
+    runner = executor.runner(X)
+    runner.advance(3)
+    for state in (executor.step(X), runner.state(), runner.result().X):
+        state[0, 0, 0] += 0.0

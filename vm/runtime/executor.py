@@ -266,7 +266,7 @@ class TransformerExecutor:
         with torch.inference_mode(), flush_denormals(), self._threads(X):
             internal = to_internal(X)
             self._step_(internal, step)
-            return from_internal(internal).contiguous()
+        return _ordinary(from_internal(internal))
 
     def _step_(self, X: torch.Tensor, step: int, noise: ReadNoise | None = None,
                initial: torch.Tensor | None = None) -> None:
@@ -517,20 +517,27 @@ class Runner:
         if self.active is not None:
             self.active.restart()
 
-    @torch.inference_mode()
     def state(self) -> torch.Tensor:
         """X now, as (batch, rows, n): a copy, which later passes leave as it is (for a batch
         of 1, `.contiguous()` returned a view of the running state)."""
-        return from_internal(self.X).clone(memory_format=torch.contiguous_format)
+        return _ordinary(from_internal(self.X))
 
-    @torch.inference_mode()
     def result(self) -> BatchRun:
         """The run so far, as copies: an earlier result's X (batch of 1) and step counts
         (every batch on the CPU, where `.numpy()` shared the counters) changed as the run
         went on, and `restart` zeroed them."""
         executor = self.executor
-        halted = ~executor.running(self.X[executor._pc_rows, :, 0])
+        with torch.inference_mode():
+            halted = ~executor.running(self.X[executor._pc_rows, :, 0])
         return BatchRun(self.state(), self.steps.cpu().numpy().copy(), halted.cpu().numpy())
+
+
+def _ordinary(X: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of X made outside inference mode, so the caller may edit it in
+    place (memory between passes): the inference tensors step(), state() and result()
+    returned refused that with "Inplace update to inference tensor outside InferenceMode"."""
+    with torch.inference_mode(False):
+        return X.clone(memory_format=torch.contiguous_format)
 
 
 def run_transformer(program: Program, geometry: Geometry, max_steps: int = 100_000,
