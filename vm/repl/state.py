@@ -108,12 +108,10 @@ class Lockstep:
 
     def _memory_after_pass(self, patched: torch.Tensor) -> torch.Tensor:
         """X with its memory rows taken from one pass over `patched` (X with a typed
-        instruction at pc); everything else, the program counter included, stays. The pass
-        runs on an executor whose punchcard is `patched`, so the checked mode, when on,
-        checks it against that rather than against the program's own instruction columns."""
-        typed_pass = TransformerExecutor(self.geometry, self.executor.config)
-        after = typed_pass.step(typed_pass.load_punchcards(patched.double().cpu().numpy()),
-                                self.steps)
+        instruction at pc); everything else, the program counter included, stays. The checked
+        mode, when on, holds the pass to its own input, `patched`, not to the program's own
+        instruction columns."""
+        after = self.executor.step(patched, self.steps)
         memory, rows = self.layout.regions["memory"], self.layout["mem"]
         new_X = self.X.clone()
         new_X[0, rows, memory.start:memory.stop] = after[0, rows, memory.start:memory.stop]
