@@ -140,6 +140,14 @@ class _FleqAssembler:
             raise self.error(str(error), node) from None
         self.function_parameters[str(name)] = values
 
+    def parameters(self, name: str) -> dict[str, float]:
+        """Block `name`'s parameters as the run builds it: the defaults, then the file's
+        `.function` header, then --param. Operand shapes are checked against this block:
+        against the header's alone, `--param attention_oracle.dim=5` passed a dim=4 program
+        and the run failed in a traceback."""
+        return {**self.default_parameters.get(name, {}), **self.function_parameters.get(name, {}),
+                **self.cli_parameters.get(name, {})}
+
     def check_cli_parameters(self) -> None:
         """--param settings name registered blocks and their parameters, used or not."""
         for name, values in self.cli_parameters.items():
@@ -555,8 +563,7 @@ class _FleqAssembler:
         if function not in self.catalogue.blocks:
             raise self.error(f"unknown function '{function}' (registered: "
                              f"{self.catalogue.block_names()})", function)
-        block = self.catalogue.make_block(str(function),
-                                          **self.function_parameters.get(str(function), {}))
+        block = self.catalogue.make_block(str(function), **self.parameters(str(function)))
         if any(a.data == "keyword" for a in arguments):
             keyword = next(a for a in arguments if a.data == "keyword")
             raise self.error(f"'{function}' is a function block and takes no keyword "
@@ -648,10 +655,7 @@ class _FleqAssembler:
         used = {i.function for i in instructions if i.function} | set(self.forced_functions)
         functions = []
         for name in sorted(used):
-            values = {**self.default_parameters.get(name, {}),
-                      **self.function_parameters.get(name, {}),
-                      **self.cli_parameters.get(name, {})}
-            block = self.catalogue.make_block(name, **values)
+            block = self.catalogue.make_block(name, **self.parameters(name))
             functions.append((name, tuple(sorted(block.values.items()))))
         cells = [padded(0.0, d), padded(1.0, d)] + \
             [padded(self.values[name], d) for name in self.variables]

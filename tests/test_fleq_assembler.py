@@ -453,3 +453,14 @@ def test_more_lines_than_columns_are_refused_before_parsing(monkeypatch):
     with pytest.raises(SourceError, match="more than 6 data lines and statements") as caught:
         FLEQ.assemble_text(fits + "x = add(x, 1)\n" * 3, "long.fleq")
     assert caught.value.line == 13
+
+
+def test_operand_shapes_are_checked_against_the_block_the_run_builds():
+    """--param overrides the `.function` header: shapes checked against the header alone let
+    `--param attention_oracle.dim=3` through, and the run failed in a numpy traceback."""
+    source = (".function attention_oracle dim=2 length=2\n.data\nq: .zeros 2x2\n"
+              "kv: .zeros 4x2\ns: .zeros 4x2\n.code\ns = attention_oracle(q, kv)\nhalt\n")
+    assert FLEQ.assemble_text(source, "a.fleq").instructions[0].shape == (4, 2)
+    with pytest.raises(SourceError, match=r"attention_oracle: takes a query chunk 3x2") as caught:
+        FLEQ.assemble_text(source, "a.fleq", parameters={"attention_oracle": {"dim": 3}})
+    assert (caught.value.line, caught.value.column) == (7, 1)
