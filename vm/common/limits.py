@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 
 from vm.common.errors import InputError
@@ -29,7 +28,7 @@ def check_temperature(temperature: float, option: str = "temperature") -> float:
     string or a bool too: True built a machine at lam = 1)."""
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise InputError(f"{option} must be a number, got {temperature!r}")
-    if not (math.isfinite(temperature) and 0 < temperature <= MAX_TEMPERATURE):
+    if not (0 < temperature <= MAX_TEMPERATURE):  # NaN fails too; 10**400 is no float
         raise InputError(f"{option} must be above 0 and at most {MAX_TEMPERATURE:g}, got "
-                         f"{temperature:g}")
+                         f"{temperature!r:.40}")
     return temperature
