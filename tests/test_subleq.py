@@ -8,7 +8,7 @@ import pytest
 
 from assembler.diagnostics import SourceError
 from assembler.program import MINUS_ONE_CELL, ZERO_CELL
-from assembler.subleq import assemble
+from assembler.subleq import assemble, assemble_file
 from vm.common.errors import InputError
 
 
@@ -183,3 +183,15 @@ def test_the_data_cell_past_the_column_limit_is_the_one_refused(monkeypatch):
         asm(".data\n" + "".join(f"x{i}: {i}\n" for i in range(10)) + ".code\nhalt\n")
     assert (caught.value.line, caught.value.column) == (6, 1)  # x4, with scratch and EOF 9
     assert "more than 8 columns" in str(caught.value)
+
+
+@pytest.mark.parametrize("call", [lambda: assemble(None), lambda: assemble(b".code\nhalt\n"),
+                                  lambda: assemble(".code\nhalt\n", bits="8"),
+                                  lambda: assemble(".code\nhalt\n", bits=True),
+                                  lambda: assemble_file(None)])
+def test_the_python_entry_points_refuse_arguments_of_another_type(call):
+    """assemble(None) failed on `.split`, bytes and bits="8" in comparisons deep inside,
+    assemble_file(None) in pathlib."""
+    with pytest.raises(InputError, match="takes the source as a str|bits must be an integer|"
+                                         "takes a path"):
+        call()
