@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vm.common.errors import InputError
@@ -59,3 +61,12 @@ def test_fleq_load_refuses_a_dtype_it_has_no_block_parameters_for():
     source = Path(__file__).resolve().parents[1] / "programs" / "fleq" / "calculator.fleq"
     with pytest.raises(InputError, match="dtype must be one of"):
         FLEQ.load(source, ProgramOptions(dtype="Float32"))
+
+
+@pytest.mark.parametrize("source", ["subleq/gcd.sq", "fleq/calculator.fleq",
+                                    "vsubleq/hello.dec"])
+def test_load_needs_no_options(source):
+    """`SUBLEQ.load(path)` failed with a TypeError: the options had no default."""
+    path = Path(__file__).resolve().parents[1] / "programs" / source
+    program, geometry = for_path(path).load(path)
+    assert for_program(program).geometry_for(program) == geometry

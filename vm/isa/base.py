@@ -94,7 +94,7 @@ class InstructionSet(ABC):
 
     # -- sources and geometry -----------------------------------------------------------
     @abstractmethod
-    def load(self, path: Path, options: ProgramOptions) -> tuple[Any, Any]:
+    def load(self, path: Path, options: ProgramOptions = ProgramOptions()) -> tuple[Any, Any]:
         """(program, geometry) of a source file, assembled with the options that apply."""
 
     @abstractmethod

@@ -59,7 +59,8 @@ class Fleq(InstructionSet):
     program_type = FleqProgram
     geometry_type = FleqGeometry
 
-    def load(self, path: Path, options: ProgramOptions) -> tuple[FleqProgram, FleqGeometry]:
+    def load(self, path: Path, options: ProgramOptions = ProgramOptions()
+             ) -> tuple[FleqProgram, FleqGeometry]:
         if options.bits or options.scratch:
             raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
         dtype = options.dtype or self.default_dtype

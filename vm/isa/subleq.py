@@ -36,7 +36,8 @@ class Subleq(InstructionSet):
     geometry_type = Geometry
     writes_csv = True
 
-    def load(self, path: Path, options: ProgramOptions) -> tuple[Program, Geometry]:
+    def load(self, path: Path, options: ProgramOptions = ProgramOptions()
+             ) -> tuple[Program, Geometry]:
         if options.block_size or options.parameters or options.functions:
             raise InputError("--block-size, --param and --functions apply to .fleq programs")
         program = assemble_file(path, bits=options.bits)

@@ -69,7 +69,8 @@ class Vsubleq(InstructionSet):
     geometry_type = VGeometry
     reads_input = True
 
-    def load(self, path: Path, options: ProgramOptions) -> tuple[Image, VGeometry]:
+    def load(self, path: Path, options: ProgramOptions = ProgramOptions()
+             ) -> tuple[Image, VGeometry]:
         if options.block_size or options.parameters or options.functions or options.scratch:
             raise InputError("--block-size, --param, --functions and --scratch do not apply "
                              "to standard SUBLEQ images (.dec, .vsq)")
