@@ -287,3 +287,34 @@ def test_a_progress_that_is_not_a_function_is_refused():
     program = FLEQ.assemble_text(".data\na: 3.0\nb: 2.0\nc: 0.0\n.code\nc = mul(a, b)\nhalt\n")
     with pytest.raises(InputError, match="progress"):
         compare_fleq(program, fleq_geometry_for(program), 10, progress=5)
+
+
+def test_the_domain_replay_goes_no_further_than_the_comparison(monkeypatch):
+    """compare replayed all of --max-steps exactly before its first step (and its first
+    --max-seconds check): `compare loop.fleq --max-steps 100000000 --max-seconds 3` took
+    3 min 49 s. Here the progress stops the comparison after 5 steps of 100,000."""
+    from vm.machines.fleq import reference
+    from vm.tools.progress import TimeLimitExceeded
+    program = FLEQ.assemble_text(".data\nx: 1\n.code\nl: goto l\n")
+    steps = []
+    exact_step = reference.FleqReference.step
+    monkeypatch.setattr(reference.FleqReference, "step",
+                        lambda self: steps.append(1) or exact_step(self))
+
+    def progress(count):
+        if count >= 5:
+            raise TimeLimitExceeded("stop")
+    with pytest.raises(TimeLimitExceeded):
+        compare_fleq(program, fleq_geometry_for(program), 100_000, progress=progress)
+    assert len(steps) <= 2 * 6  # the comparison's reference and the domain watch's
+
+
+def test_a_block_alone_outside_its_domain_warns_nothing():
+    """`compare` of `x = inv(z)` with z = 0 printed numpy's 'divide by zero' RuntimeWarning
+    over the table (the block-alone column is computed outside np.errstate)."""
+    import warnings
+    program = FLEQ.assemble_text(".data\nz: 0.0\nx: 0.0\n.code\nx = inv(z)\nhalt\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = compare_fleq(program, fleq_geometry_for(program), 10)
+    assert not result.ok and "leaves the machine's domain" in result.domain

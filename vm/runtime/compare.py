@@ -194,13 +194,13 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
     branch that differs, a damaged cell, a value either side writes outside the machine's
     domain, or a block call outside the domain its error bound covers (found by the exact
     replay `run` checks with: past it the errors measure nothing the block promises)."""
-    from vm.machines.fleq.domains import first_domain_violation
+    from vm.machines.fleq.domains import domain_watch
     from vm.machines.fleq.reference import FleqReference, machine_domain_problem
     check_max_steps(max_steps)
     check_progress(progress)
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])  # first: it refuses another instruction set's program
-    violation = first_domain_violation(program, max_steps, executor.dtype_name)
+    watch = domain_watch(program, executor.dtype_name)
     reference = FleqReference(program)
     cells, _ = executor.decode(X)[0]
     errors: list[FleqStepError] = []
@@ -219,7 +219,8 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
             block = reference.blocks[instruction.function]
             (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
             operand_b = cells[instruction.b][:hb, :wb] if block.arity == 2 else None
-            local = np.asarray(block.reference(cells[instruction.a][:ha, :wa], operand_b))
+            with np.errstate(all="ignore"):  # inv(0) is inf here as on the reference
+                local = np.asarray(block.reference(cells[instruction.a][:ha, :wa], operand_b))
             difference = np.abs(got - exact)
             errors.append(FleqStepError(step, pc, program.instruction_text(pc),
                                         program.cell_name(record.written),
@@ -235,7 +236,8 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
                                       f"step {step}: {text} leaves the machine's domain "
                                       f"({problem}) on the transformer, which wrote "
                                       f"{_shown(got)}")
-        if violation is not None and violation.step == step:
+        violation = next(watch, None)
+        if violation is not None:
             return FleqComparison(step + 1, False, errors, None, violation.describe())
         if new_pc != reference.pc:
             divergence = Divergence(step, pc, program.instruction_text(pc), "pc", reference.pc,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
@@ -46,51 +47,68 @@ EXACT_INTEGERS = {"float32": 2 ** 24, "float64": EXACT_COUNTER}
 
 def first_domain_violation(program: FleqProgram, max_steps: int,
                            dtype: str = "float64") -> DomainViolation | None:
-    """Run the program exactly (the reference interpreter) and check every block call's
-    operands, or its result for blocks whose domain bounds the result; every written
+    """The first of `domain_watch`'s findings within `max_steps` steps, or None."""
+    for _, found in zip(range(max_steps), domain_watch(program, dtype)):
+        if found is not None:
+            return found
+    return None
+
+
+def domain_watch(program: FleqProgram, dtype: str = "float64"
+                 ) -> Iterator[DomainViolation | None]:
+    """Run the program exactly (the reference interpreter), one item a step: None while the
+    step is inside every domain, else the violation, as the last item. Checked: every block
+    call's operands, or its result for blocks whose domain bounds the result; every written
     value against the machine's magnitude domain, and every counter against the largest
     integer `dtype` holds exactly; operands and results that `dtype` holds only as
-    subnormals, which the machine flushes to 0."""
+    subnormals, which the machine flushes to 0. A generator, so that a comparison replays
+    only the steps it compares (it replayed all of --max-steps first, past --max-seconds)."""
     counters = {v.cell for v in program.variables.values() if v.integer}
     exact_integers = EXACT_INTEGERS[dtype]
     tiny = float(np.finfo(dtype).tiny)
     reference = FleqReference(program)
-    while not reference.halted and reference.steps < max_steps:
+    while not reference.halted:
         step, pc = reference.steps, reference.pc
         instruction = program.instructions[pc]
         if instruction.function is None:
             reference.step()
+            yield None
             continue
         block = reference.blocks[instruction.function]
         unbounded = _unbounded(block, dtype)
         if unbounded is not None:
-            return DomainViolation(step, program.instruction_text(pc), instruction.function,
-                                   unbounded)
+            yield DomainViolation(step, program.instruction_text(pc), instruction.function,
+                                  unbounded)
+            return
         (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
         values = [reference.cells[instruction.a][:ha, :wa]]
         if block.arity == 2:
             values.append(reference.cells[instruction.b][:hb, :wb])
         record = reference.step()
+        text = program.instruction_text(pc)
         problem = None if record.new is None else machine_domain_problem(record.new)
-        if problem is not None:
-            return DomainViolation(step, program.instruction_text(pc), "the machine", problem)
-        if any(((v != 0) & (np.abs(v) < tiny)).any() for v in [*values, record.new]
-               if v is not None):  # the passes flush subnormals: 1e-40 + 1e-40 gave 0
-            return DomainViolation(step, program.instruction_text(pc), "the machine",
-                                   f"nonzero |x| >= {tiny:.3g} in {dtype}; smaller values "
-                                   "flush to 0")
-        if record.written in counters and abs(record.new[0, 0]) > exact_integers:
-            return DomainViolation(step, program.instruction_text(pc), "the machine",
-                                   f"counters within |n| <= 2^{exact_integers.bit_length() - 1}"
-                                   f" in {dtype}")
         domain = block.domain()
         if domain.applies_to == "result":
             rows, columns = instruction.shape
-            values = [record.new[:rows, :columns]]
-        if not all(domain.contains(v) for v in values):
-            return DomainViolation(step, program.instruction_text(pc), instruction.function,
-                                   domain.description, domain.widen)
-    return None
+            checked = [record.new[:rows, :columns]]
+        else:
+            checked = values
+        found = None
+        if problem is not None:
+            found = DomainViolation(step, text, "the machine", problem)
+        elif any(((v != 0) & (np.abs(v) < tiny)).any() for v in [*values, record.new]
+                 if v is not None):  # the passes flush subnormals: 1e-40 + 1e-40 gave 0
+            found = DomainViolation(step, text, "the machine", f"nonzero |x| >= {tiny:.3g} in "
+                                    f"{dtype}; smaller values flush to 0")
+        elif record.written in counters and abs(record.new[0, 0]) > exact_integers:
+            found = DomainViolation(step, text, "the machine", f"counters within |n| <= "
+                                    f"2^{exact_integers.bit_length() - 1} in {dtype}")
+        elif not all(domain.contains(v) for v in checked):
+            found = DomainViolation(step, text, instruction.function, domain.description,
+                                    domain.widen)
+        yield found
+        if found is not None:
+            return
 
 
 def _unbounded(block: FunctionBlock, dtype: str) -> str | None:
