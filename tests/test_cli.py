@@ -461,3 +461,12 @@ def test_run_trace_obeys_max_seconds(capsys, tmp_path):
                              "--max-seconds", "0.2")
     assert code == 1 and out == ""
     assert err.startswith("ltvm: error: stopped by --max-seconds 0.2 after ")
+
+
+def test_a_block_parameter_given_twice_is_refused(capsys):
+    """`--param mul.scale=1e-4 --param mul.scale=1e-5` ran with the last in silence."""
+    code, out, err = run_cli(capsys, "run", str(ROOT / "programs" / "fleq" /
+                                                 "newton_reciprocal.fleq"),
+                             "--param", "mul.scale=1e-4", "--param", "mul.scale=1e-5")
+    assert (code, out) == (2, "")
+    assert err == "ltvm: error: --param mul.scale is given twice (0.0001 and 1e-05)\n"

@@ -162,7 +162,11 @@ def block_parameters(settings: list[str]) -> dict[str, dict[str, float]]:
             raise InputError(f"--param {setting}: expected FUNC.KEY=NUMBER")
         if not math.isfinite(number):
             raise InputError(f"--param {setting}: the value must be a finite number")
-        parameters.setdefault(function, {})[key] = number
+        given = parameters.setdefault(function, {})
+        if key in given:  # the last one won in silence; a .function header refuses it too
+            raise InputError(f"--param {function}.{key} is given twice ({given[key]:g} and "
+                             f"{number:g})")
+        given[key] = number
     return parameters
 
 
