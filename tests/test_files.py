@@ -7,7 +7,7 @@ import os
 import pytest
 
 from vm.common.errors import InputError
-from vm.common.files import require_regular_file
+from vm.common.files import open_for_reading, require_regular_file
 
 
 def test_a_regular_file_and_a_link_to_one_pass(tmp_path):
@@ -30,3 +30,9 @@ def test_a_missing_file_and_a_dangling_link_say_why(tmp_path):
     for path in (tmp_path / "missing", tmp_path / "dangling"):
         with pytest.raises(InputError, match="cannot read .*: No such file or directory"):
             require_regular_file(path, "an array")
+
+
+def test_a_path_with_a_nul_character_is_refused_by_name():
+    """`load a\\x00b.sq` in the REPL printed "error: ValueError: embedded null byte"."""
+    with pytest.raises(InputError, match="a path cannot hold a NUL character"):
+        open_for_reading("a\0b.sq")

@@ -36,6 +36,8 @@ def open_for_reading(path: str | Path) -> int:
     forever in silence: it is opened without waiting, and when nothing has written to it
     within PIPE_NOTICE_SECONDS a line on stderr says that the command waits for a writer
     (Ctrl-C stops it), as `cat` would wait; bash's <(...) arrives at once."""
+    if "\0" in os.fspath(path):  # os.open's ValueError reached the REPL as "embedded null byte"
+        raise InputError(f"cannot read {path!r}: a path cannot hold a NUL character")
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
         if stat.S_ISFIFO(os.fstat(descriptor).st_mode):
