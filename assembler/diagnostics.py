@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import numbers
+import os
 from pathlib import Path
 
 import lark
@@ -103,10 +105,31 @@ columns about 1 MiB of plain text, and small enough that parsing it stays near a
 /dev/zero and endless pipes are refused rather than read until memory runs out."""
 
 
+def check_source_text(text: object) -> None:
+    """InputError unless `text` is a str: None failed on `.split` deep in an assembler,
+    bytes in a comparison."""
+    if not isinstance(text, str):
+        raise InputError(f"the source must be a str, got {type(text).__name__}")
+
+
+def check_word_size(bits: object, maximum: int) -> None:
+    """InputError unless `bits` is None (the source's own) or a whole number of bits from 2
+    to `maximum` ("8" failed in a comparison inside)."""
+    if bits is None:
+        return
+    if isinstance(bits, bool) or not isinstance(bits, numbers.Integral):
+        raise InputError(f"bits must be an integer, got {bits!r:.40}")
+    if not 2 <= bits <= maximum:
+        raise InputError(f"--bits must be between 2 and {maximum}, got {bits}")
+
+
 def read_source(path: str | Path, encoding: str = "utf-8-sig") -> str:
     """A source file's text (newlines as Path.read_text gives them; a leading byte-order
     mark, which some editors write and none show, dropped), or InputError for a file that
     cannot be read, is larger than MAX_SOURCE_BYTES or is not text."""
+    if not isinstance(path, (str, os.PathLike)):  # None failed inside pathlib
+        raise InputError(f"a source file's path must be a str or a Path, got "
+                         f"{type(path).__name__}")
     try:
         with open(open_for_reading(path), "rb") as stream:
             data = stream.read(MAX_SOURCE_BYTES + 1)

@@ -16,6 +16,7 @@ x - y is above relu_prime's ramp, exactly 0 when x <= y; docs/fleq_machine.md), 
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,8 +26,8 @@ from pathlib import Path
 import lark
 import numpy as np
 
-from assembler.diagnostics import (SourceError, error_at, int_literal, parse_located,
-                                  read_source, source_lines)
+from assembler.diagnostics import (SourceError, check_source_text, error_at, int_literal,
+                                  parse_located, read_source, source_lines)
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
@@ -69,6 +70,8 @@ class _FleqAssembler:
                  parameters: dict[str, dict[str, float]], functions: list[str] | None,
                  defaults: dict[str, dict[str, float]], catalogue: Catalogue) -> None:
         self.text, self.file, self.catalogue = text, file, catalogue
+        if d is not None and (isinstance(d, bool) or not isinstance(d, numbers.Integral)):
+            raise InputError(f"block size d must be an integer, got {d!r:.40}")  # 1.5: TypeError
         if d is not None and not 1 <= d <= MAX_BLOCK:  # 100000 allocated d x d cells first
             raise InputError(f"block size d must be between 1 and {MAX_BLOCK}, got {d}")
         self.d_override, self.cli_parameters = d, parameters
@@ -683,6 +686,7 @@ def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,
     block parameters ({name: {key: v}}); `defaults` sets them below the file's own
     `.function` headers (e.g. a dtype's eps); `functions` adds blocks the program does not
     call (to share weights with others)."""
+    check_source_text(text)
     for name in functions or []:
         catalogue.make_block(name)
     return _FleqAssembler(text, file, d, parameters or {}, functions, defaults or {},
@@ -690,6 +694,5 @@ def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,
 
 
 def assemble_fleq_file(path: str | Path, *, catalogue: Catalogue, **options) -> FleqProgram:
-    path = Path(path)
     text = read_source(path)
     return assemble_fleq(text, str(path), catalogue=catalogue, **options)

@@ -8,8 +8,6 @@ its file:line:col.
 
 from __future__ import annotations
 
-import numbers
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -17,8 +15,8 @@ from pathlib import Path
 
 import lark
 
-from assembler.diagnostics import (MAX_NESTING, SourceError, deepest, error_at, int_literal,
-                                  parse_located, read_source)
+from assembler.diagnostics import (MAX_NESTING, SourceError, check_source_text, check_word_size,
+                                  deepest, error_at, int_literal, parse_located, read_source)
 from assembler.program import (
     MINUS_ONE_CELL,
     RESERVED_NAMES,
@@ -343,20 +341,13 @@ EXPECTED_NAMES = {"NAME": "a name", "NUMBER": "a number", "_NEWLINE": "end of li
 
 def assemble(text: str, file: str = "<source>", bits: int | None = None) -> Program:
     """Assemble `.sq` source text into a `Program` (word size `bits` if given)."""
-    if not isinstance(text, str):  # None, bytes: an AttributeError or TypeError inside
-        raise InputError(f"assemble takes the source as a str, got {type(text).__name__}")
-    if bits is not None and (isinstance(bits, bool) or not isinstance(bits, numbers.Integral)):
-        raise InputError(f"bits must be an integer, got {bits!r:.40}")
-    if bits is not None and not 2 <= bits <= MAX_BITS:
-        raise InputError(f"--bits must be between 2 and {MAX_BITS}, got {bits}")
+    check_source_text(text)
+    check_word_size(bits, MAX_BITS)
     return _Assembler(text, file, bits).run()
 
 
 def assemble_file(path: str | Path, bits: int | None = None) -> Program:
     """Read and assemble a `.sq` file."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise InputError(f"assemble_file takes a path, got {type(path).__name__}")
-    path = Path(path)
     text = read_source(path)
     return assemble(text, str(path), bits)
 

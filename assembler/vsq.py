@@ -17,8 +17,8 @@ from pathlib import Path
 import lark
 
 from assembler.dec import MAX_WORDS
-from assembler.diagnostics import (MAX_NESTING, SourceError, deepest, error_at,
-                                  parse_located, read_source)
+from assembler.diagnostics import (MAX_NESTING, SourceError, check_source_text, check_word_size,
+                                  deepest, error_at, parse_located, read_source)
 from assembler.subleq import parse_number
 from vm.common.errors import InputError
 
@@ -214,15 +214,14 @@ images, so a form feed (a page break) in a comment no longer shows the wrong lin
 
 def assemble(text: str, file: str = "<source>", bits: int | None = None) -> VsqProgram:
     """Assemble `.vsq` source text (word size `bits` if given, over any `.bits`)."""
-    if bits is not None and not 2 <= bits <= MAX_BITS:
-        raise InputError(f"--bits must be between 2 and {MAX_BITS}, got {bits}")
+    check_source_text(text)
+    check_word_size(bits, MAX_BITS)
     text = text.replace("\r\n", "\n").replace("\r", "\n").translate(BLANKS)
     return _Assembler(text, file, bits).run()
 
 
 def assemble_file(path: str | Path, bits: int | None = None) -> VsqProgram:
     """Read and assemble a `.vsq` file."""
-    path = Path(path)
     text = read_source(path)
     return assemble(text, str(path), bits)
 

@@ -464,3 +464,16 @@ def test_operand_shapes_are_checked_against_the_block_the_run_builds():
     with pytest.raises(SourceError, match=r"attention_oracle: takes a query chunk 3x2") as caught:
         FLEQ.assemble_text(source, "a.fleq", parameters={"attention_oracle": {"dim": 3}})
     assert (caught.value.line, caught.value.column) == (7, 1)
+
+
+@pytest.mark.parametrize("call", [lambda: FLEQ.assemble_text(None),
+                                  lambda: FLEQ.assemble_text(b".code\nhalt\n"),
+                                  lambda: FLEQ.assemble_text(".code\nhalt\n", d=1.5),
+                                  lambda: FLEQ.assemble_text(".code\nhalt\n", d="4"),
+                                  lambda: FLEQ.assemble_file(None)])
+def test_the_python_entry_points_refuse_arguments_of_another_type(call):
+    """None failed on `.split`, d=1.5 with "'float' object cannot be interpreted as an
+    integer", a None path inside pathlib."""
+    with pytest.raises(InputError, match="the source must be a str|block size d must be an "
+                                         "integer|a source file's path must be"):
+        call()

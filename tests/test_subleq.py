@@ -192,6 +192,6 @@ def test_the_data_cell_past_the_column_limit_is_the_one_refused(monkeypatch):
 def test_the_python_entry_points_refuse_arguments_of_another_type(call):
     """assemble(None) failed on `.split`, bytes and bits="8" in comparisons deep inside,
     assemble_file(None) in pathlib."""
-    with pytest.raises(InputError, match="takes the source as a str|bits must be an integer|"
-                                         "takes a path"):
+    with pytest.raises(InputError, match="the source must be a str|bits must be an integer|"
+                                         "a source file's path must be"):
         call()

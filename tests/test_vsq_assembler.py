@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from assembler.diagnostics import SourceError
-from assembler.vsq import assemble
+from assembler.vsq import assemble, assemble_file
 from vm.cli import main
 from vm.common.errors import InputError
 from vm.isa import VSUBLEQ, for_path
@@ -202,3 +202,13 @@ def test_the_documented_example_prints_hello_world() -> None:
                  if b.startswith("print:"))
     _, _, result = reference(Path("doc.vsq"), text=block)
     assert result.halted and result.output == b"Hello, world!\n"
+
+
+@pytest.mark.parametrize("call", [lambda: assemble(None), lambda: assemble(b"halt\n"),
+                                  lambda: assemble("halt\n", bits="16"),
+                                  lambda: assemble_file(None)])
+def test_the_python_entry_points_refuse_arguments_of_another_type(call):
+    """None failed on `.replace`, bits="16" in a comparison, a None path inside pathlib."""
+    with pytest.raises(InputError, match="the source must be a str|bits must be an integer|"
+                                         "a source file's path must be"):
+        call()
