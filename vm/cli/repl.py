@@ -67,10 +67,6 @@ def _image_repl(args: argparse.Namespace, interact) -> int:
     if args.scratch or args.engine != "transformer":
         raise InputError("--scratch and --engine do not apply to standard SUBLEQ images "
                          "(.dec, .vsq): both engines run in lockstep")
-    if args.evaluation in ("active", "fused"):
-        raise InputError(f"--evaluation {args.evaluation} does not apply to the REPL of a "
-                         "standard SUBLEQ image, which steps its full pass (ltvm run uses "
-                         "the fused one)")
     image, _ = VSUBLEQ.load(Path(args.program), ProgramOptions(bits=args.bits))
     repl = VsubleqRepl(image, args.program, engine_config(args), args.max_steps)
     print(repl.summary())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import unicodedata
+from functools import partial
 
 import torch
 
@@ -21,12 +22,11 @@ from vm.machines.stepping import check_max_steps
 from vm.machines.vsubleq.layout import MAX_COLUMNS
 from vm.machines.vsubleq.punchcard import VState, encode_state
 from vm.machines.vsubleq.reference import Image, Reference, Step
-from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.run import TransformerRun
 from vm.repl.names import error_line
 from vm.runtime.config import EngineConfig
+from vm.runtime.executor import evaluator_for
 from vm.tools.progress import Progress
-from vm.transformer.layers import to_internal
 
 OUTPUT_SLACK = 64
 """Output columns added beyond what is written each time the tape grows."""
@@ -79,14 +79,12 @@ class VsubleqRepl:
         """A transformer for the input `fed` and `outputs` output bytes, in `state`."""
         run = TransformerRun(self.image, self.config.dtype or VSUBLEQ.default_dtype,
                              self.config.attention, self.config.temperature,
-                             self.config.device, fed, outputs, self.config.checked)
+                             self.config.device, fed, outputs, self.config.checked,
+                             partial(evaluator_for, evaluation=self.config.evaluation))
         if state is not None:
-            card = torch.as_tensor(encode_state(self.image, run.geometry, run.machine.layout,
-                                                fed, state)[None],
-                                   dtype=run.X.dtype, device=run.X.device)
-            run.X = to_internal(card)
-            if run.checker is not None:
-                run.checker = Checker(run.machine, card)
+            run.load_card(torch.as_tensor(encode_state(self.image, run.geometry,
+                                                       run.machine.layout, fed, state)[None],
+                                          dtype=run.X.dtype, device=run.X.device))
         return run
 
     def execute(self, line: str) -> str:
@@ -161,7 +159,7 @@ class VsubleqRepl:
         """One step on both engines from `before`; the reference's is committed last."""
         reference = copy.copy(self.reference)
         reference.memory, reference.output = list(reference.memory), bytearray(reference.output)
-        self.run.step()
+        self.run.advance(1)
         record = reference.step()
         state = self.run.state()
         if state.overflow:  # the tape ran full: grow it, redo the pass from `before`
@@ -171,7 +169,7 @@ class VsubleqRepl:
                 raise TapeLimit(f"the output tape is full ({len(before.output):,} bytes) and "
                                 f"cannot grow: the transformer holds at most "
                                 f"{MAX_COLUMNS:,} columns") from None
-            self.run.step()
+            self.run.advance(1)
             state = self.run.state()
         self.reference = reference
         return record, state

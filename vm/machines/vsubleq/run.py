@@ -74,6 +74,15 @@ class TransformerRun:
                            else "fused" if evaluator.fused is not None else "active")
         """What runs the passes: fused, active or full."""
 
+    def load_card(self, card: torch.Tensor) -> None:
+        """Go on from the punchcard `card` (1, rows, n) of this geometry: X is overwritten in
+        place, so the evaluation bound to it stays valid (its cache is rebuilt)."""
+        self.X.copy_(to_internal(card.to(self.X.dtype)))
+        if self.active is not None:
+            self.active.restart()
+        if self.checker is not None:
+            self.checker = Checker(self.machine, card)
+
     def _threads(self):
         return (cpu_threads(self.X.shape[1] * self.X.shape[2]) if self.X.device.type == "cpu"
                 else nullcontext())  # small work: one thread, idle ones would spin
