@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli import main
 from vm.runtime.compare import compare_fleq
 from vm.common.errors import PrecisionError
-from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.runtime.executor import EngineConfig, Runner, TransformerExecutor
 from fleq_sources import GROW
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,17 +67,19 @@ def test_calculator_passes_with_one_row_per_written_value(calculator):
 
 def inject_counter(monkeypatch, program, geometry, after_step: int, value: float) -> None:
     """Overwrite counter n on the transformer after one step (a fault the reference lacks)."""
-    real_step = TransformerExecutor.step
+    real_advance = Runner.advance
     column = geometry.cell_column(program.variables["n"].cell)
 
-    def faulty_step(self, X, step=0):
-        X = real_step(self, X, step)
-        if step == after_step:
-            X = X.clone()
-            X[:, self.layout.row("mem", 0), column] = value
-        return X
+    def faulty_advance(self, max_steps, progress=None):
+        before = self.done
+        real_advance(self, max_steps, progress)
+        if before <= after_step < self.done:
+            with torch.inference_mode():  # the runner's X is an inference tensor
+                self.X[self.executor.layout.row("mem", 0), :, column] = value
+            if self.active is not None:  # X changed in place, as after Runner.restart
+                self.active.restart()
 
-    monkeypatch.setattr(TransformerExecutor, "step", faulty_step)
+    monkeypatch.setattr(Runner, "advance", faulty_advance)
 
 
 def test_a_branch_that_differs_is_reported_with_step_instruction_and_both_targets(monkeypatch):
@@ -318,3 +321,17 @@ def test_a_block_alone_outside_its_domain_warns_nothing():
         warnings.simplefilter("error")
         result = compare_fleq(program, fleq_geometry_for(program), 10)
     assert not result.ok and "leaves the machine's domain" in result.domain
+
+
+def test_compare_runs_the_evaluation_the_config_asks(monkeypatch, calculator):
+    """compare stepped the full pass whatever --evaluation said (run and bench use the
+    active one, which skips the blocks the instruction does not select)."""
+    from vm.runtime.active_fleq import FleqActiveEvaluator
+    passes = []
+    active_step = FleqActiveEvaluator.step_
+    monkeypatch.setattr(FleqActiveEvaluator, "step_",
+                        lambda self, *args, **kw: passes.append(1) or active_step(self, *args,
+                                                                                   **kw))
+    program, geometry = calculator
+    result = compare_fleq(program, geometry, 100, EngineConfig(evaluation="active"))
+    assert result.ok and result.halted and len(passes) == result.steps

@@ -200,6 +200,7 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
     check_progress(progress)
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])  # first: it refuses another instruction set's program
+    runner = executor.runner(X)  # the evaluation the config asks for, as run uses
     watch = domain_watch(program, executor.dtype_name)
     reference = FleqReference(program)
     cells, _ = executor.decode(X)[0]
@@ -210,8 +211,8 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
         pc = reference.pc
         instruction = program.instructions[pc]
         record = reference.step()
-        X = executor.step(X, step)
-        new_cells, new_pc = executor.decode(X)[0]
+        runner.advance(1)
+        new_cells, new_pc = executor.decode(runner.state())[0]
         if record.written is not None:
             rows, columns = instruction.shape
             got = new_cells[record.written][:rows, :columns]
