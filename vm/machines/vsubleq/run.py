@@ -214,7 +214,7 @@ def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str
     for step in range(max_steps):
         pc = reference.pc
         reference.step()
-        run.step()
+        run.advance(1)
         if run.halted:
             run.refuse_overflow()
         difference = _difference(reference, run.state())
