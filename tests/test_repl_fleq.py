@@ -139,6 +139,15 @@ def test_set_scalars_and_matrices_then_the_blocks_use_them(session):
         assert session.execute(bad).startswith("error: "), bad
 
 
+@pytest.mark.parametrize("value", ["True", '"5"', "None", "[[3], [True]]", "1j"])
+def test_set_takes_numbers_only(session, value):
+    """`set x True` stored 1 and `set x "5"` stored 5 (numpy converts both); `set x None`
+    said "values must be finite"."""
+    name = "v" if value.startswith("[") else "x"
+    assert session.execute(f"set {name} {value}") == (f"error: '{value}' is not a number or "
+                                                      "a list of numbers")
+
+
 def test_typed_instructions_run_once_through_the_machine_and_keep_the_pc(session):
     session.execute("step")
     out = session.execute("w = add(v, v)")

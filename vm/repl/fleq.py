@@ -111,10 +111,20 @@ def inline_real(value: float | np.ndarray) -> str:
     return " ".join(format_real(value).split())
 
 
+def _numbers_only(literal: object) -> bool:
+    """Whether a parsed literal is an int or float (not a bool), or lists of them."""
+    if isinstance(literal, (list, tuple)):
+        return all(_numbers_only(item) for item in literal)
+    return isinstance(literal, (int, float)) and not isinstance(literal, bool)
+
+
 def parse_real_value(text: str, shape: tuple[int, int]) -> np.ndarray:
     """A number, or a literal list such as [[1, 2], [3, 4]], as a matrix of `shape`."""
     try:
-        value = np.asarray(ast.literal_eval(text.strip()), dtype=float)
+        literal = ast.literal_eval(text.strip())
+        if not _numbers_only(literal):  # True, "5" and None were taken as 1, 5 and NaN
+            raise ValueError(text)
+        value = np.asarray(literal, dtype=float)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         raise InputError(f"'{text}' is not a number or a list of numbers") from None
     except OverflowError:  # an integer literal beyond float's range
