@@ -11,7 +11,8 @@ import torch
 from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble, assemble_file
 from vm.common.errors import InputError, PrecisionError
-from vm.runtime.executor import EngineConfig, TransformerExecutor, run_traced, run_transformer
+from vm.runtime.executor import (BatchRun, EngineConfig, TransformerExecutor, run_traced,
+                                 run_transformer)
 from vm.machines.subleq.reference import run_reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -363,3 +364,18 @@ def test_states_handed_back_can_be_edited_in_place():
     runner.advance(3)
     for state in (executor.step(X), runner.state(), runner.result().X):
         state[0, 0, 0] += 0.0
+
+
+@pytest.mark.parametrize("batch", [-5, 0, 1.5, True])
+def test_a_batch_size_that_is_no_count_of_programs_is_refused(batch):
+    """check_memory(-5) needed negative bytes and passed in silence."""
+    with pytest.raises(InputError, match="batch must be a whole number of programs"):
+        TransformerExecutor(geometry_for(FACTORIAL)).check_memory(batch)
+
+
+def test_results_refuse_a_run_whose_counts_do_not_match_its_states():
+    """A BatchRun with fewer step counts than states lost programs in zip, silently."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    run = executor.run(executor.load([FACTORIAL, FACTORIAL]), 10)
+    with pytest.raises(InputError, match="run.X holds 2 programs but run.steps 1"):
+        executor.results(BatchRun(run.X, run.steps[:1], run.halted))

@@ -13,6 +13,7 @@ or dtype that is not enough is reported, never returned as a wrong number.
 
 from __future__ import annotations
 
+import numbers
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -161,6 +162,9 @@ class TransformerExecutor:
     def check_memory(self, batch: int) -> None:
         """Refuse, before any work, a batch whose run cannot fit in the memory free now: it
         would otherwise swap for minutes or end in the allocator's traceback."""
+        if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1:
+            raise InputError(f"batch must be a whole number of programs, 1 or more, got "
+                             f"{batch!r}")  # -5 needed negative bytes and passed
         n = self.layout.columns
         if self.config.attention == "dense":
             device_memory.check_dense_memory(n, self.dtype, self.device)
@@ -302,6 +306,9 @@ class TransformerExecutor:
                              f"{type(run).__name__}")
         self._check_shape(run.X, "run.X")
         X = self._numpy(run.X)
+        if not len(X) == len(run.steps) == len(run.halted):  # zip dropped programs in silence
+            raise InputError(f"run.X holds {len(X)} programs but run.steps {len(run.steps)} "
+                             f"and run.halted {len(run.halted)}")
         return [RunResult(*self.machine.decode(card), int(steps), bool(halted))
                 for card, steps, halted in zip(X, run.steps, run.halted)]
 
