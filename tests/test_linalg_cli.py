@@ -364,3 +364,10 @@ def test_an_entry_beyond_the_machines_magnitudes_is_named(capsys, saved):
     code, _, err = run_cli(capsys, "linalg", "inverse", "--matrix", path,
                            "--param", "rsqrt.high=1e40")
     assert code == 2 and "A[0, 0] = 1e+16 is beyond 2^50" in err
+
+
+@pytest.mark.parametrize("iters", [0, 10 ** 5, 2.5, True])
+def test_solve_refuses_an_iteration_count_the_command_line_refuses(iters):
+    """solve('inverse', A, 10**5, config) expanded the program and ran for minutes."""
+    with pytest.raises(InputError, match="--iters must be between 1 and 1000"):
+        solve("inverse", np.eye(2) * 2, iters, EngineConfig())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import numbers
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -244,6 +245,16 @@ def _aligned(vector: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return vector * (1.0 if vector @ reference >= 0 else -1.0)
 
 
+def check_iters(iters: int) -> None:
+    """An iteration count the program can be expanded for: solve(..., 10**5) in Python ran
+    for minutes (the command line refused it, the function did not)."""
+    if isinstance(iters, bool) or not isinstance(iters, numbers.Integral) or not (
+            1 <= iters <= MAX_ITERS):
+        raise InputError(f"--iters must be between 1 and {MAX_ITERS}, got {iters!r} (each "
+                         f"iteration is several instructions of the program; Newton-Schulz "
+                         f"converges quadratically, so 20-60 suffice)")
+
+
 def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
           given: dict[str, dict[str, float]] | None = None,
           progress: Callable[[int], None] | None = None) -> LinalgResult:
@@ -254,6 +265,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
 
     if kind not in KINDS:  # anything else ran eig
         raise InputError(f"unknown kind {kind!r} (choose from {', '.join(KINDS)})")
+    check_iters(iters)
     matrix = as_matrix(matrix)
     dtype = config.dtype or "float64"
     defaults, given = dtype_parameters(dtype), given or {}
@@ -358,10 +370,7 @@ def _format(value: np.ndarray) -> str:
 def run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     iters = args.iters if args.iters is not None else (20 if args.kind == "inverse" else 30)
-    if not 1 <= iters <= MAX_ITERS:
-        raise InputError(f"--iters must be between 1 and {MAX_ITERS}, got {iters} (each "
-                         f"iteration is several instructions of the program; Newton-Schulz "
-                         f"converges quadratically, so 20-60 suffice)")
+    check_iters(iters)
     config = engine_config(args)
     if config.dtype is None:
         config = replace(config, dtype="float64")
