@@ -29,8 +29,9 @@ DEFAULT_BITS = 16
 PAPER = PaperComparison(9, 2, "Lemma 4 (there with code apart from data)")
 
 
-def _engine(config: EngineConfig) -> dict:
-    """The engine settings this machine honours; the others are refused, not ignored."""
+def engine_settings(config: EngineConfig) -> dict:
+    """The engine settings this machine honours, as TransformerRun's keywords (the REPL's
+    too); the others are refused, not ignored."""
     if not isinstance(config, EngineConfig):  # None failed on `.sampling`
         raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
     if config.sampling is not None:
@@ -124,7 +125,7 @@ class Vsubleq(InstructionSet):
         return run_transformer(program, max_steps, progress=progress, trace=trace,
                                input_bytes=_tapes(input_bytes, max_output),
                                max_output=max_output,
-                               **_engine(config))
+                               **engine_settings(config))
 
     def compare(self, program: Image, geometry: VGeometry, max_steps: int,
                 config: EngineConfig, progress: Callable[[int], None] | None = None,
@@ -133,7 +134,7 @@ class Vsubleq(InstructionSet):
         from vm.machines.vsubleq.run import compare  # torch: only runs that compare pay it
         return compare(program, max_steps, progress=progress,
                        input_bytes=_tapes(input_bytes, max_output), max_output=max_output,
-                       **_engine(config))
+                       **engine_settings(config))
 
     def compare_report(self, result, as_json: bool) -> str:
         if as_json:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import copy
 import unicodedata
-from functools import partial
 
 import torch
 
 from vm.common.errors import InputError, PrecisionError
 from vm.isa import VSUBLEQ
+from vm.isa.vsubleq import engine_settings
 from vm.machines.stepping import check_max_steps
 from vm.machines.vsubleq.layout import MAX_COLUMNS
 from vm.machines.vsubleq.punchcard import VState, encode_state
@@ -25,7 +25,6 @@ from vm.machines.vsubleq.reference import Image, Reference, Step
 from vm.machines.vsubleq.run import TransformerRun
 from vm.repl.names import error_line
 from vm.runtime.config import EngineConfig
-from vm.runtime.executor import evaluator_for
 from vm.tools.progress import Progress
 
 OUTPUT_SLACK = 64
@@ -60,12 +59,9 @@ class VsubleqRepl:
         if not isinstance(image, Image):  # None failed on `.memory`
             raise InputError(f"VsubleqRepl runs an Image (a .dec or .vsq), got "
                              f"{type(image).__name__}")
-        if not isinstance(config, EngineConfig):  # None failed on `.dtype`
-            raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
-        if config.sampling is not None:  # it was ignored: the session ran exact passes
-            raise InputError("sampling is not available for standard SUBLEQ images (.dec, .vsq)")
+        self.engine = engine_settings(config)  # None and sampling configs are refused
         check_max_steps(max_steps)  # None raised a TypeError out of `continue`: a crash
-        self.image, self.path, self.config, self.max_steps = image, path, config, max_steps
+        self.image, self.path, self.max_steps = image, path, max_steps
         self.fed = b""
         self.reference = Reference(image)
         self.finished = False
@@ -77,10 +73,7 @@ class VsubleqRepl:
 
     def _build(self, state: VState | None, outputs: int, fed: bytes) -> TransformerRun:
         """A transformer for the input `fed` and `outputs` output bytes, in `state`."""
-        run = TransformerRun(self.image, self.config.dtype or VSUBLEQ.default_dtype,
-                             self.config.attention, self.config.temperature,
-                             self.config.device, fed, outputs, self.config.checked,
-                             partial(evaluator_for, evaluation=self.config.evaluation))
+        run = TransformerRun(self.image, input_bytes=fed, max_output=outputs, **self.engine)
         if state is not None:
             run.load_card(torch.as_tensor(encode_state(self.image, run.geometry,
                                                        run.machine.layout, fed, state)[None],
