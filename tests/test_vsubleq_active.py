@@ -16,6 +16,7 @@ from tests.strategies import vsubleq_images
 from vm.machines.vsubleq.reference import Image, run_reference
 from vm.machines.vsubleq.run import TransformerRun, run_transformer
 from vm.runtime.executor import evaluator_for
+from vm.transformer.layers import from_internal
 from vm.tools.vsubleq_bench import counting_loop
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "vsubleq"
@@ -119,3 +120,27 @@ def test_gpu_runs_are_graphed_by_default_and_give_the_reference_result() -> None
                           accelerate=partial(evaluator_for, evaluation="auto"))
     assert (got.steps, got.memory, got.output, got.halted) == (
         expected.steps, expected.memory, expected.output, True)
+
+
+@pytest.mark.parametrize("evaluation", ["active", "fused"])
+def test_a_loaded_card_keeps_the_evaluation_bit_identical(evaluation: str) -> None:
+    """The image REPL loads a rebuilt machine's state into the X an evaluation is bound to
+    (TransformerRun.load_card, after input is fed): from there on X must still equal the
+    full pass's after every pass."""
+    if evaluation == "fused":
+        pytest.importorskip("numba")
+    image = program("echo.vsq")
+    full = TransformerRun(image, input_bytes=b"hi", checked=False)
+    fast = TransformerRun(image, input_bytes=b"hi", checked=False,
+                          accelerate=partial(evaluator_for, evaluation=evaluation))
+    card = from_internal(full.X).clone()  # the start, loaded again after 7 passes
+    for run in (full, fast):
+        run.advance(7)
+        run.load_card(card)
+    for step in range(200):
+        full.step()
+        assert fast.advance(1) == 1 or fast.halted
+        assert torch.equal(full.X, fast.X), f"X differs after pass {step} from the card"
+        if full.halted:
+            break
+    assert full.halted and fast.active.fallbacks == 0
