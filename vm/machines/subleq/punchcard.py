@@ -54,11 +54,11 @@ def encode(program: Program, geometry: Geometry | None = None,
     X[layout["pos"], memory.start:] = pm1_codes(np.arange(memory.start, geometry.columns), B).T
     words = np.array(program.memory, dtype=np.int64)
     X[layout["mem"], memory.start:memory.stop] = pm1_codes(words, geometry.bits).T
-    for index, instruction in enumerate(all_instructions(program)):
-        column = geometry.instruction_column(index)
-        X[layout["instr_a"], column] = pm1_code(geometry.memory_column(instruction.a), B)
-        X[layout["instr_b"], column] = pm1_code(geometry.memory_column(instruction.b), B)
-        X[layout["instr_c"], column] = pm1_code(geometry.instruction_column(instruction.c), B)
+    a, b, c = np.array([(i.a, i.b, i.c) for i in all_instructions(program)], dtype=np.int64).T
+    pointers = {"instr_a": geometry.memory_column(a), "instr_b": geometry.memory_column(b),
+                "instr_c": geometry.instruction_column(c)}
+    for rows, columns in pointers.items():  # whole rows: per-column codes took 13 ms a card
+        X[layout[rows], code.start:code.stop] = pm1_codes(columns, B).T
     X[layout["pc"], scratch.start] = pm1_code(geometry.instruction_column(0), B)
     return X
 
