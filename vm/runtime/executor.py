@@ -157,7 +157,10 @@ class TransformerExecutor:
         self.check_memory(len(programs))
         for program in programs:
             self.machine.check_program(program, self.dtype_name)
-        return self.load_punchcards(np.stack([self.machine.encode(p) for p in programs]))
+        cards = np.empty((len(programs), self.layout.rows, self.layout.columns))
+        for card, program in zip(cards, programs):  # np.stack of a list held them twice
+            card[...] = self.machine.encode(program)
+        return self.load_punchcards(cards)
 
     def check_memory(self, batch: int) -> None:
         """Refuse, before any work, a batch whose run cannot fit in the memory free now: it
