@@ -94,3 +94,9 @@ def test_the_general_route_reports_progress_within_a_band():
                   fractions.append)
     assert len(fractions) > 1 and fractions == sorted(fractions)
     assert fractions[-1] == pytest.approx(1.0)
+
+
+def test_the_rotary_route_refuses_a_general_instance():
+    """It reads only the rotations: a general instance got a gradient 3.5 x the true one."""
+    with pytest.raises(ValueError, match="not the rotary form"):
+        fast_gradient(random_instance(16, 4, 1.0, "general", seed=0), "rotary", 8, 1.0)

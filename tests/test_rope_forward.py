@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from vm.attention.rope.forward import (general_attention, rotary_attention, rotary_offsets,
-                                       rotate, support)
+from vm.attention.rope.forward import (check_rotary, general_attention, rotary_attention,
+                                       rotary_offsets, rotate, rotation_blocks, support)
+from vm.attention.rope.instance import random_instance
 
 
 def test_rotary_form_is_the_general_form_with_rotation_offsets():
@@ -44,3 +45,27 @@ def test_rotary_support_is_the_two_by_two_diagonal_blocks():
 def test_odd_dimension_has_no_rotary_form():
     with pytest.raises(ValueError):
         rotate(torch.zeros(2, 3, dtype=torch.float64))
+
+
+def test_rotary_offsets_formed_as_products_of_rotations_pass_the_rotary_check():
+    # W_{i-j} = R_i^T R_j rounds differently from R_{-delta} at large positions
+    n, d = 3000, 4
+    rotations = rotation_blocks(torch.arange(n), d)
+    offsets = rotary_offsets(n, d)
+    for b in range(d // 2):  # delta = i - j for i = n - 1 and every j
+        offsets[n - 1:, 2 * b:2 * b + 2, 2 * b:2 * b + 2] = (
+            rotations[n - 1, b].T @ rotations[:, b].flip(0))
+    check_rotary(offsets)
+
+
+@pytest.mark.parametrize("change", ["general", "off-block entry", "one angle"])
+def test_offsets_that_are_not_rotary_fail_the_rotary_check(change):
+    offsets = rotary_offsets(9, 4)
+    if change == "general":
+        offsets = random_instance(9, 4, 1.0, "general", seed=0).offsets
+    elif change == "off-block entry":
+        offsets[3, 0, 2] = 0.1
+    else:
+        offsets[5, 2:4, 2:4] = torch.eye(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="not the rotary form"):
+        check_rotary(offsets)

@@ -69,3 +69,9 @@ def test_a_block_of_no_rows_is_refused(route, block):
     """block = -1 looped over no rows and returned a gradient of zeros."""
     with pytest.raises(ValueError, match="block must be a whole number of rows"):
         route(random_instance(8, 4, 1.0, "rotary", seed=0), block=block)
+
+
+def test_the_rotary_baseline_refuses_a_general_instance():
+    """It reads only the rotations, so it gave a general instance another one's gradient."""
+    with pytest.raises(ValueError, match="not the rotary form"):
+        exact_rotary_gradient(random_instance(8, 4, 1.0, "general", seed=0))

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vm.attention.rope.forward import rotate, rotation_blocks, support
+from vm.attention.rope.forward import check_rotary, rotate, rotation_blocks, support
 from vm.attention.rope.gradient import Instance
 from vm.attention.rope.instance import FORMS
 from vm.attention.rope.polynomial import (check_polynomial, exponents, features, rank,
@@ -72,6 +72,7 @@ def rotary_gradient(inst: Instance, degree: int, bound: float,
                     progress: Callable[[float], None] | None = None) -> FastGradient:
     """Section 6's approximate gradient for the standard rotary form (W_delta = R_{-delta});
     `progress` is told the fraction done after each chunk of rows (two sweeps)."""
+    check_rotary(inst.offsets)
     n, d = inst.a1.shape
     k = rank(d, degree)
     poly = weights(d, bound, degree)

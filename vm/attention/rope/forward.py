@@ -54,6 +54,28 @@ def rotary_offsets(n: int, d: int) -> torch.Tensor:
     return out
 
 
+ROTARY_TOLERANCE = 1e-9
+"""How far offsets may stray from R_{-delta} and still count as rotary: the rotary routes
+recompute the rotations from the positions, and cos and sin of angles up to 2^17 radians
+round at about 3e-11 however they are formed; a general instance differs by O(1)."""
+
+
+def check_rotary(offsets: torch.Tensor) -> None:
+    """ValueError unless `offsets` are the rotary form's W_delta = R_{-delta}: the rotary
+    routes never read the offsets, so a general instance got the gradient of another one."""
+    count, d, _ = offsets.shape
+    if d % 2:
+        raise ValueError(f"the rotary form needs an even dimension, got d = {d}")
+    n = (count + 1) // 2
+    on_blocks = torch.block_diag(*[torch.ones(2, 2, dtype=torch.bool)] * (d // 2))
+    diagonal = offsets.reshape(count, d // 2, 2, d // 2, 2).diagonal(dim1=1, dim2=3)
+    expected = rotation_blocks(-torch.arange(-(n - 1), n), d).permute(0, 2, 3, 1)
+    if not (torch.allclose(diagonal, expected, rtol=0, atol=ROTARY_TOLERANCE)
+            and bool((offsets.abs().amax(0)[~on_blocks] <= ROTARY_TOLERANCE).all())):
+        raise ValueError("the instance's offsets are not the rotary form's W_delta = "
+                         "R_{-delta}: use the general route")
+
+
 def rotary_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """The n x n score matrix (R_i q_i) . (R_j k_j) / d of the rotary form."""
     return rotate(q) @ rotate(k).T / q.shape[1]

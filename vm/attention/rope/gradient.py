@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vm.attention.rope.forward import rotate, rotation_blocks, support
+from vm.attention.rope.forward import check_rotary, rotate, rotation_blocks, support
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,7 @@ def exact_rotary_gradient(inst: Instance, block: int | None = None,
     W_{i-j}[r, s] = (R_i^T R_j)[r, s] = sum_t R_i[t, r] R_j[t, s] splits the gradient block
     into (A1 o R[t, r])^T gamma (A2 o R[t, s]). Still O(n^2 d^2) time: the exact baseline.
     `progress` is told the fraction of rows done after each block."""
+    check_rotary(inst.offsets)
     n, d = inst.a1.shape
     _check_block(block)
     v = inst.a3 @ inst.y
