@@ -331,3 +331,27 @@ def test_progress_counts_every_oracle_call_and_every_reference_row(monkeypatch, 
     calls, rows = seen["oracle calls"], seen["reference rows"]
     assert calls[-2] == report["calls"] == -calls[-1] and calls[:-1] == sorted(calls[:-1])
     assert rows[-2] == 2 * 2 * 300 == -rows[-1] and rows[:-1] == sorted(rows[:-1])
+
+
+def test_the_sampled_check_of_theorem_4_1_shows_progress_and_obeys_max_seconds(monkeypatch,
+                                                                               capsys) -> None:
+    """The check looks at all N^2 pairs of the first layer (twice the direct attention's
+    time); it ran after both limited stages with no progress and past --max-seconds."""
+    seen: list[int] = []
+
+    class Recording:
+        def __init__(self, label: str, total: int, **_: object) -> None:
+            self.label, self.total = label, total
+
+        def __call__(self, count: int) -> None:
+            if self.label.startswith("first-layer"):
+                seen.append(count)
+
+        def done(self) -> None:
+            if self.label.startswith("first-layer"):
+                seen.append(-self.total)
+
+    monkeypatch.setattr(attention, "Progress", Recording)
+    assert main(["attention", "--n", "2500", "--m", "40", "--mode", "sampled", "--heads", "2",
+                 "--json"]) == 0
+    assert len(seen) > 3 and seen[-2] == 2 * 2500 == -seen[-1] and seen[:-1] == sorted(seen[:-1])

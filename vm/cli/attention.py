@@ -125,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
                      unfinished="the simulation finished")
     rows = Progress("reference rows", args.layers * args.heads * args.n,
                     max_seconds=args.max_seconds, unfinished="the direct attention finished")
+    checked = Progress("first-layer rows checked", args.heads * args.n,
+                       max_seconds=args.max_seconds, unfinished="Theorem 4.1's check finished")
     x, model = random_instance(args.n, args.heads, args.layers, args.head_dim, mask,
                                getattr(torch, args.dtype), args.seed, args.score_scale)
     result, taken = measure(lambda: simulate(model, x, args.mode, args.m, args.oracle_heads,
@@ -144,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     if args.mode in ("window", "sink"):
         report.update(window=mask.window, sinks=mask.sinks, amplification=result.amplification)
     if args.mode == "sampled":
-        check = check_first_layer(model, x, args.m)
+        check = check_first_layer(model, x, args.m, checked)
+        checked.done()
         ratio = (result.log_normalizers[0] - log_normalizers[0]).exp()
         report.update(normalizer_error=float((ratio - 1).abs().max()),
                       normalizer_bound=check.normalizer_bound, bound=check.output_bound,
