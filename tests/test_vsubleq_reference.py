@@ -82,3 +82,44 @@ def test_loader_limits_the_size() -> None:
         load_image("0 " * (MAX_WORDS + 1))
     with pytest.raises(InputError, match="no words"):
         load_image("# nothing\n")
+
+
+@pytest.mark.parametrize("words, bits, message", [
+    ([4.7, 5, -1], 8, "word 0 is 4.7, not a whole number"),
+    ([4, 5, 3.0], 8, "word 2 is 3.0, not a whole number"),
+    ([True, 5, -1], 8, "word 0 is True, not a whole number"),
+    (["1", 5, -1], 8, "word 0 is '1', not a whole number"),
+    ([], 8, "at least one word"),
+    (None, 8, "got NoneType"),
+    ([0, 0, -1], 8.0, "got 8.0"),
+    ([0, 0, -1], "8", "got '8'"),
+])
+def test_image_refuses_words_and_sizes_that_are_no_whole_numbers(words, bits,
+                                                                  message: str) -> None:
+    """A float word failed in the reference with a TypeError (and the transformer truncated
+    it); a str word or word size failed in a comparison; no words made an image."""
+    with pytest.raises(InputError, match=message):
+        Image.from_words(words, bits)
+
+
+def test_image_holds_numpy_words_as_python_ints() -> None:
+    """numpy's uint8 words wrapped at 256 in the reference's subtraction."""
+    import numpy as np
+    words = np.array([4, 5, 3, 0, 100, 1], dtype=np.uint8)
+    image = Image.from_words(list(words), 16)
+    assert all(type(word) is int for word in image.memory)
+    # mem[5] = 1 - 100 = -99 on 16-bit words, then jump to 3: 0 5 1 ... falls through
+    assert run_reference(image, 1).memory[5] == -99
+
+
+@pytest.mark.parametrize("memory, length, message", [
+    ((0, 0, -1), 3, "power of two of at least 4 words"),
+    ((0, 0, -1, 0, 0), 5, "power of two"),
+    ((0, 0, -1, 0), 0, "length must be from 1 to its 4 cells"),
+    ((0, 0, -1, 0), 9, "length must be from 1 to its 4 cells"),
+])
+def test_an_image_made_directly_is_checked_too(memory, length: int, message: str) -> None:
+    """Image((0, 0, -1), 8, 3) ran on the reference with its addresses taken modulo 3,
+    which no transformer geometry holds."""
+    with pytest.raises(InputError, match=message):
+        Image(memory, 8, length)

@@ -12,6 +12,8 @@ transformer keyed by the low log2(m) bits of a word does.
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -38,25 +40,61 @@ class Image:
     """How many words the source gave (the rest is zero padding)."""
     source: str = "<image>"
 
-    @classmethod
-    def from_words(cls, words: list[int], bits: int = 16, source: str = "<image>") -> "Image":
-        """Pad `words` to a power of two >= 4; refuse words or sizes N bits cannot hold."""
-        if not 2 <= bits <= MAX_BITS:
-            raise InputError(f"word size must be between 2 and {MAX_BITS} bits, got {bits}")
-        low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-        for index, word in enumerate(words):
+    def __post_init__(self) -> None:
+        """Refuse what the machine cannot hold, however the image was made, and hold the
+        words as Python ints: a float word failed deep in the reference (TypeError in
+        `wrap`) and was truncated on the transformer, numpy's uint8 words wrapped in the
+        reference's subtraction, a memory of 3 words ran on the reference alone, a str
+        word or word size failed in a comparison."""
+        if not _whole_number(self.bits) or not 2 <= self.bits <= MAX_BITS:
+            raise InputError(f"word size must be between 2 and {MAX_BITS} bits, got "
+                             f"{self.bits!r:.40}")
+        if not isinstance(self.memory, (tuple, list)):
+            raise InputError(f"an image's memory must be a tuple of words, got "
+                             f"{type(self.memory).__name__}")
+        low, high = -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+        for index, word in enumerate(self.memory):
+            if not _whole_number(word):
+                raise InputError(f"word {index} is {word!r:.40}, not a whole number")
             if not low <= word <= high:
-                raise InputError(f"word {index} is {word}, outside the {bits}-bit range "
+                raise InputError(f"word {index} is {word}, outside the {self.bits}-bit range "
                                  f"{low}..{high}")
-        size = max(MIN_MEMORY, 1 << max(0, len(words) - 1).bit_length())
-        if size > 1 << (bits - 1):
-            raise InputError(f"{len(words)} words need {size} cells, more than {bits}-bit "
-                             f"words can address ({1 << (bits - 1)})")
-        return cls(tuple(words) + (0,) * (size - len(words)), bits, len(words), source)
+        object.__setattr__(self, "memory", tuple(int(word) for word in self.memory))
+        size = len(self.memory)
+        if size < MIN_MEMORY or size & (size - 1):
+            raise InputError(f"an image's memory must be a power of two of at least "
+                             f"{MIN_MEMORY} words (Image.from_words pads it), got {size}")
+        if not _whole_number(self.length) or not 1 <= self.length <= size:
+            raise InputError(f"an image's length must be from 1 to its {size} cells, got "
+                             f"{self.length!r:.40}")
+        if size > 1 << (self.bits - 1):
+            raise InputError(f"{self.length} words need {size} cells, more than {self.bits}-bit "
+                             f"words can address ({1 << (self.bits - 1)})")
+
+    @classmethod
+    def from_words(cls, words: Sequence[int], bits: int = 16, source: str = "<image>"
+                   ) -> "Image":
+        """Pad `words` to a power of two >= 4; refuse words or sizes N bits cannot hold,
+        and an image of no words."""
+        if isinstance(words, (str, bytes)) or not isinstance(words, Iterable):
+            raise InputError(f"an image's words must be a list of whole numbers, got "
+                             f"{type(words).__name__}")
+        words = tuple(words)
+        if not words:
+            raise InputError("an image needs at least one word")
+        size = MIN_MEMORY
+        while size < len(words):
+            size *= 2
+        return cls(words + (0,) * (size - len(words)), bits, len(words), source)
 
     @property
     def size(self) -> int:
         return len(self.memory)
+
+
+def _whole_number(value: object) -> bool:
+    """An integer, Python's or numpy's, that is not a bool (True is no word)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
