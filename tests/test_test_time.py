@@ -6,6 +6,8 @@ import json
 import math
 import re
 import time
+from fractions import Fraction
+from math import comb
 from pathlib import Path
 
 import numpy as np
@@ -286,3 +288,25 @@ def test_an_array_is_not_taken_for_its_first_cell(capsys):
     assert main(["sample", str(ROOT / "programs" / "subleq" / "bubble_sort.sq"), "--cell",
                  "xs"]) == 2
     assert "is an array of 7 cells" in capsys.readouterr().err
+
+
+def _binomial_majority(p: Fraction, n: int) -> float:
+    """P(more than half of n draws are correct, half of a tie) summed in exact fractions."""
+    terms = [comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(n + 1)]
+    return float(sum(t for k, t in enumerate(terms) if 2 * k > n)
+                 + sum(t / 2 for k, t in enumerate(terms) if 2 * k == n))
+
+
+@pytest.mark.parametrize("p_correct, n", [(0.0, 5), (1.0, 4), (0.5, 4), (0.55, 101),
+                                          (0.3, 1000), (0.51, 2000), (1e-300, 5), (0.9, 1)])
+def test_exact_majority_success_equals_the_binomial_sum(p_correct, n):
+    """p_correct = 0 answered 1 (0 x log 0 was NaN in every term), so samples_needed said
+    one sample suffices for a strategy that never succeeds."""
+    assert majority_success_two(p_correct, n) == pytest.approx(
+        _binomial_majority(Fraction(p_correct), n), rel=1e-12, abs=1e-300)
+
+
+def test_exact_majority_success_refuses_an_n_too_large_to_sum():
+    """n = 10^9 built a Python list of 10^9 lgamma values and was killed for memory."""
+    with pytest.raises(ValueError, match=re.escape("n must be at most 2^36")):
+        majority_success_two(0.6, (1 << 36) + 1)

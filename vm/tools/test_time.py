@@ -29,6 +29,11 @@ STRATEGIES = ("majority", "best-of-n")
 MAX_DRAWS = 1 << 26
 """Most trials x n one `simulated_success` draws (512 MiB of answers): 10^9 x 10^9 asked
 numpy for 6.9 EiB."""
+MAX_EXACT_SAMPLES = 1 << 36
+"""Largest n `majority_success_two` sums (10^7 terms there)."""
+WINDOW_SIGMAS = 19
+"""Half-width of the terms `majority_success_two` sums, in sqrt(n): the binomial's mass past
+19 sqrt(n) from its mean is below 2 exp(-2 x 19^2) < 1e-300."""
 SEEDS = 1 << 64
 """Torch's seeds are 0 .. 2^64 - 1; a batch past them failed deep in torch ('Overflow when
 unpacking long long')."""
@@ -109,21 +114,33 @@ def simulated_success(strategy: str, probabilities: Sequence[float], n: int, tri
     return float((wins / tied).mean())
 
 
-def _log(p: float) -> float:
-    return math.log(p) if p > 0 else -math.inf
-
-
 def majority_success_two(p_correct: float, n: int) -> float:
-    """P(majority correct) with exactly two answers, in O(n): the self-consistency hard
-    instance p = ((1 + Delta)/2, (1 - Delta)/2)."""
-    _probability(p_correct, "p_correct")
-    k = np.arange(_whole(n, "n", 0) + 1)
-    log_pmf = (math.lgamma(n + 1) - np.array([math.lgamma(i + 1) for i in k])
-               - np.array([math.lgamma(n - i + 1) for i in k])
-               + k * _log(p_correct) + (n - k) * _log(1 - p_correct))
+    """P(majority correct) with exactly two answers: the self-consistency hard instance
+    p = ((1 + Delta)/2, (1 - Delta)/2).
+
+    The binomial's terms are summed within WINDOW_SIGMAS * sqrt(n) of its mode, where all
+    but 1e-300 of its mass lies (Hoeffding), each from its neighbour's by the ratio
+    (n - k) p / ((k + 1) q): O(sqrt n) and exact to rounding. All n + 1 terms by Python's
+    lgamma were killed for memory at n = 10^9, and p_correct = 0 answered 1 (0 x log 0 made
+    every term NaN)."""
+    p = _probability(p_correct, "p_correct")
+    if _whole(n, "n", 0) > MAX_EXACT_SAMPLES:
+        raise ValueError(f"n must be at most 2^{MAX_EXACT_SAMPLES.bit_length() - 1}, got {n}")
+    q = 1.0 - p
+    if n == 0 or p == 0.0 or q == 0.0:  # one outcome: no sample, or every sample alike
+        correct = n if q == 0.0 else 0
+        return 1.0 if 2 * correct > n else 0.5 if 2 * correct == n else 0.0
+    mode = min(n, int((n + 1) * p))
+    width = math.ceil(WINDOW_SIGMAS * math.sqrt(n)) + 1
+    k = np.arange(max(0, mode - width), min(n, mode + width) + 1, dtype=float)
+    # log pmf(k + 1) - log pmf(k), summed outwards from the mode so rounding stays small
+    rises = np.log((n - k[:-1]) / (k[:-1] + 1)) + (math.log(p) - math.log(q))
+    at = mode - int(k[0])
+    log_pmf = np.concatenate([-np.cumsum(rises[:at][::-1])[::-1], [0.0],
+                              np.cumsum(rises[at:])])
     pmf = np.exp(log_pmf)
-    pmf /= pmf.sum()  # lgamma's rounding at n = 10^8 summed to a probability of 1.0000002
-    return min(1.0, float(pmf[2 * k > n].sum() + 0.5 * pmf[2 * k == n].sum()))
+    wins = pmf[2 * k > n].sum() + 0.5 * pmf[2 * k == n].sum()
+    return min(1.0, float(wins / pmf.sum()))
 
 
 def best_of_n_success(p_correct: float, n: int) -> float:
