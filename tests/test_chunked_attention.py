@@ -317,3 +317,22 @@ def test_random_instances_refuse_sizes_they_cannot_draw(sizes, message):
 def test_a_mask_is_one_of_its_kinds_with_counts_at_least_zero(arguments):
     with pytest.raises(InputError):   # 'bogus' was taken as a sink mask
         Mask(*arguments)
+
+
+def _head(rows: int, cols: int, dtype: torch.dtype = torch.float64) -> HeadWeights:
+    return HeadWeights(*(torch.ones(rows, cols, dtype=dtype),) * 3)
+
+
+@pytest.mark.parametrize("layers, message", [
+    ((), "at least one layer"),                                         # IndexError
+    (((_head(4, 4), _head(4, 4)), (_head(4, 4),)), "same number of heads"),  # torch.stack
+    (((_head(4, 4),), (_head(3, 3),)), r"got \(3, 3\)"),                # 'scores too far'
+    (((_head(4, 2),),), r"got \(4, 2\)"),                               # torch's expand
+    (((_head(4, 4), _head(4, 4, torch.float32)),), "torch.float32"),
+    (((_head(4, 4, torch.int64),),), "floating dtype"),                 # torch.finfo
+    (((HeadWeights(torch.eye(4).double() * float("nan"), *(torch.eye(4).double(),) * 2),),),
+     "not finite"),                                                     # 'scores too far'
+])
+def test_a_large_transformer_refuses_weights_no_layer_could_run(layers, message):
+    with pytest.raises(InputError, match=message):
+        LargeTransformer(layers=layers, mask=Mask())

@@ -70,6 +70,26 @@ class LargeTransformer:
     layers: tuple[tuple[HeadWeights, ...], ...]
     mask: Mask
 
+    def __post_init__(self) -> None:
+        """Every layer reads the previous one's H*m columns, so all layers need the same H
+        heads of m x m weights in one floating dtype: a ragged model failed deep in torch
+        (or as a precision failure), an integer one in torch.finfo."""
+        heads = [head for layer in self.layers for head in layer]
+        if not heads or any(len(layer) != len(self.layers[0]) for layer in self.layers):
+            raise InputError(f"a large transformer needs at least one layer and the same "
+                             f"number of heads in each, got {[len(l) for l in self.layers]}")
+        m, dtype = heads[0].query.shape[0], heads[0].query.dtype
+        for head in heads:
+            for weight in (head.query, head.key, head.value):
+                if (tuple(weight.shape) != (m, m) or weight.dtype != dtype
+                        or not dtype.is_floating_point):
+                    raise InputError(f"every head's query, key and value must be m x m (m = "
+                                     f"{m}, the first query's rows) of one floating dtype "
+                                     f"({dtype}, the first query's); got "
+                                     f"{tuple(weight.shape)} of {weight.dtype}")
+                if not bool(torch.isfinite(weight).all()):
+                    raise InputError("a head's weights have entries that are not finite")
+
     @property
     def heads(self) -> int:
         return len(self.layers[0])
