@@ -37,6 +37,17 @@ def test_reference_run_reads_input(capsys) -> None:
     assert code == 0 and payload["output"] == "abc" and payload["halted"]
 
 
+@pytest.mark.parametrize("engine", ["reference", "transformer"])
+def test_text_output_reads_back_the_utf8_input(capsys, engine: str) -> None:
+    """--input writes UTF-8, and the output was read as Latin-1: echoing 'héllo €' printed
+    "h\\u00c3\\u00a9llo \\u00e2\\u0082\\u00ac", which JSON reads as 'hÃ©llo â\x82¬'."""
+    text = "héllo €"
+    code, out, _ = run_cli(capsys, "run", "--engine", engine, "--json", "--input", text, ECHO)
+    assert code == 0 and json.loads(out)["output"] == text
+    code, out, _ = run_cli(capsys, "run", "--engine", engine, "--input", text, ECHO)
+    assert code == 0 and f"output: {json.dumps(text)}" in out.splitlines()
+
+
 @pytest.mark.parametrize("output_format, shown", [
     ("decimal", lambda data: " ".join(str(byte) for byte in data)),
     ("hex", lambda data: data.hex(" ")),
@@ -149,7 +160,9 @@ def test_compare_reads_raw_bytes_from_an_input_file(capsys, tmp_path) -> None:
     assert code == 0 and json.loads(out) == {"ok": True, "steps": steps, "halted": True,
                                              "divergence": None}
     code, out, _ = run_cli(capsys, "run", "--json", "--input-file", str(data), ECHO)
-    assert code == 0 and json.loads(out)["output"] == "a\x00\x7f\x80\xffz"
+    shown = json.loads(out)["output"]  # 0x80 and 0xff are no UTF-8 text: lone surrogates
+    assert code == 0 and shown == "a\x00\x7f\udc80\udcffz"
+    assert shown.encode("utf-8", "surrogateescape") == data.read_bytes()
 
 
 @pytest.mark.parametrize("argv, message", [

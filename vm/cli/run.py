@@ -39,8 +39,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_input_arguments(parser)
     parser.add_argument("--output-format", choices=OUTPUT_FORMATS,
                         help="how the output stream of a standard SUBLEQ image is shown: text "
-                             "(default; a JSON string, escapes for other bytes), or the byte "
-                             "values in decimal or hex")
+                             "(default; a JSON string of the bytes read as UTF-8, a byte that is "
+                             "not UTF-8 as \\udcHH), or the byte values in decimal or hex")
     add_time_limit(parser)
     add_engine_arguments(parser)
     parser.set_defaults(func=run)

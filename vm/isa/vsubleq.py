@@ -147,15 +147,18 @@ class Vsubleq(InstructionSet):
 
     def result_lines(self, result: Result, output_format: str = "text",
                      as_json: bool = False) -> dict[str, object]:
-        """The output stream, when the run wrote one: text (escapes for other bytes; a JSON
-        string), or the byte values in decimal or hex (a JSON list of integers)."""
+        """The output stream, when the run wrote one: text (a JSON string), or the byte
+        values in decimal or hex (a JSON list of integers). Text is the bytes read as UTF-8,
+        as --input writes them (read as Latin-1, echoing 'é' showed "\\u00c3\\u00a9", which
+        JSON reads as 'Ã©'); a byte that is no part of UTF-8 text is the lone surrogate
+        U+DC00 + byte (Python's surrogateescape, which --input turns back into the byte)."""
         if output_format not in OUTPUT_FORMATS:  # "binary" or "Decimal" printed hex
             raise InputError(f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got "
                              f"{output_format!r}")
         if not result.output:
             return {}
         if output_format == "text":
-            text = result.output.decode("latin-1")
+            text = result.output.decode("utf-8", "surrogateescape")
             return {"output": text if as_json else json.dumps(text)}
         if as_json:
             return {"output": list(result.output)}
