@@ -90,6 +90,23 @@ def test_bad_commands_get_one_error_line(line, message):
     assert out.startswith("error: ") and message in out and "\n" not in out
 
 
+@pytest.mark.parametrize("line, fed", [("input  a b \n", b" a b "), ("input\t\tx\r\n", b"\tx"),
+                                      ("input   ", b"  ")])
+def test_input_feeds_its_spaces(line: str, fed: bytes):
+    """The line was stripped: 'input  a b ' fed 'a b', and 'input   ' nothing at all."""
+    repl = VsubleqRepl(image("echo.dec"), "echo.dec")
+    assert f"fed {len(fed)} bytes" in repl.execute(line)
+    assert repl.fed == fed and repl.reference.input == fed
+    repl.execute("continue")
+    assert repl.run.state().output == fed
+
+
+def test_a_tab_separates_a_command_from_its_argument():
+    """'step<TAB>2' was the unknown command 'step<TAB>2'."""
+    repl = VsubleqRepl(image("echo.dec"), "echo.dec")
+    assert repl.execute("step\t2").endswith("step 2  pc 6: 18 19 12")
+
+
 def test_a_bad_escape_leaves_the_session_going():
     repl = VsubleqRepl(image("echo.dec"), "echo.dec")
     assert repl.execute("input \\xZZ").startswith("error: ") and repl.fed == b""

@@ -11,6 +11,7 @@ before the bytes were fed read -1, on both engines alike.
 from __future__ import annotations
 
 import copy
+import re
 import unicodedata
 
 import torch
@@ -31,13 +32,15 @@ OUTPUT_SLACK = 64
 """Output columns added beyond what is written each time the tape grows."""
 SHOWN_STEPS = 20
 """Steps of a `step K` listed one by one; the rest are only counted."""
+COMMAND = re.compile(r"(\S*)\s?(.*)", re.DOTALL)
+"""A command line: the command, one blank (a space or a tab), the argument."""
 NO_ARGUMENT = frozenset({"continue", "c", "pc", "where", "output", "help", "quit"})
 """Commands that take no argument: one is refused, not ignored."""
 HELP = """commands:
   step [K]       (s) run K steps (default 1) on both engines, listing them
   continue       (c) run until the image halts or --max-steps more steps
-  input TEXT     feed TEXT's bytes to the input stream: characters as UTF-8, escapes
-                 \\n \\t \\r \\0 \\\\ \\' \\" \\a \\b \\f \\v, \\xHH and \\ooo one byte,
+  input TEXT     feed TEXT's bytes (its spaces too) to the input stream: characters as
+                 UTF-8, escapes \\n \\t \\r \\0 \\\\ \\' \\" \\a \\b \\f \\v, \\xHH and \\ooo one byte,
                  \\uXXXX \\UXXXXXXXX \\N{NAME} a character (as UTF-8)
   pc             (where) the pc and the instruction there
   print [A[:B]]  (p) memory words A..B-1, B above A (default: all words of the image)
@@ -81,8 +84,9 @@ class VsubleqRepl:
         return run
 
     def execute(self, line: str) -> str:
-        """Run one command line; InputErrors come back as the line to print."""
-        command, _, argument = line.strip().partition(" ")
+        """Run one command line; InputErrors come back as the line to print. `input` feeds
+        what follows its one separating blank as it is: stripped, 'input  a ' fed 'a'."""
+        command, argument = COMMAND.fullmatch(line.rstrip("\r\n").lstrip()).groups()
         handler = {"step": self._step, "s": self._step, "continue": self._continue,
                    "c": self._continue, "input": self._input, "pc": self._pc,
                    "where": self._pc, "print": self._print, "p": self._print,
@@ -95,7 +99,7 @@ class VsubleqRepl:
         if argument.strip() and command in NO_ARGUMENT:  # 'pc 5' meant 'print 5'
             return f"error: '{command}' takes no argument"
         try:
-            return handler(argument.strip())
+            return handler(argument if command == "input" else argument.strip())
         except InputError as error:
             return error_line(f"error: {error}")
 
