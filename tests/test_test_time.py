@@ -310,3 +310,16 @@ def test_exact_majority_success_refuses_an_n_too_large_to_sum():
     """n = 10^9 built a Python list of 10^9 lgamma values and was killed for memory."""
     with pytest.raises(ValueError, match=re.escape("n must be at most 2^36")):
         majority_success_two(0.6, (1 << 36) + 1)
+
+
+@pytest.mark.parametrize("p_correct, n, expected", [
+    (1e-17, 10 ** 6, 1e-11),                 # 1 - p rounded to 1: the success was 0
+    (1e-20, 10 ** 10, 1e-10),
+    (0.1, 30, float(1 - (1 - Fraction(0.1)) ** 30)),
+    (0.5, 10 ** 400, 1.0),                   # OverflowError in float's power
+    (1e-300, 10 ** 400, 1.0),
+    (0.0, 10 ** 400, 0.0),
+    (1.0, 0, 0.0),
+])
+def test_exact_best_of_n_success_keeps_small_probabilities(p_correct, n, expected):
+    assert best_of_n_success(p_correct, n) == pytest.approx(expected, rel=1e-9)

@@ -145,10 +145,17 @@ def majority_success_two(p_correct: float, n: int) -> float:
 
 def best_of_n_success(p_correct: float, n: int) -> float:
     """P(the correct answer is among n samples), which a reward maximized only at the correct
-    answer then selects: 1 - (1 - p)^n."""
-    _probability(p_correct, "p_correct")
-    _whole(n, "n", 0)
-    return 1.0 - (1.0 - p_correct) ** n
+    answer then selects: 1 - (1 - p)^n, as -expm1(n log1p(-p)). Formed as written, 1 - p
+    rounded a p below 1e-16 away (success 0 for p = 1e-17 at n = 10^6, not 1e-11), and an n
+    past 1e308 overflowed float's power."""
+    p = _probability(p_correct, "p_correct")
+    if _whole(n, "n", 0) == 0 or p in (0.0, 1.0):  # log1p(-1) is no number, inf x 0 NaN
+        return float(n > 0 and p == 1.0)
+    try:
+        draws = float(n)
+    except OverflowError:  # (1 - p)^n is 0 for any p > 0
+        draws = math.inf
+    return -math.expm1(draws * math.log1p(-p))
 
 
 def samples_needed(success: Callable[[int], float], delta: float, limit: int = 1 << 22) -> int:
