@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 import torch
 
@@ -75,3 +78,18 @@ def test_the_rotary_baseline_refuses_a_general_instance():
     """It reads only the rotations, so it gave a general instance another one's gradient."""
     with pytest.raises(ValueError, match="not the rotary form"):
         exact_rotary_gradient(random_instance(8, 4, 1.0, "general", seed=0))
+
+
+@pytest.mark.parametrize("field, change, message", [
+    ("offsets", lambda t: t[:-2], "offsets must be a 15 x 4 x 4"),    # n = 7's: IndexError
+    ("offsets", lambda t: torch.cat([t, t[:4]]), "offsets must be"),  # n = 10's: another gradient
+    ("a1", lambda t: t.float(), "a1 must be a 8 x 4 float64"),        # torch's dtype error
+    ("e", lambda t: t[:, :2], "e must be a 8 x 4"),
+    ("x1", lambda t: t[:3], "x1 must be a 4 x 4"),
+    ("a2", lambda t: t.clone().fill_(math.nan), "a2 has entries that are not finite"),  # NaN
+    ("a1", lambda t: t[0], "a1 must be an n x d matrix"),
+])
+def test_an_instance_whose_parts_disagree_is_refused(field, change, message):
+    inst = random_instance(8, 4, 1.0, "general", seed=0)
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(inst, **{field: change(getattr(inst, field))})

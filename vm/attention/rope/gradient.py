@@ -44,6 +44,24 @@ class Instance:
     offsets: torch.Tensor
     """(2n-1, d, d): W_delta at index delta + n - 1."""
 
+    def __post_init__(self) -> None:
+        """ValueError unless the shapes agree, in finite float64: offsets of another n gave
+        the general fast route a silently different gradient, and NaN a NaN one."""
+        if self.a1.ndim != 2 or 0 in self.a1.shape:
+            raise ValueError(f"a1 must be an n x d matrix with n, d >= 1, got shape "
+                             f"{tuple(self.a1.shape)}")
+        n, d = self.a1.shape
+        shapes = {"a1": (n, d), "a2": (n, d), "a3": (n, d), "e": (n, d), "x1": (d, d),
+                  "x2": (d, d), "y": (d, d), "offsets": (2 * n - 1, d, d)}
+        for name, shape in shapes.items():
+            tensor = getattr(self, name)
+            if tuple(tensor.shape) != shape or tensor.dtype != torch.float64:
+                raise ValueError(f"{name} must be a {' x '.join(map(str, shape))} float64 "
+                                 f"tensor (n x d = {n} x {d} from a1), got "
+                                 f"{tuple(tensor.shape)} of {tensor.dtype}")
+            if not bool(torch.isfinite(tensor).all()):
+                raise ValueError(f"{name} has entries that are not finite")
+
     @property
     def x(self) -> torch.Tensor:
         """The paper's parameter X = X1 (x) X2 (d^2 x d^2)."""
