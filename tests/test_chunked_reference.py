@@ -3,11 +3,13 @@ a block of queries can see gives full masked attention, for every mask and block
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from vm.attention.chunked.model import Mask, random_instance
-from vm.attention.chunked.reference import head_attention, visible_keys
+from vm.attention.chunked.reference import head_attention, relative_error, visible_keys
 
 MASKS = [Mask("none"), Mask("causal"), Mask("window", window=5),
          Mask("sink", window=4, sinks=3), Mask("window", window=1)]
@@ -39,3 +41,11 @@ def test_a_window_block_scores_only_its_band_and_the_sinks():
     assert keys.tolist() == [0, 1] + list(range(97, 110))
     assert len(visible_keys(Mask("causal"), 100, 110, 4096)) == 110
     assert len(visible_keys(Mask("none"), 100, 110, 4096)) == 4096
+
+
+def test_a_zero_row_matched_exactly_has_no_error_and_one_missed_has_infinite_error():
+    """0 / 0 on an all-zero output row (zero value weights) made the whole error NaN."""
+    exact = torch.tensor([[0.0, 0.0], [3.0, 4.0]])
+    assert relative_error(exact, exact) == 0.0
+    assert relative_error(exact + torch.tensor([[0.0, 0.0], [0.0, 0.5]]), exact) == 0.1
+    assert relative_error(exact + torch.tensor([[1e-9, 0.0], [0.0, 0.0]]), exact) == math.inf

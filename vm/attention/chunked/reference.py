@@ -63,11 +63,12 @@ def direct_forward(model: LargeTransformer, x: Tensor, row_chunk: int | None = N
 
 
 def relative_error(approx: Tensor, exact: Tensor) -> float:
-    """max_i ||approx_i - exact_i|| / ||exact_i||: the paper's per-row simulation error."""
+    """max_i ||approx_i - exact_i|| / ||exact_i||: the paper's per-row simulation error. A
+    zero row matched exactly counts 0 (0 / 0 made the whole error NaN), missed counts inf."""
     approx, exact = approx.double(), exact.double()
     diff = torch.linalg.vector_norm(approx - exact, dim=-1)
     scale = torch.linalg.vector_norm(exact, dim=-1)
-    return float((diff / scale).max())
+    return float(torch.where(diff == 0, 0.0, diff / scale).max())
 
 
 def visible_keys(mask: Mask, start: int, stop: int, n: int) -> Tensor:
