@@ -323,3 +323,17 @@ def test_exact_majority_success_refuses_an_n_too_large_to_sum():
 ])
 def test_exact_best_of_n_success_keeps_small_probabilities(p_correct, n, expected):
     assert best_of_n_success(p_correct, n) == pytest.approx(expected, rel=1e-9)
+
+
+def test_best_of_n_refuses_a_nan_reward():
+    """max() ranks nothing above NaN: the answer rewarded NaN, seen first, was picked over
+    one rewarded 1."""
+    with pytest.raises(ValueError, match=re.escape("reward(5) is NaN")):
+        best_of_n([5, 9], reward=lambda a: math.nan if a == 5 else 1.0)
+
+
+@pytest.mark.parametrize("strategy", [majority, lambda answers: best_of_n(answers, float)])
+def test_a_strategy_over_no_answers_says_so(strategy):
+    """max() said 'arg is an empty sequence'."""
+    with pytest.raises(ValueError, match="at least one answer, got none"):
+        strategy([])

@@ -82,6 +82,7 @@ def distribution(answers: Sequence[Answer]) -> Distribution:
 
 def majority(answers: Sequence[Answer], rng: np.random.Generator | None = None) -> Answer:
     """Self-consistency: the most frequent answer; ties broken at random (or by first seen)."""
+    _some(answers)
     counts = Counter(answers)
     top = max(counts.values())
     tied = [answer for answer, count in counts.items() if count == top]
@@ -89,8 +90,21 @@ def majority(answers: Sequence[Answer], rng: np.random.Generator | None = None) 
 
 
 def best_of_n(answers: Sequence[Answer], reward: Callable[[Answer], float]) -> Answer:
-    """Best-of-n: the answer with the highest reward (the first one among equals)."""
-    return max(answers, key=reward)
+    """Best-of-n: the answer with the highest reward (the first one among equals), each
+    distinct answer rewarded once. A NaN reward is refused: max() compares nothing above
+    NaN, so an answer rewarded NaN first was picked over every other."""
+    rewards = {answer: reward(answer) for answer in dict.fromkeys(_some(answers))}
+    for answer, value in rewards.items():
+        if math.isnan(value):
+            raise ValueError(f"reward({answer!r}) is NaN; a reward must be a number")
+    return max(rewards, key=rewards.__getitem__)
+
+
+def _some(answers: Sequence[Answer]) -> Sequence[Answer]:
+    """`answers` when there is one or more (max() said 'arg is an empty sequence')."""
+    if not len(answers):
+        raise ValueError("a strategy needs at least one answer, got none")
+    return answers
 
 
 def simulated_success(strategy: str, probabilities: Sequence[float], n: int, trials: int,
