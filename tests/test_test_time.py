@@ -6,6 +6,8 @@ import json
 import math
 import re
 import time
+import tracemalloc
+from collections import Counter
 from fractions import Fraction
 from math import comb
 from pathlib import Path
@@ -337,3 +339,32 @@ def test_a_strategy_over_no_answers_says_so(strategy):
     """max() said 'arg is an empty sequence'."""
     with pytest.raises(ValueError, match="at least one answer, got none"):
         strategy([])
+
+
+def _majority_by_hand(draws: np.ndarray) -> float:
+    """Mean over rows of P(a uniformly random tie-break among the most frequent picks 0)."""
+    chances = []
+    for row in draws.tolist():
+        counts = Counter(row)
+        top = max(counts.values())
+        tied = [answer for answer, count in counts.items() if count == top]
+        chances.append((0 in tied) / len(tied))
+    return float(np.mean(chances))
+
+
+@pytest.mark.parametrize("answers", [4, 100_000])
+def test_simulated_majority_counts_only_the_answers_drawn(answers):
+    """Every answer was counted in every trial: 40,000 trials of 100,000 answers asked for
+    32 GB; here 1,000 trials of 100,000 took 1.6 GB."""
+    probabilities = best_of_n_hard_instance(0.3, answers)
+    tracemalloc.start()
+    try:
+        success = simulated_success("majority", probabilities, 5, 1000,
+                                    np.random.default_rng(7))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    draws = np.random.default_rng(7).choice(answers, size=(1000, 5),
+                                            p=np.asarray(probabilities) / sum(probabilities))
+    assert success == pytest.approx(_majority_by_hand(draws))
+    assert peak < 64 * 2 ** 20
