@@ -109,6 +109,7 @@ def distribution_gap(probabilities) -> float:
     (lambda: samples_needed(lambda n: 1.0, -1.0), "delta must lie strictly between"),
     (lambda: fitted_exponent([0.1], [10]), "two or more distinct gaps"),           # 0.5
     (lambda: fitted_exponent([0.0, 0.1], [1, 2]), "gaps must lie in (0, 1]"),     # LAPACK
+    (lambda: fitted_exponent([0.1, 0.2], [1, math.inf]), "counts be finite"),     # NaN
     (lambda: self_consistency_hard_instance(2.0), "gap must be a probability"),    # p = -0.5
     (lambda: best_of_n_hard_instance(0.5, 0), "answers must be a whole number"),   # 1 / 0
 ])

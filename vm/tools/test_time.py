@@ -219,9 +219,9 @@ def fitted_exponent(gaps: Sequence[float], samples: Sequence[int]) -> float:
     if gaps.ndim != 1 or gaps.shape != samples.shape or len(set(gaps.tolist())) < 2:
         raise ValueError(f"a slope needs two or more distinct gaps, each with its sample "
                          f"count; got {gaps.size} gaps and {samples.size} counts")
-    if not ((gaps > 0) & (gaps <= 1)).all() or not (samples >= 1).all():
-        raise ValueError("gaps must lie in (0, 1] and sample counts be at least 1 (a gap of "
-                         "0 sent LAPACK's least squares into NaN)")
+    if not ((gaps > 0) & (gaps <= 1)).all() or not ((samples >= 1) & (samples < np.inf)).all():
+        raise ValueError("gaps must lie in (0, 1] and sample counts be finite and at least 1 "
+                         "(a gap of 0 or a count of inf sent LAPACK's least squares into NaN)")
     x = np.log(1.0 / gaps)
     y = np.log(samples)
     return float(np.polyfit(x, y, 1)[0])
