@@ -8,7 +8,7 @@ import re
 
 import lark
 
-from assembler.diagnostics import SourceError, int_literal
+from assembler.diagnostics import SourceError, int_literal, source_lines
 from vm.common.errors import InputError
 
 MAX_WORDS = 1 << 15
@@ -20,10 +20,14 @@ _WORD = re.compile(r"[+-]?[0-9]+")
 
 def load_image(text: str, file: str = "<image>", bits: int | None = None) -> list[int]:
     """The words of an image, in order; a bad token, or one outside the `bits`-bit range when
-    `bits` is given, is a located InputError (file:line:col)."""
+    `bits` is given, is a located InputError (file:line:col). Lines end at newlines only, as
+    in .vsq sources and editors: a form feed (\\v, \\x1c-\\x1e, U+2028...) is a blank
+    (str.splitlines ended the line, and so a comment, there: '0 0 -1 ; halt<FF> 5' gave
+    the image a word 5, and an error after one showed another line under its caret)."""
     words: list[int] = []
     low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if bits else (None, None)
-    for number, line in enumerate(text.splitlines(), start=1):
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for number, line in enumerate(source_lines(text), start=1):
         body = re.split(r"[#;]", line, maxsplit=1)[0]
         for match in _TOKEN.finditer(body):
             token = match.group()

@@ -27,3 +27,28 @@ def test_a_bad_token_with_control_characters_is_quoted_with_escapes() -> None:
         load_image("1 \x1b[31mred\x00\n", "x.dec", 16)
     assert str(error.value).splitlines()[0] == (
         "x.dec:1:3: error: '\\x1b[31mred\\x00' is not a decimal word")
+
+
+@pytest.mark.parametrize("separator", ["\f", "\v", "\x1c", "\x85", "\u2028"])
+def test_a_page_break_does_not_end_a_comment(separator: str) -> None:
+    """str.splitlines ended the line, and the comment, at a form feed (\\v, \\x1c-\\x1e,
+    \\x85, U+2028/9): '0 0 -1 ; halt<FF> 5' gave the image a fourth word, 5."""
+    assert load_image(f"0 0 -1 ; halt{separator} 5\n7\n") == [0, 0, -1, 7]
+    assert load_image(f"1{separator}2\n") == [1, 2]
+
+
+def test_an_error_after_a_page_break_shows_its_own_line() -> None:
+    """Lines were counted by str.splitlines and shown by newlines: the 'x' on the first line
+    was reported on line 2 and shown under '4 5 6'."""
+    with pytest.raises(SourceError) as error:
+        load_image("1 2\f3 x\n4 5 6\n", "f.dec")
+    assert str(error.value).splitlines() == [
+        "f.dec:1:7: error: 'x' is not a decimal word", "    1 2?3 x", "          ^"]
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_an_error_after_other_newlines_is_on_its_line(newline: str) -> None:
+    with pytest.raises(SourceError) as error:
+        load_image(f"1 2{newline}3 x{newline}", "f.dec")
+    assert str(error.value).splitlines()[:2] == [
+        "f.dec:2:3: error: 'x' is not a decimal word", "    3 x"]
