@@ -338,6 +338,19 @@ def test_leaving_a_block_domain_is_reported_with_exit_1(tmp_path, capsys):
     assert "|result| <= 100" in values["domain"]
 
 
+def test_a_domain_left_is_not_widened_with_an_option_train_lacks(tmp_path, capsys):
+    """The block's advice '(widen it with --param matmul.span=N)' named an option that
+    train refuses as unrecognized."""
+    path = tmp_path / "far.npz"
+    np.savez(path, x=np.array([[0.5], [-0.5]]), y=np.array([[30.0], [-30.0]]))
+    assert main(["train", "--data", str(path), "--epochs", "1"]) == 1
+    domain = next(line for line in capsys.readouterr().out.splitlines()
+                  if line.startswith("domain: "))
+    assert "--param" not in domain and domain.endswith("; scale the data down")
+    with pytest.raises(SystemExit):  # what the advice would have had the user type
+        main(["train", "--data", str(path), "--param", "matmul_tn.span=1000"])
+
+
 def test_in_domain_runs_say_ok(linear_run):
     assert linear_run.violation is None
 
