@@ -104,8 +104,8 @@ def test_the_rotary_route_refuses_a_general_instance():
 
 def test_the_rotary_factor_memory_counts_only_the_rows_there_are():
     """A chunk of rows is at most n: at n = 1, d = 4, degree 8 it counted 33 MiB of features
-    where the two 160 x 495 sides (1.2 MiB) and one row are all there is."""
+    where the two 160 x 495 sides (each held twice, 2.4 MiB) and one row are all there is."""
     one = fast_gradient(random_instance(1, 4, 1.0, "rotary", seed=0), "rotary", 8, 1.0)
     many = fast_gradient(random_instance(4096, 4, 1.0, "rotary", seed=0), "rotary", 8, 1.0)
-    sides = 2 * 160 * 495 * 8
+    sides = 4 * 160 * 495 * 8
     assert sides < one.factor_bytes < sides + 2 ** 16 < many.factor_bytes

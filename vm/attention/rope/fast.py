@@ -219,12 +219,14 @@ def general_gradient(inst: Instance, degree: int, bound: float,
 
 
 def rotary_bytes(n: int, d: int, degree: int) -> int:
-    """The rotary route's features of one chunk of rows and its two (d+1) d^2 2 x k sides; a
-    chunk is at most n rows (counting a full chunk at n = 1 reported 33 MiB for 1.3 MiB)."""
+    """The rotary route's features of one chunk of rows and its two (d+1) d^2 2 x k sides,
+    each twice: the final einsum copies both into its matrix-product layout (counted once,
+    d = 16 at degree 5 passed the 4 GiB check with 2.7 GiB and held 5.4). A chunk is at
+    most n rows (counting a full chunk at n = 1 reported 33 MiB for 1.3 MiB)."""
     k = rank(d, degree)
     side = (d + 1) * d * (d // 2) * 4
     chunk = min(n, max(1, CHUNK_ENTRIES // max(k, side)))
-    return 8 * (2 * chunk * k + 2 * side * k + k * (d + 1))
+    return 8 * (2 * chunk * k + 4 * side * k + k * (d + 1))
 
 
 def general_bytes(n: int, d: int, support_size: int, degree: int) -> int:
