@@ -21,8 +21,8 @@ from vm.common.errors import InputError, RunFailure
 from vm.runtime.executor import EngineConfig
 from vm.machines.fleq.reference import run_fleq_reference
 from vm.apps.training import (TrainingSetup, assemble_training, exact_sgd, features,
-                         initial_weights, load_dataset, run_on_transformer, sgd_sample,
-                         starting_point, synthetic_regression, train, weight_names)
+                         initial_weights, load_dataset, program_source, run_on_transformer,
+                         sgd_sample, starting_point, synthetic_regression, train, weight_names)
 from vm.machines.fleq.punchcard import fleq_geometry_for
 
 torch.set_num_threads(1)
@@ -383,6 +383,9 @@ def test_in_domain_runs_say_ok(linear_run):
     ({"epochs": True}, "epochs must be a whole number"),               # 'unexpected True'
     ({"epochs": 2.5}, "epochs must be a whole number"),
     ({"seed": -7}, "seed must be a whole number, at least 0"),         # numpy's ValueError
+    ({"lr": 10 ** 400}, "positive and finite, got inf"),               # OverflowError
+    ({"lr": True}, "the learning rate must be a real number"),         # trained at lr 1
+    ({"lr": "0.1"}, "the learning rate must be a real number"),        # a TypeError
 ])
 def test_a_setup_outside_what_train_can_run_is_refused_where_it_is_made(settings, message):
     with pytest.raises(InputError, match=message):
@@ -391,6 +394,19 @@ def test_a_setup_outside_what_train_can_run_is_refused_where_it_is_made(settings
 
 def test_numpy_integers_are_whole_numbers():
     assert TrainingSetup(np.int64(2), 0.1, np.int32(3), seed=np.uint8(1)).hidden == 2
+
+
+@pytest.mark.parametrize("lr", [np.float64(0.25), np.float32(0.25), np.int64(1)])
+def test_a_numpy_learning_rate_trains_as_the_same_plain_number(lr):
+    """The program was written with repr(lr), 'np.float64(0.25)', which the assembler
+    refused at a line of the generated program."""
+    x, y = synthetic_regression(2, 1, 1, seed=3)
+    setup = TrainingSetup(0, lr, 1)
+    assert type(setup.lr) is float and setup.lr == float(lr)
+    inputs, targets, weights = starting_point(x, y, setup)
+    assert f"lr={float(lr)!r})" in program_source(inputs, targets, setup, weights)
+    result = train(x, y, setup)
+    assert max(result.weight_distances) < FLOAT64_WEIGHT_DISTANCE
 
 
 def test_a_huge_hidden_count_on_the_command_line_is_bad_input(tmp_path, capsys):

@@ -61,6 +61,11 @@ class TrainingSetup:
         """Checked here, not where numpy or the assembler meets them: hidden = 10^12 asked
         numpy for 21.8 TiB of weights, lr = inf or epochs = True reached the generated
         program as words it cannot parse, and 2.5 units were a TypeError."""
+        if not isinstance(self.lr, numbers.Real) or isinstance(self.lr, (bool, np.bool_)):
+            raise InputError(f"the learning rate must be a real number, got {self.lr!r}")
+        # plain numbers: the program is written with repr(lr), and numpy's repr of
+        # np.float64(0.1) is that text, which the assembler refused at a generated line
+        object.__setattr__(self, "lr", _float(self.lr))
         if not _whole(self.hidden) or not 0 <= self.hidden <= MAX_BLOCK:
             raise InputError(f"hidden must be a whole number from 0 (linear), at most "
                              f"{MAX_BLOCK} (the largest block size), got {self.hidden!r}")
@@ -75,9 +80,19 @@ class TrainingSetup:
             raise InputError(f"epochs must be a whole number, at least 1, got {self.epochs!r}")
         if not _whole(self.seed) or self.seed < 0:
             raise InputError(f"seed must be a whole number, at least 0, got {self.seed!r}")
+        for name in ("hidden", "epochs", "seed"):
+            object.__setattr__(self, name, int(getattr(self, name)))
         if self.activation not in ACTIVATIONS:
             raise InputError(f"unknown activation {self.activation!r} (choose from "
                              f"{', '.join(ACTIVATIONS)})")
+
+
+def _float(value: numbers.Real) -> float:
+    """`value` as a float; inf past float's range (10**400 raised OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _whole(value: object) -> bool:
