@@ -165,6 +165,62 @@ def test_geometry_refuses_bad_sizes() -> None:
         VGeometry(16, 8, -1, 4)
 
 
+@pytest.mark.parametrize("fields, message", [
+    ((16.0, 8), "memory must be a whole number, got 16.0"),
+    ((16, 8.5), "bits must be a whole number, got 8.5"),
+    ((16, 8, "3"), "inputs must be a whole number, got '3'"),
+    ((16, 8, 0, True), "outputs must be a whole number, got True"),
+])
+def test_geometry_refuses_sizes_that_are_no_whole_numbers(fields, message: str) -> None:
+    """VGeometry(16, 8.5) was a geometry; '3' and 16.0 failed in comparisons."""
+    with pytest.raises(InputError, match=message):
+        VGeometry(*fields)
+
+
+ECHO_WORDS = [-1, 18, 3, 19, 19, 6, 18, 19, 12, 20, 20, -1, 18, -1, 15, 20, 20, 0]
+
+
+@pytest.mark.parametrize("engine", [
+    lambda image, **options: run_transformer(image, 100, **options),
+    lambda image, **options: compare(image, 100, **options),
+    lambda image, **options: TransformerRun(image, **options),
+])
+@pytest.mark.parametrize("options, message", [
+    ({"input_bytes": "hi"}, "input_bytes must be bytes"),
+    ({"input_bytes": [300]}, "input_bytes must be bytes"),
+    ({"max_output": 1.5}, "max_output must be a whole number"),
+    ({"max_output": True}, "max_output must be a whole number"),
+    ({"device": "tpu"}, "unknown device 'tpu'"),
+    ({"device": "cpu:5"}, "one CPU device"),
+    ({"attention": "sparse"}, "attention must be one of dense, masked"),
+    ({"checked": "yes"}, "checked must be None, True or False"),
+])
+def test_runs_refuse_bad_arguments_by_name(engine, options: dict, message: str) -> None:
+    """The module's runs took them unchecked: a str input failed with "string argument
+    without an encoding", 1.5 bytes on a missing bit_length, True as a 1-byte tape, 'tpu'
+    in torch after the sizing run, 'sparse' with a ValueError, 'yes' as checked."""
+    with pytest.raises(InputError, match=message):
+        engine(Image.from_words(ECHO_WORDS, 8), **options)
+
+
+@pytest.mark.parametrize("engine", [run_transformer, compare])
+@pytest.mark.parametrize("max_steps", [-1, 1.5, None])
+def test_runs_refuse_a_step_limit_that_is_no_count(engine, max_steps) -> None:
+    """run_transformer(image, 1.5, max_output=0) ran two steps; compare(image, -1) compared
+    nothing and reported agreement."""
+    with pytest.raises(InputError, match="max_steps must be a whole number"):
+        engine(Image.from_words(ECHO_WORDS, 8), max_steps, max_output=0)
+
+
+@pytest.mark.parametrize("run", [lambda image: run_transformer(image, 10, max_output=0),
+                                 lambda image: compare(image, 10, max_output=0),
+                                 lambda image: run_reference(image, 10)])
+def test_runs_refuse_what_is_no_image(run) -> None:
+    """None failed on a missing `.size` or `.memory`."""
+    with pytest.raises(InputError, match="takes an Image"):
+        run(None)
+
+
 def test_the_default_tape_of_an_image_that_writes_on_and_on_fits_the_column_limit(
         tmp_path, capsys) -> None:
     """16,385 words (a 2^15-word memory) that write forever: the default tape, what 100,000

@@ -19,8 +19,9 @@ from vm.common.errors import InputError
 from vm.isa.base import OUTPUT_FORMATS, InstructionSet, PaperComparison, ProgramOptions
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
-from vm.machines.vsubleq.punchcard import encode, geometry_for
-from vm.machines.vsubleq.reference import MAX_BITS, Image, Result, Step, run_reference
+from vm.machines.vsubleq.punchcard import check_max_output, encode, geometry_for
+from vm.machines.vsubleq.reference import (MAX_BITS, Image, Result, Step, check_input_bytes,
+                                           run_reference)
 from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
 
@@ -44,16 +45,9 @@ def engine_settings(config: EngineConfig) -> dict:
 
 def _tapes(input_bytes: bytes, max_output: int | None = None) -> bytes:
     """The input as bytes, after refusing what is not bytes or a tape length that is not a
-    whole number: a str failed with "string argument without an encoding", [300] with
-    "bytes must be in range(0, 256)", max_output=1.5 with "no attribute 'bit_length'"."""
-    if not isinstance(input_bytes, (bytes, bytearray)):
-        raise InputError(f"input_bytes must be bytes (text.encode() for a str), got "
-                         f"{type(input_bytes).__name__}")
-    if max_output is not None and (not isinstance(max_output, int)
-                                   or isinstance(max_output, bool)):
-        raise InputError(f"max_output must be a whole number of bytes or None, got "
-                         f"{max_output!r}")
-    return bytes(input_bytes)
+    whole number (by the machine's own checks, before any work)."""
+    check_max_output(max_output)
+    return check_input_bytes(input_bytes)
 
 
 def _evaluator(model, weights, layout, scratch: int, evaluation: str):

@@ -5,6 +5,7 @@ the cpu column."""
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,6 +34,17 @@ class VState:
     read: int
     output: bytes
     overflow: bool
+
+
+def check_max_output(max_output: object) -> int | None:
+    """`max_output` if it is None (size the tape by a reference run) or a whole number of
+    bytes, else InputError: 1.5 failed with "no attribute 'bit_length'", and True built a
+    tape of one byte."""
+    if max_output is not None and (not isinstance(max_output, numbers.Integral)
+                                   or isinstance(max_output, bool)):
+        raise InputError(f"max_output must be a whole number of bytes or None, got "
+                         f"{max_output!r:.40}")
+    return None if max_output is None else int(max_output)
 
 
 def output_needed(image: Image, input_bytes: bytes = b"", max_steps: int = SIZING_STEPS,

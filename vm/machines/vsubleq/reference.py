@@ -127,13 +127,31 @@ class Result:
     trace: list[Step] = field(default_factory=list)
 
 
+def check_image(image: object) -> Image:
+    """`image` if it is an Image, else InputError naming what it is (None failed on
+    `.memory`)."""
+    if not isinstance(image, Image):
+        raise InputError(f"a standard SUBLEQ run takes an Image (Image.from_words, or a .dec "
+                         f"or .vsq loaded), got {type(image).__name__}")
+    return image
+
+
+def check_input_bytes(input_bytes: object) -> bytes:
+    """The input stream as bytes, or InputError for anything else: a str failed with
+    "string argument without an encoding", [300] with "bytes must be in range(0, 256)"."""
+    if not isinstance(input_bytes, (bytes, bytearray, memoryview)):
+        raise InputError(f"input_bytes must be bytes (text.encode() for a str), got "
+                         f"{type(input_bytes).__name__}")
+    return bytes(input_bytes)
+
+
 class Reference:
     """Executes an `Image` one instruction at a time, with byte input and output."""
 
     def __init__(self, image: Image, input_bytes: bytes = b"") -> None:
-        self.image = image
+        self.image = check_image(image)
         self.memory = list(image.memory)
-        self.input = bytes(input_bytes)
+        self.input = check_input_bytes(input_bytes)
         self.read = 0
         self.output = bytearray()
         self.pc = 0

@@ -14,12 +14,16 @@ import torch
 from vm.common.errors import InputError
 from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.machine import vsubleq_machine
-from vm.machines.vsubleq.punchcard import (SIZING_STEPS, VState, default_outputs,
-                                           geometry_for)
-from vm.machines.vsubleq.reference import Image, Reference, Result, Step
+from vm.machines.stepping import check_max_steps
+from vm.machines.vsubleq.punchcard import (SIZING_STEPS, VState, check_max_output,
+                                           default_outputs, geometry_for)
+from vm.machines.vsubleq.reference import (Image, Reference, Result, Step, check_image,
+                                           check_input_bytes)
+from vm.runtime.config import check_device
 from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
 from vm.transformer.layout import Layout
 from vm.transformer.memory import check_dense_memory
+from vm.transformer.modes import ATTENTION_MODES
 from vm.transformer.threads import cpu_threads
 from vm.transformer.weights import MachineWeights
 
@@ -49,17 +53,17 @@ class TransformerRun:
                  checked: bool | None = None, accelerate: Accelerate | None = None) -> None:
         """`max_output` bytes of output tape; None: what the reference writes (see
         `default_outputs`)."""
-        if dtype not in DTYPES:
-            raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+        input_bytes = _check_arguments(image, input_bytes, max_output, dtype, attention,
+                                       device, checked)
         if max_output is None:
-            max_output = default_outputs(image, bytes(input_bytes), SIZING_STEPS)
+            max_output = default_outputs(image, input_bytes, SIZING_STEPS)
         self.geometry = geometry_for(image, len(input_bytes), max_output)
         self.machine = vsubleq_machine(self.geometry, temperature)
         self.model = LoopedTransformer(self.machine.weights, DTYPES[dtype], device, attention,
                                        self.geometry.scratch)
         if attention == "dense":
             check_dense_memory(self.geometry.columns, DTYPES[dtype], device, "image or input")
-        card = torch.as_tensor(self.machine.encode(image, bytes(input_bytes))[None],
+        card = torch.as_tensor(self.machine.encode(image, input_bytes)[None],
                                dtype=DTYPES[dtype], device=device)
         self.X = to_internal(card)
         self._halted_row = self.machine.layout.row("halted")
@@ -137,6 +141,27 @@ class TransformerRun:
                              f"run with a larger --max-output")
 
 
+def _check_arguments(image: Image, input_bytes: bytes, max_output: int | None, dtype: str,
+                     attention: str, device: str, checked: bool | None) -> bytes:
+    """The input as bytes, after refusing by name, before any work, what a run cannot take:
+    a str input, a max_output of 1.5 or True, device 'tpu' (torch's RuntimeError after the
+    sizing run), attention 'sparse' (a ValueError), checked 'yes' (taken as True)."""
+    check_image(image)
+    input_bytes = check_input_bytes(input_bytes)
+    check_max_output(max_output)
+    if not isinstance(dtype, str) or dtype not in DTYPES:  # a list failed on hashing
+        raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if attention not in ATTENTION_MODES:
+        raise InputError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got "
+                         f"{attention!r}")
+    if not isinstance(device, str):
+        raise InputError(f"device must be a string, got {device!r}")
+    check_device(device)
+    if checked is not None and not isinstance(checked, bool):
+        raise InputError(f"checked must be None, True or False, got {checked!r}")
+    return input_bytes
+
+
 def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
                     attention: str = "masked", progress: Callable[[int], None] | None = None,
                     trace: bool = False, temperature: float | None = None,
@@ -147,6 +172,9 @@ def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
     default the tape holds what the reference writes in `max_steps` steps). With `trace`,
     every pass is decoded and recorded as the reference records it. `progress` hears of the
     sizing run's steps too (the reference's, millions a second: 30 seconds for 3 x 10^7)."""
+    check_max_steps(max_steps)  # 1.5 ran two steps; None failed in a comparison
+    input_bytes = _check_arguments(image, input_bytes, max_output, dtype, attention, device,
+                                   checked)
     if max_output is None:
         max_output = default_outputs(image, input_bytes, max_steps, progress)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
@@ -206,6 +234,9 @@ def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str
     engines (until the output tape is full: then an InputError; by default the tape holds
     what the reference writes in `max_steps` steps; `progress` hears of that sizing run
     too)."""
+    check_max_steps(max_steps)  # -1 compared nothing and said OK; 1.5 failed in range()
+    input_bytes = _check_arguments(image, input_bytes, max_output, dtype, attention, device,
+                                   checked)
     if max_output is None:
         max_output = default_outputs(image, input_bytes, max_steps, progress)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
