@@ -7,6 +7,7 @@ import json
 import pytest
 
 from vm.cli import main
+from vm.common.errors import InputError
 from vm.machines.vsubleq.reference import run_reference
 import vm.tools.vsubleq_bench
 from vm.tools.vsubleq_bench import counting_loop
@@ -107,3 +108,21 @@ def test_bench_vsubleq_refuses_dense_attention_beyond_memory_before_timing_any_r
                  "--seconds", "0.05"]) == 2
     assert capsys.readouterr().err.startswith("ltvm: error: --attention dense at n = 258 "
                                               "columns holds 258 x 258 scores")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (([16], 16, float("nan")), "positive number of seconds, got nan"),
+    (([16], 16, -1.0), "positive number of seconds, got -1.0"),
+    (([16], 16, 0), "positive number of seconds, got 0"),
+    (([16.0], 16, 0.05), "--words takes whole numbers, got 16.0"),
+    ((["16"], 16, 0.05), "--words takes whole numbers, got '16'"),
+    ((16, 16, 0.05), "--words must be a list of memory sizes, got int"),
+    (([16], 16.0, 0.05), "--bits takes whole numbers, got 16.0"),
+    (([16], 16, 0.05, "float32", "masked", "cpu", "bogus"), "evaluation must be one of"),
+    (([16], 16, 0.05, "float32", "sparse"), "attention must be one of"),
+])
+def test_bench_vsubleq_refuses_bad_arguments_before_any_work(arguments, message: str):
+    """A NaN budget timed chunks doubling without end (a hang), -1 and 0 timed one chunk,
+    evaluation 'bogus' ran as 'active', 16.0 words failed with a TypeError."""
+    with pytest.raises(InputError, match=message):
+        vm.tools.vsubleq_bench.bench_vsubleq(*arguments)

@@ -11,7 +11,10 @@ cold) and one more are timed apart as the warm-up (see `vm.tools.bench.timed`).
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -23,6 +26,7 @@ from vm.machines.vsubleq.layout import MAX_MEMORY
 from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
 from vm.machines.vsubleq.punchcard import geometry_for
 from vm.machines.vsubleq.run import DTYPES, TransformerRun
+from vm.runtime.config import EngineConfig
 from vm.runtime.executor import evaluator_for
 from vm.runtime.graphed import chunk_of
 from vm.tools.bench import STARTING_PASSES, figure, timed
@@ -38,6 +42,9 @@ MIN_WORDS = 16
 
 def counting_loop(words: int, bits: int) -> Image:
     """The counting loop padded to `words` cells (a power of two that N-bit words address)."""
+    for option, value in (("--words", words), ("--bits", bits)):  # 16.0 failed in `&`
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise InputError(f"{option} takes whole numbers, got {value!r:.40}")
     if words < MIN_WORDS or words & (words - 1) or words > MAX_MEMORY:
         raise InputError(f"--words must be powers of two from {MIN_WORDS} to {MAX_MEMORY}, "
                          f"got {words}")
@@ -89,7 +96,16 @@ def reference_speed(image: Image, budget: float) -> float:
 def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "float32",
                   attention: str = "masked", device: str = "cpu", evaluation: str = "auto",
                   progress: Callable[[str], None] = lambda _: None) -> list[VsubleqBenchRow]:
-    """One row per memory size: the transformer's steps/s and the reference's, same run."""
+    """One row per memory size: the transformer's steps/s and the reference's, same run.
+    Every argument is checked before any work: a NaN budget timed chunks doubling without
+    end, evaluation 'bogus' ran as 'active' and 'fused' without numba as 'active' too."""
+    EngineConfig(dtype=dtype, device=device, attention=attention, evaluation=evaluation)
+    if (not isinstance(budget, numbers.Real) or isinstance(budget, bool)
+            or not math.isfinite(budget) or budget <= 0):
+        raise InputError(f"the time budget must be a positive number of seconds, got "
+                         f"{budget!r:.40}")
+    if isinstance(words, (str, bytes)) or not isinstance(words, Iterable):
+        raise InputError(f"--words must be a list of memory sizes, got {type(words).__name__}")
     images = [counting_loop(size, bits) for size in words]  # refuse bad sizes before work
     if attention == "dense":  # as TransformerRun refuses it, but before any row is timed
         for image in images:
