@@ -5,6 +5,7 @@ ends on the expert that solves the task, for satisfiable and unsatisfiable insta
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -64,3 +65,15 @@ def test_self_correction_ends_on_the_expert_that_solves_the_task(clauses):
     assert run.correct_arm == wanted
     assert run.choices[6:] == [wanted] * 3
     assert run.rewards[6:] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("expert, data, message", [
+    ("copy", [], "one or more whole numbers from -128 to 127"),      # SourceError at '.array'
+    ("copy", [300, 1], "one or more whole numbers from -128 to 127"),  # 'does not fit'
+    ("copy", [1.5], "one or more whole numbers from -128 to 127"),   # "unknown directive '.5,'"
+    ("copy", [True], "one or more whole numbers from -128 to 127"),
+    ("sort", [1, 2], "unknown expert 'sort'"),                       # KeyError
+])
+def test_an_expert_refuses_what_it_cannot_write_by_name(expert, data, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        expert_source(expert, data)

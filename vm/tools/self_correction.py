@@ -19,11 +19,13 @@ one transformer; the experts and f_0 are separate programs on separate weights.
 from __future__ import annotations
 
 import itertools
+import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
+from assembler.program import word_range
 from assembler.subleq import assemble
 from vm.common.errors import RunFailure
 from vm.isa import FLEQ, SUBLEQ
@@ -31,6 +33,8 @@ from vm.tools.test_time import sample_runs
 
 EXPERTS = ("copy", "reverse", "rotate")
 """The expert programs, in arm order: where each writes element i of the data."""
+WORD_BITS = 8
+"""The experts' word size: each data value is one word."""
 Clause = tuple[int, int, int]
 """A 3-SAT clause: literals +v (x_v) or -v (not x_v), variables numbered from 1."""
 
@@ -68,9 +72,19 @@ def _destination(expert: str, index: int, length: int) -> int:
 
 
 def expert_source(expert: str, data: Sequence[int]) -> str:
-    """A SUBLEQ program that writes `data` into ys in the expert's order."""
+    """A SUBLEQ program that writes `data` into ys in the expert's order. The expert and
+    the data are checked here: the assembler refused no data, 300 or 1.5 at a line of
+    this generated program, and an unknown expert was a KeyError."""
+    if expert not in EXPERTS:
+        raise ValueError(f"unknown expert {expert!r} (choose from {', '.join(EXPERTS)})")
+    low, high = word_range(WORD_BITS)
+    if not len(data) or not all(isinstance(value, numbers.Integral)
+                                and not isinstance(value, (bool, np.bool_))
+                                and low <= value <= high for value in data):
+        raise ValueError(f"the data must be one or more whole numbers from {low} to {high} "
+                         f"(the experts' {WORD_BITS}-bit words), got {list(data)!r}")
     length = len(data)
-    lines = [".bits 8", ".data", f"xs: .array {', '.join(map(str, data))}",
+    lines = [f".bits {WORD_BITS}", ".data", f"xs: .array {', '.join(map(str, data))}",
              f"ys: .zero {length}", "t: 0", ".code"]
     for index in range(length):
         lines += [f"    subleq xs+{index}, t",
