@@ -77,3 +77,14 @@ def test_self_correction_ends_on_the_expert_that_solves_the_task(clauses):
 def test_an_expert_refuses_what_it_cannot_write_by_name(expert, data, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         expert_source(expert, data)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: satisfiable([], 40), "variables must be a whole number from 0 to 20"),  # 2^40
+    (lambda: satisfiable([(1, 2, 9)], 3), "clause (1, 2, 9): a literal is +v or -v"),  # Index
+    (lambda: satisfiable([(0, 1, 2)], 3), "clause (0, 1, 2): a literal is +v or -v"),  # x_3
+    (lambda: random_3sat(np.random.default_rng(), variables=2), "needs 3 to 20 variables"),
+])
+def test_a_3sat_instance_outside_what_brute_force_can_decide_is_refused(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()

@@ -33,6 +33,8 @@ from vm.tools.test_time import sample_runs
 
 EXPERTS = ("copy", "reverse", "rotate")
 """The expert programs, in arm order: where each writes element i of the data."""
+MAX_VARIABLES = 20
+"""Most variables `satisfiable` tries every assignment of (2^20: seconds)."""
 WORD_BITS = 8
 """The experts' word size: each data value is one word."""
 Clause = tuple[int, int, int]
@@ -41,7 +43,19 @@ Clause = tuple[int, int, int]
 
 # -- the task -------------------------------------------------------------------------
 def satisfiable(clauses: Sequence[Clause], variables: int) -> bool:
-    """Whether some assignment satisfies every clause (by trying all 2^variables)."""
+    """Whether some assignment satisfies every clause (by trying all 2^variables). The
+    instance is checked first: 40 variables meant 2^40 tries with no end in sight, a
+    literal 9 of 3 variables an IndexError, and a literal 0 (no variable) was read as
+    x_{variables} negated."""
+    if (not isinstance(variables, numbers.Integral) or isinstance(variables, bool)
+            or not 0 <= variables <= MAX_VARIABLES):
+        raise ValueError(f"variables must be a whole number from 0 to {MAX_VARIABLES} (every "
+                         f"assignment is tried), got {variables!r}")
+    for clause in clauses:
+        if not all(isinstance(v, numbers.Integral) and 1 <= abs(v) <= variables
+                   for v in clause):
+            raise ValueError(f"clause {tuple(clause)!r}: a literal is +v or -v for a variable "
+                             f"v from 1 to {variables}")
     for values in itertools.product((False, True), repeat=variables):
         if all(any(values[abs(v) - 1] == (v > 0) for v in clause) for clause in clauses):
             return True
@@ -52,6 +66,9 @@ def random_3sat(rng: np.random.Generator, variables: int = 4,
                 clauses: int = 20) -> list[Clause]:
     """Clauses of three distinct variables with random signs (the paper's instances:
     4 variables, 20 clauses)."""
+    if not 3 <= variables <= MAX_VARIABLES or clauses < 0:  # numpy: 'larger sample than ...'
+        raise ValueError(f"a 3-SAT instance needs 3 to {MAX_VARIABLES} variables and at least "
+                         f"0 clauses, got {variables} and {clauses}")
     made = []
     for _ in range(clauses):
         chosen = rng.choice(np.arange(1, variables + 1), size=3, replace=False)
