@@ -224,3 +224,15 @@ def test_arguments_of_the_wrong_kind_are_refused_by_name(call, message) -> None:
     image, geometry = _echo()
     with pytest.raises(InputError, match=message):
         call(image, geometry, EngineConfig())
+
+
+@pytest.mark.parametrize("bits, message", [
+    (0, "--bits must be between 2 and 64, got 0"), ("8", "bits must be an integer, got '8'"),
+    (8.0, "bits must be an integer, got 8.0"), (True, "bits must be an integer, got True")])
+def test_loading_an_image_refuses_what_is_no_word_size(bits, message: str) -> None:
+    """A .dec image took bits=0 as the default 16 (a .vsq refused it), and '8' or 8.0 failed
+    with TypeErrors."""
+    from vm.common.errors import InputError
+    from vm.isa import ProgramOptions
+    with pytest.raises(InputError, match=message):
+        VSUBLEQ.load(Path(ECHO), ProgramOptions(bits=bits))

@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from assembler.dec import load_image
-from assembler.diagnostics import read_source
+from assembler.diagnostics import check_word_size, read_source
 from assembler.vsq import assemble as assemble_vsq
 from vm.common.errors import InputError
 from vm.isa.base import OUTPUT_FORMATS, InstructionSet, PaperComparison, ProgramOptions
@@ -73,10 +73,10 @@ class Vsubleq(InstructionSet):
         if Path(path).suffix == ".vsq":
             assembled = assemble_vsq(text, str(path), options.bits)
             words, bits = assembled.words, assembled.bits
-        else:
-            bits = options.bits or DEFAULT_BITS
-            if not 2 <= bits <= MAX_BITS:  # before the words are checked against it
-                raise InputError(f"--bits must be between 2 and {MAX_BITS}, got {bits}")
+        else:  # the word size is checked before the words are checked against it, as
+            # for .vsq: 0 ran as the default 16, '8' and 8.0 failed with TypeErrors
+            check_word_size(options.bits, MAX_BITS)
+            bits = DEFAULT_BITS if options.bits is None else int(options.bits)
             words = load_image(text, str(path), bits)
         image = Image.from_words(words, bits, str(path))
         return image, geometry_for(image)
