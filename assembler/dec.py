@@ -8,11 +8,14 @@ import re
 
 import lark
 
-from assembler.diagnostics import SourceError, int_literal, source_lines
+from assembler.diagnostics import (SourceError, check_source_text, check_word_size,
+                                  int_literal, source_lines)
 from vm.common.errors import InputError
 
 MAX_WORDS = 1 << 15
 """The largest image accepted (the memory is padded to a power of two of at most 2^15)."""
+MAX_BITS = 64
+"""The widest word an image may hold (that of the machine)."""
 _TOKEN = re.compile(r"[^\s,]+")
 _WORD = re.compile(r"[+-]?[0-9]+")
 """A decimal word in ASCII digits (\\d also took other scripts' digits: "١٢" read as 12)."""
@@ -24,6 +27,8 @@ def load_image(text: str, file: str = "<image>", bits: int | None = None) -> lis
     in .vsq sources and editors: a form feed (\\v, \\x1c-\\x1e, U+2028...) is a blank
     (str.splitlines ended the line, and so a comment, there: '0 0 -1 ; halt<FF> 5' gave
     the image a word 5, and an error after one showed another line under its caret)."""
+    check_source_text(text)  # None failed on `.replace`, bytes in a comparison
+    check_word_size(bits, MAX_BITS)  # 0 checked no range, 1 a 1-bit one, '8' a TypeError
     words: list[int] = []
     low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if bits else (None, None)
     text = text.replace("\r\n", "\n").replace("\r", "\n")

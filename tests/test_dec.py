@@ -52,3 +52,18 @@ def test_an_error_after_other_newlines_is_on_its_line(newline: str) -> None:
         load_image(f"1 2{newline}3 x{newline}", "f.dec")
     assert str(error.value).splitlines()[:2] == [
         "f.dec:2:3: error: 'x' is not a decimal word", "    3 x"]
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ((None,), "the source must be a str, got NoneType"),
+    ((b"1 2",), "the source must be a str, got bytes"),
+    (("1 2", "x.dec", 0), "--bits must be between 2 and 64, got 0"),
+    (("1 2", "x.dec", 1), "--bits must be between 2 and 64, got 1"),
+    (("1 2", "x.dec", "8"), "bits must be an integer, got '8'"),
+])
+def test_the_loader_refuses_arguments_of_another_kind(arguments, message: str) -> None:
+    """None failed on `.replace`, bytes and '8' with TypeErrors, and bits=0 checked no
+    range at all."""
+    from vm.common.errors import InputError
+    with pytest.raises(InputError, match=message):
+        load_image(*arguments)
