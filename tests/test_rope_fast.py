@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from vm.attention.rope import fast as fast_module
 from vm.attention.rope.fast import fast_gradient
 from vm.attention.rope.forward import general_attention, rotary_attention, support
 from vm.attention.rope.gradient import exact_gradient, scores, toeplitz_index
@@ -109,3 +110,23 @@ def test_the_rotary_factor_memory_counts_only_the_rows_there_are():
     many = fast_gradient(random_instance(4096, 4, 1.0, "rotary", seed=0), "rotary", 8, 1.0)
     sides = 4 * 160 * 495 * 8
     assert sides < one.factor_bytes < sides + 2 ** 16 < many.factor_bytes
+
+
+def test_the_general_route_reports_progress_while_it_takes_its_spectra(monkeypatch):
+    """The spectra took 25 s at n = 2^17, d = 2, g = 8 before the contraction reported
+    anything: silent, and --max-seconds 5 stopped the run after 30 s."""
+
+    class Stop(Exception):
+        pass
+
+    spectra_taken = []
+    taking = fast_module._spectra
+    monkeypatch.setattr(fast_module, "_spectra",
+                        lambda *args: spectra_taken.append(1) or taking(*args))
+
+    def stop(fraction: float) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        fast_gradient(random_instance(64, 2, 1.0, "general", seed=0), "general", 3, 1.0, stop)
+    assert len(spectra_taken) < 3   # stopped before the gradient's two sides were taken

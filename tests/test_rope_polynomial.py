@@ -52,3 +52,15 @@ def test_exponents_are_the_powers_features_take():
 def test_exp_coefficients_are_finite_or_refused(bound, degree, message):
     with pytest.raises(ValueError, match=message):
         exp_coefficients(bound, degree)
+
+
+def test_features_of_many_rows_come_in_reported_blocks_with_the_same_powers():
+    """The general route's Toeplitz features (2^18 x 715 at n = 2^17) took 11 s in one call
+    that --max-seconds could not stop."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.rand(7000, 4, dtype=torch.float64, generator=gen) + 0.5
+    fractions = []
+    out = features(x, 9, fractions.append)
+    assert len(fractions) > 2 and fractions == sorted(fractions) and fractions[-1] == 1.0
+    alphas = exponents(4, 9)
+    assert torch.allclose(out, (x[:, None, :] ** alphas[None]).prod(-1), rtol=1e-13)

@@ -34,7 +34,7 @@ n = 8192 on (docs/rope_attention.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -50,6 +50,10 @@ CHUNK_ENTRIES = 1 << 21
 """Entries of one row chunk's feature block (16 MiB of float64)."""
 CACHE_ENTRIES = 1 << 16
 """Complex entries of one tile of the general route's frequency contraction (1 MiB)."""
+SETUP_SHARE = 0.25
+"""The general route's progress fraction given to its spectra, before the contraction: they
+took 15 to 40 percent of its time (25 s at n = 2^17, d = 2, g = 8, silent and past
+--max-seconds when only the contraction reported)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,24 @@ class FastGradient:
 
 def _chunks(n: int, size: int) -> list[slice]:
     return [slice(start, min(n, start + size)) for start in range(0, n, size)]
+
+
+def _reported_chunks(n: int, size: int,
+                     report: Callable[[float], None] | None) -> Iterator[slice]:
+    """`_chunks`, telling `report` the fraction of them done after each."""
+    parts = _chunks(n, size)
+    for done, part in enumerate(parts, 1):
+        yield part
+        if report is not None:
+            report(done / len(parts))
+
+
+def _span(progress: Callable[[float], None] | None, start: float,
+          stop: float) -> Callable[[float], None] | None:
+    """`progress` for a stage covering the fractions start..stop of the whole route."""
+    if progress is None:
+        return None
+    return lambda fraction: progress(start + fraction * (stop - start))
 
 
 def rotary_gradient(inst: Instance, degree: int, bound: float,
@@ -117,13 +139,15 @@ def rotary_gradient(inst: Instance, degree: int, bound: float,
                         rotary_bytes(n, d, degree))
 
 
-def _spectra(rows: torch.Tensor, channels: torch.Tensor, size: int) -> torch.Tensor:
+def _spectra(rows: torch.Tensor, channels: torch.Tensor, size: int,
+             report: Callable[[float], None] | None = None) -> torch.Tensor:
     """rfft of rows[:, f] * channels[:, c] for every feature f and channel c, a few features
-    at a time (the real products are never all held): f x c x (size/2 + 1)."""
+    at a time (the real products are never all held): f x c x (size/2 + 1); `report` is
+    told the fraction done after each few."""
     n, count = rows.shape
     out = torch.empty(count, channels.shape[1], size // 2 + 1, dtype=torch.complex128)
     batch = max(1, CHUNK_ENTRIES // (channels.shape[1] * size))
-    for part in _chunks(count, batch):
+    for part in _reported_chunks(count, batch, report):
         torch.fft.rfft(rows[:, part].T[:, None, :] * channels.T[None], size, out=out[part])
     return out
 
@@ -150,7 +174,8 @@ def general_gradient(inst: Instance, degree: int, bound: float,
     W^alpha W_m, is the degree-(g+1) monomial alpha + e_m: one FFT per monomial of degree
     <= g+1 (C(|S|+g+1, g+1)) covers all k |S| of them. Frequencies are then contracted
     monomial by monomial in chunks: x^T T y = (1/N) sum_w conj(x^) t^ y^ (Parseval).
-    `progress` is told the fraction of frequency bands contracted, the longest stage.
+    `progress` is told the fraction done: the spectra's parts, then the frequency bands
+    contracted (the longest stage).
     """
     n, d = inst.a1.shape
     pairs = support(inst.offsets)
@@ -167,19 +192,23 @@ def general_gradient(inst: Instance, degree: int, bound: float,
     size = fft_size(n)
     bins = size // 2 + 1
     diagonals = inst.offsets[:, rows_of, cols_of]                       # (2n-1) x |S|
-    toeplitz = features(diagonals, degree + 1)                          # first k: degree <= g
+    setup = SETUP_SHARE
+    toeplitz = features(diagonals, degree + 1,                          # first k: degree <= g
+                        _span(progress, 0, 0.2 * setup))
     tspec = torch.empty(toeplitz.shape[1], bins, dtype=torch.complex128)  # k' x bins
-    for part in _chunks(toeplitz.shape[1], max(1, CHUNK_ENTRIES // size)):
+    for part in _reported_chunks(toeplitz.shape[1], max(1, CHUNK_ENTRIES // size),
+                                 _span(progress, 0.2 * setup, 0.4 * setup)):
         toeplitz_spectrum(toeplitz[:, part].T, size, out=tspec[part])
     qf, kf = features(q / d, degree), features(key, degree)             # n x C(d+g, g)
     right = torch.cat([v, torch.ones(n, 1, dtype=torch.float64)], 1)  # [A3 Y | 1]
-    kspec = _spectra(kf, right, size)                                   # marginal x (d+1)
+    kspec = _spectra(kf, right, size,                                  # marginal x (d+1)
+                     _span(progress, 0.4 * setup, 0.5 * setup))
     mixed = torch.zeros(qf.shape[1], d + 1, bins, dtype=torch.complex128)
     batch = max(1, CHUNK_ENTRIES // ((d + 1) * bins))
-    for part in _chunks(k, batch):
+    for part in _reported_chunks(k, batch, _span(progress, 0.5 * setup, 0.65 * setup)):
         mixed.index_add_(0, mu[part], (coef[part, None] * tspec[part])[:, None] * kspec[nu[part]])
     applied = torch.zeros(d + 1, n, dtype=torch.float64)               # (A~ [A3 Y | 1])^T
-    for part in _chunks(qf.shape[1], batch):
+    for part in _reported_chunks(qf.shape[1], batch, _span(progress, 0.65 * setup, 0.8 * setup)):
         applied += (qf[:, part].T[:, None, :] * torch.fft.irfft(mixed[part], size)[..., :n]).sum(0)
     del mixed
     alpha = applied[d]
@@ -195,8 +224,9 @@ def general_gradient(inst: Instance, degree: int, bound: float,
         weight[-1] = 1.0
     side_left = (left[:, :, None] * inst.a1[:, None, :]).reshape(n, -1)   # (c, p)
     side_right = (right[:, :, None] * inst.a2[:, None, :]).reshape(n, -1)  # (c, q)
-    xs = _spectra(qf, side_left, size).reshape(-1, d + 1, d, bins)
-    ys = _spectra(kf, side_right, size).reshape(-1, d + 1, d, bins)
+    xs = _spectra(qf, side_left, size, _span(progress, 0.8 * setup, 0.9 * setup))
+    ys = _spectra(kf, side_right, size, _span(progress, 0.9 * setup, setup))
+    xs, ys = xs.reshape(-1, d + 1, d, bins), ys.reshape(-1, d + 1, d, bins)
     grad = torch.zeros(d, d, len(pairs), dtype=torch.float64)
     groups = [(int(m), (mu == m).nonzero()[:, 0]) for m in mu.unique()]
     width = min(bins, CACHE_ENTRIES // (d * d * max(len(g) for _, g in groups)))
@@ -210,7 +240,8 @@ def general_gradient(inst: Instance, degree: int, bound: float,
             ts = tb[shifted[part]] * coef[part, None, None]             # part x |S| x band
             grad += torch.einsum("apqw,amw->pqm", block, ts).real
             if progress is not None:  # per group: at n = 2, d = 16 one band took 6 s
-                progress((band.start + done / len(groups) * (band.stop - band.start)) / bins)
+                progress(setup + (1 - setup) * (band.start + done / len(groups)
+                                                * (band.stop - band.start)) / bins)
     dx = torch.zeros(d, d, d, d, dtype=torch.float64)
     for m, (r, s) in enumerate(pairs):
         dx[:, :, r, s] = grad[:, :, m] / (size * d)
