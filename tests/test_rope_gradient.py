@@ -93,3 +93,16 @@ def test_an_instance_whose_parts_disagree_is_refused(field, change, message):
     inst = random_instance(8, 4, 1.0, "general", seed=0)
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(inst, **{field: change(getattr(inst, field))})
+
+
+@pytest.mark.parametrize("x, message", [
+    (torch.zeros(3, 3, dtype=torch.float64), r"x must be a 16 x 16 float64 matrix"),  # reshape
+    (torch.zeros(16, 16), "float64"),                                             # matmul
+    (torch.full((16, 16), math.nan, dtype=torch.float64), "not finite"),          # NaN result
+])
+def test_a_free_parameter_x_that_is_not_a_finite_d2_by_d2_matrix_is_refused(x, message):
+    inst = random_instance(6, 4, 1.0, "general", seed=0)
+    with pytest.raises(ValueError, match=message):
+        exact_gradient(inst, x=x)
+    with pytest.raises(ValueError, match=message):
+        loss(inst, x)

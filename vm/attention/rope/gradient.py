@@ -68,6 +68,16 @@ class Instance:
         return torch.kron(self.x1, self.x2)
 
 
+def _check_parameter(x: torch.Tensor, d: int) -> None:
+    """ValueError unless x is a finite d^2 x d^2 float64 matrix: another shape failed in a
+    reshape, float32 in a matmul, and NaN returned a NaN gradient."""
+    if tuple(x.shape) != (d * d, d * d) or x.dtype != torch.float64:
+        raise ValueError(f"x must be a {d * d} x {d * d} float64 matrix (d^2 x d^2 for d = {d}), "
+                         f"got {tuple(x.shape)} of {x.dtype}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("x has entries that are not finite")
+
+
 def toeplitz_index(n: int, rows: slice | None = None) -> torch.Tensor:
     """i - j + n - 1 for the given rows i (default all) and every j: gathers W_{i-j}."""
     rows = rows or slice(0, n)
@@ -78,6 +88,7 @@ def scores(inst: Instance, x: torch.Tensor, rows: slice | None = None) -> torch.
     """The scores (A1[i] (x) A2[j]) X vec(W_{i-j}) / d for a free d^2 x d^2 X, rows i given
     (default all: n x n)."""
     n, d = inst.a1.shape
+    _check_parameter(x, d)
     rows = rows or slice(0, n)
     blocks = x.reshape(d, d, d, d)
     index = toeplitz_index(n, rows)
@@ -132,6 +143,7 @@ def exact_gradient(inst: Instance, x: torch.Tensor | None = None, block: int | N
     """
     x = inst.x if x is None else x
     n, d = inst.a1.shape
+    _check_parameter(x, d)
     _check_block(block)
     blocks = x.reshape(d, d, d, d)
     pairs = support(inst.offsets)
