@@ -24,3 +24,19 @@ def test_dense_toeplitz_puts_t_of_i_minus_j_at_i_j():
 
 def test_fft_size_holds_the_whole_linear_convolution():
     assert [fft_size(n) for n in (1, 2, 3, 5, 1024)] == [1, 4, 8, 16, 2048]
+
+
+@pytest.mark.parametrize("diagonals, n, message", [
+    (3, 4, "x has 4 entries, the matrix's 3 diagonals make it 2 x 2"),  # padded with zeros
+    (9, 4, "x has 4 entries"),                                          # a broadcast error
+    (4, 2, "2n-1 diagonals, got 4"),                                    # read as 2 x 2
+])
+def test_a_product_whose_sizes_disagree_is_refused(diagonals, n, message):
+    with pytest.raises(ValueError, match=message):
+        toeplitz_matvec(torch.ones(diagonals, dtype=torch.float64),
+                        torch.ones(n, dtype=torch.float64))
+
+
+def test_an_even_number_of_diagonals_is_no_matrix():
+    with pytest.raises(ValueError, match="2n-1 diagonals, got 6"):
+        dense_toeplitz(torch.arange(6.0))

@@ -17,9 +17,18 @@ def fft_size(n: int) -> int:
     return 1 << (2 * n - 2).bit_length()
 
 
+def order(diagonals: torch.Tensor) -> int:
+    """n for 2n-1 diagonals on the trailing axis; ValueError for an even count, which held
+    no n x n matrix and was read as a shorter one."""
+    count = diagonals.shape[-1]
+    if count % 2 == 0:
+        raise ValueError(f"an n x n Toeplitz matrix has 2n-1 diagonals, got {count}")
+    return (count + 1) // 2
+
+
 def circulant_column(diagonals: torch.Tensor, size: int) -> torch.Tensor:
     """t(delta) at circular index delta mod N, for the trailing (2n-1) axis of `diagonals`."""
-    n = (diagonals.shape[-1] + 1) // 2
+    n = order(diagonals)
     column = diagonals.new_zeros(*diagonals.shape[:-1], size)
     column[..., :n] = diagonals[..., n - 1:]          # delta = 0 .. n-1
     column[..., size - n + 1:] = diagonals[..., :n - 1]  # delta = -(n-1) .. -1
@@ -37,6 +46,9 @@ def toeplitz_matvec(diagonals: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     The general route's convention (`toeplitz_spectrum`, irfft, first n entries) in one
     product, so tests/test_rope_toeplitz.py checks it against the dense matrix."""
     n = x.shape[-1]
+    if order(diagonals) != n:  # fewer diagonals were padded with zeros: a silent wrong product
+        raise ValueError(f"x has {n} entries, the matrix's {diagonals.shape[-1]} diagonals "
+                         f"make it {order(diagonals)} x {order(diagonals)}")
     size = fft_size(n)
     spectrum = toeplitz_spectrum(diagonals, size) * torch.fft.rfft(x, size)
     return torch.fft.irfft(spectrum, size)[..., :n]
@@ -44,6 +56,6 @@ def toeplitz_matvec(diagonals: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 def dense_toeplitz(diagonals: torch.Tensor) -> torch.Tensor:
     """The n x n matrix T[i, j] = t(i - j) (for checks and the exact path)."""
-    n = (diagonals.shape[-1] + 1) // 2
+    n = order(diagonals)
     index = torch.arange(n)[:, None] - torch.arange(n)[None, :] + n - 1
     return diagonals[..., index]
