@@ -88,6 +88,9 @@ def general_scores(q: torch.Tensor, k: torch.Tensor, offsets: torch.Tensor) -> t
     nonzero for some delta) is visited: O(|S| n^2) work, one n x n Toeplitz matrix at a time.
     """
     n, d = q.shape
+    if tuple(offsets.shape) != (2 * n - 1, d, d):  # another n's were read off-centre
+        raise ValueError(f"offsets must be (2n-1, d, d) = {(2 * n - 1, d, d)} for {n} queries "
+                         f"of dimension {d}, got {tuple(offsets.shape)}")
     index = torch.arange(n)[:, None] - torch.arange(n)[None, :] + n - 1
     scores = torch.zeros(n, n, dtype=torch.float64)
     for r, s in support(offsets):
