@@ -295,10 +295,12 @@ def test_simulate_refuses_an_input_it_cannot_run(change, message):
         simulate(model, change(x), "exact", 8)
 
 
-def test_simulate_refuses_a_fractional_oracle_length():
+@pytest.mark.parametrize("sizes", [{"max_length": 8.5},                 # an IndexError
+                                   {"oracle_heads": 1.5}, {"oracle_layers": 2.0}])  # reshape
+def test_simulate_refuses_fractional_sizes(sizes):
     x, model = random_instance(32, 1, 1, 8, Mask(), torch.float64, seed=0)
-    with pytest.raises(InputError, match="whole number"):    # an IndexError
-        simulate(model, x, "exact", 8.5)
+    with pytest.raises(InputError, match="whole number"):
+        simulate(model, x, "exact", **{"max_length": 8, **sizes})
 
 
 @pytest.mark.parametrize("sizes, message", [

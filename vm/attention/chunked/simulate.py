@@ -56,6 +56,10 @@ def check_sizes(mode: str, n: int, max_length: int, mask: Mask, oracle_heads: in
                 oracle_layers: int = 1) -> None:
     """Raise InputError unless the variant can run with these sizes."""
     _known_mode(mode)
+    for name, value in (("the sequence length N", n), ("the oracle length M", max_length),
+                        ("the oracle heads", oracle_heads), ("the oracle layers", oracle_layers)):
+        if not isinstance(value, int):  # M = 8.5 failed as a tensor index, H' = 1.5 in a reshape
+            raise InputError(f"{name} must be a whole number, got {value!r}")
     if n < 1 or max_length < 1:
         raise InputError(f"sizes must be positive: N={n}, M={max_length}")
     if max_length > n:
@@ -109,8 +113,6 @@ def simulate(model: LargeTransformer, x: Tensor, mode: str, max_length: int,
                          f"{x.ndim} dimensions of {x.dtype}")
     if not bool(torch.isfinite(x).all()):  # NaN was reported as scores too far from 0
         raise InputError("x has entries that are not finite")
-    if not isinstance(max_length, int):  # 8.5 failed as a tensor index
-        raise InputError(f"the oracle length M must be a whole number, got {max_length!r}")
     n = x.shape[0]
     mask = model.mask
     if mode_mask(mode, mask.window, mask.sinks) != mask:
