@@ -291,25 +291,34 @@ class CheckerReward:
         return self.rewards[answer]
 
 
+def batch_seed(seed: int, index: int) -> int:
+    """The noise seed of batch `index` of a run seeded `seed`: `seed` itself for the first,
+    a hash of (seed, index) for the others. Batch i was seeded seed + i, so --seed 0 and
+    --seed 1 over 512 samples shared 256 identical samples and runs over consecutive seeds
+    were not independent."""
+    if index == 0:
+        return seed
+    return int(np.random.SeedSequence((seed, index)).generate_state(1, np.uint64)[0])
+
+
 def sample_runs(programs: Sequence[Program], geometry: Geometry, temperature: float,
                 seed: int, max_steps: int, batch: int = SAMPLE_BATCH,
                 progress: Callable[[int], None] | None = None) -> list:
     """One run on the transformer with stochastic reads at `temperature` per program (all of
-    one geometry), in batches of `batch` runs seeded seed, seed + 1, ...: their RunResults.
-    `progress` is told the passes done so far over all batches."""
+    one geometry), in batches of `batch` runs, seeded as `batch_seed` says: their
+    RunResults. `progress` is told the passes done so far over all batches."""
     try:
-        batches = max(1, -(-len(programs) // _whole(batch, "batch", 1)))
+        _whole(batch, "batch", 1)
         _whole(max_steps, "max_steps", 1)
-        if _whole(seed, "seed", 0) > SEEDS - batches:
-            raise ValueError(f"seed must be at most 2^64 - {batches} (each of the {batches} "
-                             f"batches takes the next seed), got {seed}")
+        if _whole(seed, "seed", 0) >= SEEDS:
+            raise ValueError(f"seed must be at most 2^64 - 1, got {seed}")
     except ValueError as error:
         raise InputError(str(error)) from None
     from vm.runtime.executor import TransformerExecutor  # torch: see `CheckerReward.prepare`
     results = []
     for index, start in enumerate(range(0, len(programs), batch)):
         executor = TransformerExecutor(geometry, EngineConfig(sampling=temperature,
-                                                              seed=seed + index))
+                                                              seed=batch_seed(seed, index)))
         run = executor.run(executor.load(list(programs[start:start + batch])), max_steps,
                            None if progress is None else
                            (lambda done, offset=index * max_steps: progress(offset + done)))
