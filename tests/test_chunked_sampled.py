@@ -19,7 +19,8 @@ import pytest
 import torch
 
 from vm.attention.chunked.average_case import bounds, check_first_layer, head_constants
-from vm.attention.chunked.model import HeadWeights, LargeTransformer, Mask
+from vm.attention.chunked.memory import measure
+from vm.attention.chunked.model import HeadWeights, LargeTransformer, Mask, random_instance
 from vm.attention.chunked.sampled import block_sizes, plan_head
 from vm.attention.chunked.simulate import simulate
 
@@ -115,3 +116,13 @@ def test_outputs_hold_the_theorem_bound_and_beat_block_local_sampling() -> None:
         errors.append(float((np.linalg.norm(output - truth, axis=1) / np.linalg.norm(truth)).max()))
     assert np.mean(np.array(errors) <= eps) >= 0.9
     assert max(errors) < without_permutation / 4
+
+
+def test_the_check_of_theorem_4_1_holds_one_chunk_of_scores_at_a_time():
+    """Four chunk x N float64 copies (abs, shifted, weighted and the next chunk's scores)
+    took 2 GiB at N = 65536, eight times the direct attention's chunk."""
+    x, model = random_instance(8192, 1, 1, 8, Mask(), torch.float64, seed=0)
+    _, taken = measure(lambda: head_constants(x, model.layers[0][0], row_chunk=2048))
+    if taken.method != "rss-high-water-reset":
+        pytest.skip("no resettable high-water mark: the peak would include earlier work")
+    assert taken.peak_bytes < 1.6 * 2048 * 8192 * 8
