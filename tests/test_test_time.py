@@ -243,6 +243,16 @@ LOOP = ".bits 16\n.data\nz: 0\ncandidate: 0\nok: 1\n.code\nloop: subleq z, z, lo
 """A SUBLEQ program that never halts (with the cells a checker needs)."""
 
 
+def test_a_reward_without_best_of_n_is_refused_before_the_reference_runs(capsys, tmp_path):
+    """It was refused after the reference run: a program that runs long was run to the
+    end, or failed for not halting, before the options were found to conflict."""
+    looping = tmp_path / "loop.sq"
+    looping.write_text(LOOP)
+    code = main(["sample", str(looping), "--cell", "z", "--reward", "reference",
+                 "--max-steps", "5"])
+    assert code == 2 and "--reward applies to --strategy best-of-n" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("stage", ["reference steps", "checker passes"])
 def test_ltvm_sample_max_seconds_stops_the_reference_and_the_checker_too(stage, tmp_path,
                                                                           capsys):

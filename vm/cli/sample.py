@@ -110,6 +110,8 @@ def _reward(spec: str, correct: Answer, max_steps: int) -> Callable[[Answer], fl
 def run(args: argparse.Namespace) -> int:
     if args.samples > MAX_SAMPLES:
         raise InputError(f"--samples {args.samples} exceeds the limit of {MAX_SAMPLES}")
+    if args.reward is not None and args.strategy != "best-of-n":  # before the reference runs
+        raise InputError("--reward applies to --strategy best-of-n (majority takes no reward)")
     program, geometry = load_program(args)
     if not isinstance(program, Program):
         raise InputError("ltvm sample runs SUBLEQ programs (.sq)")
@@ -131,8 +133,6 @@ def run(args: argparse.Namespace) -> int:
     if not reference.halted:
         raise InputError(f"the reference run does not halt within {args.max_steps} steps")
     correct = reference.memory[address]
-    if args.reward is not None and args.strategy != "best-of-n":
-        raise InputError("--reward applies to --strategy best-of-n (majority takes no reward)")
     reward = _reward(args.reward or "reference", correct, args.max_steps) \
         if args.strategy == "best-of-n" else None
     try:
