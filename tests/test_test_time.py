@@ -224,6 +224,9 @@ def test_ltvm_sample_best_of_n_with_a_reward_script(capsys, tmp_path):
     ("def reward(answer):\n    return float('nan')\n", "is not finite"),
     ("import sys\nsys.exit(0)\n", "SystemExit"),
     ("import sys\ndef reward(answer):\n    sys.exit(3)\n", "SystemExit"),
+    ("def reward(answer):\n    return '1'\n", "returned '1', not a number"),  # taken as 1
+    ("def reward(answer):\n    return [1.0]\n", "returned [1.0], not a number"),
+    ("def reward(answer):\n    return 10 ** 400\n", "an integer past float's range"),
 ])
 def test_a_broken_reward_script_is_bad_input(capsys, tmp_path, text, message):
     script = tmp_path / "broken.py"
@@ -231,6 +234,15 @@ def test_a_broken_reward_script_is_bad_input(capsys, tmp_path, text, message):
     code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.1", "--samples", "4",
                  "--strategy", "best-of-n", "--reward", str(script)])
     assert code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, shown", [("True", "1"), ("np.float32(0.5)", "0.5"),
+                                          ("np.int64(3)", "3")])
+def test_a_reward_script_may_return_any_real_number(capsys, tmp_path, value, shown):
+    code = sample_best_of_n(tmp_path, f"import numpy as np\ndef reward(answer):\n"
+                                      f"    return {value}\n", "0.1", 4)
+    assert code in (0, 1) and json.loads(capsys.readouterr().out)["chosen_reward"] == \
+        float(shown)
 
 
 def test_a_reward_without_best_of_n_is_refused_not_ignored(capsys):

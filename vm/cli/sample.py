@@ -8,9 +8,12 @@ import functools
 import importlib.util
 import json
 import math
+import numbers
 import sys
 from pathlib import Path
 from typing import Callable
+
+import numpy as np
 
 from assembler.program import Program
 from vm.cli.common import (add_time_limit, load_program, positive_int, seed_value,
@@ -83,10 +86,17 @@ def script_reward(path: Path) -> Callable[[Answer], float]:
     def checked(answer: Answer) -> float:
         try:
             with contextlib.redirect_stdout(sys.stderr):
-                value = float(reward(answer))
+                returned = reward(answer)
         except (Exception, SystemExit) as error:
             raise InputError(f"{path}: reward({answer!r}) failed: "
                              f"{type(error).__name__}: {error}") from None
+        if not isinstance(returned, (numbers.Real, np.bool_)):  # float() took the text '1'
+            raise InputError(f"{path}: reward({answer!r}) returned {returned!r}, not a number")
+        try:
+            value = float(returned)
+        except OverflowError:
+            raise InputError(f"{path}: reward({answer!r}) returned an integer past float's "
+                             "range") from None
         if not math.isfinite(value):
             raise InputError(f"{path}: reward({answer!r}) = {value} is not finite")
         return value
