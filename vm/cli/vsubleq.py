@@ -42,7 +42,7 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch  # here, not at the top: every `ltvm` call imports this module
 
-    from vm.runtime.config import check_device
+    from vm.transformer.devices import check_device
     from vm.tools.vsubleq_bench import bench_vsubleq, format_vsubleq_table
 
     check_device(args.device)  # a traceback from torch's first tensor, for cuda without one

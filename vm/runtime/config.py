@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from vm.common.errors import InputError
 from vm.common.limits import check_temperature, check_threads
+from vm.transformer.devices import check_device
 from vm.transformer.modes import ATTENTION_MODES
 
 DTYPE_NAMES = ("float32", "float64")
@@ -112,29 +113,3 @@ def _fused_available() -> bool:
     """Whether numba is installed; imported only when a run asks for fused passes."""
     from vm.runtime.fused import available
     return available()
-
-
-def check_device(name: str) -> None:
-    """Refuse, before any work, a device torch does not know or that cannot run the machine:
-    only the CPU and present CUDA devices hold real tensors. Imports torch only for a device
-    other than "cpu"."""
-    if name == "cpu":
-        return
-    import torch
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise InputError(f"unknown device {name!r} (expected cpu, cuda or cuda:N)") from None
-    if device.type not in ("cpu", "cuda"):
-        raise InputError(f"device {name!r} cannot run the machine (expected cpu, cuda or "
-                         f"cuda:N)")
-    if device.type == "cpu" and device.index not in (None, 0):
-        raise InputError(f"device {name!r}: there is one CPU device (expected cpu, cuda or "
-                         f"cuda:N)")
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise InputError(f"device {name!r} requested but no CUDA device is available")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise InputError(f"device {name!r}: there are {torch.cuda.device_count()} CUDA "
-                             f"devices")
-

@@ -12,14 +12,14 @@ import numpy as np
 import torch
 
 from vm.common.errors import InputError
+from vm.machines.stepping import check_max_steps
 from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.machine import vsubleq_machine
-from vm.machines.stepping import check_max_steps
 from vm.machines.vsubleq.punchcard import (SIZING_STEPS, VState, check_max_output,
                                            default_outputs, geometry_for)
 from vm.machines.vsubleq.reference import (Image, Reference, Result, Step, check_image,
                                            check_input_bytes)
-from vm.runtime.config import check_device
+from vm.transformer.devices import check_device
 from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
 from vm.transformer.layout import Layout
 from vm.transformer.memory import check_dense_memory
