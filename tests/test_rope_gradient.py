@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from vm.attention.rope.forward import rotary_attention
+from vm.attention.rope.forward import general_scores, rotary_attention, rotary_scores
 from vm.attention.rope.gradient import (exact_gradient, exact_rotary_gradient,
                                         factor_gradients, loss)
 from vm.attention.rope.instance import random_instance
@@ -106,3 +106,22 @@ def test_a_free_parameter_x_that_is_not_a_finite_d2_by_d2_matrix_is_refused(x, m
         exact_gradient(inst, x=x)
     with pytest.raises(ValueError, match=message):
         loss(inst, x)
+
+
+@pytest.mark.parametrize("form", ["rotary", "general"])
+def test_scores_beyond_exp_s_range_give_the_true_gradient_not_nan(form):
+    """exp(score) overflowed from scores of 710 on: B = 800 gave NaN gradients and loss."""
+    inst = random_instance(9, 4, 800.0, form, seed=4)
+    x1, x2 = inst.x1.clone().requires_grad_(True), inst.x2.clone().requires_grad_(True)
+    q, k = inst.a1 @ x1, inst.a2 @ x2
+    score = rotary_scores(q, k) if form == "rotary" else general_scores(q, k, inst.offsets)
+    out = torch.softmax(score, 1) @ (inst.a3 @ inst.y)
+    expected = 0.5 * ((out - inst.e) ** 2).sum()
+    expected.backward()
+    routes = [exact_gradient] + ([exact_rotary_gradient] if form == "rotary" else [])
+    for route in routes:
+        closed = route(inst)
+        d1, d2 = factor_gradients(closed.dx, inst.x1, inst.x2)
+        assert relative(d1, x1.grad) <= 1e-8 and relative(d2, x2.grad) <= 1e-8
+        assert closed.loss == pytest.approx(float(expected.detach()), rel=1e-12)
+    assert bool(torch.isfinite(rotary_attention(q, k, inst.a3 @ inst.y)).all())

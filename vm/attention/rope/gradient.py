@@ -101,8 +101,7 @@ def scores(inst: Instance, x: torch.Tensor, rows: slice | None = None) -> torch.
 
 def loss(inst: Instance, x: torch.Tensor) -> torch.Tensor:
     """Definition 3.2's Loss(X) = 0.5 ||D^-1 A A3 Y - E||_F^2 (differentiable in x)."""
-    a = scores(inst, x).exp()
-    out = (a @ (inst.a3 @ inst.y)) / a.sum(1, keepdim=True)
+    out = torch.softmax(scores(inst, x), 1) @ (inst.a3 @ inst.y)  # D^-1 A, exp never overflows
     return 0.5 * ((out - inst.e) ** 2).sum()
 
 
@@ -121,6 +120,12 @@ def reversed_toeplitz(diagonals: torch.Tensor, rows: slice) -> torch.Tensor:
     gather. `diagonals` holds t at index delta + n - 1 (2n-1 entries, contiguous)."""
     n = (diagonals.shape[0] + 1) // 2
     return diagonals.unfold(0, n, 1)[rows]
+
+
+def _shifted_exp(score: torch.Tensor) -> torch.Tensor:
+    """exp of each row less its largest entry: u(x) up to a factor per row, which s = D^-1 A
+    cancels; exp itself overflowed from scores of 710 on (B = 800 gave NaN gradients)."""
+    return (score - score.amax(1, keepdim=True)).exp()
 
 
 def _check_block(block: int | None) -> None:
@@ -158,7 +163,7 @@ def exact_gradient(inst: Instance, x: torch.Tensor | None = None, block: int | N
         for r, c in pairs:
             score += ((inst.a1[rows] @ blocks[:, :, r, c] @ keys.T)
                       * reversed_toeplitz(diagonals[r, c], rows))
-        a = (score / d).exp()                                  # u(x), row j0 = u(x)_j0
+        a = _shifted_exp(score / d)                            # u(x), row j0 = u(x)_j0
         s = a / a.sum(1, keepdim=True)                         # s(x) = D^-1 A
         ell = s @ v - inst.e[rows]                             # l(x)
         beta = ell @ v.T                                       # beta(x)_j0 = A3 Y l_j0
@@ -195,7 +200,7 @@ def exact_rotary_gradient(inst: Instance, block: int | None = None,
     total, gamma = 0.0, None
     for start in range(0, n, block or n):
         rows = slice(start, min(n, start + (block or n)))
-        a = (rotate(inst.a1[rows] @ inst.x1, start) @ keys.T / d).exp()
+        a = _shifted_exp(rotate(inst.a1[rows] @ inst.x1, start) @ keys.T / d)
         s = a / a.sum(1, keepdim=True)
         ell = s @ v - inst.e[rows]
         gamma1 = s * (ell @ v.T)
