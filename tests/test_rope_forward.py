@@ -73,7 +73,7 @@ def test_offsets_that_are_not_rotary_fail_the_rotary_check(change):
 
 @pytest.mark.parametrize("offsets_n", [6, 3])
 def test_general_attention_refuses_offsets_of_another_length(offsets_n):
-    """n = 6's offsets for 4 queries were read off-centre: W_1 used as W_0, no error."""
+    """n = 6's offsets for 4 queries were read off-centre (W_{delta-2} as W_delta), no error."""
     q = torch.rand(4, 2, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"offsets must be \(2n-1, d, d\) = \(7, 2, 2\)"):
         general_attention(q, q, q, rotary_offsets(offsets_n, 2))
