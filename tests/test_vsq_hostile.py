@@ -112,3 +112,25 @@ def test_the_sizing_run_stops_where_no_longer_tape_could_be_built() -> None:
                                          r"output tape of 65,527 bytes need 65,537 columns, "
                                          r"more than the transformer's 65,536$"):
         VGeometry(image.size, image.bits, 0, needed)
+
+
+@pytest.mark.parametrize("engine", [run_transformer, compare])
+def test_a_time_limit_in_the_sizing_run_counts_no_step_of_the_run(engine) -> None:
+    """The sizing run told `progress` the reference's steps, so a --max-seconds reached there
+    said 'stopped by --max-seconds 2 after 4,096 compared steps' of a comparison that had
+    compared none (`ltvm compare loop.dec --max-steps 100000000 --max-seconds 2`)."""
+    from vm.machines.stepping import CLOCK_EVERY
+    heard = []
+
+    def progress(steps: int) -> None:
+        heard.append(steps)
+        if len(heard) == 2:
+            raise TimeLimitExceeded(f"stopped by --max-seconds 1 after {steps:,} steps, before "
+                                    f"the program halted")
+    with pytest.raises(TimeLimitExceeded) as stopped:
+        engine(Image.from_words([3, 3, 0], 8), 10 ** 9, progress=progress)
+    assert heard == [0, 0]
+    assert str(stopped.value) == (
+        f"stopped by --max-seconds 1 after 0 steps, before the program halted (the reference "
+        f"was sizing the output tape: {2 * CLOCK_EVERY:,} of 1,000,000,000 steps run; "
+        f"--max-output BYTES skips that)")

@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from vm.common.encoding import code_value, pm1_code, pm1_codes, word_values
-from vm.common.errors import InputError
+from vm.common.errors import InputError, RunFailure
 from vm.machines.vsubleq.layout import MAX_COLUMNS, VGeometry, vsubleq_layout
 from vm.machines.stepping import step_until_halted
 from vm.machines.vsubleq.reference import Image, Reference, wrap
@@ -82,7 +82,8 @@ def default_outputs(image: Image, input_bytes: bytes, max_steps: int,
     and on ran 20 million reference steps for a minute, then was refused)."""
     VGeometry(image.size, image.bits, len(input_bytes))  # the input alone must fit
     room = output_room(image, len(input_bytes))
-    needed = output_needed(image, input_bytes, max_steps, progress, limit=room)
+    needed = output_needed(image, input_bytes, max_steps, _sizing(progress, max_steps),
+                           limit=room)
     if needed > room:
         raise InputError(f"the image writes more than {room:,} bytes within {max_steps:,} "
                          f"steps, the longest output tape the transformer's {MAX_COLUMNS:,} "
@@ -90,6 +91,25 @@ def default_outputs(image: Image, input_bytes: bytes, max_steps: int,
                          f"{len(input_bytes):,} input bytes; run fewer --max-steps, or give "
                          f"--max-output BYTES to stop when that many are written")
     return needed
+
+
+def _sizing(progress: Callable[[int], None] | None, max_steps: int
+            ) -> Callable[[int], None] | None:
+    """`progress` as the sizing run reports to it: the run it counts has made no step yet, so
+    it hears 0 (its time limit still stops the sizing), and a stop says what was running.
+    Told the reference's steps, a --max-seconds reached there said 'stopped after 4,096
+    compared steps' of a comparison that had compared none."""
+    if progress is None:
+        return None
+
+    def sizing(steps: int) -> None:
+        try:
+            progress(0)
+        except RunFailure as stopped:
+            stopped.args = (f"{stopped} (the reference was sizing the output tape: {steps:,} "
+                            f"of {max_steps:,} steps run; --max-output BYTES skips that)",)
+            raise
+    return sizing
 
 
 def geometry_for(image: Image, inputs: int = 0, outputs: int | None = None) -> VGeometry:
