@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from vm.attention.rope import fast as fast_module
-from vm.attention.rope.fast import fast_gradient
+from vm.attention.rope.fast import fast_gradient, working_bytes
 from vm.attention.rope.forward import general_attention, rotary_attention, support
 from vm.attention.rope.gradient import exact_gradient, scores, toeplitz_index
 from vm.attention.rope.instance import random_instance
 from vm.attention.rope.polynomial import exp_coefficients, exp_error_bound
+from vm.attention.rope.toeplitz import fft_size
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -130,3 +133,15 @@ def test_the_general_route_reports_progress_while_it_takes_its_spectra(monkeypat
     with pytest.raises(Stop):
         fast_gradient(random_instance(64, 2, 1.0, "general", seed=0), "general", 3, 1.0, stop)
     assert len(spectra_taken) < 3   # stopped before the gradient's two sides were taken
+
+
+def test_the_general_factor_memory_counts_the_toeplitz_features_of_every_offset():
+    """The 2n-1 offsets' features were counted at n rows: d = 4, g = 8 at n = 2048 was put
+    at 1.8 GiB and held 2.4, so runs past the 4 GiB limit passed the check."""
+    n, d, degree = 2048, 4, 8
+    toeplitz = math.comb(2 * d + degree + 1, degree + 1)   # monomials over |S| = 2d, <= g + 1
+    marginals = math.comb(d + degree, degree)               # monomials over d, <= g
+    bins = fft_size(n) // 2 + 1
+    # alive during the contraction: the Toeplitz features and spectra, both sides' spectra
+    held = 8 * (2 * n - 1) * toeplitz + 16 * bins * (toeplitz + 2 * marginals * (d + 1) * d)
+    assert working_bytes(n, d, degree, "general") > held
