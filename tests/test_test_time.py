@@ -177,6 +177,22 @@ def test_the_checker_program_accepts_exactly_the_proper_factors():
     assert all(reward(c) == 0.0 for c in candidates if c not in accepted)
 
 
+def test_the_checker_rewards_only_whole_numbers():
+    """7.5 was written into the candidate word as 7 and verified as a factor of 91 (reward
+    1); '7' raised TypeError in the word's range check."""
+    checker = assemble_file(ROOT / "programs" / "subleq" / "check_factor.sq")
+    reward = CheckerReward(checker, geometry_for(checker), 2_000)
+    reward.prepare([7.5, "7", 13.0, 10 ** 30])
+    assert [reward(a) for a in (7.5, "7", 13.0, 10 ** 30)] == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_a_checker_of_no_steps_is_refused():
+    """max_steps 0 rewarded every answer 0 without running the checker."""
+    checker = assemble_file(ROOT / "programs" / "subleq" / "check_factor.sq")
+    with pytest.raises(InputError, match="max_steps must be a whole number, at least 1"):
+        CheckerReward(checker, geometry_for(checker), 0)
+
+
 def test_a_checker_without_the_named_cells_is_refused():
     program = assemble_file(FACTORIAL)
     with pytest.raises(InputError, match="no memory cell named 'candidate'"):

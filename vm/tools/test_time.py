@@ -249,8 +249,8 @@ class CheckerReward:
     """A SUBLEQ verifier as the reward: an answer is written into the checker's cell
     `candidate`, the checker runs on the transformer (exactly; the distinct answers of a
     `prepare` call in one batch, cached), and its cell `verdict` is the reward. An answer
-    that does not fit the checker's word, a checker run that does not halt within
-    `max_steps`, and None (a sample that did not halt) reward 0."""
+    that is no whole number in the checker's word (7.5, '7', None: a sample that did not
+    halt) and a checker run that does not halt within `max_steps` reward 0."""
 
     def __init__(self, checker: Program, geometry: Geometry, max_steps: int,
                  candidate: str = "candidate", verdict: str = "ok") -> None:
@@ -259,22 +259,26 @@ class CheckerReward:
             self.verdict = answer_address(checker, verdict)
         except InputError as error:
             raise InputError(f"the checker {checker.source}: {error}") from None
-        self.checker, self.geometry, self.max_steps = checker, geometry, max_steps
+        try:  # 0 steps rewarded every answer 0 without running the checker
+            self.max_steps = _whole(max_steps, "max_steps", 1)
+        except ValueError as error:
+            raise InputError(str(error)) from None
+        self.checker, self.geometry = checker, geometry
         self.rewards: dict[Answer, float] = {None: 0.0}
 
     def prepare(self, answers: Sequence[Answer],
                 progress: Callable[[int], None] | None = None) -> None:
         """Verify every answer not seen yet, in one batched run (`progress` is told its
         passes and may stop it, as --max-seconds does)."""
-        low, high = word_range(self.checker.bits)
-        fresh = sorted({a for a in answers if a not in self.rewards})
+        fresh = [a for a in dict.fromkeys(answers) if a not in self.rewards]
         programs = []
         for answer in fresh:
-            if not low <= answer <= high:
+            word = self._word(answer)
+            if word is None:
                 self.rewards[answer] = 0.0
                 continue
             memory = list(self.checker.memory)
-            memory[self.candidate] = answer
+            memory[self.candidate] = word
             programs.append((answer, replace(self.checker, memory=memory)))
         if not programs:
             return
@@ -289,6 +293,19 @@ class CheckerReward:
     def __call__(self, answer: Answer) -> float:
         self.prepare([answer])
         return self.rewards[answer]
+
+    def _word(self, answer: Answer) -> int | None:
+        """The whole number `answer` equals, if the checker's word holds it (7.0 is 7, as
+        the cache takes it): 7.5 was written into the word as 7 and verified as 7, and '7'
+        raised TypeError."""
+        if isinstance(answer, numbers.Integral):
+            word = int(answer)
+        elif isinstance(answer, numbers.Real) and float(answer).is_integer():
+            word = int(answer)
+        else:
+            return None
+        low, high = word_range(self.checker.bits)
+        return word if low <= word <= high else None
 
 
 def batch_seed(seed: int, index: int) -> int:
