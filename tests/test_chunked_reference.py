@@ -49,3 +49,10 @@ def test_a_zero_row_matched_exactly_has_no_error_and_one_missed_has_infinite_err
     assert relative_error(exact, exact) == 0.0
     assert relative_error(exact + torch.tensor([[0.0, 0.0], [0.0, 0.5]]), exact) == 0.1
     assert relative_error(exact + torch.tensor([[1e-9, 0.0], [0.0, 0.0]]), exact) == math.inf
+
+
+@pytest.mark.parametrize("row_chunk", [0, -1, 2.5])
+def test_direct_attention_refuses_a_chunk_of_no_rows(row_chunk):
+    x, model = random_instance(8, 1, 1, 2, Mask(), torch.float64, seed=0)
+    with pytest.raises(ValueError, match="row_chunk must be None or a whole number"):
+        head_attention(x, model.layers[0][0], Mask(), row_chunk=row_chunk)

@@ -126,3 +126,11 @@ def test_the_check_of_theorem_4_1_holds_one_chunk_of_scores_at_a_time():
     if taken.method != "rss-high-water-reset":
         pytest.skip("no resettable high-water mark: the peak would include earlier work")
     assert taken.peak_bytes < 1.6 * 2048 * 8192 * 8
+
+
+@pytest.mark.parametrize("row_chunk", [0, -1, 2.5])
+def test_the_check_of_theorem_4_1_refuses_a_chunk_of_no_rows(row_chunk):
+    """row_chunk = -1 looked at no pair and returned C = 1, D = inf: every assumption met."""
+    x, model = random_instance(8, 1, 1, 2, Mask(), torch.float64, seed=0)
+    with pytest.raises(ValueError, match="row_chunk must be a whole number"):
+        head_constants(x, model.layers[0][0], row_chunk=row_chunk)

@@ -44,6 +44,9 @@ def head_constants(x_head: Tensor, head: HeadWeights, row_chunk: int = 1024,
     """The smallest C and the largest D of Theorem 4.1 for one head; `progress` is told the
     rows done after each chunk (N^2 work: twice the direct attention's time). One chunk of
     scores is held, worked on in place: four copies took 2 GiB at N = 65536."""
+    if not (isinstance(row_chunk, int) and row_chunk >= 1):  # -1 checked no rows: C 1, D inf
+        raise ValueError(f"row_chunk must be a whole number of rows, at least 1, got "
+                         f"{row_chunk!r}")
     x_head = x_head.double()
     q, k, v = x_head @ head.query.double(), x_head @ head.key.double(), x_head @ head.value.double()
     n = len(x_head)

@@ -23,6 +23,9 @@ def head_attention(x_head: Tensor, head: HeadWeights, mask: Mask, row_chunk: int
                    progress: Callable[[int], None] | None = None) -> tuple[Tensor, Tensor]:
     """softmax(mask(Q K^T)) V for one head, and the log of each row's normalizer (log-sum-exp);
     `progress` is told the rows done after each chunk."""
+    if row_chunk is not None and not (isinstance(row_chunk, int) and row_chunk >= 1):
+        raise ValueError(f"row_chunk must be None or a whole number of rows, at least 1, got "
+                         f"{row_chunk!r}")  # 0 failed in range(), -1 in torch.cat
     q, k, v = x_head @ head.query, x_head @ head.key, x_head @ head.value
     n = x_head.shape[0]
     step = n if row_chunk is None else row_chunk
