@@ -23,6 +23,7 @@ from vm.attention.chunked.memory import measure
 from vm.attention.chunked.model import HeadWeights, LargeTransformer, Mask, random_instance
 from vm.attention.chunked.sampled import block_sizes, plan_head
 from vm.attention.chunked.simulate import simulate
+from vm.common.errors import InputError
 
 ALPHA, LAM = 0.5, 1.0
 N, M = 4 * 1023, 1024
@@ -134,3 +135,16 @@ def test_the_check_of_theorem_4_1_refuses_a_chunk_of_no_rows(row_chunk):
     x, model = random_instance(8, 1, 1, 2, Mask(), torch.float64, seed=0)
     with pytest.raises(ValueError, match="row_chunk must be a whole number"):
         head_constants(x, model.layers[0][0], row_chunk=row_chunk)
+
+
+@pytest.mark.parametrize("max_length, message", [
+    (1, "at least 2"), (0, "positive"), (9, "exceeds the sequence length"),
+    (2.5, "whole number"),
+])
+def test_the_check_of_theorem_4_1_refuses_an_oracle_length_the_simulation_refuses(max_length,
+                                                                                  message):
+    """M = 1 divided by zero, M = 0 took the smallest of no samples, M = 2.5 gave samples of
+    one key."""
+    x, model = random_instance(8, 1, 1, 2, Mask(), torch.float64, seed=0)
+    with pytest.raises(InputError, match=message):
+        check_first_layer(model, x, max_length)

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from vm.attention.chunked.model import HeadWeights, LargeTransformer
 from vm.attention.chunked.sampled import block_sizes
+from vm.attention.chunked.simulate import check_sizes
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,9 @@ def bounds(c: float, d: float, n: int, sample: int, value_dim: int) -> tuple[flo
 def check_first_layer(model: LargeTransformer, x: Tensor, max_length: int,
                       progress: Callable[[int], None] | None = None) -> AverageCaseCheck:
     """C (largest) and D (smallest) over the heads of the first layer, and their bounds;
-    `progress` is told the rows done, over every head, after each chunk."""
+    `progress` is told the rows done, over every head, after each chunk. M is checked as
+    the simulation checks it (M = 1 divided by zero, M = 2.5 made samples of one key)."""
+    check_sizes("sampled", len(x), max_length, model.mask)
     constants = [head_constants(model.head_input(x, h), head, progress=None if progress is None
                                 else lambda rows, base=h * len(x): progress(base + rows))
                  for h, head in enumerate(model.layers[0])]
