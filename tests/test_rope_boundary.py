@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from vm.attention.rope.boundary import smallest_degree
 from vm.attention.rope.fast import fast_gradient
 from vm.attention.rope.gradient import exact_gradient
@@ -34,3 +36,11 @@ def test_unreachable_target_gives_none():
     degree, errors = smallest_degree(inst, exact_gradient(inst).dx, "rotary", 4.0, 1e-9,
                                      max_degree=6)
     assert degree is None and max(errors) == 6 and min(errors.values()) > 1e-9
+
+
+def test_a_zero_exact_gradient_has_no_smallest_degree_to_search():
+    """One token: the exact gradient is 0, every error came out inf, and the search answered
+    None (no degree reaches the target) after trying them all."""
+    inst = random_instance(1, 4, 1.0, "rotary", seed=0)
+    with pytest.raises(ValueError, match="relative error is undefined"):
+        smallest_degree(inst, exact_gradient(inst).dx, "rotary", 1.0, 1e-6)

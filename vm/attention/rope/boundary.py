@@ -20,8 +20,13 @@ MAX_SEARCH_DEGREE = 28
 
 
 def relative_error(fast: torch.Tensor, exact: torch.Tensor) -> float:
-    """Relative Frobenius error of `fast` against `exact`."""
-    return float((fast - exact).norm() / exact.norm())
+    """Relative Frobenius error of `fast` against `exact`; ValueError where `exact` is 0 (one
+    token): the error was inf or NaN, and `smallest_degree` said no degree reached a target."""
+    scale = float(exact.norm())
+    if scale == 0:
+        raise ValueError("the exact gradient is 0 (a single token): a relative error is "
+                         "undefined")
+    return float((fast - exact).norm()) / scale
 
 
 def degree_guess(bound: float, target: float) -> int:
