@@ -57,6 +57,17 @@ def test_exact_majority_success_matches_simulation(p_correct, n):
     assert majority_success_two(p_correct, n) == pytest.approx(simulated, abs=0.01)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_simulated_weights_may_be_any_finite_numbers():
+    """Weights of 1e308 summed to inf: numpy's 'probabilities do not sum to 1' and an
+    overflow warning. Weights 3e307 and 1e307 are the probabilities 3/4 and 1/4."""
+    rng = np.random.default_rng(4)
+    assert simulated_success("best-of-n", [1e308, 1e308], 1, 20_000, rng) == \
+        pytest.approx(0.5, abs=0.02)
+    assert simulated_success("best-of-n", [3e307, 1e307], 1, 20_000, rng) == \
+        pytest.approx(0.75, abs=0.02)
+
+
 def test_exact_best_of_n_success_matches_simulation():
     probabilities = best_of_n_hard_instance(0.05, 20)
     simulated = simulated_success("best-of-n", probabilities, 30, 40_000,

@@ -116,8 +116,10 @@ def simulated_success(strategy: str, probabilities: Sequence[float], n: int, tri
     if _whole(n, "n", 1) * _whole(trials, "trials", 1) > MAX_DRAWS:
         raise ValueError(f"{trials} trials of {n} samples exceed {MAX_DRAWS:,} draws")
     p = np.asarray(probabilities, dtype=float)
-    if p.ndim != 1 or not p.size or not (np.isfinite(p).all() and (p >= 0).all() and p.sum()):
+    if p.ndim != 1 or not p.size or not (np.isfinite(p).all() and (p >= 0).all()
+                                         and (p > 0).any()):
         raise ValueError(f"probabilities must be finite, at least 0 and not all 0, got {p}")
+    p = p / p.max()  # weights of 1e308 summed to inf: 'probabilities do not sum to 1'
     draws = rng.choice(len(p), size=(trials, n), p=p / p.sum())
     if strategy == "best-of-n":
         return float((draws == 0).any(axis=1).mean())
