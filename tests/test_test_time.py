@@ -197,6 +197,31 @@ def test_the_checker_rewards_only_whole_numbers():
     assert [reward(a) for a in (7.5, "7", 13.0, 10 ** 30)] == [0.0, 0.0, 1.0, 0.0]
 
 
+SLOW_CHECK = (".bits 16\n.data\ncandidate: 0\nok: 0\nk: 300\none: 1\nneg1: -1\n.code\n"
+              "loop: subleq one, k, done\n      goto loop\ndone: subleq neg1, ok\n      halt\n")
+"""A checker that accepts every answer after a countdown of 300 (about 600 steps)."""
+
+
+def test_a_checker_that_does_not_halt_in_time_is_reported(capsys, tmp_path):
+    """Its answers were rewarded 0, as if rejected, without a word: the verdict was the
+    step limit's, not the checker's."""
+    checker = tmp_path / "slow.sq"
+    checker.write_text(SLOW_CHECK)
+    code = main(["sample", FACTORIAL, "--cell", "fact", "--samples", "4", "--noise", "0.1",
+                 "--strategy", "best-of-n", "--reward", str(checker), "--max-steps", "400",
+                 "--json"])
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert code in (0, 1) and report["chosen_reward"] == 0.0
+    assert report["checker_unfinished"] == len({d["answer"] for d in report["distribution"]
+                                                if d["answer"] is not None})
+    assert "the checker did not halt within --max-steps 400" in captured.err
+    assert main(["sample", FACTORIAL, "--cell", "fact", "--samples", "4", "--noise", "0.1",
+                 "--strategy", "best-of-n", "--reward", str(checker), "--max-steps", "2000",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["checker_unfinished"] == 0
+
+
 def test_a_checker_of_no_steps_is_refused():
     """max_steps 0 rewarded every answer 0 without running the checker."""
     checker = assemble_file(ROOT / "programs" / "subleq" / "check_factor.sq")

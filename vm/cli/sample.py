@@ -159,6 +159,11 @@ def run(args: argparse.Namespace) -> int:
                 reward.prepare(answers, checker_progress)
             finally:
                 checker_progress.done()
+            if reward.unfinished:  # rewarded 0 as if rejected: a slow checker failed silently
+                print(f"ltvm: note: the checker did not halt within --max-steps "
+                      f"{args.max_steps} on {len(reward.unfinished)} of "
+                      f"{len(set(answers))} distinct answers (rewarded 0, as if rejected)",
+                      file=sys.stderr)
         else:  # a script's calls, one per distinct answer (cached), each timed and counted:
             # a slow verifier ran past --max-seconds with no word (0.5 s x 31 answers: 19 s
             # against --max-seconds 4, exit 0)
@@ -180,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
     if reward is not None:
         report["reward"] = args.reward
         report["chosen_reward"] = reward(chosen)
+    if isinstance(reward, CheckerReward):
+        report["checker_unfinished"] = len(reward.unfinished)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

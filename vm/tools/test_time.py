@@ -252,7 +252,8 @@ class CheckerReward:
     `candidate`, the checker runs on the transformer (exactly; the distinct answers of a
     `prepare` call in one batch, cached), and its cell `verdict` is the reward. An answer
     that is no whole number in the checker's word (7.5, '7', None: a sample that did not
-    halt) and a checker run that does not halt within `max_steps` reward 0."""
+    halt) and a checker run that does not halt within `max_steps` reward 0; the latter
+    are kept in `unfinished`, for the caller to report."""
 
     def __init__(self, checker: Program, geometry: Geometry, max_steps: int,
                  candidate: str = "candidate", verdict: str = "ok") -> None:
@@ -267,6 +268,7 @@ class CheckerReward:
             raise InputError(str(error)) from None
         self.checker, self.geometry = checker, geometry
         self.rewards: dict[Answer, float] = {None: 0.0}
+        self.unfinished: list[Answer] = []
 
     def prepare(self, answers: Sequence[Answer],
                 progress: Callable[[int], None] | None = None) -> None:
@@ -291,6 +293,8 @@ class CheckerReward:
         for (answer, _), result in zip(programs, results):
             self.rewards[answer] = (float(result.memory[self.verdict])
                                     if result.halted else 0.0)
+            if not result.halted:
+                self.unfinished.append(answer)
 
     def __call__(self, answer: Answer) -> float:
         self.prepare([answer])
