@@ -382,6 +382,7 @@ def test_in_domain_runs_say_ok(linear_run):
     ({"lr": float("inf")}, "positive and finite"),                     # 'unexpected inf'
     ({"epochs": True}, "epochs must be a whole number"),               # 'unexpected True'
     ({"epochs": 2.5}, "epochs must be a whole number"),
+    ({"epochs": 10 ** 9}, "epochs must be a whole number from 1 to 100,000"),  # no end
     ({"seed": -7}, "seed must be a whole number, at least 0"),         # numpy's ValueError
     ({"lr": 10 ** 400}, "positive and finite, got inf"),               # OverflowError
     ({"lr": True}, "the learning rate must be a real number"),         # trained at lr 1

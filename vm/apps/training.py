@@ -34,6 +34,7 @@ from vm.machines.fleq.layout import MAX_COLUMNS
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.common.errors import InputError, RunFailure
 from vm.common.files import require_regular_file
+from vm.common.limits import MAX_EPOCHS
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.machines.fleq.domains import DomainViolation, first_domain_violation
@@ -76,8 +77,10 @@ class TrainingSetup:
                              f"smallest normal double) and 2^{MAGNITUDE_BITS} (about "
                              f"{MAGNITUDE:.3g}, the magnitudes the machine keeps exact), got "
                              f"{self.lr:g}")
-        if not _whole(self.epochs) or self.epochs < 1:
-            raise InputError(f"epochs must be a whole number, at least 1, got {self.epochs!r}")
+        if not _whole(self.epochs) or not 1 <= self.epochs <= MAX_EPOCHS:  # checked here,
+            # not on the command line alone: 10^9 in Python ran on with no end in sight
+            raise InputError(f"epochs must be a whole number from 1 to {MAX_EPOCHS:,}, got "
+                             f"{self.epochs!r}")
         if not _whole(self.seed) or self.seed < 0:
             raise InputError(f"seed must be a whole number, at least 0, got {self.seed!r}")
         for name in ("hidden", "epochs", "seed"):

@@ -12,14 +12,12 @@ from typing import TYPE_CHECKING
 from vm.cli.common import (add_engine_arguments, engine_config, finite_float, non_negative_int,
                            positive_float, positive_int, seed_value)
 from vm.common.errors import InputError
+from vm.common.limits import MAX_EPOCHS
 from vm.functions.activations import ACTIVATIONS
 from vm.tools.progress import Progress, TimeLimitExceeded
 
 if TYPE_CHECKING:
     from vm.machines.fleq.domains import DomainViolation
-
-MAX_EPOCHS = 100_000
-"""Most epochs one command may ask for (each is thousands of passes for a few samples)."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -64,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from vm.apps.training import (TrainingSetup, load_dataset,  # torch: not for every call
                                   program_source, starting_point, train)
 
-    if args.epochs > MAX_EPOCHS:
+    if args.epochs > MAX_EPOCHS:  # before the data is read (TrainingSetup checks it too)
         raise InputError(f"--epochs {args.epochs} exceeds the limit of {MAX_EPOCHS}")
     if args.activation is not None and not args.hidden:  # ignored: the model is linear
         raise InputError("--activation applies to a hidden layer (--hidden H)")

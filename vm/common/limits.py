@@ -15,6 +15,10 @@ about 20 for SUBLEQ and 800 for FLEQ); an infinite or huge lam turns scores into
 a NaN that no run should compute on. Also the most noise a sampled read takes: its scale
 lam * T overflowed float32 from T = 1e37, and every sample read NaN."""
 
+MAX_EPOCHS = 100_000
+"""Most epochs of SGD one training run may ask for (each is thousands of passes for a few
+samples; far below 2^24, where a float32 epoch counter stops counting)."""
+
 
 def check_threads(threads: int, option: str = "threads") -> int:
     """`threads` when it is 1 to MAX_THREADS, else InputError naming `option`."""
