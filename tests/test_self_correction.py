@@ -88,3 +88,20 @@ def test_an_expert_refuses_what_it_cannot_write_by_name(expert, data, message):
 def test_a_3sat_instance_outside_what_brute_force_can_decide_is_refused(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: BanditState(0, 3), "one or more arms"),                     # chose no arm
+    (lambda: BanditState(3, -1), "0 or more rounds of exploration"),
+    (lambda: BanditState(3, 2, sums=[1, 2]), "3 arms need 3 reward sums"),  # IndexError
+    (lambda: BanditState(3, 2, last=5), "a last arm below 3"),           # credited no arm
+    (lambda: self_correct([1, 2], UNSAT, 3, -1, 1, 0.1, 0), "rounds must be a whole number"),
+])
+def test_a_bandit_or_protocol_that_cannot_play_is_refused(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+def test_explore_then_commit_of_no_rounds_chooses_nothing():
+    """rewards[0] was an IndexError."""
+    assert explore_then_commit([], 3) == []

@@ -41,14 +41,19 @@ Clause = tuple[int, int, int]
 """A 3-SAT clause: literals +v (x_v) or -v (not x_v), variables numbered from 1."""
 
 
+def _whole(value: object, least: int) -> bool:
+    """Whether `value` is an integer (numpy's too, not a bool) of at least `least`."""
+    return (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+            and value >= least)
+
+
 # -- the task -------------------------------------------------------------------------
 def satisfiable(clauses: Sequence[Clause], variables: int) -> bool:
     """Whether some assignment satisfies every clause (by trying all 2^variables). The
     instance is checked first: 40 variables meant 2^40 tries with no end in sight, a
     literal 9 of 3 variables an IndexError, and a literal 0 (no variable) was read as
     x_{variables} negated."""
-    if (not isinstance(variables, numbers.Integral) or isinstance(variables, bool)
-            or not 0 <= variables <= MAX_VARIABLES):
+    if not _whole(variables, 0) or variables > MAX_VARIABLES:
         raise ValueError(f"variables must be a whole number from 0 to {MAX_VARIABLES} (every "
                          f"assignment is tried), got {variables!r}")
     for clause in clauses:
@@ -95,9 +100,7 @@ def expert_source(expert: str, data: Sequence[int]) -> str:
     if expert not in EXPERTS:
         raise ValueError(f"unknown expert {expert!r} (choose from {', '.join(EXPERTS)})")
     low, high = word_range(WORD_BITS)
-    if not len(data) or not all(isinstance(value, numbers.Integral)
-                                and not isinstance(value, (bool, np.bool_))
-                                and low <= value <= high for value in data):
+    if not len(data) or not all(_whole(value, low) and value <= high for value in data):
         raise ValueError(f"the data must be one or more whole numbers from {low} to {high} "
                          f"(the experts' {WORD_BITS}-bit words), got {list(data)!r}")
     length = len(data)
@@ -135,8 +138,16 @@ class BanditState:
     round: int = 0
 
     def __post_init__(self) -> None:
+        """Checked here: no arms made a program that chose none (RunFailure), two sums for
+        three arms an IndexError, and a last arm of 5 of 3 credited no arm."""
+        if not _whole(self.arms, 1) or not _whole(self.explore, 0):
+            raise ValueError(f"a bandit needs one or more arms and 0 or more rounds of "
+                             f"exploration, got {self.arms!r} and {self.explore!r}")
         self.sums = self.sums or [0] * self.arms
         self.last = self.arms - 1 if self.last < 0 else self.last
+        if len(self.sums) != self.arms or not self.last < self.arms:
+            raise ValueError(f"{self.arms} arms need {self.arms} reward sums and a last arm "
+                             f"below {self.arms}, got {len(self.sums)} and {self.last}")
 
 
 def bandit_source(state: BanditState) -> str:
@@ -191,6 +202,8 @@ def bandit_choice(state: BanditState) -> int:
 def explore_then_commit(rewards: Sequence[Sequence[int]], explore: int) -> list[int]:
     """The same algorithm in plain Python, for checking f_0: the arm of each round when
     round t pays rewards[t][arm]."""
+    if not len(rewards):  # rewards[0] was an IndexError
+        return []
     arms = len(rewards[0])
     sums, choices = [0] * arms, []
     for t, paid in enumerate(rewards):
@@ -212,6 +225,8 @@ def self_correct(data: Sequence[int], clauses: Sequence[Clause], variables: int,
                  rounds: int, explore: int, noise: float, seed: int) -> Trajectory:
     """Algorithm 1: each round f_0 picks an expert, the expert answers (a stochastic run),
     the verifier scores the answer and the reward goes back to f_0."""
+    if not _whole(rounds, 0):  # -1 played no round, silently
+        raise ValueError(f"rounds must be a whole number, at least 0, got {rounds!r}")
     wanted = target(data, clauses, variables)
     state = BanditState(len(EXPERTS), explore)
     choices, rewards = [], []
