@@ -12,9 +12,9 @@ import pytest
 
 from assembler.subleq import assemble
 from vm.machines.subleq.reference import run_reference
-from vm.tools.self_correction import (EXPERTS, BanditState, bandit_choice, expert_source,
-                                      explore_then_commit, random_3sat, satisfiable,
-                                      self_correct, target)
+from vm.tools.self_correction import (EXPERTS, BanditState, bandit_choice, expert_responses,
+                                      expert_source, explore_then_commit, random_3sat,
+                                      satisfiable, self_correct, target)
 
 UNSAT = [tuple(s * v for s, v in zip(signs, (1, 2, 3)))
          for signs in itertools.product((1, -1), repeat=3)]
@@ -96,6 +96,7 @@ def test_a_3sat_instance_outside_what_brute_force_can_decide_is_refused(call, me
     (lambda: BanditState(3, 2, sums=[1, 2]), "3 arms need 3 reward sums"),  # IndexError
     (lambda: BanditState(3, 2, last=5), "a last arm below 3"),           # credited no arm
     (lambda: self_correct([1, 2], UNSAT, 3, -1, 1, 0.1, 0), "rounds must be a whole number"),
+    (lambda: expert_responses("copy", [1, 2], -1, 0.1, 0), "attempts must be a whole number"),
 ])
 def test_a_bandit_or_protocol_that_cannot_play_is_refused(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -116,6 +116,8 @@ def expert_source(expert: str, data: Sequence[int]) -> str:
 def expert_responses(expert: str, data: Sequence[int], attempts: int, noise: float,
                      seed: int) -> list[list[int] | None]:
     """`attempts` responses of one expert to `data` (None for a run that did not halt)."""
+    if not _whole(attempts, 0):  # -1 or 2.5 made the batch list [] or a TypeError
+        raise ValueError(f"attempts must be a whole number, at least 0, got {attempts!r}")
     program = assemble(expert_source(expert, data), f"<{expert}>")
     ys = program.symbols["ys"]
     runs = sample_runs([program] * attempts, SUBLEQ.geometry_for(program), noise, seed,
