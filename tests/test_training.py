@@ -393,6 +393,12 @@ def test_a_setup_outside_what_train_can_run_is_refused_where_it_is_made(settings
         TrainingSetup(**{"hidden": 0, "lr": 0.1, "epochs": 1, **settings})
 
 
+def test_ragged_data_is_an_input_error():
+    """Rows of different lengths failed in numpy ('inhomogeneous shape'), a ValueError."""
+    with pytest.raises(InputError, match="x and y must be n x d arrays of numbers"):
+        train([[1.0, 2.0], [3.0]], [1.0, 2.0], TrainingSetup(0, 0.1, 1))
+
+
 def test_numpy_integers_are_whole_numbers():
     assert TrainingSetup(np.int64(2), 0.1, np.int32(3), seed=np.uint8(1)).hidden == 2
 

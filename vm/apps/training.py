@@ -199,7 +199,11 @@ def check_dataset(x: np.ndarray, y: np.ndarray, where: str = "data") -> tuple[np
                                                                               np.ndarray]:
     """x and y as n x d float arrays, or InputError: real, finite, the same n, sizes that
     `_check_shapes` allows."""
-    x, y = np.asarray(x), np.asarray(y)
+    try:
+        x, y = np.asarray(x), np.asarray(y)
+    except ValueError as error:  # rows of different lengths: numpy's 'inhomogeneous shape'
+        raise InputError(f"{where}: x and y must be n x d arrays of numbers ({error})"
+                         ) from None
     _check_dtype("x", x.dtype, where)
     _check_dtype("y", y.dtype, where)
     _check_shapes(x.shape, y.shape, where)
