@@ -387,6 +387,8 @@ def test_in_domain_runs_say_ok(linear_run):
     ({"lr": 10 ** 400}, "positive and finite, got inf"),               # OverflowError
     ({"lr": True}, "the learning rate must be a real number"),         # trained at lr 1
     ({"lr": "0.1"}, "the learning rate must be a real number"),        # a TypeError
+    ({"bias": "no"}, "bias must be True or False"),                    # trained with one
+    ({"dtype": None}, "dtype must be one of float32, float64"),        # KeyError: None
 ])
 def test_a_setup_outside_what_train_can_run_is_refused_where_it_is_made(settings, message):
     with pytest.raises(InputError, match=message):

@@ -36,6 +36,7 @@ from vm.common.errors import InputError, RunFailure
 from vm.common.files import require_regular_file
 from vm.common.limits import MAX_EPOCHS
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
+from vm.runtime.config import DTYPE_NAMES
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.machines.fleq.domains import DomainViolation, first_domain_violation
 from vm.functions import dtype_parameters
@@ -88,6 +89,11 @@ class TrainingSetup:
         if self.activation not in ACTIVATIONS:
             raise InputError(f"unknown activation {self.activation!r} (choose from "
                              f"{', '.join(ACTIVATIONS)})")
+        if not isinstance(self.bias, (bool, np.bool_)):  # bias='no' is truthy: a bias
+            raise InputError(f"bias must be True or False, got {self.bias!r}")
+        if self.dtype not in DTYPE_NAMES:  # None was a KeyError deep in the block set-up
+            raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got "
+                             f"{self.dtype!r}")
 
 
 def _float(value: numbers.Real) -> float:
