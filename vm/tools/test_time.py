@@ -304,14 +304,11 @@ class CheckerReward:
         """The whole number `answer` equals, if the checker's word holds it (7.0 is 7, as
         the cache takes it): 7.5 was written into the word as 7 and verified as 7, and '7'
         raised TypeError."""
-        if isinstance(answer, numbers.Integral):
-            word = int(answer)
-        elif isinstance(answer, numbers.Real) and float(answer).is_integer():
-            word = int(answer)
-        else:
+        if not (isinstance(answer, numbers.Integral)
+                or isinstance(answer, numbers.Real) and float(answer).is_integer()):
             return None
         low, high = word_range(self.checker.bits)
-        return word if low <= word <= high else None
+        return int(answer) if low <= answer <= high else None
 
 
 def batch_seed(seed: int, index: int) -> int:
