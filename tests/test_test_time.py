@@ -445,24 +445,17 @@ def test_simulated_majority_counts_only_the_answers_drawn(answers):
     assert peak < 64 * 2 ** 20
 
 
-def test_nearby_seeds_share_no_batch(monkeypatch):
+def test_nearby_seeds_share_no_batch(executor_configs):
     """Batch i was seeded seed + i: --seed 0 and --seed 1 over 512 samples shared 256
     identical samples. The first batch keeps the seed itself."""
     import vm.runtime.executor as executor
-    seeds = []
-
-    class Recording(executor.TransformerExecutor):
-        def __init__(self, geometry, config):
-            seeds.append(config.seed)
-            super().__init__(geometry, config)
-
-    monkeypatch.setattr(executor, "TransformerExecutor", Recording)
+    configs = executor_configs(executor)
     program = assemble_file(FACTORIAL)
     used = {}
     for seed in (0, 1, 2 ** 64 - 1):
-        seeds.clear()
+        configs.clear()
         sample_answers(program, geometry_for(program), 6, 0.2, seed, "fact", 100, batch=2)
-        used[seed] = list(seeds)
+        used[seed] = [config.seed for config in configs]
     assert [batches[0] for batches in used.values()] == [0, 1, 2 ** 64 - 1]
     assert not set(used[0]) & set(used[1])
     assert all(len(set(batches)) == 3 and all(0 <= s < 2 ** 64 for s in batches)

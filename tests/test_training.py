@@ -113,21 +113,14 @@ def test_float32_stays_within_its_documented_distance():
     assert result.transformer.losses[-1] < result.transformer.losses[0]
 
 
-def test_the_run_takes_the_setups_dtype(monkeypatch):
+def test_the_run_takes_the_setups_dtype(executor_configs):
     """A config of no dtype ran a float32 setup in float64; one of float32 ran blocks built
     for float64 in float32, 150 times further from exact SGD than a float32 setup."""
     import vm.apps.training as training
-    dtypes = []
-
-    class Recording(training.TransformerExecutor):
-        def __init__(self, geometry, config):
-            dtypes.append(config.dtype)
-            super().__init__(geometry, config)
-
-    monkeypatch.setattr(training, "TransformerExecutor", Recording)
+    configs = executor_configs(training)
     x, y = synthetic_regression(2, 1, 1, seed=5)
     train(x, y, TrainingSetup(0, 0.3, 1, dtype="float32"), EngineConfig())
-    assert dtypes == ["float32"]
+    assert [config.dtype for config in configs] == ["float32"]
     with pytest.raises(InputError, match="dtype float32 differs from the training setup's "
                                          "float64"):
         train(x, y, TrainingSetup(0, 0.3, 1), EngineConfig(dtype="float32"))
