@@ -116,9 +116,10 @@ class VsubleqRepl:
         lines, written = [], len(self.reference.output)
         start = self.reference.steps
         progress = Progress("steps", limit if limit < self.max_steps else None)
+        state = self.run.state()  # each step's state is the next one's start: decoded once
         try:
             while self.reference.steps - start < limit and not self.reference.halted:
-                before = self.run.state()
+                before = state
                 try:
                     record, state = self._step_both(before)
                 except PrecisionError as error:  # the checked mode: X is off; keep `before`
