@@ -34,7 +34,7 @@ from vm.machines.fleq.layout import MAX_COLUMNS
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.common.errors import InputError, RunFailure
 from vm.common.files import require_regular_file
-from vm.common.limits import MAX_EPOCHS
+from vm.common.limits import MAX_EPOCHS, is_whole_number
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.runtime.config import DTYPE_NAMES
 from vm.runtime.executor import EngineConfig, TransformerExecutor
@@ -68,7 +68,7 @@ class TrainingSetup:
         # plain numbers: the program is written with repr(lr), and numpy's repr of
         # np.float64(0.1) is that text, which the assembler refused at a generated line
         object.__setattr__(self, "lr", _float(self.lr))
-        if not _whole(self.hidden) or not 0 <= self.hidden <= MAX_BLOCK:
+        if not is_whole_number(self.hidden) or not 0 <= self.hidden <= MAX_BLOCK:
             raise InputError(f"hidden must be a whole number from 0 (linear), at most "
                              f"{MAX_BLOCK} (the largest block size), got {self.hidden!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
@@ -78,11 +78,11 @@ class TrainingSetup:
                              f"smallest normal double) and 2^{MAGNITUDE_BITS} (about "
                              f"{MAGNITUDE:.3g}, the magnitudes the machine keeps exact), got "
                              f"{self.lr:g}")
-        if not _whole(self.epochs) or not 1 <= self.epochs <= MAX_EPOCHS:  # checked here,
+        if not is_whole_number(self.epochs) or not 1 <= self.epochs <= MAX_EPOCHS:  # checked here,
             # not on the command line alone: 10^9 in Python ran on with no end in sight
             raise InputError(f"epochs must be a whole number from 1 to {MAX_EPOCHS:,}, got "
                              f"{self.epochs!r}")
-        if not _whole(self.seed) or self.seed < 0:
+        if not is_whole_number(self.seed) or self.seed < 0:
             raise InputError(f"seed must be a whole number, at least 0, got {self.seed!r}")
         for name in ("hidden", "epochs", "seed"):
             object.__setattr__(self, name, int(getattr(self, name)))
@@ -102,11 +102,6 @@ def _float(value: numbers.Real) -> float:
         return float(value)
     except OverflowError:
         return math.inf if value > 0 else -math.inf
-
-
-def _whole(value: object) -> bool:
-    """An integer (numpy's included), not a bool: a program's literal True is no count."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 @dataclass

@@ -5,10 +5,10 @@ Two programs with equal geometry run on byte-identical weights.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 from vm.common.errors import InputError
+from vm.common.limits import is_whole_number
 
 MAX_COLUMNS = 1 << 16
 MAX_BITS = 64
@@ -31,7 +31,7 @@ class Geometry:
     def __post_init__(self) -> None:
         for name in ("scratch", "memory", "instructions", "bits"):
             value = getattr(self, name)  # 2.5 failed in bit_length, '2' in a comparison
-            if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            if not is_whole_number(value):
                 raise InputError(f"geometry {name} must be an integer, got {value!r}")
         if self.scratch < 1:
             raise InputError(f"scratch width must be at least 1, got {self.scratch}")

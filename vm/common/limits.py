@@ -20,6 +20,11 @@ MAX_EPOCHS = 100_000
 samples; far below 2^24, where a float32 epoch counter stops counting)."""
 
 
+def is_whole_number(value: object) -> bool:
+    """An integer, Python's or numpy's, and not a bool: True is no count (it ran as 1)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_threads(threads: int, option: str = "threads") -> int:
     """`threads` when it is 1 to MAX_THREADS, else InputError naming `option`."""
     if not 1 <= threads <= MAX_THREADS:

@@ -3,10 +3,10 @@ the interpreter asks for, or (through `progress`) a wall-time limit."""
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Callable, Protocol
 
 from vm.common.errors import InputError
+from vm.common.limits import is_whole_number
 
 CLOCK_EVERY = 4096
 """Steps between calls of `progress`: often enough that --max-seconds stops a run within
@@ -16,8 +16,7 @@ milliseconds, rarely enough that reading the clock costs nothing next to the ste
 def check_max_steps(max_steps: int) -> int:
     """`max_steps` if it is a whole number of passes, 0 or more, else InputError: a float
     failed deep in slicing or range(), and -1 or NaN ran nothing and reported "not halted"."""
-    if (not isinstance(max_steps, numbers.Integral) or isinstance(max_steps, bool)
-            or max_steps < 0):
+    if not is_whole_number(max_steps) or max_steps < 0:
         raise InputError(f"max_steps must be a whole number, 0 or more, got {max_steps!r}")
     return max_steps
 

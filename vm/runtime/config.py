@@ -7,10 +7,10 @@ which cost seconds at start; the executor re-exports everything here.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 from vm.common.errors import InputError
+from vm.common.limits import is_whole_number
 from vm.common.limits import check_temperature, check_threads
 from vm.transformer.devices import check_device
 from vm.transformer.modes import ATTENTION_MODES
@@ -94,8 +94,7 @@ class EngineConfig:
         started (temperature and sampling: `check_temperature`)."""
         for name in ("check_every", "seed", "threads"):
             value = getattr(self, name)
-            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool)
-                    or value is None and name == "threads"):
+            if not (is_whole_number(value) or value is None and name == "threads"):
                 raise InputError(f"{name} must be an integer, got {value!r}")
             if value is not None:  # torch's manual_seed refused a numpy seed: a TypeError
                 object.__setattr__(self, name, int(value))

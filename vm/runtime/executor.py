@@ -13,7 +13,6 @@ or dtype that is not enough is reported, never returned as a wrong number.
 
 from __future__ import annotations
 
-import numbers
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from assembler.program import Program
 from assembler.fleq_program import FleqProgram
 from vm.common.encoding import pm1_code
 from vm.common.errors import InputError, MagnitudeError, PrecisionError
+from vm.common.limits import is_whole_number
 from vm.common.geometry import Geometry
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
@@ -165,7 +165,7 @@ class TransformerExecutor:
     def check_memory(self, batch: int) -> None:
         """Refuse, before any work, a batch whose run cannot fit in the memory free now: it
         would otherwise swap for minutes or end in the allocator's traceback."""
-        if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1:
+        if not is_whole_number(batch) or batch < 1:
             raise InputError(f"batch must be a whole number of programs, 1 or more, got "
                              f"{batch!r}")  # -5 needed negative bytes and passed
         n = self.layout.columns

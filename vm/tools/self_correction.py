@@ -28,6 +28,7 @@ import numpy as np
 from assembler.program import word_range
 from assembler.subleq import assemble
 from vm.common.errors import RunFailure
+from vm.common.limits import is_whole_number
 from vm.isa import FLEQ, SUBLEQ
 from vm.tools.test_time import sample_runs
 
@@ -43,8 +44,7 @@ Clause = tuple[int, int, int]
 
 def _whole(value: object, least: int) -> bool:
     """Whether `value` is an integer (numpy's too, not a bool) of at least `least`."""
-    return (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-            and value >= least)
+    return is_whole_number(value) and value >= least
 
 
 # -- the task -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import numpy as np
 
 from assembler.program import Program, word_range
 from vm.common.errors import InputError
+from vm.common.limits import is_whole_number
 from vm.common.geometry import Geometry
 from vm.runtime.config import EngineConfig
 
@@ -42,8 +43,7 @@ unpacking long long')."""
 def _whole(value: object, name: str, least: int) -> int:
     """`value` when it is an integer >= `least` (numpy's included, not a bool), else
     ValueError: n = 0 simulated a coin toss, 1.5 steps failed as a slice."""
-    if (not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_))
-            or value < least):
+    if not is_whole_number(value) or value < least:
         raise ValueError(f"{name} must be a whole number, at least {least}, got {value!r}")
     return int(value)
 

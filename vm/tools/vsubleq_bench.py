@@ -22,6 +22,7 @@ from typing import Callable
 import torch
 
 from vm.common.errors import InputError, RunFailure
+from vm.common.limits import is_whole_number
 from vm.machines.vsubleq.layout import MAX_MEMORY
 from vm.machines.vsubleq.reference import MAX_BITS, Image, Reference
 from vm.machines.vsubleq.punchcard import geometry_for
@@ -43,7 +44,7 @@ MIN_WORDS = 16
 def counting_loop(words: int, bits: int) -> Image:
     """The counting loop padded to `words` cells (a power of two that N-bit words address)."""
     for option, value in (("--words", words), ("--bits", bits)):  # 16.0 failed in `&`
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        if not is_whole_number(value):
             raise InputError(f"{option} takes whole numbers, got {value!r:.40}")
     if words < MIN_WORDS or words & (words - 1) or words > MAX_MEMORY:
         raise InputError(f"--words must be powers of two from {MIN_WORDS} to {MAX_MEMORY}, "

@@ -24,11 +24,11 @@ vin, the incremented pointers inp1/outp1 and the write buffer wbuf (every column
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 from vm.blocks.adder_plan import carry_blocks
 from vm.common.errors import InputError
+from vm.common.limits import is_whole_number
 from vm.transformer.layout import Layout, LayoutBuilder
 
 MAX_MEMORY = 1 << 15
@@ -48,7 +48,7 @@ class VGeometry:
     def __post_init__(self) -> None:
         for name in ("memory", "bits", "inputs", "outputs"):  # bits=8.5 was a geometry
             value = getattr(self, name)
-            if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            if not is_whole_number(value):
                 raise InputError(f"{name} must be a whole number, got {value!r:.40}")
         if self.memory < 4 or self.memory & (self.memory - 1) or self.memory > MAX_MEMORY:
             raise InputError(f"memory size must be a power of two from 4 to {MAX_MEMORY}, "

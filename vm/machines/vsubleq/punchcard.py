@@ -5,7 +5,6 @@ the cpu column."""
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Callable
 
@@ -13,6 +12,7 @@ import numpy as np
 
 from vm.common.encoding import code_value, pm1_code, pm1_codes, word_values
 from vm.common.errors import InputError, RunFailure
+from vm.common.limits import is_whole_number
 from vm.machines.vsubleq.layout import MAX_COLUMNS, VGeometry, vsubleq_layout
 from vm.machines.stepping import step_until_halted
 from vm.machines.vsubleq.reference import Image, Reference, wrap
@@ -40,8 +40,7 @@ def check_max_output(max_output: object) -> int | None:
     """`max_output` if it is None (size the tape by a reference run) or a whole number of
     bytes, else InputError: 1.5 failed with "no attribute 'bit_length'", and True built a
     tape of one byte."""
-    if max_output is not None and (not isinstance(max_output, numbers.Integral)
-                                   or isinstance(max_output, bool)):
+    if max_output is not None and not is_whole_number(max_output):
         raise InputError(f"max_output must be a whole number of bytes or None, got "
                          f"{max_output!r:.40}")
     return None if max_output is None else int(max_output)

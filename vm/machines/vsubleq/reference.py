@@ -12,12 +12,12 @@ transformer keyed by the low log2(m) bits of a word does.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Callable
 
 from vm.common.errors import InputError
+from vm.common.limits import is_whole_number
 from vm.machines.stepping import step_until_halted
 
 MIN_MEMORY = 4
@@ -46,7 +46,7 @@ class Image:
         `wrap`) and was truncated on the transformer, numpy's uint8 words wrapped in the
         reference's subtraction, a memory of 3 words ran on the reference alone, a str
         word or word size failed in a comparison."""
-        if not _whole_number(self.bits) or not 2 <= self.bits <= MAX_BITS:
+        if not is_whole_number(self.bits) or not 2 <= self.bits <= MAX_BITS:
             raise InputError(f"word size must be between 2 and {MAX_BITS} bits, got "
                              f"{self.bits!r:.40}")
         if not isinstance(self.memory, (tuple, list)):
@@ -54,7 +54,7 @@ class Image:
                              f"{type(self.memory).__name__}")
         low, high = -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
         for index, word in enumerate(self.memory):
-            if not _whole_number(word):
+            if not is_whole_number(word):
                 raise InputError(f"word {index} is {word!r:.40}, not a whole number")
             if not low <= word <= high:
                 raise InputError(f"word {index} is {word}, outside the {self.bits}-bit range "
@@ -64,7 +64,7 @@ class Image:
         if size < MIN_MEMORY or size & (size - 1):
             raise InputError(f"an image's memory must be a power of two of at least "
                              f"{MIN_MEMORY} words (Image.from_words pads it), got {size}")
-        if not _whole_number(self.length) or not 1 <= self.length <= size:
+        if not is_whole_number(self.length) or not 1 <= self.length <= size:
             raise InputError(f"an image's length must be from 1 to its {size} cells, got "
                              f"{self.length!r:.40}")
         if size > 1 << (self.bits - 1):
@@ -90,11 +90,6 @@ class Image:
     @property
     def size(self) -> int:
         return len(self.memory)
-
-
-def _whole_number(value: object) -> bool:
-    """An integer, Python's or numpy's, that is not a bool (True is no word)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
