@@ -10,8 +10,8 @@ import torch
 pytest.importorskip("numba")
 
 from vm.runtime.executor import EngineConfig, TransformerExecutor  # noqa: E402
-from vm.runtime.fused import (MIRROR_MAX, NO_SCORE, _mirror_scores, _numerators,  # noqa: E402
-                              _scoring, _top_two)
+from vm.runtime.fused import (MIRROR_MAX, NO_SCORE, SCAN_BLOCK,  # noqa: E402
+                              _first_at_least, _mirror_scores, _numerators, _scoring, _top_two)
 from vm.transformer.layers import flush_denormals, to_internal  # noqa: E402
 from vm.tools.workloads import looping_programs, workload_geometry  # noqa: E402
 
@@ -105,6 +105,18 @@ def test_the_top_two_sweeps_agree_with_the_scan_they_replaced(seed):
     scores[rng.random(n) < 0.2] = NO_SCORE  # columns evaluated apart
     top, second, winner = _top_two(scores, n)
     assert (int(top), int(second), int(winner)) == _reference_top_two(scores.tolist())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_threshold_scan_finds_the_first_value_at_least_the_threshold(seed):
+    """Blocks of SCAN_BLOCK counted at once, then one by one: the same index as a plain
+    scan, hits at a block's edges, in its remainder and none at all included."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 4 * SCAN_BLOCK))
+    values = np.where(rng.random(n) < rng.choice([0.0, 0.01, 0.2]), 1.0, -np.inf)
+    start = int(rng.integers(0, n + 1))
+    expected = next((j for j in range(start, n) if values[j] >= 0.5), n)
+    assert _first_at_least(values, start, n, 0.5) == expected
 
 
 def test_integer_scores_are_the_exact_sums_and_ignore_rows_without_entries():

@@ -45,6 +45,8 @@ MIRROR_MAX = 127
 """Largest |numerator| of a cached query or key entry the 8-bit mirror holds."""
 NO_SCORE = np.int32(-(2 ** 31))
 """A score slot of a column evaluated apart (below every real score, which is < 2^24)."""
+SCAN_BLOCK = 64
+"""Columns a threshold scan counts in one branch-free sweep before it looks closer."""
 
 
 def available() -> bool:
@@ -586,23 +588,43 @@ def _int_numerator(numerator: float, reach: float) -> np.int32:
 @_inline
 def _top_two(scores, n):
     """The largest score, the runner-up (the largest again when it is tied) and the first
-    column holding the largest, in three branch-free sweeps that vectorize on integers;
-    (NO_SCORE, NO_SCORE, -1) when every slot is NO_SCORE."""
+    column holding the largest; (NO_SCORE, NO_SCORE, -1) when every slot is NO_SCORE. Each
+    sweep is one reduction without branches, so that each vectorizes (a sweep that kept
+    the runner-up and counted ties at once, and a scan for the first top, ran scalar)."""
     top = NO_SCORE
     for i in range(n):
         top = max(top, scores[i])
     if top == NO_SCORE:
         return NO_SCORE, NO_SCORE, -1
     second = NO_SCORE
-    ties = 0
     for i in range(n):
         score = scores[i]
         second = max(second, score if score < top else NO_SCORE)
-        ties += score == top
-    winner = 0
-    while scores[winner] != top:
-        winner += 1
-    return top, (top if ties > 1 else second), winner
+    winner = n
+    last = -1
+    for i in range(n):
+        at_top = scores[i] == top
+        winner = min(winner, i if at_top else n)
+        last = max(last, i if at_top else -1)
+    return top, (top if last != winner else second), winner
+
+
+@_inline
+def _first_at_least(values, start, n, threshold):
+    """The first index from `start` whose value is >= threshold, else n: blocks of
+    SCAN_BLOCK are counted in one sweep without branches (it vectorizes), and only a block
+    with a hit is searched one by one."""
+    j = start
+    while j + SCAN_BLOCK <= n:
+        hits = 0
+        for i in range(j, j + SCAN_BLOCK):
+            hits += values[i] >= threshold
+        if hits:
+            break
+        j += SCAN_BLOCK
+    while j < n and values[j] < threshold:
+        j += 1
+    return j
 
 
 @_inline
@@ -683,17 +705,18 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                 if not ok:
                     break
                 threshold = math.log(skip_bound) - 1e-9
-                for j in range(1, n):
-                    if mass[j] >= threshold:
-                        if m == slots:
-                            ok = False
-                            break
-                        cols[m] = j
-                        for r in range(rows):
-                            A[r, m] = X[r, b, j]
-                        for i in range(len(pointers) - 1):
-                            P[off + i, m] = cache[b, off + i, j]
-                        m += 1
+                j = _first_at_least(mass, 1, n, threshold)
+                while j < n:
+                    if m == slots:
+                        ok = False
+                        break
+                    cols[m] = j
+                    for r in range(rows):
+                        A[r, m] = X[r, b, j]
+                    for i in range(len(pointers) - 1):
+                        P[off + i, m] = cache[b, off + i, j]
+                    m += 1
+                    j = _first_at_least(mass, j + 1, n, threshold)
                 if not ok:
                     break
             for g in range(layer_groups[L, 0], layer_groups[L, 1]):
