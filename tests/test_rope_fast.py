@@ -90,6 +90,17 @@ def test_fast_gradient_refuses_what_it_cannot_compute(form, degree, bound, messa
         fast_gradient(inst, form, degree, bound)
 
 
+@pytest.mark.parametrize("form", ["rotary", "general"])
+def test_fast_gradient_refuses_scores_past_its_bound(form):
+    """Scores up to 4 with B = 1: exp's polynomial holds on [-1, 1] only, and the gradient
+    came back far from the exact one, without a word."""
+    inst = random_instance(16, 4, 4.0, form, seed=5)
+    with pytest.raises(ValueError, match=r"scores may reach [0-9.]+, past the bound B = 1\b"):
+        fast_gradient(inst, form, 6, 1.0)
+    fast = fast_gradient(inst, form, 10, 4.0)  # the instance's own bound is accepted
+    assert relative(fast.dx, exact_gradient(inst).dx) <= 100 * exp_error_bound(4.0, 10)
+
+
 def test_the_general_route_reports_progress_within_a_band():
     """At n = 2 the one frequency band is the whole contraction (6 s at d = 16): progress,
     and with it --max-seconds, came only at its end."""

@@ -56,6 +56,33 @@ took 15 to 40 percent of its time (25 s at n = 2^17, d = 2, g = 8, silent and pa
 --max-seconds when only the contraction reported)."""
 
 
+SCORE_SLACK = 1e-9
+"""Relative room for rounding when scores are held to the bound: random_instance's scores
+reach B exactly in exact arithmetic (Cauchy-Schwarz), so their computed bound is B times
+1 +- a few ulps."""
+
+
+def score_bound(inst: Instance, rotary: bool) -> float:
+    """An upper bound on every |score| = |Q[i] W_{i-j} K[j]^T| / d: max |Q[i]| max |K[j]|
+    max ||W_delta||_2 / d, O(n d^2) (the general form's spectral norms O(n d^3)); the
+    rotary form's W_delta are rotations, of norm 1."""
+    d = inst.a1.shape[1]
+    largest_query = (inst.a1 @ inst.x1).norm(dim=1).max()
+    largest_key = (inst.a2 @ inst.x2).norm(dim=1).max()
+    largest_offset = 1.0 if rotary else torch.linalg.matrix_norm(inst.offsets, ord=2).max()
+    return float(largest_query * largest_key * largest_offset / d)
+
+
+def check_scores(inst: Instance, bound: float, rotary: bool) -> None:
+    """ValueError unless every score provably lies in [-bound, bound]: the polynomial
+    approximates exp there only, and a score beyond it gave a silently wrong gradient."""
+    reach = score_bound(inst, rotary)
+    if reach > bound * (1 + SCORE_SLACK):
+        raise ValueError(f"this instance's scores may reach {reach:.6g}, past the bound "
+                         f"B = {bound:g} the polynomial approximates exp on; the gradient "
+                         f"would be wrong there: use B >= {reach:.6g}")
+
+
 @dataclass(frozen=True)
 class FastGradient:
     """The approximate dLoss/dX, loss and attention output, the rank k of the factors, and
@@ -98,6 +125,7 @@ def rotary_gradient(inst: Instance, degree: int, bound: float,
     n, d = inst.a1.shape
     k = rank(d, degree)
     poly = weights(d, bound, degree)
+    check_scores(inst, bound, rotary=True)
     q, key, v = inst.a1 @ inst.x1, inst.a2 @ inst.x2, inst.a3 @ inst.y
     side = (d + 1) * d * (d // 2) * 4
     chunk = max(1, CHUNK_ENTRIES // max(k, side))
@@ -184,6 +212,7 @@ def general_gradient(inst: Instance, degree: int, bound: float,
     alphas = exponents(len(pairs), degree)                              # k x |S|
     k = len(alphas)
     coef = weights(len(pairs), bound, degree)
+    check_scores(inst, bound, rotary=False)
     mu = _marginal_index(alphas, rows_of, d, degree)
     nu = _marginal_index(alphas, cols_of, d, degree)
     higher = {tuple(e): i for i, e in enumerate(exponents(len(pairs), degree + 1).tolist())}
