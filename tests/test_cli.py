@@ -285,6 +285,16 @@ def test_asm_refuses_an_empty_output_path(option, capsys, tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 
+def test_asm_refuses_a_dash_output_instead_of_writing_a_file_named_dash(capsys, tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "asm", FACTORIAL, "-o", "-")
+    assert code == 2 and "not written to standard output" in err and out == ""
+    assert list(tmp_path.iterdir()) == []
+    assert run_cli(capsys, "asm", FACTORIAL, "-o", "./-")[0] == 0
+    assert np.load(tmp_path / "-").ndim == 2
+
+
 INFINITE_LOOP = """.code
 loop:   subleq z, z, loop
 .data

@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     for option, value in (("-o", args.output), ("--export-csv", args.export_csv)):
         if value == "":
             raise InputError(f"{option} is an empty path")
+    if args.output == "-":  # wrote a file named '-', where '-' reads as standard output
+        raise InputError("-o - : X is not written to standard output (the summary goes "
+                         "there); give a file, e.g. -o x.npy (./- for a file named '-')")
     if args.output and args.output.endswith(("/", os.sep)):  # written as a file 'D' before
         raise InputError(f"cannot write {args.output}: -o takes a file (X.npy), and a path "
                          f"ending in '/' names a directory")
