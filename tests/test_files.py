@@ -36,3 +36,10 @@ def test_a_path_with_a_nul_character_is_refused_by_name():
     """`load a\\x00b.sq` in the REPL printed "error: ValueError: embedded null byte"."""
     with pytest.raises(InputError, match="a path cannot hold a NUL character"):
         open_for_reading("a\0b.sq")
+
+
+@pytest.mark.parametrize("path", [5, 5.0, None])
+def test_a_path_that_is_no_str_or_pathlike_is_refused(path):
+    """os.stat(5) is file descriptor 5: load_dataset(5) read it and closed it."""
+    with pytest.raises(TypeError, match="a path must be a str, bytes or os.PathLike"):
+        require_regular_file(path, "an array")

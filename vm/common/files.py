@@ -18,7 +18,11 @@ def require_regular_file(path: str | Path, expected: str) -> None:
     """InputError unless `path` names a regular file (links followed): a FIFO with no
     writer blocks open() forever, /dev/zero never ends, and numpy's memory map and a zip
     archive (read from its end) need a file they can seek in. `expected` says what the file
-    should hold, for the message."""
+    should hold, for the message. A number is refused: os.stat and open take it as a file
+    descriptor, so load_dataset(5) read, and then closed, whatever descriptor 5 was."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"a path must be a str, bytes or os.PathLike, got {type(path).__name__} "
+                        f"{path!r}")
     try:
         mode = os.stat(path).st_mode
     except OSError as error:
