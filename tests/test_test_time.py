@@ -123,6 +123,7 @@ def distribution_gap(probabilities) -> float:
     (lambda: fitted_exponent([0.1, 0.2], [1, math.inf]), "counts be finite"),     # NaN
     (lambda: self_consistency_hard_instance(2.0), "gap must be a probability"),    # p = -0.5
     (lambda: best_of_n_hard_instance(0.5, 0), "answers must be a whole number"),   # 1 / 0
+    (lambda: best_of_n_hard_instance(0.5, 10 ** 9), "answers must be at most"),  # 8 GB
 ])
 def test_the_sample_complexity_tools_refuse_what_is_not_a_question(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -35,6 +35,8 @@ MAX_EXACT_SAMPLES = 1 << 36
 WINDOW_SIGMAS = 19
 """Half-width of the terms `majority_success_two` sums, in sqrt(n): the binomial's mass past
 19 sqrt(n) from its mean is below 2 exp(-2 x 19^2) < 1e-300."""
+MAX_ANSWERS = 1 << 24
+"""Most answers a hard instance lists: 10**9 built an 8 GB tuple."""
 SEEDS = 1 << 64
 """Torch's seeds are 0 .. 2^64 - 1; a batch past them failed deep in torch ('Overflow when
 unpacking long long')."""
@@ -239,6 +241,9 @@ def best_of_n_hard_instance(gap: float, answers: int) -> tuple[float, ...]:
     """Theorem 3.2's lower-bound instance: the correct answer Delta + (1 - Delta)/O, the
     other O - 1 answers (1 - Delta)/O each."""
     rest = (1 - _probability(gap, "gap")) / _whole(answers, "answers", 1)
+    if answers > MAX_ANSWERS:
+        raise ValueError(f"answers must be at most {MAX_ANSWERS:,} (a tuple of 8 bytes an "
+                         f"answer), got {answers:,}")
     return (gap + rest,) + (rest,) * (answers - 1)
 
 
