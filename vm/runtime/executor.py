@@ -43,14 +43,13 @@ from vm.machines.fleq.layout import FleqGeometry
 from vm.machines.vsubleq.layout import VGeometry
 from vm.runtime.active import ActiveEvaluator
 from vm.runtime.active_fleq import FleqActiveEvaluator
-from vm.runtime.config import (AUTO_ACTIVE_CELLS, DEFAULT_CHECK_EVERY, DTYPE_NAMES, EVALUATIONS,
-                               FUSED_CHECK_EVERY, EngineConfig)
+from vm.runtime.config import AUTO_ACTIVE_CELLS, FUSED_CHECK_EVERY, EngineConfig
 from vm.runtime.fused import FusedPass
 from vm.runtime.fused import thread_count as fused_thread_count
 from vm.runtime.graphed import FleqGraphedPasses, GraphedPasses
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-"""The torch dtype of each of `DTYPE_NAMES`."""
+"""The torch dtype of each of `vm.runtime.config.DTYPE_NAMES`."""
 
 
 @lru_cache(maxsize=16)
