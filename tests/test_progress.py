@@ -33,6 +33,17 @@ def test_long_work_prints_the_count_the_total_and_the_rate():
     assert re.match(r"steps: +0%\|.*\| 1000/1000000 \[00:00<[\d:]+, [\d.]+/s\]$", last), last
 
 
+def test_a_total_beyond_a_float_shows_the_count_alone():
+    stream = io.StringIO()
+    progress = Progress("steps", 10 ** 400, stream=stream, delay=0.0)
+    progress(0)
+    time.sleep(0.01)
+    progress(1000)
+    progress.done()
+    last = stream.getvalue().strip().split("\r")[-1]
+    assert re.match(r"steps: 1000 \[00:00, [\d.]+/s\]$", last), last
+
+
 def test_a_call_past_the_limit_stops_the_work():
     progress = Progress("steps", 10, stream=io.StringIO(), max_seconds=0.01)
     progress(1)

@@ -13,6 +13,10 @@ from vm.common.errors import RunFailure
 TERMINAL_INTERVAL = 0.2
 LOG_INTERVAL = 5.0
 """Seconds between updates on a terminal (one rewritten line) and in a log (one line each)."""
+LARGEST_SHOWN_TOTAL = 2 ** 63
+"""The largest total shown with a percentage and time left; tqdm takes the total as a float,
+so --max-steps 10**400 stopped with an OverflowError at the first update. A larger total
+(a bound no run reaches) shows the count and rate alone."""
 
 
 class TimeLimitExceeded(RunFailure):
@@ -41,7 +45,8 @@ class Progress:
             raise TimeLimitExceeded(f"stopped by --max-seconds {self.max_seconds:g} after "
                                     f"{count:,} {self.label}, before {self.unfinished}")
         if self.bar is None:
-            self.bar = tqdm(total=self.total, initial=count, desc=self.label, unit="",
+            shown = self.total if self.total is None or self.total <= LARGEST_SHOWN_TOTAL else None
+            self.bar = tqdm(total=shown, initial=count, desc=self.label, unit="",
                             file=self.stream, delay=self.delay, leave=True,
                             mininterval=TERMINAL_INTERVAL if self.stream.isatty()
                             else LOG_INTERVAL)
