@@ -57,11 +57,11 @@ def check_trace_memory(max_steps: int) -> None:
 
     from vm.transformer.memory import free_memory
     free = free_memory(torch.device("cpu"))
-    if free is not None and max_steps * TRACE_STEP_BYTES > free:
+    if free is not None and max_steps * TRACE_STEP_BYTES > free:  # no float: 10**400 steps
         raise InputError(f"--trace keeps every step until the run ends (about "
-                         f"{TRACE_STEP_BYTES} bytes a step): --max-steps {max_steps:,} could "
-                         f"need {max_steps * TRACE_STEP_BYTES / 2 ** 30:.1f} GiB, more than "
-                         f"the {free / 2 ** 30:.1f} GiB free; lower --max-steps")
+                         f"{TRACE_STEP_BYTES} bytes a step): the {free / 2 ** 30:.1f} GiB "
+                         f"free hold about {free // TRACE_STEP_BYTES:,} steps, fewer than "
+                         f"--max-steps {max_steps:,}; lower --max-steps")
 
 
 def run(args: argparse.Namespace) -> int:
