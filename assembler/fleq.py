@@ -268,7 +268,10 @@ class _FleqAssembler:
                 generated[0].labels = statement.labels + generated[0].labels
             else:
                 carried = statement.labels + carried
-            expanded.extend(generated)
+            # an expansion's `if n <= 3 goto L` needs its comparison step as the file's
+            # does: without it the branch tested a _cmp no step had written
+            expanded.extend(lowered for generated_statement in generated
+                            for lowered in self.lower_comparison(generated_statement))
             # a column at least for each instruction and cell: refused here, not after
             # minutes of expanding the 170,000 calls a 4 MiB source holds
             if len(expanded) + len(RESERVED) + len(self.variables) > MAX_COLUMNS:

@@ -477,3 +477,27 @@ def test_the_python_entry_points_refuse_arguments_of_another_type(call):
     with pytest.raises(InputError, match="the source must be a str|block size d must be an "
                                          "integer|a source file's path must be"):
         call()
+
+
+def test_a_routine_expansion_comparing_with_a_literal_gets_its_comparison_step():
+    """An expansion's `if n <= 3 goto L` branched on a _cmp no step had written (0, so it
+    always jumped) because only the file's own statements were lowered; here n = 5 > 3, so
+    the doubling runs."""
+    from assembler.fleq import assemble_fleq
+    from vm.common.signatures import Catalogue, Expansion, Routine
+    from vm.isa.fleq import CATALOGUE
+    from vm.machines.fleq.reference import run_fleq_reference
+
+    def expand(call):
+        end = call.name("end")
+        return Expansion([], [f"if {call.arguments[0].name} <= 3 goto {end}",
+                              f"{call.destination.name} = add({call.destination.name}, "
+                              f"{call.destination.name})", f"{end}:"])
+
+    routine = Routine("double_above_three", "x doubles unless n <= 3", 1, {}, expand)
+    catalogue = Catalogue(CATALOGUE.blocks, {**CATALOGUE.routines, routine.name: routine})
+    for n, doubled in ((5, 2.0), (3, 1.0)):
+        program = assemble_fleq(f".data\nn: {n}\nx: 1.0\n.code\nx = double_above_three(n)\n"
+                                "halt\n", "r.fleq", catalogue=catalogue)
+        result = run_fleq_reference(program, 20)
+        assert result.halted and program.named_memory(result.cells)["x"] == doubled
