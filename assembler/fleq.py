@@ -362,7 +362,8 @@ class _FleqAssembler:
     def variable(self, token: lark.Token) -> Variable:
         if token in self.variables:
             return self.variables[token]
-        if token in self.labels:
+        # label_pos, not labels: branches are lowered before the labels get their indices
+        if token in self.label_pos:
             raise self.error(f"'{token}' is a label, not a variable", token)
         raise self.error(f"undefined variable '{token}'", token)
 

@@ -198,6 +198,9 @@ BAD = [
     (DATA + "sqrt: halt\n", "'sqrt' is a function name", 7, 1),
     (DATA + "x = add(x, y)\n", "undefined variable 'y'", 7, 12),
     (DATA + "L: x = add(L, x)\n", "'L' is a label, not a variable", 7, 12),
+    # a branch is lowered before labels are numbered: 'undefined variable' for a label
+    (DATA + "L: if L <= 0 goto L\n", "'L' is a label, not a variable", 7, 7),
+    (DATA + "L: if x <= L goto L\n", "'L' is a label, not a variable", 7, 12),
     (DATA + "goto nowhere\n", "undefined label 'nowhere'", 7, 6),
     (DATA + "goto x\n", "'x' is a variable, not a label", 7, 6),
     # calls
