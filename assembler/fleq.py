@@ -259,6 +259,7 @@ class _FleqAssembler:
             if function is None or function not in self.catalogue.routines:
                 expanded.extend(self.lower_comparison(statement))
                 carried = []
+                self.check_columns(expanded, statement)
                 continue
             self.source = (statement.file, statement.text)
             self.pending_labels = []
@@ -272,12 +273,7 @@ class _FleqAssembler:
             # does: without it the branch tested a _cmp no step had written
             expanded.extend(lowered for generated_statement in generated
                             for lowered in self.lower_comparison(generated_statement))
-            # a column at least for each instruction and cell: refused here, not after
-            # minutes of expanding the 170,000 calls a 4 MiB source holds
-            if len(expanded) + len(RESERVED) + len(self.variables) > MAX_COLUMNS:
-                self.source = (statement.file, statement.text)
-                raise self.error(f"the routine calls expand to more than {MAX_COLUMNS} "
-                                 "instructions and memory cells, the machine's columns", node)
+            self.check_columns(expanded, statement)
         self.pending_labels = carried + trailing
         self.statements = expanded
         self.source = (self.file, self.text)
@@ -287,6 +283,17 @@ class _FleqAssembler:
                 self.labels[str(label)] = index
         for label in self.pending_labels:
             self.labels[str(label)] = len(self.statements)
+
+    def check_columns(self, statements: list[_Statement], statement: _Statement) -> None:
+        """Refuse, at `statement`, the first statement whose expansion or comparison steps take
+        the program past the machine's columns (at least one for each instruction and cell):
+        here, not after minutes of expanding the 170,000 routine calls a 4 MiB source holds,
+        nor by the geometry without a line for 40,000 comparisons of reals (3 steps each)."""
+        if len(statements) + len(RESERVED) + len(self.variables) > MAX_COLUMNS:
+            self.source = (statement.file, statement.text)
+            raise self.error(f"the routine calls and comparisons expand to more than "
+                             f"{MAX_COLUMNS} instructions and memory cells, the machine's "
+                             "columns", statement.node)
 
     def expansion(self, routine: Routine, node: lark.Tree) -> list[_Statement]:
         assignment, branch = node.children

@@ -442,6 +442,20 @@ def test_routine_calls_past_the_machine_columns_stop_at_the_call(monkeypatch):
     assert caught.value.file == "many.fleq" and caught.value.line == 7
 
 
+def test_comparison_steps_past_the_machine_columns_stop_at_the_comparison(monkeypatch):
+    """`if x <= y` is three steps: lines the line count lets through could need more
+    instructions than the machine has columns, and the geometry refused them with no line
+    ('120018 columns exceed the limit') after 40,000 such lines."""
+    import assembler.fleq
+
+    monkeypatch.setattr(assembler.fleq, "MAX_COLUMNS", 20)
+    source = ".data\nx: 1.0\ny: 2.0\n.code\nL: halt\n" + "if x <= y goto L\n" * 6
+    with pytest.raises(SourceError, match="more than 20 instructions and memory cells") as caught:
+        FLEQ.assemble_text(source, "cmp.fleq")
+    # 2 reserved cells, x, y and halt are 5: the sixth comparison's steps make 23
+    assert caught.value.file == "cmp.fleq" and caught.value.line == 11
+
+
 def test_more_lines_than_columns_are_refused_before_parsing(monkeypatch):
     """A source with more data lines and statements than the machine has columns is refused
     at the line past the limit, before lark spends minutes on the 200,000 lines a 4 MiB
