@@ -151,6 +151,27 @@ def test_trace_of_a_standard_subleq_image_checks_its_passes_when_asked(capsys, t
     assert not (tmp_path / "cold").exists()
 
 
+@pytest.mark.parametrize("program", ["subleq/gcd.sq", "vsubleq/echo.dec"])
+def test_trace_png_refuses_the_pass_the_checked_mode_refuses(program, capsys, tmp_path):
+    """At --step 0 no pass ran before the drawing, whose own pass is traced unchecked: the
+    pictures of a pass off its levels (temperature 1) were written at exit 0."""
+    source = str(ROOT / "programs" / program)
+    assert main(["trace", source, "--temperature", "1", "--png", str(tmp_path / "cold")]) == 1
+    assert "precision error at step 0, layer 0" in capsys.readouterr().err
+    assert not (tmp_path / "cold").exists()
+
+
+def test_checking_the_drawn_pass_of_an_image_leaves_the_animation_alone(capsys, tmp_path):
+    image = tmp_path / "two_jumps.dec"
+    image.write_text("7 7 3   7 7 -1   0 0")
+    for name, pictures_too in (("alone.gif", []), ("beside.gif", ["--png", str(tmp_path)])):
+        assert main(["trace", str(image), "--bits", "8", "--checked", "--gif",
+                     str(tmp_path / name), *pictures_too]) == 0
+    with Image.open(tmp_path / "alone.gif") as alone:
+        assert alone.n_frames == 3, "steps 0, 1 and 2, where the image has halted"
+    assert (tmp_path / "alone.gif").read_bytes() == (tmp_path / "beside.gif").read_bytes()
+
+
 def test_trace_command_rejects_bad_requests(capsys, tmp_path):
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source]) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import time
 from pathlib import Path
@@ -85,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: the program reached EOF after {int(runner.steps[0])} steps; the pictures "
               f"at step {args.step} show the EOF pass, which changes nothing")
     if args.png:
+        if executor.checked:  # the drawn pass is traced unchecked: check it as run would
+            executor.step(X, args.step)
         _write_pass_pictures(executor.model, X[0], labels, args, name)
     if args.gif:
         frames, progress = [], _animation_progress("steps animated", args)
@@ -142,6 +145,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
         """X now, (rows, n), a copy the next pass leaves alone."""
         return from_internal(run.X)[0].clone()
     if args.png:
+        _check_image_pass(run)
         _write_pass_pictures(run.model, current(), labels, args, name)
     if args.gif:
         frames, progress = [], _animation_progress("steps animated", args)
@@ -155,6 +159,18 @@ def _trace_image(args: argparse.Namespace, image) -> int:
         progress.done()
         _write_animation(frames, labels, args)
     return 0
+
+
+def _check_image_pass(run) -> None:
+    """The checked mode (asked for, or below the safe temperature) on the pass --png draws,
+    which is traced unchecked: the pictures of a pass it refuses were written at exit 0.
+    The run is put back where it was, for --gif to start from."""
+    if run.checker is None:
+        return
+    X, checker = run.X.clone(), copy.copy(run.checker)
+    run.step()
+    run.X.copy_(X)
+    run.checker = checker
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
