@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import numbers
 import os
+import re
 from pathlib import Path
 
 import lark
@@ -199,7 +200,9 @@ def parse_located(parser: lark.Lark, text: str, file: str, directives: str | Non
     except lark.UnexpectedCharacters as error:
         rest = source_lines(text)[error.line - 1][error.column - 1:]
         word = rest.split()[0] if rest.split() else rest[:1]
-        if word.startswith("."):
+        if re.match(r"\.[0-9]", word):  # the '.5' of `x: 1.5` is a fraction, no directive
+            message = "unexpected character '.': numbers here are integers"
+        elif word.startswith("."):
             hint = f" (expected {directives})" if directives else ""
             message = f"unknown directive '{word}'{hint}"
         else:

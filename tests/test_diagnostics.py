@@ -16,6 +16,8 @@ import pytest
 import assembler.diagnostics
 import vm.common.files
 from assembler.diagnostics import MAX_SOURCE_BYTES, SourceError, read_source, shown_in_source
+from assembler.subleq import assemble as assemble_sq
+from assembler.vsq import assemble as assemble_vsq
 from vm.cli import main
 from vm.common.errors import InputError, PlacedInputError
 
@@ -178,3 +180,13 @@ def test_a_page_break_in_a_comment_does_not_shift_the_line_an_error_shows(separa
         FLEQ.assemble_text(source, "p.fleq")
     assert str(caught.value).splitlines()[1:] == ["    x = add(x, z)", "               ^"]
 
+
+
+@pytest.mark.parametrize("assemble, source", [(assemble_sq, ".data\nx: 1.5\n.code\nhalt\n"),
+                                              (assemble_vsq, ".word 1, 2.25\n")])
+def test_a_fraction_in_an_integer_dialect_is_no_unknown_directive(assemble, source):
+    """`x: 1.5` said "unknown directive '.5' (expected .data, .code, ...)"."""
+    with pytest.raises(SourceError) as caught:
+        assemble(source, "t")
+    assert caught.value.message == "unexpected character '.': numbers here are integers"
+    assert str(caught.value).splitlines()[2].index("^") - 4 == caught.value.column - 1
