@@ -489,3 +489,22 @@ def test_a_session_refuses_options_it_cannot_run_with(options, message):
 def test_a_line_that_is_no_string_is_an_error_line(repl):
     """execute(None) raised an AttributeError out of the error boundary."""
     assert repl.execute(None) == "error: a command line is a string, got NoneType"
+
+
+def test_a_huge_step_count_stops_at_max_steps(tmp_path, monkeypatch):
+    """`step 10**30` on a program that never halts ran on past --max-steps until killed."""
+    forever = tmp_path / "forever.sq"
+    forever.write_text(".data\nx: 0\n.code\nloop: goto loop\n")
+    session = Repl(picture_dir=tmp_path / "pictures", max_steps=40)
+    session.execute(f"load {forever}")
+    step = type(session.machine).step
+
+    def bounded(machine):
+        assert machine.steps < 1000, "ran past --max-steps"
+        return step(machine)
+    monkeypatch.setattr(type(session.machine), "step", bounded)
+    out = session.execute(f"step {10**30}")
+    assert out.splitlines()[0] == (f"stopped after 40 steps (--max-steps; step asked for "
+                                   f"{10**30})")
+    assert "step 40 " in out
+    assert session.execute("step 7").splitlines()[0].startswith("step 47 ")

@@ -51,7 +51,8 @@ COMMANDS: dict[str, Command] = {
                     "Breakpoints and watches are cleared; the engine choice is kept."),
     "step": Command("step [K]", "execute K instructions (default 1) on both engines",
                     "Stops early at EOF, at a breakpoint (not the one it starts on), when a "
-                    "watched value changes, or when the engines start to disagree."),
+                    "watched value changes, when the engines start to disagree, or after "
+                    "--max-steps steps."),
     "run": Command("run", "restart from the initial state and run to a breakpoint or EOF",
                    "Like gdb's run: memory edits are discarded, breakpoints and watches are "
                    "kept. Stops as `step` does; Ctrl-C stops it at a whole step."),
@@ -225,7 +226,12 @@ class Repl:
     # -- execution ------------------------------------------------------------
     def _step(self, argument: str) -> str:
         count = _positive(argument) if argument else 1
-        return self._advance(count, stop_at_start=False, limit_reason=None)
+        if count <= self.max_steps:
+            return self._advance(count, stop_at_start=False, limit_reason=None)
+        # step 10**30 ran on past --max-steps for as long as the program did not halt
+        return self._advance(self.max_steps, stop_at_start=False,
+                             limit_reason=f"stopped after {self.max_steps} steps (--max-steps; "
+                                          f"step asked for {count})")
 
     def _run(self, argument: str) -> str:
         _no_argument("run", argument)
