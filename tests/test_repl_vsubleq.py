@@ -265,3 +265,20 @@ def test_a_session_refuses_what_it_cannot_run(arguments, message):
     config was ignored."""
     with pytest.raises(vsubleq.InputError, match=message):
         VsubleqRepl(*arguments)
+
+
+def test_a_huge_step_count_stops_at_max_steps(monkeypatch):
+    """`step 10**20` on an image that never halts ran on past --max-steps until killed."""
+    loop = Image.from_words([3, 3, 0, 0], 8)  # subleq 3, 3, 0: back to 0 forever
+    repl = VsubleqRepl(loop, "loop.dec", max_steps=30)
+    step = Reference.step
+
+    def bounded(reference):
+        assert reference.steps < 1000, "ran past --max-steps"
+        return step(reference)
+    monkeypatch.setattr(Reference, "step", bounded)
+    out = repl.execute(f"step {10**20}")
+    assert out.endswith("stopped after --max-steps (30) steps; step asked for "
+                        "100,000,000,000,000,000,000") and repl.reference.steps == 30
+    assert "... 10 more steps" in out
+    assert "step asked" not in repl.execute("step 4") and repl.reference.steps == 34

@@ -37,7 +37,8 @@ COMMAND = re.compile(r"(\S*)\s?(.*)", re.DOTALL)
 NO_ARGUMENT = frozenset({"continue", "c", "pc", "where", "output", "help", "quit"})
 """Commands that take no argument: one is refused, not ignored."""
 HELP = """commands:
-  step [K]       (s) run K steps (default 1) on both engines, listing them
+  step [K]       (s) run K steps (default 1, at most --max-steps) on both engines,
+                 listing them
   continue       (c) run until the image halts or --max-steps more steps
   input TEXT     feed TEXT's bytes (its spaces too) to the input stream: characters as
                  UTF-8, escapes \\n \\t \\r \\0 \\\\ \\' \\" \\a \\b \\f \\v, \\xHH and \\ooo one byte,
@@ -185,7 +186,15 @@ class VsubleqRepl:
 
     def _step(self, argument: str) -> str:
         count = _count(argument) if argument else 1
-        return self._advance(count, SHOWN_STEPS)
+        if count <= self.max_steps:
+            return self._advance(count, SHOWN_STEPS)
+        # step 10**20 on an image that never halts ran on past --max-steps until killed
+        start = self.reference.steps
+        report = self._advance(self.max_steps, SHOWN_STEPS)
+        if not self.reference.halted and self.reference.steps - start == self.max_steps:
+            report += (f"\nstopped after --max-steps ({self.max_steps:,}) steps; step asked "
+                       f"for {count:,}")
+        return report
 
     def _continue(self, argument: str) -> str:
         start = self.reference.steps
