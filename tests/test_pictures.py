@@ -172,6 +172,17 @@ def test_checking_the_drawn_pass_of_an_image_leaves_the_animation_alone(capsys, 
     assert (tmp_path / "alone.gif").read_bytes() == (tmp_path / "beside.gif").read_bytes()
 
 
+@pytest.mark.parametrize("option, kind", [("--png", "directory"), ("--gif", "file")])
+def test_trace_refuses_an_empty_output_path(option, kind, capsys, tmp_path):
+    """--gif '' read as no --gif: beside --png it drew the pictures and no animation, exit 0."""
+    other = ["--gif", str(tmp_path / "x.gif")] if option == "--png" else ["--png", str(tmp_path)]
+    with pytest.raises(SystemExit) as stopped:
+        main(["trace", str(ROOT / "programs" / "subleq" / "gcd.sq"), option, "", *other])
+    assert stopped.value.code == 2
+    assert f"argument {option}: an empty path names no {kind}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_trace_command_rejects_bad_requests(capsys, tmp_path):
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source]) == 2

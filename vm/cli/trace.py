@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
-                           atomic_path, engine_config, load_program, positive_int)
+                           atomic_path, directory_path, engine_config, load_program,
+                           positive_int)
 from vm.common.errors import InputError
 from vm.common.outputs import check_directory, staged_files
 from vm.isa import for_program
@@ -34,8 +35,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_program_arguments(parser)
     parser.add_argument("--step", type=int, default=0, metavar="K",
                         help="passes to run before drawing (default 0: the first pass)")
-    parser.add_argument("--png", metavar="DIR", help="directory for the per-layer PNGs")
-    parser.add_argument("--gif", metavar="FILE", help="animated GIF of X over --steps steps")
+    parser.add_argument("--png", type=directory_path, metavar="DIR",
+                        help="directory for the per-layer PNGs")
+    parser.add_argument("--gif", type=_file_path, metavar="FILE",
+                        help="animated GIF of X over --steps steps")
     parser.add_argument("--steps", type=positive_int, default=DEFAULT_GIF_STEPS, metavar="S",
                         help=f"steps the GIF covers, at most {MAX_GIF_STEPS} (default "
                              f"{DEFAULT_GIF_STEPS})")
@@ -45,6 +48,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_engine_arguments(parser)
     add_time_limit(parser)
     parser.set_defaults(func=run)
+
+
+def _file_path(text: str) -> str:
+    """argparse type: an output file; '' is refused (it was taken as no --gif at all, and
+    the command said there was nothing to draw)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
