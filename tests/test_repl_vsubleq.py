@@ -282,3 +282,13 @@ def test_a_huge_step_count_stops_at_max_steps(monkeypatch):
                         "100,000,000,000,000,000,000") and repl.reference.steps == 30
     assert "... 10 more steps" in out
     assert "step asked" not in repl.execute("step 4") and repl.reference.steps == 34
+
+
+@pytest.mark.parametrize("line,message", [
+    ("step \u0663", "error: expected a number of steps, got '\u0663'"),
+    ("print \u0661", "error: expected an address, got '\u0661'"),
+    ("print 0:\uff12", "error: expected an address, got '\uff12'")])
+def test_numbers_in_other_scripts_digits_are_refused(line, message):
+    """int() read Arabic-Indic and full-width digits: 'step ٣' ran 3 steps."""
+    repl = VsubleqRepl(image("hello.dec"), "hello.dec")
+    assert repl.execute(line) == message and repl.reference.steps == 0

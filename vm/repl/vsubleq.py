@@ -249,9 +249,17 @@ class VsubleqRepl:
         return ""
 
 
+def _decimal(text: str) -> int:
+    """A decimal integer in ASCII digits, else ValueError (int() took other scripts'
+    digits: 'step ٣' ran 3 steps, where the .sq REPL and the assembler refuse it)."""
+    if not text.isascii():
+        raise ValueError(text)
+    return int(text)
+
+
 def _count(text: str) -> int:
     try:
-        value = int(text)
+        value = _decimal(text)
     except ValueError:
         raise InputError(f"expected a number of steps, got '{text}'") from None
     if value < 1:
@@ -261,7 +269,7 @@ def _count(text: str) -> int:
 
 def _address(text: str, limit: int) -> int:
     try:
-        value = int(text)
+        value = _decimal(text)
     except ValueError:
         raise InputError(f"expected an address, got '{text}'") from None
     if not 0 <= value < limit:
