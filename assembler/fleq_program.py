@@ -9,6 +9,7 @@ if mem[flag] <= 0 goto p, else the next instruction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -132,12 +133,30 @@ class FleqProgram:
     def cell_name(self, cell: int) -> str:
         if cell in RESERVED:
             return RESERVED[cell]
-        return next((v.name for v in self.variables.values() if v.cell == cell), f"cell{cell}")
+        return self._cell_names.get(cell, f"cell{cell}")
 
     def label_at(self, index: int) -> str | None:
         if index == self.eof:
             return "EOF"
-        return next((name for name, at in self.labels.items() if at == index), None)
+        return self._first_labels.get(index)
+
+    @cached_property
+    def _cell_names(self) -> dict[int, str]:
+        """The first variable naming each cell, built once (as _first_labels)."""
+        names: dict[int, str] = {}
+        for variable in self.variables.values():
+            names.setdefault(variable.cell, variable.name)
+        return names
+
+    @cached_property
+    def _first_labels(self) -> dict[int, str]:
+        """The first label of each labelled instruction, built once: label_at and cell_name
+        scanned every label and variable, so `ltvm asm --listing` of 20,000 labelled
+        statements spent 7 s in them."""
+        first: dict[int, str] = {}
+        for name, index in self.labels.items():
+            first.setdefault(index, name)
+        return first
 
     def instruction_text(self, index: int) -> str:
         if index == self.eof:
