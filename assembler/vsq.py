@@ -20,7 +20,6 @@ from assembler.dec import MAX_WORDS
 from assembler.diagnostics import (MAX_NESTING, SourceError, check_source_text, check_word_size,
                                   deepest, error_at, parse_located, read_source)
 from assembler.subleq import parse_number
-from vm.common.errors import InputError
 
 DEFAULT_BITS = 16
 """Word size unless `.bits` or --bits says otherwise (that of `.dec` images)."""
@@ -54,7 +53,8 @@ class _Assembler:
         self.items: list[tuple[int, lark.Tree]] = []
         self.size = 0
         self.declared_bits: int | None = None
-        self.zero_used = False
+        self.zero_use: lark.Token | lark.Tree | None = None
+        """Where the implicit zero cell is first used (a `Z`, a halt or a goto), if it is."""
 
     def error(self, message: str, where: lark.Token | lark.Tree) -> SourceError:
         return error_at(message, self.file, self.text, where)
@@ -129,11 +129,13 @@ class _Assembler:
         sign = 1 if op == "+" else -1
         return self.evaluate(left, here) + sign * self.evaluate(right, here)
 
-    def lookup(self, name: lark.Token) -> int:
+    def lookup(self, name: lark.Token, where: lark.Tree | None = None) -> int:
+        """A label's address; `Z` undefined is the zero cell after the last word (`where`
+        names the halt or goto that uses it)."""
         if name in self.labels:
             return self.labels[name][0]
         if name == ZERO_NAME:
-            self.zero_used = True
+            self.zero_use = self.zero_use or where or name
             return self.size
         raise self.error(f"undefined label '{name}'", name)
 
@@ -156,7 +158,7 @@ class _Assembler:
             raise self.error(f"'{mnemonic}' takes {expected} operand"
                              f"{'' if expected == '1' else 's'}, got {len(operands)}", node)
         if mnemonic != "subleq":
-            zero = self.lookup(lark.Token("NAME", ZERO_NAME))
+            zero = self.lookup(lark.Token("NAME", ZERO_NAME), node)
             target = ([(self.evaluate(operands[0], address + 3), operands[0])]
                       if mnemonic == "goto" else [(-1, node)])
             return [(zero, node), (zero, node)] + target
@@ -172,10 +174,11 @@ class _Assembler:
             raise SourceError("empty program: no instructions or data", self.file, self.text,
                               1, 1)
         words = [word for address, node in self.items for word in self.emit(address, node)]
-        if self.zero_used:
+        if self.zero_use is not None:
             if self.size >= MAX_WORDS:
-                raise InputError(f"{self.file}: no room for the zero cell '{ZERO_NAME}' after "
-                                 f"{MAX_WORDS} words")
+                raise self.error(f"no room for the zero cell '{ZERO_NAME}' after the image's "
+                                 f"{MAX_WORDS} words: halt, goto and an undefined Z use it "
+                                 "(define Z: among the words)", self.zero_use)
             words.append((0, tree))
         bits = self.bits_override or self.declared_bits or DEFAULT_BITS
         low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
@@ -184,7 +187,7 @@ class _Assembler:
                 raise self.error(f"value {value} does not fit in a {bits}-bit word "
                                  f"(range {low}..{high})", node)
         symbols = {name: address for name, (address, _) in self.labels.items()}
-        if self.zero_used:
+        if self.zero_use is not None:
             symbols[ZERO_NAME] = self.size
         return VsqProgram([value for value, _ in words], bits, symbols)
 

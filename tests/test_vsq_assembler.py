@@ -89,6 +89,19 @@ def test_errors_are_located(text: str, located: str, message: str) -> None:
     assert shown.startswith(located) and message in shown and "^" in shown
 
 
+@pytest.mark.parametrize("text, line, column", [
+    (".zero 32765\nhalt\n", 2, 1), ("goto end\n.zero 32765\nend:\n", 1, 1),
+    (".zero 32767\n.word Z\n", 2, 7)])
+def test_no_room_for_the_zero_cell_is_located_where_it_is_first_used(text: str, line: int,
+                                                                     column: int) -> None:
+    """An image of 32,768 words with a halt said only 'X.vsq: no room for the zero cell'."""
+    with pytest.raises(SourceError, match="no room for the zero cell 'Z'") as caught:
+        assemble(text, "t.vsq")
+    assert (caught.value.line, caught.value.column) == (line, column)
+    assert len(assemble(text.replace("32765", "32764").replace("32767", "32766"),
+                        "t.vsq").words) == 32768
+
+
 def test_caret_marks_the_bad_name() -> None:
     with pytest.raises(SourceError) as caught:
         assemble("subleq x, nowhere\nx: .word 0\n", "t.vsq")
