@@ -378,3 +378,27 @@ def test_a_typed_copy_is_an_exact_add_of_the_zero_cell(session):
     out = session.execute("w = v")
     assert out.splitlines()[0].startswith("executed w = v"), out
     assert np.array_equal(printed(session, "w"), [1, 2])
+
+
+def test_float32_flushes_and_lost_counts_are_flagged_as_run_flags_them(source, tmp_path):
+    """In float32, k = add(k, one) at k = 2^24 left k at 2^24 and add(x, x) at x = 1e-40
+    gave 0 while the reference counted on and gave 2e-40: `ltvm run` names both as leaving
+    the machine's domain, the REPL stepped and typed them without a word."""
+    from vm.runtime.config import EngineConfig
+
+    repl = Repl(EngineConfig(dtype="float32"), picture_dir=tmp_path / "pictures")
+    repl.execute(f"load {source}")
+    repl.execute("set k 16777216")
+    assert repl.execute("k = add(k, one)") == (
+        "error: not run: it leaves the machine's domain (counters within |n| <= 2^24 in "
+        "float32), where its error bound does not hold")
+    assert printed(repl, "k") == [16777216], "nothing was written"
+    assert repl.execute("step 2").splitlines()[0] == (
+        "step 1: k = add(k, one): it leaves the machine's domain (counters within |n| <= "
+        "2^24 in float32), where its error bound does not hold (see diff)")
+    tiny = tmp_path / "tiny.fleq"
+    tiny.write_text(".data\nx: 1e-40\ny: 0.0\n.code\ny = add(x, x)\nhalt\n")
+    repl.execute(f"load {tiny}")
+    assert repl.execute("step").splitlines()[0] == (
+        "step 0: y = add(x, x): it leaves the machine's domain (nonzero |x| >= 1.18e-38 in "
+        "float32; smaller values flush to 0), where its error bound does not hold (see diff)")

@@ -25,6 +25,7 @@ from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqPro
 from vm.common.encoding import pm1_code
 from vm.common.errors import InputError
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
+from vm.machines.fleq.domains import EXACT_INTEGERS
 from vm.machines.fleq.reference import FleqReference, machine_domain_problem
 from vm.repl.state import ENGINES, Lockstep
 
@@ -263,11 +264,30 @@ class FleqLockstep(Lockstep):
         outside = machine_domain_problem(result)
         if outside is not None:
             return f"its result leaves the machine's domain ({outside})"
+        outside = self._dtype_problem(instruction.c, [a, result] if b is None else [a, b, result])
+        if outside is not None:
+            return f"it leaves the machine's domain ({outside})"
         domain = block.domain()
         values = [result] if domain.applies_to == "result" else [a] if b is None else [a, b]
         if not all(domain.contains(v) for v in values):
             what = "result leaves" if domain.applies_to == "result" else "operands leave"
             return f"its {what} {instruction.function}'s domain ({domain.explained()})"
+        return None
+
+    def _dtype_problem(self, written: int, values: list[np.ndarray]) -> str | None:
+        """What the transformer's dtype cannot hold among an instruction's operands and
+        result (`values`), as `ltvm run`'s domain check names it: a subnormal, which the
+        passes flush to 0, or a counter beyond the integers the dtype holds exactly. In
+        float32, add(x, x) at x = 1e-40 gave 0 and k = add(k, one) at k = 2^24 stayed 2^24,
+        silently."""
+        dtype = self.executor.dtype_name
+        tiny = float(np.finfo(dtype).tiny)
+        if any(((value != 0) & (np.abs(value) < tiny)).any() for value in values):
+            return f"nonzero |x| >= {tiny:.3g} in {dtype}; smaller values flush to 0"
+        exact = EXACT_INTEGERS[dtype]
+        counter = any(v.integer and v.cell == written for v in self.program.variables.values())
+        if counter and abs(values[-1][0, 0]) > exact:
+            return f"counters within |n| <= 2^{exact.bit_length() - 1} in {dtype}"
         return None
 
     def step(self) -> str | None:
