@@ -402,3 +402,17 @@ def test_float32_flushes_and_lost_counts_are_flagged_as_run_flags_them(source, t
     assert repl.execute("step").splitlines()[0] == (
         "step 0: y = add(x, x): it leaves the machine's domain (nonzero |x| >= 1.18e-38 in "
         "float32; smaller values flush to 0), where its error bound does not hold (see diff)")
+
+
+def test_set_refuses_what_float32_holds_only_as_a_subnormal(source, tmp_path):
+    """`set M [[1e-40, 1], [2, 3]]` in float32 was taken; the next pass, which did not
+    write M, flushed its 1e-40 to 0 on the transformer alone."""
+    from vm.runtime.config import EngineConfig
+
+    repl = Repl(EngineConfig(dtype="float32"), picture_dir=tmp_path / "pictures")
+    repl.execute(f"load {source}")
+    assert repl.execute("set M [[1e-40, 1], [2, 3]]") == (
+        "error: 1e-40 is below 1.18e-38, the smallest normal float32: the machine flushes "
+        "it to 0 (write 0)")
+    assert np.array_equal(printed(repl, "M"), [1, 2, 3, 4])
+    assert repl.execute("set x 2e-38").startswith("x = 2")

@@ -321,6 +321,16 @@ class FleqLockstep(Lockstep):
             raise InputError(f"'{variable.name}' is an integer counter; {number:g} is beyond "
                              f"{limit:.0f}, the largest integer {dtype} counts exactly")
 
+    def check_normal(self, value: np.ndarray) -> None:
+        """Refuse a nonzero value below the dtype's smallest normal: float32 held 1e-40 as a
+        subnormal until the next pass flushed it to 0, on a cell no instruction wrote."""
+        dtype = self.executor.dtype_name
+        tiny = float(np.finfo(dtype).tiny)
+        small = value[(value != 0) & (np.abs(value) < tiny)]
+        if small.size:
+            raise InputError(f"{small[0]:g} is below {tiny:.3g}, the smallest normal {dtype}: "
+                             "the machine flushes it to 0 (write 0)")
+
     def check_writable(self, location: FleqLocation) -> None:
         """Refuse the assembler's own read-only cells, as a typed instruction does: `set
         _const_2.0 5` made every literal 2.0 of the program mean 5."""
@@ -336,6 +346,7 @@ class FleqLockstep(Lockstep):
             raise InputError(f"cell {RESERVED[location.cell]} is reserved")
         self.check_writable(location)
         self.check_counter(location, value)
+        self.check_normal(value)
         cell = padded(value, self.program.d)
         new_X = self.X.clone()
         self._write_cell(new_X, location.cell, cell)
