@@ -283,6 +283,18 @@ def test_compare_fleq_refuses_a_subleq_program_and_a_negative_max_steps():
         compare_fleq(program, geometry, -1)
 
 
+@pytest.mark.parametrize("source", ["subleq/gcd.sq", "vsubleq/echo.vsq"])
+def test_compare_fleq_refuses_another_machines_program_and_geometry(source):
+    """A SUBLEQ program on its own geometry loaded, then failed in the FLEQ reference with
+    "'Program' object has no attribute 'functions'"."""
+    from vm.common.errors import InputError
+    from vm.isa import ProgramOptions, for_path
+    path = ROOT / "programs" / source
+    program, geometry = for_path(str(path)).load(path, ProgramOptions())
+    with pytest.raises(InputError, match="compare_fleq compares FLEQ programs"):
+        compare_fleq(program, geometry, 10)
+
+
 def test_a_progress_that_is_not_a_function_is_refused():
     """compare_fleq(..., progress=5) failed with "'int' object is not callable" after the
     first step."""

@@ -195,9 +195,15 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
     domain, or a block call outside the domain its error bound covers (found by the exact
     replay `run` checks with: past it the errors measure nothing the block promises)."""
     from vm.machines.fleq.domains import domain_watch
+    from vm.machines.fleq.layout import FleqGeometry
     from vm.machines.fleq.reference import FleqReference, machine_domain_problem
     check_max_steps(max_steps)
     check_progress(progress)
+    if not isinstance(geometry, FleqGeometry):  # a SUBLEQ program and geometry loaded, then
+        # failed in the FLEQ reference: "'Program' object has no attribute 'functions'"
+        raise InputError(f"compare_fleq compares FLEQ programs on a FLEQ geometry, got "
+                         f"{type(geometry).__name__}: SUBLEQ programs compare with "
+                         "compare_programs")
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])  # first: it refuses another instruction set's program
     runner = executor.runner(X)  # the evaluation the config asks for, as run uses
