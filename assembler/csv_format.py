@@ -21,6 +21,7 @@ from assembler.program import (Instruction, Program, SourcePos, all_instructions
                                word_range)
 from assembler.subleq import DEFAULT_MIN_BITS, MAX_BITS
 from vm.common.errors import InputError
+from vm.common.geometry import MAX_COLUMNS
 
 DEFAULT_CSV_SCRATCH = 2
 MAX_FIELD = 80
@@ -81,6 +82,16 @@ def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]
     return text, parsed
 
 
+def _check_columns(path: Path, text: str, rows: list[tuple[int, list[int]]], room: int,
+                   what: str, beside: str) -> None:
+    """A located error at the first row past the `room` columns the machine has left for
+    them (the geometry refused 2,000,000 memory rows as '2000003 columns exceed the limit',
+    naming no file); a room below one is the scratch width's, which the geometry names."""
+    if 1 <= room < len(rows):
+        raise SourceError(f"more {what} than the machine's {MAX_COLUMNS} columns hold beside "
+                          f"{beside}: the first {room} fit", str(path), text, rows[room][0], 1)
+
+
 def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CSV_SCRATCH,
              bits: int | None = None) -> Program:
     """Import a commands/memory CSV pair as a `Program` (scratch width `scratch`)."""
@@ -92,6 +103,8 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
     if len(values) < 2:
         raise InputError(f"{memory}: memory needs at least 2 cells (a 0 and a non-positive "
                          "cell for the EOF instruction)")
+    _check_columns(memory, memory_text, memory_rows, MAX_COLUMNS - scratch - 1, "memory cells",
+                   f"{scratch} scratch columns and the EOF instruction")
     needed = max(bits_needed(v) for v in values)
     if bits is None:  # a value past MAX_BITS is named at its line below, not as --bits
         bits = min(max(DEFAULT_MIN_BITS, needed), MAX_BITS)
@@ -105,6 +118,8 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
     text, rows = _read(commands, ["a", "b", "c"])
     if not rows:
         raise InputError(f"{commands}: no instructions (the last row must be the EOF instruction)")
+    _check_columns(commands, text, rows, MAX_COLUMNS - scratch - len(values), "instructions",
+                   f"{scratch} scratch columns and {len(values)} memory cells")
     m, k = len(values), len(rows)
     first_code, n = scratch + m, scratch + m + k
     instructions = []

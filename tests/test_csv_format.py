@@ -122,3 +122,25 @@ def test_a_pair_given_in_the_wrong_order_says_which_comes_first(tmp_path):
     with pytest.raises(SourceError, match="found 'a,b,c'; the pair is given as --csv CMDS MEM, "
                                           "the commands first"):
         load_csv(mem, cmds)
+
+
+def test_rows_past_the_machine_columns_are_located_at_the_first_that_does_not_fit(
+        tmp_path, monkeypatch):
+    """2,000,000 memory rows were refused by the geometry as '2000003 columns exceed the
+    limit of 65536', naming no file (the limit lowered here to keep the files small)."""
+    import assembler.csv_format
+
+    monkeypatch.setattr(assembler.csv_format, "MAX_COLUMNS", 10)
+    cmds, mem = write_pair(tmp_path, "a,b,c\n2,3,9\n", "mem\n0\n-1\n" + "0\n" * 5)
+    assert len(load_csv(cmds, mem, scratch=2).memory) == 7  # 2 + 7 + the EOF column: 10
+    cmds, mem = write_pair(tmp_path, "a,b,c\n2,3,10\n", "mem\n0\n-1\n" + "0\n" * 6)
+    with pytest.raises(SourceError, match="more memory cells than the machine's 10 columns "
+                                          "hold beside 2 scratch columns") as caught:
+        load_csv(cmds, mem, scratch=2)
+    assert (caught.value.file, caught.value.line) == (str(mem), 9)
+    cmds, mem = write_pair(tmp_path, "a,b,c\n2,2,7\n2,2,7\n2,2,7\n2,3,10\n",
+                           "mem\n0\n-1\n0\n0\n0\n")
+    with pytest.raises(SourceError, match="more instructions than the machine's 10 columns "
+                                          "hold beside 2 scratch columns and 5 memory") as caught:
+        load_csv(cmds, mem, scratch=2)
+    assert (caught.value.file, caught.value.line) == (str(cmds), 5)
