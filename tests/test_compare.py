@@ -125,3 +125,17 @@ def test_a_fleq_program_is_refused_naming_compare_fleq():
     program = FLEQ.assemble_text(".data\na: 3.0\nc: 0.0\n.code\nc = mul(a, a)\nhalt\n")
     with pytest.raises(InputError, match="compare_fleq"):
         compare_program(program, FLEQ.geometry_for(program), 10)
+
+
+def test_a_standard_subleq_image_is_refused_naming_its_own_compare():
+    """compare_program(image, its VGeometry) was told that FLEQ programs compare with
+    compare_fleq, which refuses an image too."""
+    import pytest
+    from vm.common.errors import InputError
+    from pathlib import Path
+    from vm.isa import ProgramOptions, for_path
+    path = Path(__file__).resolve().parents[1] / "programs" / "vsubleq" / "echo.vsq"
+    image, geometry = for_path(str(path)).load(path, ProgramOptions())
+    with pytest.raises(InputError, match="standard SUBLEQ images with "
+                                         "vm.machines.vsubleq.run.compare"):
+        compare_program(image, geometry, 10)

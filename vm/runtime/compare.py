@@ -83,7 +83,8 @@ def compare_programs(programs: list[Program], geometry: Geometry, max_steps: int
     if not isinstance(geometry, Geometry):  # FLEQ failed in the SUBLEQ reference: no `memory`
         raise InputError(f"compare_programs compares SUBLEQ programs on a SUBLEQ Geometry, "
                          f"got {type(geometry).__name__}: FLEQ programs compare with "
-                         "compare_fleq")
+                         "compare_fleq, standard SUBLEQ images with "
+                         "vm.machines.vsubleq.run.compare")
     executor = TransformerExecutor(geometry, config)
     runner = executor.runner(executor.load(programs))
     references = [ReferenceMachine(program) for program in programs]
