@@ -683,9 +683,23 @@ def _lines(text: str) -> list[str]:
     return source_lines(text)
 
 
+EXPECTED_NAMES = {"NAME": "a name", "SIGNED_INT": "an integer", "SIGNED_FLOAT": "a real number",
+                  "SHAPE": "a shape RxC", "_NEWLINE": "end of line", "$END": "end of file",
+                  "BLOCK": "'.d'", "FUNCTION": "'.function'", "DATA": "'.data'",
+                  "CODE": "'.code'", "MATRIX": "'.matrix'", "VECTOR": "'.vector'",
+                  "ZEROS": "'.zeros'", "IF": "'if'", "GOTO": "'goto'", "HALT": "'halt'",
+                  "EQUAL": "'='", "COLON": "':'", "COMMA": "','", "LSQB": "'['", "RSQB": "']'",
+                  "LPAR": "'('", "RPAR": "')'", "__ANON_0": "'<='"}
+"""How error messages name the grammar's terminals: a FLEQ parse error said only
+"unexpected '.d'" (a header directive inside .data) where the .sq and .vsq ones say what
+was expected."""
+
+
 def parse_fleq(text: str, file: str) -> lark.Tree:
     """Parse `.fleq` source, turning lark's exceptions into located SourceErrors."""
-    return parse_located(_parser(), text, file)
+    return parse_located(_parser(), text, file,
+                         ".d, .function, .data, .code, .matrix, .vector or .zeros",
+                         EXPECTED_NAMES)
 
 
 def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,

@@ -248,6 +248,13 @@ BAD = [
     (DATA + "M = inverse(M, iters=3, iters=4)\n", "'inverse': iters is given twice", 7, 25),
     # inverse overwrote M with X_0, then read it as the matrix: a wrong inverse, no word
     (DATA + "M = inverse(M, iters=8)\n", "'M' is both the destination and an operand", 7, 13),
+    # a parse error said only "unexpected '.d'", not what the line could hold
+    (".data\n.d 2\nx: 1.0\n.code\nhalt\n",
+     "unexpected '.d'; expected '.code', '.data', a name, end of file", 2, 1),
+    (".function inv terms\n.data\nx: 1.0\n.code\nhalt\n",
+     "unexpected end of line; expected '='", 1, 20),
+    (".data\nZ: .zeros 2 x 2\n.code\nhalt\n", "unexpected '2'; expected a shape RxC", 2, 11),
+    (".dat\n", "unknown directive '.dat' (expected .d, .function, .data, .code,", 1, 1),
     # literals the machine flushes to 0 (1e-400 was read as 0 without a word)
     (".data\nx: 1e-400\n.code\nhalt\n", "1e-400 is below 2.23e-308", 2, 4),
     (DATA + "x = mul(x, -3e-310)\n", "-3e-310 is below 2.23e-308", 7, 12),
