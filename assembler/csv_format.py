@@ -22,6 +22,7 @@ from assembler.program import (Instruction, Program, SourcePos, all_instructions
 from assembler.subleq import DEFAULT_MIN_BITS, MAX_BITS
 from vm.common.errors import InputError
 from vm.common.geometry import MAX_COLUMNS
+from vm.common.limits import is_whole_number
 
 DEFAULT_CSV_SCRATCH = 2
 MAX_FIELD = 80
@@ -92,12 +93,20 @@ def _check_columns(path: Path, text: str, rows: list[tuple[int, list[int]]], roo
                           f"{beside}: the first {room} fit", str(path), text, rows[room][0], 1)
 
 
+def _check_scratch(scratch: object) -> None:
+    """InputError unless the scratch width is a whole number from 1 to the machine's columns:
+    save_csv wrote columns such as '4.5' for 2.5 and '-1' for -3, which no import reads back,
+    and load_csv failed with a TypeError for '2'."""
+    if not is_whole_number(scratch) or not 1 <= scratch <= MAX_COLUMNS:
+        raise InputError(f"--scratch must be a whole number from 1 to {MAX_COLUMNS}, got "
+                         f"{scratch!r:.40}")
+
+
 def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CSV_SCRATCH,
              bits: int | None = None) -> Program:
     """Import a commands/memory CSV pair as a `Program` (scratch width `scratch`)."""
     commands, memory = Path(commands), Path(memory)
-    if scratch < 1:
-        raise InputError(f"--scratch must be at least 1, got {scratch}")
+    _check_scratch(scratch)
     memory_text, memory_rows = _read(memory, ["mem"])
     values = [row[0] for _, row in memory_rows]
     if len(values) < 2:
@@ -159,6 +168,8 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
 def save_csv(program: Program, directory: str | Path, scratch: int = DEFAULT_CSV_SCRATCH
              ) -> tuple[Path, Path]:
     """Write `commands.csv` and `memory.csv` for `program` (absolute column indices)."""
+    _check_scratch(scratch)
+    scratch = int(scratch)  # numpy's int64 is no JSON number
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     first_code = scratch + len(program.memory)

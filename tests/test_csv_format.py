@@ -144,3 +144,16 @@ def test_rows_past_the_machine_columns_are_located_at_the_first_that_does_not_fi
                                           "hold beside 2 scratch columns and 5 memory") as caught:
         load_csv(cmds, mem, scratch=2)
     assert (caught.value.file, caught.value.line) == (str(cmds), 5)
+
+
+@pytest.mark.parametrize("scratch", [0, -3, 2.5, "2", True, None, 65537])
+def test_a_scratch_width_that_is_no_column_count_is_refused_on_export_and_import(tmp_path,
+                                                                                scratch):
+    """save_csv wrote columns '4.5,4.5,6.5' for 2.5 and '-1,-1,1' for -3, files no import
+    reads back; load_csv('2') failed with a TypeError."""
+    program = load_csv(*write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n0\n-1\n"), scratch=2)
+    with pytest.raises(InputError, match="--scratch must be a whole number from 1 to 65536"):
+        save_csv(program, tmp_path / "out", scratch)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(InputError, match="--scratch must be a whole number from 1 to 65536"):
+        load_csv(tmp_path / "c.csv", tmp_path / "m.csv", scratch=scratch)
