@@ -416,3 +416,20 @@ def test_set_refuses_what_float32_holds_only_as_a_subnormal(source, tmp_path):
         "it to 0 (write 0)")
     assert np.array_equal(printed(repl, "M"), [1, 2, 3, 4])
     assert repl.execute("set x 2e-38").startswith("x = 2")
+
+
+def test_set_of_a_whole_cell_keeps_its_variables_padding_zero(tmp_path):
+    """`set cell2 [[3, 7], [7, 7]]` at x = 3 wrote the padding beside x; the blocks read
+    whole cells, so matmul(x, y) gave 92 on the transformer, 3 * 5 = 15 on the reference,
+    and `step` said nothing."""
+    path = tmp_path / "pad.fleq"
+    path.write_text(".d 2\n.data\nx: 3.0\ny: 5.0\nz: 0.0\n.code\nz = matmul(x, y)\nhalt\n")
+    repl = Repl(picture_dir=tmp_path / "pictures")
+    repl.execute(f"load {path}")
+    cell = repl.loaded.program.variables["x"].cell
+    assert repl.execute(f"set cell{cell} [[3, 7], [7, 7]]") == (
+        f"error: cell{cell} holds x (1x1): its entries outside that must stay 0 (the blocks "
+        "read whole cells); set x instead")
+    assert repl.execute(f"set cell{cell} [[4, 0], [0, 0]]").startswith(f"cell{cell} = ")
+    repl.execute("step")
+    assert printed(repl, "z") == pytest.approx([4 * 5], abs=1e-6)

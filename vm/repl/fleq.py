@@ -321,6 +321,22 @@ class FleqLockstep(Lockstep):
             raise InputError(f"'{variable.name}' is an integer counter; {number:g} is beyond "
                              f"{limit:.0f}, the largest integer {dtype} counts exactly")
 
+    def check_padding(self, location: FleqLocation, value: np.ndarray) -> None:
+        """Refuse nonzero entries outside the variable a cell holds (`set cellK` writes the
+        whole cell): the blocks read whole cells, so set cell2 [[3, 7], [7, 7]] at x = 3
+        made matmul(x, y) give 92 on the transformer while the reference gave 15."""
+        held = [v for v in self.program.variables.values() if v.cell == location.cell]
+        if not held:
+            return
+        rows = max(v.shape[0] for v in held)
+        columns = max(v.shape[1] for v in held)
+        outside = np.array(value, dtype=float)
+        outside[:rows, :columns] = 0
+        if outside.any():
+            names = ", ".join(f"{v.name} ({v.shape[0]}x{v.shape[1]})" for v in held)
+            raise InputError(f"{location.name} holds {names}: its entries outside that must "
+                             f"stay 0 (the blocks read whole cells); set {held[0].name} instead")
+
     def check_normal(self, value: np.ndarray) -> None:
         """Refuse a nonzero value below the dtype's smallest normal: float32 held 1e-40 as a
         subnormal until the next pass flushed it to 0, on a cell no instruction wrote."""
@@ -347,6 +363,7 @@ class FleqLockstep(Lockstep):
         self.check_writable(location)
         self.check_counter(location, value)
         self.check_normal(value)
+        self.check_padding(location, value)
         cell = padded(value, self.program.d)
         new_X = self.X.clone()
         self._write_cell(new_X, location.cell, cell)
