@@ -61,6 +61,39 @@ def test_axis_labels_name_columns_by_program_and_rows_by_field():
     assert labels.fields[-1] == ("wbuf", 120, 136)
 
 
+REFUSED_DRAWINGS = {
+    "no frames": (lambda X, model, labels, out: pictures.save_x_animation(
+        [], labels, out / "a.gif"), "at least one frame"),  # an IndexError
+    "a frame of another shape": (lambda X, model, labels, out: pictures.save_x_animation(
+        [("X", X), ("X", X[:3, :3])], labels, out / "a.gif"), "frame 1 must be one punchcard"),
+    "zero frames a second": (lambda X, model, labels, out: pictures.save_x_animation(
+        [("X", X)], labels, out / "a.gif", fps=0), "fps"),  # a ZeroDivisionError
+    "NaN frames a second": (lambda X, model, labels, out: pictures.save_x_animation(
+        [("X", X)], labels, out / "a.gif", fps=float("nan")), "fps"),
+    "a batch of X": (lambda X, model, labels, out: pictures.save_pass_pictures(
+        model, X[None], labels, out, 0, "t"), "one punchcard"),  # an IndexError
+    "float64 X": (lambda X, model, labels, out: pictures.save_pass_pictures(
+        model, X.double(), labels, out, 0, "t"), "the model's torch.float32"),
+    "a layer past the last": (lambda X, model, labels, out: pictures.save_pass_pictures(
+        model, X, labels, out, 0, "t", layers=[9]), "layer numbers 0 to 3"),
+    "a negative step": (lambda X, model, labels, out: pictures.save_pass_pictures(
+        model, X, labels, out, -5, "t"), "step must be"),  # it wrote step-005_layer0.png
+    "a heatmap of another shape": (lambda X, model, labels, out: pictures.save_x_picture(
+        X[:, :5], labels, out / "x.png", "t"), "one punchcard"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_DRAWINGS))
+def test_drawing_what_the_labels_do_not_name_is_refused(case, countdown, tmp_path):
+    from vm.common.errors import InputError
+    program, executor, labels = countdown
+    draw, message = REFUSED_DRAWINGS[case]
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match=message):
+        draw(executor.load([program])[0], executor.model, labels, out)
+    assert not out.exists()
+
+
 def test_layer_figure_shows_x_before_each_head_and_x_after(countdown):
     program, executor, labels = countdown
     traces = trace_pass(executor.model, executor.load([program])[0])

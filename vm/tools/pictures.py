@@ -21,6 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from vm.common.errors import InputError
+from vm.common.limits import is_whole_number
 from vm.transformer.layers import LayerTrace, LoopedTransformer, trace_pass
 from vm.transformer.layout import Layout
 
@@ -33,6 +34,8 @@ HEAD_GRID_COLUMNS = 12
 DPI = 100
 X_COLORS = "RdBu_r"
 ATTENTION_COLORS = "viridis"
+MAX_FPS = 100
+"""GIF frame times are whole hundredths of a second: faster frames cannot be shown."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ def _numpy(X: torch.Tensor | np.ndarray) -> np.ndarray:
 
 def x_figure(X: torch.Tensor | np.ndarray, labels: AxisLabels, title: str) -> Figure:
     """A heatmap of one punchcard X (rows x columns)."""
+    _check_state(X, labels, "X")
     figure = _figure(_x_width(len(labels.columns)) + 1, 9)
     image = _draw_X(figure.add_subplot(), _numpy(X), labels, title)
     figure.colorbar(image, extend="both", shrink=0.5)
@@ -209,6 +213,17 @@ def check_pass_memory(model: LoopedTransformer, X: torch.Tensor, what: str,
                          f"{free / 2**30:.1f} GiB free: draw a smaller program, or {instead}")
 
 
+def _check_state(X: object, labels: AxisLabels, what: str) -> None:
+    """InputError unless X is one punchcard (rows, n) of the shape `labels` names: another
+    shape failed deep in matplotlib or torch (an IndexError, a size mismatch), or was drawn
+    under the wrong names."""
+    shape = tuple(getattr(X, "shape", ()))
+    expected = (labels.fields[-1][2] if labels.fields else 0, len(labels.columns))
+    if shape != expected:
+        raise InputError(f"{what} must be one punchcard of {expected[0]} rows x "
+                         f"{expected[1]} columns, as the labels name, got shape {shape}")
+
+
 def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLabels,
                        directory: Path, step: int, title: str,
                        layers: list[int] | None = None,
@@ -217,9 +232,21 @@ def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLa
     per chosen layer), `step{K}_layer{L}.png`: that layer's heads and X before and after.
     `progress` is called with the count of pictures written (a FLEQ layer of 200 heads
     takes seconds to draw)."""
+    _check_state(X, labels, "X")
+    if not isinstance(X, torch.Tensor) or X.dtype != model.dtype or X.shape != (model.rows,
+                                                                               model.columns):
+        raise InputError(f"X must be a {model.rows} x {model.columns} tensor of the model's "
+                         f"{model.dtype}, got {getattr(X, 'dtype', type(X).__name__)} of "
+                         f"shape {tuple(X.shape)}")
+    if not is_whole_number(step) or step < 0:  # it names the files: step-005_layer0.png
+        raise InputError(f"step must be a whole number, 0 or more, got {step!r}")
+    chosen = range(len(model.layers)) if layers is None else layers
+    if any(not is_whole_number(layer) or not 0 <= layer < len(model.layers)
+           for layer in chosen):
+        raise InputError(f"layers must be layer numbers 0 to {len(model.layers) - 1}, got "
+                         f"{list(chosen)!r:.80}")
     directory.mkdir(parents=True, exist_ok=True)
     traces = trace_pass(model, X)
-    chosen = range(len(traces)) if layers is None else layers
     paths = []
     for layer in chosen:
         if progress is not None:
@@ -235,6 +262,12 @@ def save_x_animation(frames: list[tuple[str, np.ndarray]], labels: AxisLabels, p
     """An animated GIF of X, one frame per (title, X) pair, through matplotlib's
     PillowWriter (pillow comes with matplotlib). `progress` is called with the count of
     frames drawn (a thousand take minutes)."""
+    if not frames:
+        raise InputError("an animation needs at least one frame")
+    if not (isinstance(fps, (int, float)) and 0 < fps <= MAX_FPS):  # NaN fails too
+        raise InputError(f"fps must be above 0 and at most {MAX_FPS}, got {fps!r}")
+    for index, (_, X) in enumerate(frames):
+        _check_state(X, labels, f"frame {index}")
     first_title, first = frames[0]
     figure = _figure(_x_width(len(labels.columns)) + 1, 9)
     axes = figure.add_subplot()
