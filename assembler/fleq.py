@@ -346,7 +346,7 @@ class _FleqAssembler:
             # a routine's KeywordError names the keyword: point at it when the user gave it
             where = given.get(getattr(error, "keyword", ""), assignment)
             raise self.error(f"{routine.name}: {error}", where) from None
-        origin = self.pos(assignment)
+        origin, caller = self.pos(assignment), self.source
         text = ".data\n" + "\n".join(result.data) + "\n.code\n" + "\n".join(result.code) + "\n"
         file = f"<{routine.name} expanded at {origin}>"
         tree = parse_fleq(text, file)
@@ -363,7 +363,26 @@ class _FleqAssembler:
                     self.code_line(line)
         generated, self.statements = self.statements, saved
         assert len(self.statements) == before
+        self.source = caller
+        self.check_aliases(routine, positional, generated)
         return generated
+
+    def check_aliases(self, routine: Routine, positional: list[lark.Tree],
+                      generated: list[_Statement]) -> None:
+        """Refuse a variable passed as two operands of a routine whose expansion writes it:
+        `l = sgd_step(W1, W2, W2, y)` updated W2 in place and then read the new W2 as the
+        input x, a wrong W1 without a word."""
+        written = {str(statement.node.children[0].children[0].children[0])
+                   for statement in generated if statement.node.data == "assign"}
+        seen: set[str] = set()
+        for argument in positional:
+            name = str(argument.children[0].children[0])
+            if name in seen and name in written:
+                raise self.error(f"'{name}' is passed as two operands of the routine "
+                                 f"'{routine.name}', whose expansion updates it in place "
+                                 "and may then read the new value as the other; pass a copy",
+                                 argument)
+            seen.add(name)
 
     # -- pass 2 ---------------------------------------------------------------------
     def variable(self, token: lark.Token) -> Variable:

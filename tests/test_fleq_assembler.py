@@ -255,6 +255,10 @@ BAD = [
      "unexpected end of line; expected '='", 1, 20),
     (".data\nZ: .zeros 2 x 2\n.code\nhalt\n", "unexpected '2'; expected a shape RxC", 2, 11),
     (".dat\n", "unknown directive '.dat' (expected .d, .function, .data, .code,", 1, 1),
+    # sgd_step updated W2 in place, then read the new W2 as the input: a wrong W1, no word
+    (".data\nW1: .matrix 1x2 [[0.5, -0.25]]\nW2: .vector [0.75, 0.5]\ny: .vector [1, 0]\n"
+     "l: 0.0\n.code\nl = sgd_step(W1, W2, W2, y)\n", "'W2' is passed as two operands of the "
+     "routine 'sgd_step', whose expansion updates it in place", 7, 22),
     # literals the machine flushes to 0 (1e-400 was read as 0 without a word)
     (".data\nx: 1e-400\n.code\nhalt\n", "1e-400 is below 2.23e-308", 2, 4),
     (DATA + "x = mul(x, -3e-310)\n", "-3e-310 is below 2.23e-308", 7, 12),
@@ -433,6 +437,14 @@ def test_an_instruction_after_a_page_break_keeps_its_own_text():
     """The listing and the compare table cut each instruction's text from its line."""
     program = FLEQ.assemble_text(".data\nx: 1 ; a\fb\ny: 2\n.code\nx = add(x, y)\nhalt\n")
     assert [i.text for i in program.instructions] == ["x = add(x, y)", "halt"]
+
+
+def test_a_variable_passed_twice_to_a_routine_that_only_reads_it_is_accepted():
+    """Only an operand the expansion writes may not be passed twice: y = x (an autoencoder's
+    target) is read, never written."""
+    program = FLEQ.assemble_text(".data\nW: .matrix 2x2 [[1, 0], [0, 1]]\nx: .vector [1, 2]\n"
+                                 "l: 0.0\n.code\nl = sgd_step_linear(W, x, x)\nhalt\n", "ae.fleq")
+    assert program.instructions[-1].function is None
 
 
 def test_routine_calls_past_the_machine_columns_stop_at_the_call(monkeypatch):
