@@ -295,6 +295,17 @@ def test_asm_refuses_a_dash_output_instead_of_writing_a_file_named_dash(capsys, 
     assert np.load(tmp_path / "-").ndim == 2
 
 
+def test_asm_refuses_to_save_x_over_the_settings_a_csv_import_reads(capsys, tmp_path):
+    """program.json beside commands.csv is read with the pair; -o there replaced it with X,
+    and the pair no longer imported as exported."""
+    assert run_cli(capsys, "asm", FACTORIAL, "--export-csv", str(tmp_path))[0] == 0
+    settings = tmp_path / "program.json"
+    before = settings.read_bytes()
+    code, _, err = run_cli(capsys, "asm", "--csv", str(tmp_path / "commands.csv"),
+                           str(tmp_path / "memory.csv"), "-o", str(settings))
+    assert code == 2 and "is the input" in err and settings.read_bytes() == before
+
+
 INFINITE_LOOP = """.code
 loop:   subleq z, z, loop
 .data

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from assembler.csv_format import CSV_FILES
+from assembler.csv_format import CSV_FILES, SETTINGS_FILE
 from vm.cli.common import add_program_arguments, atomic_path, load_program
 from vm.common.files import open_for_writing
 from vm.common.errors import InputError
@@ -54,8 +54,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output and args.output.endswith(("/", os.sep)):  # written as a file 'D' before
         raise InputError(f"cannot write {args.output}: -o takes a file (X.npy), and a path "
                          f"ending in '/' names a directory")
-    if args.output:
-        _refuse_an_input(args.output, [args.program] if args.program else args.csv or [])
+    if args.output:  # program.json beside a CSV pair is read too: X replaced it
+        _refuse_an_input(args.output, [args.program] if args.program else
+                         [*args.csv, str(Path(args.csv[0]).parent / SETTINGS_FILE)]
+                         if args.csv else [])
     program, geometry = load_program(args)
     isa = for_program(program)
     if args.export_csv is not None:
