@@ -44,6 +44,15 @@ def _refuse_an_input(output: str, sources: list[str]) -> None:
                              f"replace the source; choose another file")
 
 
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """The files the command reads: PROG, or the CSV pair and the program.json beside it."""
+    if args.program:
+        return [args.program]
+    if args.csv:
+        return [*args.csv, str(Path(args.csv[0]).parent / SETTINGS_FILE)]
+    return []
+
+
 def run(args: argparse.Namespace) -> int:
     for option, value in (("-o", args.output), ("--export-csv", args.export_csv)):
         if value == "":
@@ -54,10 +63,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output and args.output.endswith(("/", os.sep)):  # written as a file 'D' before
         raise InputError(f"cannot write {args.output}: -o takes a file (X.npy), and a path "
                          f"ending in '/' names a directory")
-    if args.output:  # program.json beside a CSV pair is read too: X replaced it
-        _refuse_an_input(args.output, [args.program] if args.program else
-                         [*args.csv, str(Path(args.csv[0]).parent / SETTINGS_FILE)]
-                         if args.csv else [])
+    if args.output:
+        _refuse_an_input(args.output, _inputs(args))
     program, geometry = load_program(args)
     isa = for_program(program)
     if args.export_csv is not None:
