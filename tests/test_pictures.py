@@ -216,6 +216,16 @@ def test_trace_refuses_an_empty_output_path(option, kind, capsys, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_trace_refuses_pictures_and_animation_at_one_path(capsys, tmp_path):
+    """--png P --gif P made the directory P, wrote the pictures into it, and only then
+    failed to write the animation over it (exit 2, half the output written)."""
+    shared = tmp_path / "x.gif"
+    assert main(["trace", str(ROOT / "programs" / "subleq" / "gcd.sq"), "--png", str(shared),
+                 "--gif", str(tmp_path / "." / "x.gif")]) == 2
+    assert "name the same path" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_trace_command_rejects_bad_requests(capsys, tmp_path):
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source]) == 2

@@ -191,6 +191,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_directory(args.png, ())
     if args.gif:
         gif = Path(args.gif)
+        if args.png is not None and os.path.realpath(args.png) == os.path.realpath(gif):
+            # the directory was made and filled, then the animation failed on it
+            raise InputError(f"--png {args.png} and --gif {args.gif} name the same path; "
+                             "give the animation a path of its own")
         if gif.is_dir():
             raise InputError(f"cannot write {gif}: it is a directory")
         made = args.png is not None and os.path.abspath(args.png) == os.path.abspath(gif.parent)
