@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -224,6 +225,15 @@ def test_trace_refuses_pictures_and_animation_at_one_path(capsys, tmp_path):
                  "--gif", str(tmp_path / "." / "x.gif")]) == 2
     assert "name the same path" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_program_name_that_is_not_utf8_is_drawn(capsys, tmp_path):
+    """Python reads the byte 0xff of a file name as the surrogate \\udcff, on which
+    matplotlib's text renderer failed with a TypeError once the passes had run."""
+    source = tmp_path / os.fsdecode(b"count\xffdown.sq")
+    source.write_text(COUNTDOWN)
+    assert main(["trace", str(source), "--gif", str(tmp_path / "x.gif"), "--steps", "1"]) == 0
+    assert "(2 frames" in capsys.readouterr().out
 
 
 def test_trace_command_rejects_bad_requests(capsys, tmp_path):

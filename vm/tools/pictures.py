@@ -86,10 +86,17 @@ def _label_regions_on_top(axes: Axes, labels: AxisLabels) -> None:
                    [name for name, _, _ in shown], fontsize=7)
 
 
+def _drawable(text: str) -> str:
+    """`text` with the bytes of a file name that are not UTF-8 (surrogate escapes, as
+    Python reads them from the command line) written as \\udcHH: matplotlib's text
+    renderer failed on them with a TypeError, after the passes had run."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _draw_X(axes: Axes, X: np.ndarray, labels: AxisLabels, title: str):
     image = axes.imshow(X, cmap=X_COLORS, vmin=-1, vmax=1, aspect="auto",
                         interpolation="nearest")
-    axes.set_title(title, fontsize=9)
+    axes.set_title(_drawable(title), fontsize=9)
     _label_columns(axes, labels, "x")
     _label_regions_on_top(axes, labels)
     axes.set_yticks([(start + stop - 1) / 2 for _, start, stop in labels.fields],
@@ -102,7 +109,7 @@ def _draw_X(axes: Axes, X: np.ndarray, labels: AxisLabels, title: str):
 def _draw_attention(axes: Axes, weights: np.ndarray, labels: AxisLabels, title: str):
     image = axes.imshow(weights, cmap=ATTENTION_COLORS, vmin=0, vmax=1, aspect="equal",
                         interpolation="nearest")
-    axes.set_title(title, fontsize=9)
+    axes.set_title(_drawable(title), fontsize=9)
     _label_columns(axes, labels, "x")
     _label_columns(axes, labels, "y")
     axes.set_xlabel("key column", fontsize=7)
@@ -155,7 +162,7 @@ def layer_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title: str) 
     image = _draw_X(figure.add_subplot(grid[0, heads + 1]), _numpy(trace.after), labels,
                     f"X after layer {layer}")
     figure.colorbar(image, extend="both", shrink=0.5)
-    figure.suptitle(f"{title}: layer {layer} ({trace.role})", fontsize=11)
+    figure.suptitle(_drawable(f"{title}: layer {layer} ({trace.role})"), fontsize=11)
     return figure
 
 
@@ -180,7 +187,8 @@ def _many_heads_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title:
             axes.imshow(attention[head], cmap=ATTENTION_COLORS, vmin=0, vmax=1,
                         aspect="equal", interpolation="nearest")
             axes.set_title(f"head {head}: {trace.head_roles[head]}", fontsize=5)
-    figure.suptitle(f"{title}: layer {layer} ({trace.role}), {heads} heads", fontsize=11)
+    figure.suptitle(_drawable(f"{title}: layer {layer} ({trace.role}), {heads} heads"),
+                    fontsize=11)
     return figure
 
 
@@ -281,6 +289,6 @@ def save_x_animation(frames: list[tuple[str, np.ndarray]], labels: AxisLabels, p
             if progress is not None:
                 progress(drawn)
             image.set_data(_numpy(X))
-            axes.set_title(title, fontsize=9)
+            axes.set_title(_drawable(title), fontsize=9)
             writer.grab_frame()
     return path
