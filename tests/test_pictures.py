@@ -227,10 +227,12 @@ def test_trace_refuses_pictures_and_animation_at_one_path(capsys, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_program_name_that_is_not_utf8_is_drawn(capsys, tmp_path):
+@pytest.mark.parametrize("name", [b"count\xffdown.sq", b"m$^$.sq", b"m$\\frac$.sq"])
+def test_a_program_name_matplotlib_would_misread_is_drawn(name, capsys, tmp_path):
     """Python reads the byte 0xff of a file name as the surrogate \\udcff, on which
-    matplotlib's text renderer failed with a TypeError once the passes had run."""
-    source = tmp_path / os.fsdecode(b"count\xffdown.sq")
+    matplotlib's text renderer failed with a TypeError, and it read $...$ as mathematics
+    (a ParseSyntaxException), once the passes had run."""
+    source = tmp_path / os.fsdecode(name)
     source.write_text(COUNTDOWN)
     assert main(["trace", str(source), "--gif", str(tmp_path / "x.gif"), "--steps", "1"]) == 0
     assert "(2 frames" in capsys.readouterr().out

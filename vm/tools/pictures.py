@@ -87,10 +87,11 @@ def _label_regions_on_top(axes: Axes, labels: AxisLabels) -> None:
 
 
 def _drawable(text: str) -> str:
-    """`text` with the bytes of a file name that are not UTF-8 (surrogate escapes, as
-    Python reads them from the command line) written as \\udcHH: matplotlib's text
-    renderer failed on them with a TypeError, after the passes had run."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    """`text` as written, for a title that names a file: the bytes that are not UTF-8
+    (surrogate escapes, as Python reads them from the command line) as \\udcHH, and '$'
+    escaped. matplotlib's text renderer failed on the first with a TypeError, and read
+    `$...$` as mathematics (m$^$.sq was a ParseSyntaxException), after the passes had run."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("$", r"\$")
 
 
 def _draw_X(axes: Axes, X: np.ndarray, labels: AxisLabels, title: str):
