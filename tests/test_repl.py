@@ -508,3 +508,13 @@ def test_a_huge_step_count_stops_at_max_steps(tmp_path, monkeypatch):
                                    f"{10**30})")
     assert "step 40 " in out
     assert session.execute("step 7").splitlines()[0].startswith("step 47 ")
+
+
+def test_the_reserved_cells_read_back_by_the_names_print_shows(countdown):
+    """`print 1` showed '@minus_one = -1', and `print @minus_one` said no memory had that
+    name."""
+    assert countdown.execute("print 1") == "@minus_one = -1"
+    assert countdown.execute("print @minus_one") == "@minus_one = -1"
+    assert countdown.execute("print @zero") == "@zero = 0"
+    assert countdown.execute("watch @minus_one") == "watch 1: @minus_one = -1"
+    assert countdown.execute("set @minus_one 5").startswith("error: cell 1 is reserved")

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from assembler.fleq_program import FleqProgram
-from assembler.program import Program
+from assembler.program import RESERVED_NAMES, Program
 from vm.common.errors import InputError
 
 ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:\+\s*(\d+)|\[\s*(\d+)\s*\])$", re.ASCII)
@@ -55,7 +55,7 @@ def parse_int(text: str) -> int:
 
 
 def resolve_location(program: Program, text: str) -> Location:
-    """NAME, NAME+K, NAME[K] or an address -> the memory it names."""
+    """NAME, NAME+K, NAME[K], @zero, @minus_one or an address -> the memory it names."""
     text = text.strip()
     if text[:1].isdigit() or text[:1] == "-":
         address = parse_int(text)
@@ -63,6 +63,9 @@ def resolve_location(program: Program, text: str) -> Location:
             raise InputError(f"address {address} outside memory "
                              f"(cells 0..{len(program.memory) - 1})")
         return Location(program.address_name(address), address, 1)
+    reserved = {name: address for address, name in RESERVED_NAMES.items()}
+    if text in reserved:  # `print 1` shows @minus_one: the name it shows reads it back
+        return Location(text, reserved[text], 1)
     match = ELEMENT.match(text)
     name = match.group(1) if match else text
     symbol = program.symbols.get(name)
