@@ -34,7 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="the engine that drives and is shown at first (default "
                              "transformer)")
     parser.add_argument("--max-steps", type=positive_int, default=DEFAULT_MAX_STEPS,
-                        metavar="K", help=f"steps one run or continue may take "
+                        metavar="K", help=f"steps one step, run or continue may take "
                                           f"(default {DEFAULT_MAX_STEPS})")
     parser.add_argument("--out", default=str(DEFAULT_PICTURE_DIR), metavar="DIR",
                         help=f"directory for `show` pictures (default {DEFAULT_PICTURE_DIR})")

@@ -12,4 +12,5 @@ from pathlib import Path
 ENGINES = ("transformer", "reference")
 DEFAULT_PICTURE_DIR = Path("out/repl")
 DEFAULT_MAX_STEPS = 1_000_000
-"""Steps one `run` or `continue` may take before it stops by itself (Ctrl-C stops it sooner)."""
+"""Steps one `step`, `run` or `continue` may take before it stops by itself (Ctrl-C stops it
+sooner)."""
