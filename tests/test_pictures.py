@@ -238,6 +238,14 @@ def test_a_program_name_matplotlib_would_misread_is_drawn(name, capsys, tmp_path
     assert "(2 frames" in capsys.readouterr().out
 
 
+def test_trace_refuses_steps_without_an_animation(capsys, tmp_path):
+    """--steps without --gif was ignored in silence: the pictures of one pass, exit 0."""
+    assert main(["trace", str(ROOT / "programs" / "subleq" / "gcd.sq"), "--png",
+                 str(tmp_path / "png"), "--steps", "5"]) == 2
+    assert "--steps sets how many steps the animation covers" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_trace_command_rejects_bad_requests(capsys, tmp_path):
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source]) == 2

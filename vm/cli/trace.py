@@ -39,7 +39,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="directory for the per-layer PNGs")
     parser.add_argument("--gif", type=_file_path, metavar="FILE",
                         help="animated GIF of X over --steps steps")
-    parser.add_argument("--steps", type=positive_int, default=DEFAULT_GIF_STEPS, metavar="S",
+    parser.add_argument("--steps", type=positive_int, metavar="S",
                         help=f"steps the GIF covers, at most {MAX_GIF_STEPS} (default "
                              f"{DEFAULT_GIF_STEPS})")
     parser.add_argument("--input", metavar="TEXT",
@@ -66,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--step must be at least 0, got {args.step}")
     if args.gif and Path(args.gif).suffix.lower() != ".gif":
         raise InputError(f"{args.gif}: the animation file must end in .gif")
+    if args.steps is not None and not args.gif:  # ignored in silence before
+        raise InputError("--steps sets how many steps the animation covers: give --gif FILE")
+    args.steps = DEFAULT_GIF_STEPS if args.steps is None else args.steps
     if args.steps > MAX_GIF_STEPS:
         raise InputError(f"--steps must be at most {MAX_GIF_STEPS}, got {args.steps}")
     _check_outputs(args)
