@@ -292,3 +292,11 @@ def test_numbers_in_other_scripts_digits_are_refused(line, message):
     """int() read Arabic-Indic and full-width digits: 'step ٣' ran 3 steps."""
     repl = VsubleqRepl(image("hello.dec"), "hello.dec")
     assert repl.execute(line) == message and repl.reference.steps == 0
+
+
+@pytest.mark.parametrize("line", [None, 5, b"step"])
+def test_a_line_that_is_no_string_is_an_error_line(line):
+    """execute(None) raised an AttributeError out of the session, as the .sq REPL's did."""
+    repl = VsubleqRepl(image("hello.dec"), "hello.dec")
+    assert repl.execute(line) == f"error: a command line is a string, got {type(line).__name__}"
+    assert repl.reference.steps == 0

@@ -87,6 +87,8 @@ class VsubleqRepl:
     def execute(self, line: str) -> str:
         """Run one command line; InputErrors come back as the line to print. `input` feeds
         what follows its one separating blank as it is: stripped, 'input  a ' fed 'a'."""
+        if not isinstance(line, str):  # None failed on `.rstrip`, out of the session
+            return f"error: a command line is a string, got {type(line).__name__}"
         command, argument = COMMAND.fullmatch(line.rstrip("\r\n").lstrip()).groups()
         handler = {"step": self._step, "s": self._step, "continue": self._continue,
                    "c": self._continue, "input": self._input, "pc": self._pc,
