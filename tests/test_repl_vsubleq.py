@@ -300,3 +300,11 @@ def test_a_line_that_is_no_string_is_an_error_line(line):
     repl = VsubleqRepl(image("hello.dec"), "hello.dec")
     assert repl.execute(line) == f"error: a command line is a string, got {type(line).__name__}"
     assert repl.reference.steps == 0
+
+
+@pytest.mark.parametrize("word", ["q", "exit"])
+def test_q_and_exit_leave_as_in_the_sq_repl(word):
+    """`exit` and `q` leave the .sq REPL; here they were unknown commands."""
+    repl = VsubleqRepl(image("hello.dec"), "hello.dec")
+    assert repl.execute(f"{word} now") == f"error: '{word}' takes no argument"
+    assert repl.execute(word) == "" and repl.finished

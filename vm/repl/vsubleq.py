@@ -34,7 +34,8 @@ SHOWN_STEPS = 20
 """Steps of a `step K` listed one by one; the rest are only counted."""
 COMMAND = re.compile(r"(\S*)\s?(.*)", re.DOTALL)
 """A command line: the command, one blank (a space or a tab), the argument."""
-NO_ARGUMENT = frozenset({"continue", "c", "pc", "where", "output", "help", "quit"})
+NO_ARGUMENT = frozenset({"continue", "c", "pc", "where", "output", "help", "quit", "q",
+                         "exit"})
 """Commands that take no argument: one is refused, not ignored."""
 HELP = """commands:
   step [K]       (s) run K steps (default 1, at most --max-steps) on both engines,
@@ -47,7 +48,7 @@ HELP = """commands:
   print [A[:B]]  (p) memory words A..B-1, B above A (default: all words of the image)
   output         the bytes written so far, as UTF-8 text in the escapes `input` takes
                  (\\xHH for a byte that is not part of UTF-8 text)
-  help, quit"""
+  help, quit     (q, exit)"""
 
 
 class TapeLimit(InputError):
@@ -94,7 +95,7 @@ class VsubleqRepl:
                    "c": self._continue, "input": self._input, "pc": self._pc,
                    "where": self._pc, "print": self._print, "p": self._print,
                    "output": self._output, "help": lambda _: HELP,
-                   "quit": self._quit}.get(command)
+                   "quit": self._quit, "q": self._quit, "exit": self._quit}.get(command)
         if not command:
             return ""
         if handler is None:
