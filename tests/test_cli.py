@@ -131,6 +131,16 @@ def test_compare_prints_one_ok_line(capsys):
         "OK: transformer and reference agree for 25 steps (halted)"
 
 
+@pytest.mark.parametrize("program", ["programs/subleq/reverse.sq",
+                                     "programs/fleq/calculator.fleq"])
+def test_compare_stopped_by_the_step_limit_does_not_say_ok(capsys, program):
+    """It printed "OK: ... (step limit reached)" and exited 1."""
+    code, out, _ = run_cli(capsys, "compare", str(ROOT / program), "--max-steps", "3")
+    last = out.strip().splitlines()[-1]
+    assert code == 1 and last.startswith("NOT HALTED: ") and "agree for 3 steps" in last
+    assert "OK" not in out
+
+
 def test_compare_csv_program(capsys):
     csv = ROOT / "programs/csv/countdown"
     code, out, _ = run_cli(capsys, "compare", "--csv", str(csv / "commands.csv"),

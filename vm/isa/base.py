@@ -33,6 +33,16 @@ def format_value(value: int | float | list) -> str:
     return f"{value:.10g}" if isinstance(value, float) else str(value)
 
 
+def agreement_line(agreeing: str, steps: int, halted: bool) -> str:
+    """The line `ltvm compare` ends with when no divergence was found: OK once the program
+    halted, else a line that says the run stopped at the step limit (exit 1), which read
+    "OK: ... (step limit reached)" beside an exit status of 1."""
+    if halted:
+        return f"OK: {agreeing} for {steps} steps (halted)"
+    return (f"NOT HALTED: {agreeing} for {steps} steps, the step limit, and the program has "
+            f"not halted (raise --max-steps)")
+
+
 @dataclass(frozen=True)
 class ProgramOptions:
     """What the command line may say about how to assemble a program; each ISA takes the

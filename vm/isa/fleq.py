@@ -19,7 +19,7 @@ from vm.common.errors import InputError
 from vm.common.signatures import Catalogue
 from vm.functions import REGISTRY, dtype_parameters
 from vm.isa.base import (InstructionSet, PaperComparison, ProgramOptions, RunChecks,
-                         format_value)
+                         agreement_line, format_value)
 from vm.machines.fleq.layout import FleqGeometry, fleq_layout
 from vm.machines.fleq.machine import FleqMachine, fleq_machine
 from vm.machines.fleq.punchcard import encode_fleq, fleq_geometry_for
@@ -148,9 +148,8 @@ class Fleq(InstructionSet):
             prefix = "branch " if result.branch.field == "pc" else ""
             lines.append(f"{prefix}{result.branch.describe()}")
         else:
-            ending = "halted" if result.halted else "step limit reached"
-            lines.append(f"OK: branches agree for {result.steps} steps ({ending}); max abs "
-                         f"error {result.max_absolute:.3g}, max rel error "
+            lines.append(f"{agreement_line('branches agree', result.steps, result.halted)}; "
+                         f"max abs error {result.max_absolute:.3g}, max rel error "
                          f"{result.max_relative:.3g}")
         return "\n".join(lines)
 

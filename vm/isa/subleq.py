@@ -15,7 +15,7 @@ from assembler.program import Program
 from assembler.subleq import assemble, assemble_file
 from vm.common.errors import InputError
 from vm.common.geometry import Geometry
-from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions
+from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions, agreement_line
 from vm.machines.subleq.layout import subleq_layout
 from vm.machines.subleq.machine import SubleqMachine, subleq_machine
 from vm.machines.subleq.punchcard import encode, geometry_for
@@ -84,8 +84,8 @@ class Subleq(InstructionSet):
                                "divergence": result.divergence.__dict__
                                if result.divergence else None}, indent=2)
         if result.ok:
-            ending = "halted" if result.halted else "step limit reached"
-            return f"OK: transformer and reference agree for {result.steps} steps ({ending})"
+            return agreement_line("transformer and reference agree", result.steps,
+                                  result.halted)
         return result.divergence.describe()
 
     def named_memory(self, program: Program, memory: list) -> dict:

@@ -16,7 +16,8 @@ from assembler.dec import load_image
 from assembler.diagnostics import check_word_size, read_source
 from assembler.vsq import assemble as assemble_vsq
 from vm.common.errors import InputError
-from vm.isa.base import OUTPUT_FORMATS, InstructionSet, PaperComparison, ProgramOptions
+from vm.isa.base import (OUTPUT_FORMATS, InstructionSet, PaperComparison, ProgramOptions,
+                         agreement_line)
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
 from vm.machines.vsubleq.punchcard import check_max_output, encode, geometry_for
@@ -135,8 +136,8 @@ class Vsubleq(InstructionSet):
             return json.dumps({"ok": result.ok, "steps": result.steps, "halted": result.halted,
                                "divergence": result.divergence}, indent=2)
         if result.ok:
-            ending = "halted" if result.halted else "step limit reached"
-            return f"OK: transformer and reference agree for {result.steps} steps ({ending})"
+            return agreement_line("transformer and reference agree", result.steps,
+                                  result.halted)
         return result.divergence
 
     def result_lines(self, result: Result, output_format: str = "text",
