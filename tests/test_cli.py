@@ -125,6 +125,18 @@ def test_run_reports_a_precision_error_with_exit_1(capsys):
     assert code == 1 and "precision error at step" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_temperature_below_the_safe_one_says_fused_evaluation_does_not_apply(capsys,
+                                                                                command):
+    """Checking turned on by the temperature ran every pass in full without a word."""
+    _, _, err = run_cli(capsys, command, FACTORIAL, "--temperature", "1.2",
+                        "--evaluation", "fused")
+    assert ("ltvm: note: --temperature 1.2, below the provably safe one, turns on checking "
+            "that runs every pass in full (--evaluation fused does not apply)") in err
+    _, _, err = run_cli(capsys, command, FACTORIAL, "--temperature", "1.2")
+    assert "note:" not in err
+
+
 def test_compare_prints_one_ok_line(capsys):
     code, out, _ = run_cli(capsys, "compare", str(ROOT / "programs/subleq/reverse.sq"))
     assert code == 0 and out.strip() == \

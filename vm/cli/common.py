@@ -266,8 +266,11 @@ def input_options(args: argparse.Namespace, isa: InstructionSet, transformer: bo
     return given
 
 
-def engine_config(args: argparse.Namespace) -> EngineConfig:
-    full_because = _runs_in_full(args)
+def engine_config(args: argparse.Namespace, geometry: object | None = None) -> EngineConfig:
+    """The engine the command line asks for; a note on stderr when something in it runs
+    every pass in full although --evaluation fused or active was asked for (`geometry`, where
+    given, lets a --temperature below the safe one be named too)."""
+    full_because = _runs_in_full(args) or _unsafe_temperature(args, geometry)
     if full_because and args.evaluation in ("fused", "active"):
         print(f"ltvm: note: {full_because} runs every pass in full (--evaluation "
               f"{args.evaluation} does not apply)", file=sys.stderr)
@@ -285,6 +288,18 @@ def _runs_in_full(args: argparse.Namespace) -> str | None:
     if args.attention == "dense":
         return "dense attention"
     return None
+
+
+def _unsafe_temperature(args: argparse.Namespace, geometry: object | None) -> str | None:
+    """A --temperature below the machine's provably safe one turns the checked mode on,
+    which runs every pass in full: --evaluation fused then ran in full without a word."""
+    from vm.machines import BUILDERS, machine_for  # weights: only runs that give a temperature
+    if geometry is None or args.temperature is None or type(geometry) not in BUILDERS:
+        return None
+    machine = machine_for(geometry, args.temperature)
+    if machine.temperature_is_safe(args.dtype or machine.default_dtype):
+        return None
+    return f"--temperature {args.temperature:g}, below the provably safe one, turns on checking that"
 
 
 def load_program(args: argparse.Namespace) -> tuple[object, object]:

@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     isa = for_program(program)
     progress = Progress("compared steps", args.max_steps, max_seconds=args.max_seconds,
                         since=started)
-    result = isa.compare(program, geometry, args.max_steps, engine_config(args), progress,
-                         **input_options(args, isa))
+    result = isa.compare(program, geometry, args.max_steps, engine_config(args, geometry),
+                         progress, **input_options(args, isa))
     progress.done()
     print(isa.compare_report(result, args.json))
     return 0 if result.ok and result.halted else 1

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                      {**checks.lines, **isa.result_lines(result, output_format, args.json)})
         return 0 if result.halted and checks.ok else 1
     given = input_options(args, isa)
-    config = engine_config(args)
+    config = engine_config(args, geometry)
     progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds, since=started)
     result = isa.run_transformer(program, geometry, args.max_steps, config, progress,
                                  trace=args.trace, **given)
