@@ -270,8 +270,9 @@ def engine_config(args: argparse.Namespace, geometry: object | None = None) -> E
     """The engine the command line asks for; a note on stderr when something in it runs
     every pass in full although --evaluation fused or active was asked for (`geometry`, where
     given, lets a --temperature below the safe one be named too)."""
-    full_because = _runs_in_full(args) or _unsafe_temperature(args, geometry)
-    if full_because and args.evaluation in ("fused", "active"):
+    full_because = args.evaluation in ("fused", "active") and (
+        _runs_in_full(args) or _unsafe_temperature(args, geometry))
+    if full_because:
         print(f"ltvm: note: {full_because} runs every pass in full (--evaluation "
               f"{args.evaluation} does not apply)", file=sys.stderr)
     return EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
@@ -299,7 +300,8 @@ def _unsafe_temperature(args: argparse.Namespace, geometry: object | None) -> st
     machine = machine_for(geometry, args.temperature)
     if machine.temperature_is_safe(args.dtype or machine.default_dtype):
         return None
-    return f"--temperature {args.temperature:g}, below the provably safe one, turns on checking that"
+    return (f"--temperature {args.temperature:g}, below the provably safe one, turns on "
+            "checking that")
 
 
 def load_program(args: argparse.Namespace) -> tuple[object, object]:
