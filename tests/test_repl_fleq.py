@@ -433,3 +433,20 @@ def test_set_of_a_whole_cell_keeps_its_variables_padding_zero(tmp_path):
     assert repl.execute(f"set cell{cell} [[4, 0], [0, 0]]").startswith(f"cell{cell} = ")
     repl.execute("step")
     assert printed(repl, "z") == pytest.approx([4 * 5], abs=1e-6)
+
+
+def test_a_block_whose_parameters_bound_nothing_is_flagged_as_run_flags_it(tmp_path):
+    """With `.function mul scale=1e-50` the transformer wrote -1.4e31 into z and into both
+    operands (the reference: 2 * 3 = 6); `ltvm run` names the block's domain, the REPL ran
+    the typed and the stepped call without a word."""
+    path = tmp_path / "unbounded.fleq"
+    path.write_text(".function mul scale=1e-50\n.data\nx: 2.0\ny: 3.0\nz: 0.0\n.code\n"
+                    "z = mul(x, y)\nhalt\n")
+    repl = Repl(picture_dir=tmp_path / "pictures")
+    repl.execute(f"load {path}")
+    out = repl.execute("z = mul(x, y)")
+    assert out.startswith("error: not run: it leaves mul's domain (none at scale=1e-50"), out
+    assert printed(repl, "z") == [0] and printed(repl, "x") == [2], "nothing was run"
+    out = repl.execute("step").splitlines()[0]
+    assert out.startswith("step 0: z = mul(x, y): it leaves mul's domain (none at scale=1e-50")
+    assert out.endswith("where its error bound does not hold (see diff)")

@@ -25,7 +25,7 @@ from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqPro
 from vm.common.encoding import pm1_code
 from vm.common.errors import InputError
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
-from vm.machines.fleq.domains import EXACT_INTEGERS
+from vm.machines.fleq.domains import EXACT_INTEGERS, unbounded_problem
 from vm.machines.fleq.reference import FleqReference, machine_domain_problem
 from vm.repl.state import ENGINES, Lockstep
 
@@ -255,6 +255,9 @@ class FleqLockstep(Lockstep):
         machine's (a result beyond 2^50 or not finite: add(c, c) at c = 1e15); None when
         it stays inside both."""
         block = self.reference.blocks[instruction.function]
+        unbounded = unbounded_problem(block, self.executor.dtype_name)
+        if unbounded is not None:  # mul.scale=1e-50 wrote 1e51 into z and its operands
+            return f"it leaves {instruction.function}'s domain ({unbounded})"
         (ha, wa), (hb, wb) = instruction.a_shape, instruction.b_shape
         cells = self.reference.cells
         a = cells[instruction.a][:ha, :wa]

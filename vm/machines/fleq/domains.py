@@ -75,7 +75,7 @@ def domain_watch(program: FleqProgram, dtype: str = "float64"
             yield None
             continue
         block = reference.blocks[instruction.function]
-        unbounded = _unbounded(block, dtype)
+        unbounded = unbounded_problem(block, dtype)
         if unbounded is not None:
             yield DomainViolation(step, program.instruction_text(pc), instruction.function,
                                   unbounded)
@@ -111,7 +111,7 @@ def domain_watch(program: FleqProgram, dtype: str = "float64"
             return
 
 
-def _unbounded(block: FunctionBlock, dtype: str) -> str | None:
+def unbounded_problem(block: FunctionBlock, dtype: str) -> str | None:
     """Why `block` promises nothing in `dtype`, or None: parameters that leave its error
     bound infinite or wider than the machine's magnitude domain (inv.sharpness=1e-300 gave
     5e-16 for 1/2, mul.scale=1e-50 NaN) make every call leave its domain."""
