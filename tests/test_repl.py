@@ -518,3 +518,16 @@ def test_the_reserved_cells_read_back_by_the_names_print_shows(countdown):
     assert countdown.execute("print @zero") == "@zero = 0"
     assert countdown.execute("watch @minus_one") == "watch 1: @minus_one = -1"
     assert countdown.execute("set @minus_one 5").startswith("error: cell 1 is reserved")
+
+
+def test_load_and_its_completion_take_a_path_under_home(tmp_path, monkeypatch):
+    """`load ~/prog.sq` said it could not read '~/prog.sq': the REPL is no shell to expand
+    it, yet the path is the one a user types at one."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "progs").mkdir()
+    (tmp_path / "progs" / "countdown.sq").write_text(COUNTDOWN)
+    session = Repl(picture_dir=tmp_path / "pictures")
+    assert session.completions("load ~/pr") == ["~/progs/"]
+    assert session.completions("load ~/progs/c") == ["~/progs/countdown.sq"]
+    out = session.execute("load ~/progs/countdown.sq")
+    assert out.startswith(f"loaded {tmp_path / 'progs' / 'countdown.sq'}: 3 instructions")

@@ -217,7 +217,7 @@ class Repl:
     def _load(self, argument: str) -> str:
         if not argument:
             raise InputError("usage: load FILE")
-        return self.load(argument.strip("'\""))
+        return self.load(os.path.expanduser(argument.strip("'\"")))  # ~/x.sq, as a shell
 
     def _where(self) -> str:
         machine = self.machine
@@ -554,9 +554,11 @@ class Repl:
 
 
 def _paths(prefix: str) -> list[str]:
-    """Files and directories starting with `prefix` (directories end with '/')."""
-    return sorted(path + "/" if os.path.isdir(path) else path
-                  for path in glob.glob(glob.escape(prefix) + "*"))
+    """Files and directories starting with `prefix` (directories end with '/'), a leading
+    `~` kept as typed."""
+    expanded = os.path.expanduser(prefix)
+    return sorted(prefix + path[len(expanded):] + ("/" if os.path.isdir(path) else "")
+                  for path in glob.glob(glob.escape(expanded) + "*"))
 
 
 def _positive(text: str) -> int:
