@@ -531,3 +531,12 @@ def test_load_and_its_completion_take_a_path_under_home(tmp_path, monkeypatch):
     assert session.completions("load ~/progs/c") == ["~/progs/countdown.sq"]
     out = session.execute("load ~/progs/countdown.sq")
     assert out.startswith(f"loaded {tmp_path / 'progs' / 'countdown.sq'}: 3 instructions")
+
+
+def test_a_typed_instruction_with_a_huge_comment_is_not_echoed_whole(countdown):
+    """`subleq x, x ; <5 MB>` came back as a 5 MB 'executed ...' line."""
+    out = countdown.execute("subleq one, x ; " + "y" * 5_000_000)
+    first = out.splitlines()[0]
+    assert first.startswith("executed subleq one, x ; yyy") and len(first) < 400
+    assert "5,000,016 characters" in first and first.endswith("(pc stays at 0 (loop))")
+    assert out.splitlines()[1] == "  x = 2 (was 3)"

@@ -19,7 +19,7 @@ ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:\+\s*(\d+)|\[\s*(\d+)\s*\]
 LISTING_CONTEXT = 5
 """Instructions shown on each side of the program counter by `list`."""
 SHOWN_ERROR = 300
-"""Most characters of an error line: one echoes what was typed, which can be megabytes."""
+"""Most characters of an error line or an echoed typed line: what was typed can be megabytes."""
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,14 @@ class Location:
 
 def error_line(text: str) -> str:
     """The first line of an error message, cut to SHOWN_ERROR characters."""
-    first = text.splitlines()[0] if text else ""
-    if len(first) <= SHOWN_ERROR:
-        return first
-    return f"{first[:SHOWN_ERROR]}... ({len(first):,} characters)"
+    return shortened(text.splitlines()[0] if text else "")
+
+
+def shortened(line: str) -> str:
+    """`line` cut to SHOWN_ERROR characters, saying how long it was."""
+    if len(line) <= SHOWN_ERROR:
+        return line
+    return f"{line[:SHOWN_ERROR]}... ({len(line):,} characters)"
 
 
 def parse_int(text: str) -> int:

@@ -28,7 +28,7 @@ from vm.repl.assemble import MNEMONICS, is_instruction
 from vm.repl.dialects import DIALECTS, ReplDialect
 from vm.repl.fleq import FleqLockstep, same_value
 from vm.repl.names import (Location, error_line, instruction_place, listing, location_line,
-                           parse_int, resolve_instruction)
+                           parse_int, resolve_instruction, shortened)
 from vm.repl.state import ENGINES, LockstepMachine
 from vm.runtime.config import EngineConfig
 from vm.tools.progress import Progress
@@ -304,7 +304,8 @@ class Repl:
         loaded.machine.execute(instruction)
         changed = self._changes(before, loaded.machine.state().memory)
         pc = loaded.machine.state().pc
-        return "\n".join([f"executed {line} (pc stays at {instruction_place(loaded.program, pc)})",
+        place = instruction_place(loaded.program, pc)
+        return "\n".join([f"executed {shortened(line)} (pc stays at {place})",
                           *(f"  {entry}" for entry in changed or ["no memory changed"])])
 
     def _reset(self, argument: str) -> str:
