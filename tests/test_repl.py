@@ -478,10 +478,13 @@ def test_an_error_line_echoing_a_huge_word_is_cut(repl):
 
 @pytest.mark.parametrize("options,message", [
     ({"max_steps": None}, "max_steps"), ({"max_steps": -1}, "max_steps"),
-    ({"max_steps": 1.5}, "max_steps"), ({"picture_dir": None}, "picture_dir")])
+    ({"max_steps": 1.5}, "max_steps"), ({"picture_dir": None}, "picture_dir"),
+    ({"config": None}, "config must be an EngineConfig"),
+    ({"progress_stream": 5}, "progress_stream")])
 def test_a_session_refuses_options_it_cannot_run_with(options, message):
     """max_steps=None made every `continue` an 'error: TypeError', -1 and 1.5 were taken
-    ("stopped after -1 steps"), picture_dir=None failed inside pathlib."""
+    ("stopped after -1 steps"), picture_dir=None failed inside pathlib; config=None made
+    `info` an 'error: AttributeError', progress_stream=5 every `step`."""
     with pytest.raises(vm.repl.session.InputError, match=message):
         Repl(**options)
 

@@ -144,6 +144,11 @@ class Repl:
         check_max_steps(max_steps)  # None failed in `continue`, -1 "stopped after -1 steps"
         if not isinstance(picture_dir, (str, Path)):  # None failed inside pathlib
             raise InputError(f"picture_dir must be a directory name, got {picture_dir!r}")
+        if not isinstance(config, EngineConfig):  # None: `info` said 'error: AttributeError'
+            raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
+        if progress_stream is not None and not callable(getattr(progress_stream, "write", None)):
+            raise InputError(f"progress_stream must be a text stream or None, got "
+                             f"{type(progress_stream).__name__}")  # 5 failed in every step
         self.config, self.bits, self.scratch = config, bits, scratch
         self.picture_dir, self.max_steps, self.engine = Path(picture_dir), max_steps, engine
         self.progress_stream = progress_stream
