@@ -316,7 +316,8 @@ def test_ctrl_c_during_run_stops_at_a_whole_step(repl, monkeypatch):
 def test_long_runs_report_progress_on_stderr(repl, monkeypatch):
     stream = io.StringIO()
     monkeypatch.setattr(vm.repl.session, "Progress",
-                        lambda label, total, _: Progress(label, total, stream, delay=0))
+                        lambda label, total, _, **limits: Progress(label, total, stream,
+                                                                   delay=0, **limits))
     repl.execute("run")
     assert re.search(r"steps: \d+ \[[\d:]+, [\d.]+/s\]\n$", stream.getvalue())
 
@@ -344,7 +345,8 @@ def test_show_attn_reports_progress_on_stderr(countdown, monkeypatch):
     """Drawing a FLEQ pass's 17 layers took over a minute with no word."""
     stream = io.StringIO()
     monkeypatch.setattr(vm.repl.session, "Progress",
-                        lambda label, total, _: Progress(label, total, stream, delay=0))
+                        lambda label, total, _, **limits: Progress(label, total, stream,
+                                                                   delay=0, **limits))
     assert countdown.execute("show attn").count("wrote") == 4
     assert re.search(r"layers drawn: +\d+%.*\| \d/4 ", stream.getvalue())
 
@@ -543,3 +545,23 @@ def test_a_typed_instruction_with_a_huge_comment_is_not_echoed_whole(countdown):
     assert first.startswith("executed subleq one, x ; yyy") and len(first) < 400
     assert "5,000,016 characters" in first and first.endswith("(pc stays at 0 (loop))")
     assert out.splitlines()[1] == "  x = 2 (was 3)"
+
+
+def test_max_seconds_stops_a_run_that_never_halts(tmp_path):
+    """`run` on a program that never halts had only --max-steps (a million FLEQ steps is
+    hours) and Ctrl-C; --max-seconds now bounds each command's wall time, as in `ltvm run`."""
+    forever = tmp_path / "forever.sq"
+    forever.write_text(".data\nx: 0\n.code\nloop: goto loop\n")
+    session = Repl(picture_dir=tmp_path / "pictures", max_steps=10**12, max_seconds=0.5)
+    session.execute(f"load {forever}")
+    for command in ("run", f"step {10**11}"):
+        lines = session.execute(command).splitlines()
+        assert re.fullmatch(r"stopped by --max-seconds 0.5 after [\d,]+ steps, before the "
+                            r"program halted", lines[0]), lines
+        assert lines[1].startswith("step ") and "pc 0 (loop)" in lines[1]
+
+
+@pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf"), "1", True])
+def test_a_session_refuses_a_time_limit_that_is_no_positive_number(seconds):
+    with pytest.raises(vm.repl.session.InputError, match="max_seconds"):
+        Repl(max_seconds=seconds)

@@ -3,6 +3,7 @@ run, the output tape grown when it runs full."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -308,3 +309,17 @@ def test_q_and_exit_leave_as_in_the_sq_repl(word):
     repl = VsubleqRepl(image("hello.dec"), "hello.dec")
     assert repl.execute(f"{word} now") == f"error: '{word}' takes no argument"
     assert repl.execute(word) == "" and repl.finished
+
+
+def test_max_seconds_stops_an_image_that_never_halts():
+    """`continue` and `step K` on an image that never halts had only --max-steps and Ctrl-C;
+    --max-seconds now bounds each command's wall time, as in `ltvm run`."""
+    loop = Image.from_words([3, 3, 0, 0], 8)  # subleq 3, 3, 0: back to 0 forever
+    repl = VsubleqRepl(loop, "loop.dec", max_steps=10**12, max_seconds=0.5)
+    for command in ("continue", f"step {10**11}"):
+        out = repl.execute(command)
+        assert re.search(r"^stopped by --max-seconds 0.5 after [\d,]+ steps, before the image "
+                         r"halted$", out, re.MULTILINE), out
+        assert "DIVERGENCE" not in out
+    with pytest.raises(vsubleq.InputError, match="max_seconds"):
+        VsubleqRepl(loop, "loop.dec", max_seconds=0)

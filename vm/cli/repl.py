@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from vm.cli.common import add_engine_arguments, engine_config, positive_int
+from vm.cli.common import add_engine_arguments, engine_config, positive_float, positive_int
 from vm.common.errors import InputError
 from vm.isa import VSUBLEQ
 from vm.isa.base import ProgramOptions
@@ -36,6 +36,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-steps", type=positive_int, default=DEFAULT_MAX_STEPS,
                         metavar="K", help=f"steps one step, run or continue may take "
                                           f"(default {DEFAULT_MAX_STEPS})")
+    parser.add_argument("--max-seconds", type=positive_float, metavar="S",
+                        help="seconds of wall time one step, run or continue may take "
+                             "(default: no limit; Ctrl-C stops one sooner)")
     parser.add_argument("--out", default=str(DEFAULT_PICTURE_DIR), metavar="DIR",
                         help=f"directory for `show` pictures (default {DEFAULT_PICTURE_DIR})")
     parser.add_argument("--history", default=DEFAULT_HISTORY, metavar="FILE",
@@ -53,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     if args.program and Path(args.program).suffix in VSUBLEQ.suffixes:
         return _image_repl(args, interact)
     repl = Repl(engine_config(args), bits=args.bits, scratch=args.scratch,
-                picture_dir=Path(args.out), max_steps=args.max_steps, engine=args.engine)
+                picture_dir=Path(args.out), max_steps=args.max_steps, engine=args.engine,
+                max_seconds=args.max_seconds)
     if args.program:
         print(repl.load(args.program))
     print("ltvm repl: type help for the commands, Ctrl-D or quit to leave", flush=True)
@@ -68,7 +72,8 @@ def _image_repl(args: argparse.Namespace, interact) -> int:
         raise InputError("--scratch and --engine do not apply to standard SUBLEQ images "
                          "(.dec, .vsq): both engines run in lockstep")
     image, _ = VSUBLEQ.load(Path(args.program), ProgramOptions(bits=args.bits))
-    repl = VsubleqRepl(image, args.program, engine_config(args), args.max_steps)
+    repl = VsubleqRepl(image, args.program, engine_config(args), args.max_steps,
+                       args.max_seconds)
     print(repl.summary())
     print("ltvm repl: type help for the commands, Ctrl-D or quit to leave", flush=True)
     return interact(repl, Path(args.history))

@@ -23,7 +23,7 @@ from assembler.diagnostics import read_source
 from vm.common.errors import InputError, LtvmError
 from vm.isa import for_path
 from vm.machines.stepping import check_max_steps
-from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR
+from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, check_max_seconds
 from vm.repl.assemble import MNEMONICS, is_instruction
 from vm.repl.dialects import DIALECTS, ReplDialect
 from vm.repl.fleq import FleqLockstep, same_value
@@ -31,7 +31,7 @@ from vm.repl.names import (Location, error_line, instruction_place, listing, loc
                            parse_int, resolve_instruction, shortened)
 from vm.repl.state import ENGINES, LockstepMachine
 from vm.runtime.config import EngineConfig
-from vm.tools.progress import Progress
+from vm.tools.progress import Progress, TimeLimitExceeded
 from vm.transformer.layers import trace_pass
 
 HELP_WIDTH = 78
@@ -138,10 +138,12 @@ class Repl:
     def __init__(self, config: EngineConfig = EngineConfig(), bits: int | None = None,
                  scratch: int | None = None, picture_dir: str | Path = DEFAULT_PICTURE_DIR,
                  max_steps: int = DEFAULT_MAX_STEPS, engine: str = "transformer",
-                 progress_stream: TextIO | None = None) -> None:
+                 progress_stream: TextIO | None = None, max_seconds: float | None = None
+                 ) -> None:
         if engine not in ENGINES:
             raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         check_max_steps(max_steps)  # None failed in `continue`, -1 "stopped after -1 steps"
+        check_max_seconds(max_seconds)
         if not isinstance(picture_dir, (str, Path)):  # None failed inside pathlib
             raise InputError(f"picture_dir must be a directory name, got {picture_dir!r}")
         if not isinstance(config, EngineConfig):  # None: `info` said 'error: AttributeError'
@@ -151,6 +153,7 @@ class Repl:
                              f"{type(progress_stream).__name__}")  # 5 failed in every step
         self.config, self.bits, self.scratch = config, bits, scratch
         self.picture_dir, self.max_steps, self.engine = Path(picture_dir), max_steps, engine
+        self.max_seconds = max_seconds
         self.progress_stream = progress_stream
         self.loaded: Loaded | None = None
         self.stops: dict[int, Breakpoint | Watch] = {}
@@ -261,7 +264,7 @@ class Repl:
         agreed = not machine.differences()
         reasons: list[str] = []
         progress = Progress("steps", limit if limit < self.max_steps else None,
-                            self.progress_stream)
+                            self.progress_stream, max_seconds=self.max_seconds)
         executed = 0
         try:
             while not reasons:
@@ -284,6 +287,8 @@ class Repl:
                         reasons.append("the engines disagree from this step on (see diff)")
         except KeyboardInterrupt:
             reasons.append(f"interrupted after {executed} steps")
+        except TimeLimitExceeded as error:  # raised after a whole step, as Ctrl-C ends one
+            reasons.append(str(error))
         finally:
             progress.done()
         changed = self._changes(start, machine.state().memory)

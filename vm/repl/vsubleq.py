@@ -24,9 +24,10 @@ from vm.machines.vsubleq.layout import MAX_COLUMNS
 from vm.machines.vsubleq.punchcard import VState, encode_state
 from vm.machines.vsubleq.reference import Image, Reference, Step
 from vm.machines.vsubleq.run import TransformerRun
+from vm.repl import check_max_seconds
 from vm.repl.names import error_line
 from vm.runtime.config import EngineConfig
-from vm.tools.progress import Progress
+from vm.tools.progress import Progress, TimeLimitExceeded
 
 OUTPUT_SLACK = 64
 """Output columns added beyond what is written each time the tape grows."""
@@ -39,8 +40,8 @@ NO_ARGUMENT = frozenset({"continue", "c", "pc", "where", "output", "help", "quit
 """Commands that take no argument: one is refused, not ignored."""
 HELP = """commands:
   step [K]       (s) run K steps (default 1, at most --max-steps) on both engines,
-                 listing them
-  continue       (c) run until the image halts or --max-steps more steps
+                 listing them; --max-seconds bounds its time
+  continue       (c) run until the image halts, --max-steps more steps or --max-seconds
   input TEXT     feed TEXT's bytes (its spaces too) to the input stream: characters as
                  UTF-8, escapes \\n \\t \\r \\0 \\\\ \\' \\" \\a \\b \\f \\v, \\xHH and \\ooo one byte,
                  \\uXXXX \\UXXXXXXXX \\N{NAME} a character (as UTF-8)
@@ -60,12 +61,13 @@ class VsubleqRepl:
     `execute` / `completions` / `finished` protocol)."""
 
     def __init__(self, image: Image, path: str, config: EngineConfig = EngineConfig(),
-                 max_steps: int = 1_000_000) -> None:
+                 max_steps: int = 1_000_000, max_seconds: float | None = None) -> None:
         if not isinstance(image, Image):  # None failed on `.memory`
             raise InputError(f"VsubleqRepl runs an Image (a .dec or .vsq), got "
                              f"{type(image).__name__}")
         self.engine = engine_settings(config)  # None and sampling configs are refused
         check_max_steps(max_steps)  # None raised a TypeError out of `continue`: a crash
+        self.max_seconds = check_max_seconds(max_seconds)
         self.image, self.path, self.max_steps = image, path, max_steps
         self.fed = b""
         self.reference = Reference(image)
@@ -114,12 +116,14 @@ class VsubleqRepl:
 
     def _advance(self, limit: int, listed: int) -> str:
         """Step both engines up to `limit` times, listing the first `listed` steps; stops at
-        the halt, a divergence, a precision error or Ctrl-C. A step is computed on a copy of
-        the reference and committed with the transformer's pass, so a Ctrl-C (the pass
-        changes X in place) puts both engines back before the step it interrupted."""
+        the halt, a divergence, a precision error, --max-seconds or Ctrl-C. A step is
+        computed on a copy of the reference and committed with the transformer's pass, so a
+        Ctrl-C (the pass changes X in place) puts both engines back before the step it
+        interrupted."""
         lines, written = [], len(self.reference.output)
         start = self.reference.steps
-        progress = Progress("steps", limit if limit < self.max_steps else None)
+        progress = Progress("steps", limit if limit < self.max_steps else None,
+                            max_seconds=self.max_seconds, unfinished="the image halted")
         state = self.run.state()  # each step's state is the next one's start: decoded once
         try:
             while self.reference.steps - start < limit and not self.reference.halted:
@@ -139,12 +143,16 @@ class VsubleqRepl:
                     self.run = self._build(before, self.run.geometry.outputs, self.fed)
                     lines.append(f"error: {error}; both engines stay before this step")
                     break
-                progress(self.reference.steps - start)
                 if len(lines) < listed:
                     lines.append(VSUBLEQ.trace_line(self.image, record))
                 difference = self._difference(state)
                 if difference:
                     lines.append(f"DIVERGENCE after step {record.step}: {difference}")
+                    break
+                try:
+                    progress(self.reference.steps - start)
+                except TimeLimitExceeded as error:  # after a whole step on both engines
+                    lines.append(str(error))
                     break
         finally:
             progress.done()
