@@ -565,3 +565,16 @@ def test_max_seconds_stops_a_run_that_never_halts(tmp_path):
 def test_a_session_refuses_a_time_limit_that_is_no_positive_number(seconds):
     with pytest.raises(vm.repl.session.InputError, match="max_seconds"):
         Repl(max_seconds=seconds)
+
+
+def test_the_step_that_meets_max_seconds_still_reports_its_watch(countdown, monkeypatch):
+    """A watch that fired on the step at which --max-seconds ran out was not reported."""
+    import vm.tools.progress
+
+    countdown.max_seconds = 1.0
+    clock = iter([0.0])  # Progress is made at 0 s; the first step's call comes at 5 s
+    monkeypatch.setattr(vm.tools.progress.time, "monotonic", lambda: next(clock, 5.0))
+    countdown.execute("watch x")
+    out = countdown.execute("continue").splitlines()
+    assert out[0] == "watch 1: x = 2 (was 3)", out
+    assert out[1] == ("stopped by --max-seconds 1 after 1 steps, before the program halted")

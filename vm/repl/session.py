@@ -280,11 +280,11 @@ class Repl:
                 else:
                     note = machine.step()
                     executed += 1
-                    progress(executed)
                     reasons.extend([note] if note else [])
                     reasons.extend(self._watch_changes(watches, watched))
                     if agreed and machine.differences():
                         reasons.append("the engines disagree from this step on (see diff)")
+                    progress(executed)  # last: --max-seconds keeps the step's own reasons
         except KeyboardInterrupt:
             reasons.append(f"interrupted after {executed} steps")
         except TimeLimitExceeded as error:  # raised after a whole step, as Ctrl-C ends one
