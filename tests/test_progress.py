@@ -22,25 +22,24 @@ def test_nothing_is_printed_for_short_work():
     assert stream.getvalue() == ""
 
 
-def test_long_work_prints_the_count_the_total_and_the_rate():
+def _last_line_after_1000_of(total: int) -> str:
+    """The progress line shown after 1000 of `total` steps."""
     stream = io.StringIO()
-    progress = Progress("steps", 1_000_000, stream=stream, delay=0.0)
+    progress = Progress("steps", total, stream=stream, delay=0.0)
     progress(0)
     time.sleep(0.01)
     progress(1000)
     progress.done()
-    last = stream.getvalue().strip().split("\r")[-1]
+    return stream.getvalue().strip().split("\r")[-1]
+
+
+def test_long_work_prints_the_count_the_total_and_the_rate():
+    last = _last_line_after_1000_of(1_000_000)
     assert re.match(r"steps: +0%\|.*\| 1000/1000000 \[00:00<[\d:]+, [\d.]+/s\]$", last), last
 
 
 def test_a_total_beyond_a_float_shows_the_count_alone():
-    stream = io.StringIO()
-    progress = Progress("steps", 10 ** 400, stream=stream, delay=0.0)
-    progress(0)
-    time.sleep(0.01)
-    progress(1000)
-    progress.done()
-    last = stream.getvalue().strip().split("\r")[-1]
+    last = _last_line_after_1000_of(10 ** 400)
     assert re.match(r"steps: 1000 \[00:00, [\d.]+/s\]$", last), last
 
 
