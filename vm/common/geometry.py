@@ -42,7 +42,9 @@ class Geometry:
         if not 2 <= self.bits <= MAX_BITS:
             raise InputError(f"word size must be between 2 and {MAX_BITS} bits, got {self.bits}")
         if self.columns > MAX_COLUMNS:
-            raise InputError(f"{self.columns} columns exceed the limit of {MAX_COLUMNS}")
+            raise InputError(f"{self.columns:,} columns ({self.scratch:,} scratch, "
+                             f"{self.memory:,} memory, {self.instructions:,} instructions) "
+                             f"exceed the limit of {MAX_COLUMNS:,}")
 
     @property
     def columns(self) -> int:
