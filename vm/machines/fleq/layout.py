@@ -41,7 +41,10 @@ class FleqGeometry:
         if self.instructions < 1:
             raise InputError("a program needs at least the EOF instruction")
         if self.columns > MAX_COLUMNS:
-            raise InputError(f"{self.columns} columns exceed the limit of {MAX_COLUMNS}")
+            raise InputError(f"{self.columns:,} columns ({self.scratch:,} scratch and "
+                             f"function blocks, {self.cells:,} memory cells of {self.d}, "
+                             f"{self.instructions:,} instructions) exceed the limit of "
+                             f"{MAX_COLUMNS:,}")
 
     @cached_property
     def blocks(self) -> tuple[FunctionBlock, ...]:
