@@ -20,3 +20,22 @@ def test_trace_refuses_a_step_limit_past_a_float(engine, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert "--trace keeps every step" in err and "lower --max-steps" in err
+
+
+HADAMARD = ".data\na: 9.0\nb: 9.5\nc: 0.0\n.code\nc = hadamard(a, b)\n"
+
+
+def test_a_block_parameter_given_says_the_error_bound_it_makes(capsys, tmp_path):
+    """hadamard.scale=1 gave c = 33.0 for 85.5 at exit 0: within the block's bound, which the
+    run never showed."""
+    from vm.functions import make_block
+    source = tmp_path / "hot.fleq"
+    source.write_text(HADAMARD)
+    main(["run", str(source), "--param", "hadamard.scale=1"])
+    err = capsys.readouterr().err
+    bound = make_block("hadamard", scale=1.0).error_bound("float64")
+    assert bound > 1e3
+    assert f"ltvm: note: with --param, the error bound of a call (float64): hadamard {bound:.2g}" \
+        in err
+    main(["run", str(source)])
+    assert "note:" not in capsys.readouterr().err

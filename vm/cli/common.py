@@ -170,6 +170,15 @@ def block_parameters(settings: list[str]) -> dict[str, dict[str, float]]:
     return parameters
 
 
+def bound_text(block: dict, dtype: str) -> str:
+    """A block's documented error bound (a row of `isa.paper(...).blocks`) as `abs + rel|f|`,
+    leaving out a part that is 0."""
+    absolute, relative = block[f"error_bound_{dtype}"], block[f"relative_error_bound_{dtype}"]
+    parts = ([f"{absolute:.2g}"] if absolute or not relative else []) + \
+        ([f"{relative:.2g}|f|"] if relative else [])
+    return " + ".join(parts)
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """How the transformer runs: dtype, device, attention, temperature, checked mode."""
     group = parser.add_argument_group("transformer")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from vm.cli.common import add_program_arguments, load_program, positive_int, temperature_value
+from vm.cli.common import (add_program_arguments, bound_text, load_program, positive_int,
+                           temperature_value)
 from vm.common.errors import InputError
 from vm.common.json_values import finite_or_null
 from vm.common.geometry import Geometry
@@ -51,14 +52,6 @@ def summarize_roles(roles: list[str]) -> list[str]:
     return [stem if count == 1 else f"{stem} x{count}" for stem, count in counts.items()]
 
 
-def _bound(block: dict, dtype: str) -> str:
-    """`abs + rel|f|`, leaving out a part that is 0."""
-    absolute, relative = block[f"error_bound_{dtype}"], block[f"relative_error_bound_{dtype}"]
-    parts = ([f"{absolute:.2g}"] if absolute or not relative else []) + \
-        ([f"{relative:.2g}|f|"] if relative else [])
-    return " + ".join(parts)
-
-
 def run(args: argparse.Namespace) -> int:
     program, geometry = _geometry(args)
     isa = for_program(geometry)
@@ -98,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
         for block in blocks:
             shown = ", ".join(f"{k}={v:g}" for k, v in block["parameters"].items())
             print(f"  {block['function']:<11} {block['layers']} layers  {block['lemma']:<24} "
-                  f"domain {block['domain']}; error <= {_bound(block, 'float32')} "
-                  f"(float32), {_bound(block, 'float64')} (float64)"
+                  f"domain {block['domain']}; error <= {bound_text(block, 'float32')} "
+                  f"(float32), {bound_text(block, 'float64')} (float64)"
                   + (f"; {shown}" if shown else ""))
         print(f"paper ({lemma}): {paper.layers} layers")
         for routine in paper.routines:

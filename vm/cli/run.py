@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from vm.cli.common import (add_engine_arguments, add_input_arguments, add_program_arguments,
-                           add_time_limit, engine_config, engine_options_given, input_options,
-                           load_program, positive_int, print_result)
+                           add_time_limit, bound_text, engine_config, engine_options_given,
+                           input_options, load_program, positive_int, print_result)
 from vm.common.errors import InputError
 from vm.isa import for_program
 from vm.isa.base import OUTPUT_FORMATS
@@ -64,6 +65,17 @@ def check_trace_memory(max_steps: int) -> None:
                          f"--max-steps {max_steps:,}; lower --max-steps")
 
 
+def _say_bounds_of_set_blocks(settings: list[str], blocks: list[dict], dtype: str) -> None:
+    """A note with the error bound of each block --param sets: a setting can make it anything
+    (hadamard.scale=1: 6.7e8), and the result, within it, came at exit 0 with no word of it."""
+    named = {setting.partition(".")[0] for setting in settings}
+    shown = [f"{block['function']} {bound_text(block, dtype)}" for block in blocks
+             if block["function"] in named]
+    if shown:
+        print(f"ltvm: note: with --param, the error bound of a call ({dtype}): "
+              f"{', '.join(shown)}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()  # --max-seconds bounds the command, loading included
     if args.trace:
@@ -91,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
         return 0 if result.halted and checks.ok else 1
     given = input_options(args, isa)
     config = engine_config(args, geometry)
+    if args.param:
+        _say_bounds_of_set_blocks(args.param, isa.paper(program, geometry).blocks,
+                                  config.dtype or isa.default_dtype)
     progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds, since=started)
     result = isa.run_transformer(program, geometry, args.max_steps, config, progress,
                                  trace=args.trace, **given)
