@@ -39,3 +39,23 @@ def test_a_block_parameter_given_says_the_error_bound_it_makes(capsys, tmp_path)
         in err
     main(["run", str(source)])
     assert "note:" not in capsys.readouterr().err
+
+
+GROWING = ".data\na: 1e14\nb: 0.0\n.code\nloop: a = add(a, a)\n      goto loop\n"
+
+
+def test_a_transformer_run_stops_where_a_value_leaves_the_domain_as_the_reference_does(
+        capsys, tmp_path):
+    """The transformer ran on to step 30 and 'halted' (a = 2.3e18), a program that never
+    halts; the reference stopped at step 7, where a left the machine's domain."""
+    source = tmp_path / "grow.fleq"
+    source.write_text(GROWING)
+    shown = {}
+    for engine in ("reference", "transformer"):
+        assert main(["run", str(source), "--engine", engine]) == 1
+        out = capsys.readouterr().out
+        shown[engine] = [line for line in out.splitlines()
+                         if line.split(":")[0] in ("domain", "halted", "steps")
+                         or line.startswith(("a =", "b ="))]
+    assert shown["transformer"] == shown["reference"]
+    assert "halted: no" in shown["transformer"] and "steps: 7" in shown["transformer"]

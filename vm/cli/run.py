@@ -26,8 +26,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "limit, or --max-seconds on either engine), when the checked mode "
                     "reported a precision error, or (FLEQ) when a block was called outside "
                     "the domain its error bound covers or a value left the machine's domain "
-                    "(the `domain:` line names the first such step; the reference run stops "
-                    "there).")
+                    "(the `domain:` line names the first such step; where a value left the "
+                    "machine's domain, both engines' runs stop there).")
     add_program_arguments(parser)
     parser.add_argument("--engine", choices=["transformer", "reference"], default="transformer",
                         help="transformer: the looped transformer (default); reference: the "
@@ -111,6 +111,13 @@ def run(args: argparse.Namespace) -> int:
                                  trace=args.trace, **given)
     progress.done()
     checks = isa.run_checks(program, result.steps, config.dtype)
+    if checks.stop is not None and checks.stop < result.steps:
+        # past a value the machine cannot hold the run's values mean nothing (a program that
+        # never halts 'halted' there): run again to that step, where the reference stops
+        progress = Progress("steps", checks.stop, max_seconds=args.max_seconds, since=started)
+        result = isa.run_transformer(program, geometry, checks.stop, config, progress,
+                                     trace=args.trace, **given)
+        progress.done()
     extra = {"dtype": config.dtype or isa.default_dtype, "attention": config.attention,
              **checks.lines, **isa.result_lines(result, output_format, args.json)}
     print_result(program, result, "transformer", args.json, extra)

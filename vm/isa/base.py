@@ -73,6 +73,9 @@ class RunChecks:
 
     lines: dict[str, str] = field(default_factory=dict)
     ok: bool = True
+    stop: int | None = None
+    """The steps after which the exact run stops (FLEQ: a written value the machine cannot
+    hold at all), where the transformer's went on past them; None when it does not stop."""
 
 
 class InstructionSet(ABC):

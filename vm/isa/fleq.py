@@ -163,7 +163,9 @@ class Fleq(InstructionSet):
             raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
         violation = first_domain_violation(program, steps, dtype or self.default_dtype)
         return RunChecks({"domain": "ok" if violation is None else violation.describe()},
-                         violation is None)
+                         violation is None,
+                         violation.step + 1 if violation is not None and violation.stops
+                         else None)
 
     def named_memory(self, program: FleqProgram, memory: list) -> dict:
         return program.named_memory(memory)

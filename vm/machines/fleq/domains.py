@@ -33,6 +33,9 @@ class DomainViolation:
     domain: str
     widen: str | None = None
     """The `--param` setting that widens the domain, if one does."""
+    stops: bool = False
+    """A written value the machine cannot hold at all (not finite, past its magnitude): the
+    reference interpreter stops there, and a transformer run past it means nothing."""
 
     def describe(self) -> str:
         owner = "the machine's" if self.function == "the machine" else f"{self.function}'s"
@@ -95,7 +98,7 @@ def domain_watch(program: FleqProgram, dtype: str = "float64"
             checked = values
         found = None
         if problem is not None:
-            found = DomainViolation(step, text, "the machine", problem)
+            found = DomainViolation(step, text, "the machine", problem, stops=True)
         elif any(((v != 0) & (np.abs(v) < tiny)).any() for v in [*values, record.new]
                  if v is not None):  # the passes flush subnormals: 1e-40 + 1e-40 gave 0
             found = DomainViolation(step, text, "the machine", f"nonzero |x| >= {tiny:.3g} in "
