@@ -7,8 +7,9 @@ import sys
 import time
 
 from vm.cli.common import (add_engine_arguments, add_input_arguments, add_program_arguments,
-                           add_time_limit, bound_text, engine_config, engine_options_given,
-                           input_options, load_program, positive_int, print_result)
+                           add_time_limit, block_parameters, bound_text, engine_config,
+                           engine_options_given, input_options, load_program, positive_int,
+                           print_result)
 from vm.common.errors import InputError
 from vm.isa import for_program
 from vm.isa.base import OUTPUT_FORMATS
@@ -68,7 +69,7 @@ def check_trace_memory(max_steps: int) -> None:
 def _say_bounds_of_set_blocks(settings: list[str], blocks: list[dict], dtype: str) -> None:
     """A note with the error bound of each block --param sets: a setting can make it anything
     (hadamard.scale=1: 6.7e8), and the result, within it, came at exit 0 with no word of it."""
-    named = {setting.partition(".")[0] for setting in settings}
+    named = block_parameters(settings)
     shown = [f"{block['function']} {bound_text(block, dtype)}" for block in blocks
              if block["function"] in named]
     if shown:
