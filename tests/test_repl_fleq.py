@@ -450,3 +450,23 @@ def test_a_block_whose_parameters_bound_nothing_is_flagged_as_run_flags_it(tmp_p
     out = repl.execute("step").splitlines()[0]
     assert out.startswith("step 0: z = mul(x, y): it leaves mul's domain (none at scale=1e-50")
     assert out.endswith("where its error bound does not hold (see diff)")
+
+
+def test_switching_to_a_float32_transformer_says_which_reals_it_could_not_take_over(
+        source, tmp_path):
+    """`engine transformer` after `set x 0.1` on the reference said 'resynchronized' while
+    float32 held x as 0.1000000015 and the reference 0.1: the engines still differed."""
+    from vm.runtime.config import EngineConfig
+
+    repl = Repl(EngineConfig(dtype="float32"), engine="reference",
+                picture_dir=tmp_path / "pictures")
+    repl.execute(f"load {source}")
+    repl.execute("set x 0.1")
+    held = f"{float(np.float32(0.1)):.10g}"
+    out = repl.execute("engine transformer").splitlines()
+    assert "resynchronized" not in out[0] and "still differ" in out[0], out
+    assert out[1:] == [f"  x = {held} on the transformer, 0.1 on the reference"]
+    assert printed(repl, "x") == [float(held)]
+    repl.execute("engine reference")
+    assert repl.execute("engine transformer") == \
+        "engine: transformer (both engines agree at step 0)", "float32 values: taken exactly"

@@ -56,6 +56,11 @@ class ReplDialect:
         """Completions inside a typed instruction this dialect recognizes, else None."""
         return None
 
+    def still_apart(self, machine: Any) -> list[str]:
+        """What differs between the engines right after a resynchronization (`engine`):
+        nothing where both hold the same words exactly."""
+        return []
+
 
 class SubleqDialect(ReplDialect):
     """Integer words: `print` by name (arrays as lists), `set` one word, `diff` per word."""
@@ -194,6 +199,15 @@ class FleqDialect(ReplDialect):
                 rows.append(f"{location.name:<12} {shape + ' matrix':>16} "
                             f"{shape + ' matrix':>16} {error:>14.3g}")
         return "\n".join(rows)
+
+    def still_apart(self, machine: FleqLockstep) -> list[str]:
+        """The variables the transformer's dtype holds otherwise than the reference after it
+        took over the reference's reals: float32 keeps 0.1 as 0.1000000015, and `engine
+        transformer` said 'resynchronized' while x still differed."""
+        return [f"{location.name} = {self.inline(ours)} on the transformer, "
+                f"{self.inline(theirs)} on the reference"
+                for location, ours, theirs, _ in machine.errors()
+                if not same_value(ours, theirs)]
 
     def resolve(self, program: FleqProgram, text: str) -> Any:
         return resolve_fleq_location(program, text)

@@ -37,6 +37,8 @@ from vm.transformer.layers import trace_pass
 HELP_WIDTH = 78
 MAX_ROLES_LISTED = 8
 """`info` names the heads of a layer with at most this many; beyond, it counts them."""
+MAX_APART_SHOWN = 8
+"""Variables `engine` lists that still differ after a resynchronization; beyond, it counts."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ COMMANDS: dict[str, Command] = {
                       "and its state is what print, pc, list and watch show; the other "
                       "follows step by step. Switching resynchronizes: the engine switched "
                       "to takes over the memory and program counter of the one left, so the "
-                      "two agree again. Without an argument, name the active engine."),
+                      "two agree again (FLEQ in float32: except the reals float32 cannot "
+                      "hold, which it lists). Without an argument, name the active engine."),
     "diff": Command("diff", "where the transformer and the reference disagree at this step",
                     "FLEQ: every variable's transformer and reference values and their max "
                     "abs error (the blocks' documented errors), and the program counters."),
@@ -403,9 +406,17 @@ class Repl:
             return f"engine: {argument} (already active)"
         differed = self.machine.switch(argument)
         step = self.machine.steps
-        if differed:
+        if not differed:
+            return f"engine: {argument} (both engines agree at step {step})"
+        apart = self._loaded().dialect.still_apart(self.machine)
+        if not apart:
             return f"engine: {argument} (resynchronized from the {left}'s state at step {step})"
-        return f"engine: {argument} (both engines agree at step {step})"
+        shown = apart[:MAX_APART_SHOWN] + ([f"... and {len(apart) - MAX_APART_SHOWN} more"]
+                                           if len(apart) > MAX_APART_SHOWN else [])
+        return "\n".join([f"engine: {argument} (took over the {left}'s state at step {step}, "
+                          f"but {self.machine.executor.dtype_name} does not hold all of it "
+                          "exactly: the engines still differ)",
+                          *(f"  {line}" for line in shown)])
 
     def _diff(self, argument: str) -> str:
         _no_argument("diff", argument)
