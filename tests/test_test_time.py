@@ -369,10 +369,21 @@ def test_an_array_is_not_taken_for_its_first_cell(capsys):
 
 
 def _binomial_majority(p: Fraction, n: int) -> float:
-    """P(more than half of n draws are correct, half of a tie) summed in exact fractions."""
-    terms = [comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(n + 1)]
-    return float(sum(t for k, t in enumerate(terms) if 2 * k > n)
-                 + sum(t / 2 for k, t in enumerate(terms) if 2 * k == n))
+    """P(more than half of n draws are correct, half of a tie), exact: with p = a/d each term
+    is comb(n, k) a^k (d - a)^(n - k) / d^n, the winning terms summed in integers by Horner's
+    rule, so only one division is rounded. Summed as Fractions, n = 2000 took 27-70 s."""
+    a, d = p.numerator, p.denominator
+    b = d - a
+    least_win = n // 2 + 1
+    # sum over k >= least_win of comb(n, k) a^(k - least_win) b^(n - k)
+    wins_over_a_power, b_power = 0, 1
+    for k in range(n, least_win - 1, -1):
+        wins_over_a_power = wins_over_a_power * a + comb(n, k) * b_power
+        b_power *= b
+    twice_wins = 2 * a ** least_win * wins_over_a_power
+    if n % 2 == 0:
+        twice_wins += comb(n, n // 2) * (a * b) ** (n // 2)
+    return float(Fraction(twice_wins, 2 * d ** n))
 
 
 @pytest.mark.parametrize("p_correct, n", [(0.0, 5), (1.0, 4), (0.5, 4), (0.55, 101),
