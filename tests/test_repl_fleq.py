@@ -470,3 +470,23 @@ def test_switching_to_a_float32_transformer_says_which_reals_it_could_not_take_o
     repl.execute("engine reference")
     assert repl.execute("engine transformer") == \
         "engine: transformer (both engines agree at step 0)", "float32 values: taken exactly"
+
+
+def test_set_takes_one_entry_of_a_vector_or_matrix_by_index(session):
+    """`set v [1] 5` said "'[1] 5' is not a number", and `set v[1] 5` "no variable named
+    'v[1]'", where the SUBLEQ REPL sets xs[1]: a vector could only be set whole."""
+    assert session.execute("set v [1] 5") == "v[1] = 5 (was 2)"
+    assert session.execute("set M[1, 0] 9") == "M[1, 0] = 9 (was 3)"
+    assert session.execute("set M [0][1] -3") == "M[0, 1] = -3 (was 2)"
+    for engine in ("reference", "transformer"):
+        session.execute(f"engine {engine}")
+        assert printed(session, "v").tolist() == [1, 5]
+        assert printed(session, "M").tolist() == [1, -3, 9, 4]
+        assert printed(session, "M[1, 0]").tolist() == [9]
+    assert session.execute("set M [1] 3") == (
+        "error: 'M' is a 2x2 matrix: name an entry as M[ROW, COLUMN]")
+    assert session.execute("set v [2] 1") == "error: [2] is outside 'v' (2x1; indices from 0)"
+    assert session.execute("set v [3, 4]").startswith("v = "), "a literal still sets it whole"
+    assert printed(session, "v").tolist() == [3, 4]
+    session.execute("step")
+    assert printed(session, "w").tolist() == [3, 4], "w = add(w, v) from w = 0"

@@ -28,6 +28,10 @@ FLEQ_INSTRUCTION = re.compile(r"^\s*[A-Za-z_]\w*\s*=\s*\S")
 """`c = f(a, b)` or `c = a`: a typed FLEQ instruction (checked before command names: `c` is
 an alias)."""
 
+SET_ENTRY = re.compile(r"^(\S+?\s*\[\s*\d+\s*(?:,\s*\d+\s*|\]\s*\[\s*\d+\s*)?\])\s*(\S.*)$",
+                       re.ASCII)
+"""`set v[1] 5`, `set v [1] 5`, `set M[1, 0] 5`: an indexed entry, then its value."""
+
 
 @dataclass(frozen=True)
 class Loading:
@@ -166,9 +170,11 @@ class FleqDialect(ReplDialect):
         return "\n".join(lines) or "no variables"
 
     def set(self, machine: FleqLockstep, argument: str) -> str:
-        words = argument.split(maxsplit=1)
+        entry = SET_ENTRY.match(argument)  # `set xs [1] 5` was read as the literal "[1] 5"
+        words = entry.groups() if entry else argument.split(maxsplit=1)
         if len(words) != 2:
-            raise InputError("usage: set NAME VALUE")
+            raise InputError("usage: set NAME VALUE (one entry: set NAME[I] VALUE, "
+                             "set NAME[ROW, COLUMN] VALUE)")
         location = resolve_fleq_location(machine.program, words[0])
         value = parse_real_value(words[1], location.shape)
         old = location.read(machine.state().memory)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -34,23 +35,36 @@ SCALAR_DIGITS = 10
 """Significant digits of a scalar: enough to read, few enough to hide the blocks' errors."""
 
 
+ELEMENT = re.compile(r"^(?P<name>[^\s\[\]]+)\s*\[\s*(?P<first>\d+)\s*"
+                     r"(?:,\s*(?P<second>\d+)\s*|\]\s*\[\s*(?P<nested>\d+)\s*)?\]$", re.ASCII)
+"""One entry of a variable: `v[1]` of a vector, `M[1, 0]` or `M[1][0]` of a matrix."""
+
+
 @dataclass(frozen=True)
 class FleqLocation:
-    """A named FLEQ cell: its variable name, cell index and shape."""
+    """A named FLEQ cell, or one entry of it: its name, cell index and shape."""
 
     name: str
     cell: int
     shape: tuple[int, int]
+    entry: tuple[int, int] | None = None
+    """(row, column) of the one entry named, None for the whole variable from (0, 0)."""
 
     def read(self, cells: list[np.ndarray]) -> float | np.ndarray:
-        rows, columns = self.shape
-        value = np.asarray(cells[self.cell])[:rows, :columns]
+        (rows, columns), (top, left) = self.shape, self.entry or (0, 0)
+        value = np.asarray(cells[self.cell])[top:top + rows, left:left + columns]
         return float(value[0, 0]) if self.shape == (1, 1) else value.copy()
 
 
 def resolve_fleq_location(program: FleqProgram, text: str) -> FleqLocation:
-    """A variable name, @zero, @one, or cellK for any cell -> the cell it names."""
+    """A variable name, one entry of it (v[1], M[1, 0]), @zero, @one, or cellK for any
+    cell -> the cell (or entry) it names."""
     text = text.strip()
+    element = ELEMENT.match(text)
+    if element is not None and element["name"] in program.variables:
+        return _entry(program.variables[element["name"]],
+                      [int(index) for index in element.group("first", "second", "nested")
+                       if index is not None])
     variable = program.variables.get(text)
     if variable is not None:
         return FleqLocation(text, variable.cell, variable.shape)
@@ -62,6 +76,23 @@ def resolve_fleq_location(program: FleqProgram, text: str) -> FleqLocation:
             int(index) < len(program.cells):
         return FleqLocation(text, int(index), (program.d, program.d))
     raise InputError(f"no variable named '{text}'")
+
+
+def _entry(variable, indices: list[int]) -> FleqLocation:
+    """The entry `indices` name in `variable`: one index for a vector (or a scalar's [0]),
+    two for a matrix, as `print` shows its rows and columns (from 0)."""
+    rows, columns = variable.shape
+    if len(indices) == 1 and rows > 1 and columns > 1:
+        raise InputError(f"'{variable.name}' is a {rows}x{columns} matrix: name an entry as "
+                         f"{variable.name}[ROW, COLUMN]")
+    row, column = (indices if len(indices) == 2 else
+                   [indices[0], 0] if columns == 1 else [0, indices[0]])
+    if row >= rows or column >= columns:
+        raise InputError(f"[{', '.join(map(str, indices))}] is outside '{variable.name}' "
+                         f"({rows}x{columns}; indices from 0)")
+    name = (f"{variable.name}[{row}, {column}]" if rows > 1 and columns > 1 else
+            f"{variable.name}[{max(row, column)}]")
+    return FleqLocation(name, variable.cell, (1, 1), (row, column))
 
 
 def format_real(value: float | np.ndarray) -> str:
@@ -367,11 +398,17 @@ class FleqLockstep(Lockstep):
         self.check_counter(location, value)
         self.check_normal(value)
         self.check_padding(location, value)
-        cell = padded(value, self.program.d)
         new_X = self.X.clone()
-        self._write_cell(new_X, location.cell, cell)
         reference = self._reference_copy()
-        reference.cells[location.cell] = cell
+        if location.entry is not None:  # the other entries stay each engine's own
+            row, column = location.entry
+            start = self.geometry.cell_column(location.cell)
+            new_X[0, self.layout["mem"].start + row, start + column] = float(value[0, 0])
+            reference.cells[location.cell][row, column] = value[0, 0]
+        else:
+            cell = padded(value, self.program.d)
+            self._write_cell(new_X, location.cell, cell)
+            reference.cells[location.cell] = cell
         self.X, self.reference = new_X, reference
 
     def switch(self, engine: str) -> bool:

@@ -66,7 +66,7 @@ COMMANDS: dict[str, Command] = {
     "delete": Command("delete [N]", "remove breakpoint or watch N (all of them without N)"),
     "watch": Command("watch NAME", "stop when the value of NAME changes",
                      "NAME is a cell, an array, NAME+K, NAME[K] or a memory address (FLEQ: a "
-                     "variable or cellK). Without an argument, list the breakpoints and "
+                     "variable, an entry NAME[I] or NAME[ROW, COLUMN], or cellK). Without an argument, list the breakpoints and "
                      "watches."),
     "print": Command("print [NAME|ADDR]", "the value of a cell, array (as a list) or address",
                      "Without an argument, every named cell. Values are the active engine's. "
@@ -74,7 +74,8 @@ COMMANDS: dict[str, Command] = {
     "set": Command("set NAME VALUE", "store VALUE in one memory word of both engines",
                    "VALUE must fit the program's word size; the two reserved cells cannot be "
                    "set. The transformer's X is edited between passes. FLEQ: a real, or a "
-                   "literal such as [[1, 2], [3, 4]] of the variable's shape."),
+                   "literal such as [[1, 2], [3, 4]] of the variable's shape; one entry as "
+                   "NAME[I] (a vector) or NAME[ROW, COLUMN], from 0."),
     "pc": Command("pc", "the program counter, its labels and the instruction there"),
     "list": Command("list", "the instructions around the program counter",
                     "`=>` marks the program counter, `b` a breakpoint."),
