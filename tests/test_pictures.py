@@ -450,3 +450,61 @@ def test_trace_refuses_unwritable_outputs_before_running_a_pass(capsys, monkeypa
                                 "symbolic link to")
     assert errors[1] == (f"ltvm: error: cannot write {tmp_path / 'missing' / 'x.gif'}: "
                          f"directory {tmp_path / 'missing'} does not exist")
+
+
+def test_trace_refuses_a_step_past_int64_before_running_a_pass(capsys, monkeypatch, tmp_path):
+    """--step 10**400 ran to the program's end, then failed writing a picture whose name
+    (step1000...0_layer0.png) was too long for a file name."""
+    import vm.runtime.executor as executor
+
+    monkeypatch.setattr(executor, "TransformerExecutor", None)  # building it now fails
+    source = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    for step in (2 ** 63, 10 ** 400):
+        assert main(["trace", source, "--step", str(step), "--png", str(tmp_path / "p")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "ltvm: error: --step must be at most 2^63 - 1, got 9223372036854775808",
+        "ltvm: error: --step must be at most 2^63 - 1, got a 401-digit number"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_trace_refuses_a_pipe_or_unwritable_directory_before_running_a_pass(
+        capsys, monkeypatch, tmp_path):
+    """A FIFO as --gif ('File or stream is not seekable') and a directory that takes no new
+    files were refused only after every pass had run."""
+    import vm.runtime.executor as executor
+
+    monkeypatch.setattr(executor, "TransformerExecutor", None)  # building it now fails
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != locked and
+                        real_access(path, mode))  # root may write anywhere: chmod would not do
+    os.mkfifo(tmp_path / "fifo.gif")
+    source = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    assert main(["trace", source, "--gif", str(tmp_path / "fifo.gif")]) == 2
+    assert main(["trace", source, "--gif", str(locked / "x.gif")]) == 2
+    assert main(["trace", source, "--png", str(locked / "png")]) == 2
+    assert main(["trace", source, "--png", str(locked)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"ltvm: error: cannot write {tmp_path / 'fifo.gif'}: it is a pipe or socket, and a "
+        "GIF is written by seeking back to its start",
+        f"ltvm: error: cannot write {locked / 'x.gif'}: directory {locked} is not writable",
+        f"ltvm: error: cannot write {locked / 'png'}: directory {locked} is not writable",
+        f"ltvm: error: cannot write {locked}: directory {locked} is not writable"]
+    assert list(locked.iterdir()) == []
+
+
+def test_trace_refuses_a_picture_name_taken_by_a_directory_before_running_a_pass(
+        capsys, monkeypatch, tmp_path):
+    """The names were checked only when the pictures were moved in, after the passes."""
+    from vm.runtime.executor import Runner
+
+    def no_pass(*args):
+        raise AssertionError("a pass ran")
+    monkeypatch.setattr(Runner, "advance", no_pass)
+    (tmp_path / "png" / "step0005_layer2.png").mkdir(parents=True)
+    source = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    assert main(["trace", source, "--step", "5", "--png", str(tmp_path / "png")]) == 2
+    assert capsys.readouterr().err == (f"ltvm: error: cannot write "
+                                       f"{tmp_path / 'png' / 'step0005_layer2.png'}: it is a "
+                                       "directory\n")

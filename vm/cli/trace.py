@@ -17,6 +17,11 @@ from vm.isa import for_program
 from vm.tools.progress import Progress
 
 DEFAULT_GIF_STEPS = 32
+MAX_STEP = 2 ** 63 - 1
+"""The last step --step may name: runs count their steps in int64, and no run makes 2^63
+passes (290,000 years at a microsecond each). Its number names the pictures
+(`step{K}_layer{L}.png`): --step 10**400 ran every pass and only then failed on a file name
+too long to write."""
 MAX_GIF_STEPS = 1000
 """The most steps a GIF may cover: every frame (X, and its image of up to 860 x 900 RGBA
 pixels) is held in memory until the file is written, and 1000 frames already play for over
@@ -64,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("nothing to draw: give --png DIR and/or --gif FILE")
     if args.step < 0:
         raise InputError(f"--step must be at least 0, got {args.step}")
+    if args.step > MAX_STEP:
+        digits = str(args.step)
+        raise InputError(f"--step must be at most 2^63 - 1, got "
+                         f"{digits if len(digits) <= 30 else f'a {len(digits)}-digit number'}")
     if args.gif and Path(args.gif).suffix.lower() != ".gif":
         raise InputError(f"{args.gif}: the animation file must end in .gif")
     if args.steps is not None and not args.gif:  # ignored in silence before
@@ -90,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     if args.png:
         check_pass_memory(executor.model, runner.state(), "--png",
                           "draw X alone with --gif")
+        check_directory(args.png, _picture_names(args.step, len(executor.model.layers)))
     if args.gif:
         _check_animation_memory(runner.state(), args.steps)
     progress = Progress("steps", args.step, max_seconds=args.max_seconds, since=args.started)
@@ -142,6 +152,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
                          run.machine.layout)
     if args.png:
         check_pass_memory(run.model, run.X, "--png", "draw X alone with --gif")
+        check_directory(args.png, _picture_names(args.step, len(run.model.layers)))
     if args.gif:
         _check_animation_memory(run.X, args.steps)
     name = Path(args.program).name
@@ -191,7 +202,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse an output path that cannot be written before any pass runs, not after minutes
     of them (--png a file or a link to nothing was 'cannot create directory: File exists')."""
     if args.png is not None:
-        check_directory(args.png, ())
+        png = check_directory(args.png, ())
+        _check_writable(png, png if png.is_dir() else png.parent)
     if args.gif:
         gif = Path(args.gif)
         if args.png is not None and os.path.realpath(args.png) == os.path.realpath(gif):
@@ -200,9 +212,27 @@ def _check_outputs(args: argparse.Namespace) -> None:
                              "give the animation a path of its own")
         if gif.is_dir():
             raise InputError(f"cannot write {gif}: it is a directory")
+        if gif.is_fifo() or gif.is_socket():
+            raise InputError(f"cannot write {gif}: it is a pipe or socket, and a GIF is "
+                             "written by seeking back to its start")
         made = args.png is not None and os.path.abspath(args.png) == os.path.abspath(gif.parent)
-        if not gif.parent.is_dir() and not made:  # --png DIR --gif DIR/x.gif: made first
+        if made:  # --png DIR --gif DIR/x.gif: DIR is made first
+            return
+        if not gif.parent.is_dir():
             raise InputError(f"cannot write {gif}: directory {gif.parent} does not exist")
+        _check_writable(gif, Path(os.path.realpath(gif)).parent)  # a link's target is replaced
+
+
+def _check_writable(path: Path, directory: Path) -> None:
+    """InputError unless `directory`, where `path` is to be made, takes new files: the
+    passes ran first, then the write failed."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {path}: directory {directory} is not writable")
+
+
+def _picture_names(step: int, layers: int) -> list[str]:
+    """The files --png writes, one per layer of the pass after `step`."""
+    return [f"step{step:04d}_layer{layer}.png" for layer in range(layers)]
 
 
 FRAME_IMAGE_BYTES = 860 * 900 * 4
@@ -229,7 +259,7 @@ def _write_pass_pictures(model, X, labels, args: argparse.Namespace, name: str) 
     written whole or not at all (staged_files): a failure part-way (or --max-seconds, which
     counts from the command's start) leaves none, and no empty directory either."""
     from vm.tools.pictures import save_pass_pictures
-    names = [f"step{args.step:04d}_layer{layer}.png" for layer in range(len(model.layers))]
+    names = _picture_names(args.step, len(model.layers))
     progress = Progress("layers drawn", len(model.layers), max_seconds=args.max_seconds,
                         unfinished="every layer was drawn", since=args.started)
     with staged_files(args.png, names) as staging:
