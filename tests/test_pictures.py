@@ -95,6 +95,25 @@ def test_drawing_what_the_labels_do_not_name_is_refused(case, countdown, tmp_pat
     assert not out.exists()
 
 
+def test_a_heatmap_is_written_to_the_png_path_it_returns(countdown, tmp_path):
+    """Given a directory DIR, save_x_picture wrote DIR.png and returned DIR; given x.jpg,
+    a JPEG: matplotlib chose the file and format by the name."""
+    from vm.common.errors import InputError
+    program, executor, labels = countdown
+    X = executor.load([program])[0]
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(InputError, match=f"cannot write {tmp_path / 'dir'}: it is a directory"):
+        pictures.save_x_picture(X, labels, tmp_path / "dir", "X")
+    with pytest.raises(InputError, match="x.jpg: the picture file must end in .png"):
+        pictures.save_x_picture(X, labels, tmp_path / "x.jpg", "X")
+    assert [path.name for path in tmp_path.iterdir()] == ["dir"]
+    assert list((tmp_path / "dir").iterdir()) == []
+    written = pictures.save_x_picture(X, labels, str(tmp_path / "x.png"), "X")
+    assert written == tmp_path / "x.png"
+    with Image.open(written) as png:
+        assert png.format == "PNG"
+
+
 def test_layer_figure_shows_x_before_each_head_and_x_after(countdown):
     program, executor, labels = countdown
     traces = trace_pass(executor.model, executor.load([program])[0])

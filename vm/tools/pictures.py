@@ -193,10 +193,17 @@ def _many_heads_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title:
     return figure
 
 
-def save_x_picture(X: torch.Tensor | np.ndarray, labels: AxisLabels, path: Path,
+def save_x_picture(X: torch.Tensor | np.ndarray, labels: AxisLabels, path: str | Path,
                    title: str) -> Path:
-    """Write the heatmap of X to `path` (PNG)."""
-    x_figure(X, labels, title).savefig(path)
+    """Write the heatmap of X to `path`, a PNG file, and return `path`. A path that is not
+    named .png is refused: matplotlib chose the format by the name, and for a directory DIR
+    (no suffix) wrote DIR.png and returned DIR, a path that held no picture."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"cannot write {path}: it is a directory")
+    if path.suffix.lower() != ".png":
+        raise InputError(f"{path}: the picture file must end in .png")
+    x_figure(X, labels, title).savefig(path, format="png")
     return path
 
 
