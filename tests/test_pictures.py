@@ -527,3 +527,26 @@ def test_trace_refuses_a_picture_name_taken_by_a_directory_before_running_a_pass
     assert capsys.readouterr().err == (f"ltvm: error: cannot write "
                                        f"{tmp_path / 'png' / 'step0005_layer2.png'}: it is a "
                                        "directory\n")
+
+
+@pytest.mark.parametrize("frame", [0, 2])
+def test_ctrl_c_while_drawing_a_gif_is_a_clean_stop(frame, capsys, monkeypatch, tmp_path):
+    """Ctrl-C before the first frame was drawn came out as an IndexError traceback from
+    matplotlib's GIF writer, which wrote the file on the way out whatever stopped it (later
+    frames: a whole GIF encoded, then thrown away)."""
+    from matplotlib.animation import PillowWriter
+
+    grab, finish, written = PillowWriter.grab_frame, PillowWriter.finish, []
+
+    def interrupted(writer, **options):
+        if len(writer._frames) == frame:
+            raise KeyboardInterrupt
+        grab(writer, **options)
+    monkeypatch.setattr(PillowWriter, "grab_frame", interrupted)
+    monkeypatch.setattr(PillowWriter, "finish",
+                        lambda writer: written.append(writer) or finish(writer))
+    source = tmp_path / "countdown.sq"
+    source.write_text(COUNTDOWN)
+    assert main(["trace", str(source), "--gif", str(tmp_path / "x.gif")]) == 130
+    assert capsys.readouterr().err == "ltvm: interrupted\n"
+    assert written == [] and list(tmp_path.iterdir()) == [source]

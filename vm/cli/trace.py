@@ -282,12 +282,9 @@ def _write_animation(frames: list, labels, args: argparse.Namespace) -> None:
     """The frames as a GIF at --gif, written whole or not at all."""
     from vm.tools.pictures import save_x_animation
     path, progress = args.gif, _animation_progress("frames drawn", args)
-    progress(0)  # matplotlib's GIF writer, stopped before its first frame, raised an
-    # IndexError over the --max-seconds message: the limit is checked here, then per frame
     with atomic_path(path) as temporary:
         try:
-            save_x_animation(frames, labels, temporary,
-                             progress=lambda drawn: drawn and progress(drawn))
+            save_x_animation(frames, labels, temporary, progress=progress)
         except OSError as error:  # e.g. a pipe: a GIF writer must seek
             raise InputError(f"cannot write {path}: {error.strerror or error}") from None
         progress.done()

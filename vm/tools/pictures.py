@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from matplotlib import rc_context
 from matplotlib.animation import PillowWriter
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -292,11 +293,15 @@ def save_x_animation(frames: list[tuple[str, np.ndarray]], labels: AxisLabels, p
     figure.canvas.draw()
     figure.set_layout_engine("none")  # every frame has the same layout: compute it once
     writer = PillowWriter(fps=fps)
-    with writer.saving(figure, str(path), DPI):
+    writer.setup(figure, str(path), DPI)
+    # not writer.saving(): it writes the file even when a frame fails or Ctrl-C stops the
+    # drawing, and with no frame drawn yet its IndexError replaced what stopped it
+    with rc_context({"savefig.bbox": None}):  # frames of one size, as saving() sets
         for drawn, (title, X) in enumerate(frames):
             if progress is not None:
                 progress(drawn)
             image.set_data(_numpy(X))
             axes.set_title(_drawable(title), fontsize=9)
             writer.grab_frame()
+    writer.finish()
     return path
