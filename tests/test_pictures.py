@@ -550,3 +550,24 @@ def test_ctrl_c_while_drawing_a_gif_is_a_clean_stop(frame, capsys, monkeypatch, 
     assert main(["trace", str(source), "--gif", str(tmp_path / "x.gif")]) == 130
     assert capsys.readouterr().err == "ltvm: interrupted\n"
     assert written == [] and list(tmp_path.iterdir()) == [source]
+
+
+@pytest.mark.parametrize("name, text, options", [
+    ("countdown.sq", COUNTDOWN, []), ("two_jumps.dec", "7 7 3   7 7 -1   0 0", ["--bits", "8"])])
+def test_trace_png_checks_the_pass_it_draws_without_running_it_again(
+        name, text, options, capsys, monkeypatch, tmp_path):
+    """In the checked mode the drawn pass ran twice: once checked, once traced to draw."""
+    from vm.transformer.layers import LoopedTransformer
+
+    passes, step_ = [], LoopedTransformer.step_
+
+    def counted(model, X, *args, **keywords):
+        passes.append(X.shape)
+        return step_(model, X, *args, **keywords)
+    monkeypatch.setattr(LoopedTransformer, "step_", counted)
+    source = tmp_path / name
+    source.write_text(text)
+    assert main(["trace", str(source), *options, "--checked",
+                 "--png", str(tmp_path / "png")]) == 0
+    assert passes == [], "the drawn pass is the traced one"
+    assert len(list((tmp_path / "png").iterdir())) >= 4

@@ -7,6 +7,7 @@ import copy
 import os
 import time
 from pathlib import Path
+from typing import Callable
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
                            atomic_path, directory_path, engine_config, load_program,
@@ -110,9 +111,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: the program reached EOF after {int(runner.steps[0])} steps; the pictures "
               f"at step {args.step} show the EOF pass, which changes nothing")
     if args.png:
-        if executor.checked:  # the drawn pass is traced unchecked: check it as run would
-            executor.step(X, args.step)
-        _write_pass_pictures(executor.model, X[0], labels, args, name)
+        _write_pass_pictures(executor.model, X[0], labels, args, name,
+                             lambda X: executor.trace(X, args.step))
     if args.gif:
         frames, progress = [], _animation_progress("steps animated", args)
         for step in range(args.step, args.step + args.steps + 1):
@@ -170,8 +170,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
         """X now, (rows, n), a copy the next pass leaves alone."""
         return from_internal(run.X)[0].clone()
     if args.png:
-        _check_image_pass(run)
-        _write_pass_pictures(run.model, current(), labels, args, name)
+        _write_pass_pictures(run.model, current(), labels, args, name, _image_tracer(run))
     if args.gif:
         frames, progress = [], _animation_progress("steps animated", args)
         for step in range(args.step, args.step + args.steps + 1):
@@ -186,16 +185,20 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     return 0
 
 
-def _check_image_pass(run) -> None:
-    """The checked mode (asked for, or below the safe temperature) on the pass --png draws,
-    which is traced unchecked: the pictures of a pass it refuses were written at exit 0.
-    The run is put back where it was, for --gif to start from."""
+def _image_tracer(run) -> Callable[..., list] | None:
+    """How --png runs the pass it draws: in the checked mode (asked for, or below the safe
+    temperature) checked as `run` checks its passes, by a copy of its checker, whose count
+    of passes stays where it was for --gif to go on from; None when the run is unchecked."""
+    from vm.transformer.layers import trace_pass
     if run.checker is None:
-        return
-    X, checker = run.X.clone(), copy.copy(run.checker)
-    run.step()
-    run.X.copy_(X)
-    run.checker = checker
+        return None
+
+    def checked_trace(X):
+        checker = copy.copy(run.checker)
+        traces = trace_pass(run.model, X, checker.observe)
+        checker.after_pass(traces[-1].after[None])
+        return traces
+    return checked_trace
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -254,17 +257,20 @@ def _check_animation_memory(X, steps: int) -> None:
                          f"{free / 2**30:.1f} GiB free: lower --steps")
 
 
-def _write_pass_pictures(model, X, labels, args: argparse.Namespace, name: str) -> None:
+def _write_pass_pictures(model, X, labels, args: argparse.Namespace, name: str,
+                         tracer: Callable[..., list] | None) -> None:
     """One PNG per layer of the pass at --step into --png, each path printed with its size,
     written whole or not at all (staged_files): a failure part-way (or --max-seconds, which
-    counts from the command's start) leaves none, and no empty directory either."""
+    counts from the command's start) leaves none, and no empty directory either. `tracer`
+    runs the pass (checked, in the checked mode; None: unchecked)."""
     from vm.tools.pictures import save_pass_pictures
     names = _picture_names(args.step, len(model.layers))
     progress = Progress("layers drawn", len(model.layers), max_seconds=args.max_seconds,
                         unfinished="every layer was drawn", since=args.started)
     with staged_files(args.png, names) as staging:
         drawn = save_pass_pictures(model, X, labels, staging, args.step,
-                                   f"{name} step {args.step}", progress=progress)
+                                   f"{name} step {args.step}", progress=progress,
+                                   tracer=tracer)
         progress.done()
     for path in drawn:
         final = Path(args.png) / path.name

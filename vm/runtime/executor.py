@@ -29,7 +29,8 @@ from vm.common.errors import InputError, MagnitudeError, PrecisionError
 from vm.common.limits import is_whole_number
 from vm.common.geometry import Geometry
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
-from vm.transformer.layers import LoopedTransformer, flush_denormals, from_internal, to_internal
+from vm.transformer.layers import (LayerTrace, LoopedTransformer, flush_denormals,
+                                   from_internal, to_internal, trace_pass)
 from vm.transformer.layout import Layout
 from vm.transformer.sampling import ReadNoise
 from vm.transformer import memory as device_memory
@@ -273,6 +274,19 @@ class TransformerExecutor:
             internal = to_internal(X)
             self._step_(internal, step)
         return _ordinary(from_internal(internal))
+
+    def trace(self, X: torch.Tensor, step: int = 0) -> list[LayerTrace]:
+        """One exact pass on a single punchcard X (rows, n), every layer recorded for
+        pictures, and checked as pass `step` if this executor checks: its pictures are not
+        drawn when the checked mode refuses the pass, which is not run twice for that."""
+        self.check_state(X[None] if isinstance(X, torch.Tensor) else X)
+        observer = ((lambda layer, stage, Y: self._observe(step, layer, stage, Y))
+                    if self.checked else None)
+        with flush_denormals(), self._threads(X[None]):
+            traces = trace_pass(self.model, X, observer)
+            if self.checked:
+                self._check_state(step, traces[-1].after[None], X[None])
+        return traces
 
     def _step_(self, X: torch.Tensor, step: int, noise: ReadNoise | None = None,
                initial: torch.Tensor | None = None) -> None:

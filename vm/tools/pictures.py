@@ -244,11 +244,14 @@ def _check_state(X: object, labels: AxisLabels, what: str) -> None:
 def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLabels,
                        directory: Path, step: int, title: str,
                        layers: list[int] | None = None,
-                       progress: Callable[[int], None] | None = None) -> list[Path]:
+                       progress: Callable[[int], None] | None = None,
+                       tracer: Callable[[torch.Tensor], list[LayerTrace]] | None = None
+                       ) -> list[Path]:
     """Run one pass on X (rows, n), the pass after `step`, and write one PNG per layer (or
     per chosen layer), `step{K}_layer{L}.png`: that layer's heads and X before and after.
     `progress` is called with the count of pictures written (a FLEQ layer of 200 heads
-    takes seconds to draw)."""
+    takes seconds to draw). `tracer` runs the pass (default: `trace_pass`, unchecked): a
+    checked mode's own checks the pass drawn, and nothing is drawn when it refuses it."""
     _check_state(X, labels, "X")
     if not isinstance(X, torch.Tensor) or X.dtype != model.dtype or X.shape != (model.rows,
                                                                                model.columns):
@@ -262,8 +265,8 @@ def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLa
            for layer in chosen):
         raise InputError(f"layers must be layer numbers 0 to {len(model.layers) - 1}, got "
                          f"{list(chosen)!r:.80}")
+    traces = trace_pass(model, X) if tracer is None else tracer(X)
     directory.mkdir(parents=True, exist_ok=True)
-    traces = trace_pass(model, X)
     paths = []
     for layer in chosen:
         if progress is not None:

@@ -545,8 +545,11 @@ class LayerTrace:
     after: torch.Tensor
 
 
-def trace_pass(model: LoopedTransformer, X: torch.Tensor) -> list[LayerTrace]:
-    """Run one pass on a single punchcard X (rows, n), recording every layer."""
+def trace_pass(model: LoopedTransformer, X: torch.Tensor,
+               observer: Observer | None = None) -> list[LayerTrace]:
+    """Run one pass on a single punchcard X (rows, n), recording every layer. `observer`
+    sees each sublayer's output as in `step_`, so a checked mode checks the traced pass
+    itself instead of running it a second time."""
     internal = to_internal(X[None])
     allowed = None
     if model.attention == "masked":
@@ -554,7 +557,7 @@ def trace_pass(model: LoopedTransformer, X: torch.Tensor) -> list[LayerTrace]:
                                   device=internal.device)
     records = []
     with torch.inference_mode():
-        for layer in model.layers:
+        for index, layer in enumerate(model.layers):
             before = internal[:, 0].clone()
             if layer.attention is not None:
                 maps = layer.attention.weights(internal, allowed)
@@ -564,7 +567,11 @@ def trace_pass(model: LoopedTransformer, X: torch.Tensor) -> list[LayerTrace]:
                 roles = []
             layer.attend(internal, model.attention, model.scratch, model.mask_bias)
             middle = internal[:, 0].clone()
+            if observer is not None:
+                observer(index, "attention", from_internal(internal))
             layer.ffn(internal)
+            if observer is not None:
+                observer(index, "ffn", from_internal(internal))
             records.append(LayerTrace(layer.role, roles, before, maps, middle,
                                       internal[:, 0].clone()))
     return records
