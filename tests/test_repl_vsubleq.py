@@ -323,3 +323,17 @@ def test_max_seconds_stops_an_image_that_never_halts():
         assert "DIVERGENCE" not in out
     with pytest.raises(vsubleq.InputError, match="max_seconds"):
         VsubleqRepl(loop, "loop.dec", max_seconds=0)
+
+
+@pytest.mark.parametrize("out", ["pictures", ""])
+def test_ltvm_repl_of_an_image_refuses_out_which_it_would_ignore(out, capsys, tmp_path):
+    """`ltvm repl hello.vsq --out DIR` started and drew nothing: the image REPL has no
+    `show`, so the option was taken and silently ignored."""
+    from vm.cli import main
+
+    code = main(["repl", str(PROGRAMS / "hello.vsq"), "--out", str(tmp_path / out) if out
+                 else "", "--history", "/dev/null"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err.startswith("ltvm: error: --out") and "\n" == captured.err[-1]
+    assert captured.err.count("\n") == 1 and not (tmp_path / "pictures").exists()

@@ -39,8 +39,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-seconds", type=positive_float, metavar="S",
                         help="seconds of wall time one step, run or continue may take "
                              "(default: no limit; Ctrl-C stops one sooner)")
-    parser.add_argument("--out", default=str(DEFAULT_PICTURE_DIR), metavar="DIR",
-                        help=f"directory for `show` pictures (default {DEFAULT_PICTURE_DIR})")
+    parser.add_argument("--out", metavar="DIR",
+                        help=f"directory for `show` pictures (default {DEFAULT_PICTURE_DIR}; "
+                             f"not for standard SUBLEQ images, whose REPL draws none)")
     parser.add_argument("--history", default=DEFAULT_HISTORY, metavar="FILE",
                         help="command history file (default ~/.ltvm_history)")
     add_engine_arguments(parser)
@@ -51,12 +52,13 @@ def run(args: argparse.Namespace) -> int:
     from vm.repl.session import Repl  # torch: not for every `ltvm` call
     from vm.repl.terminal import interact
 
-    if not args.out:  # Path("") is the current directory: show wrote pictures there
+    if args.out == "":  # Path("") is the current directory: show wrote pictures there
         raise InputError("--out is an empty path")
     if args.program and Path(args.program).suffix in VSUBLEQ.suffixes:
         return _image_repl(args, interact)
     repl = Repl(engine_config(args), bits=args.bits, scratch=args.scratch,
-                picture_dir=Path(args.out), max_steps=args.max_steps, engine=args.engine,
+                picture_dir=Path(args.out or DEFAULT_PICTURE_DIR), max_steps=args.max_steps,
+                engine=args.engine,
                 max_seconds=args.max_seconds)
     if args.program:
         print(repl.load(args.program))
@@ -71,6 +73,9 @@ def _image_repl(args: argparse.Namespace, interact) -> int:
     if args.scratch or args.engine != "transformer":
         raise InputError("--scratch and --engine do not apply to standard SUBLEQ images "
                          "(.dec, .vsq): both engines run in lockstep")
+    if args.out is not None:  # it was taken and ignored: this REPL has no `show`
+        raise InputError("--out does not apply to standard SUBLEQ images (.dec, .vsq): "
+                         "their REPL draws no pictures")
     image, _ = VSUBLEQ.load(Path(args.program), ProgramOptions(bits=args.bits))
     repl = VsubleqRepl(image, args.program, engine_config(args), args.max_steps,
                        args.max_seconds)
