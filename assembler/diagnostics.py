@@ -100,10 +100,33 @@ def int_literal(digits: str, base: int, file: str, text: str, where: lark.Token)
 
 MAX_SOURCE_BYTES = 4 << 20
 """The most a source file (.sq, .fleq, .vsq, .dec, CSV, program.json) may hold, 4 MiB:
-generous, as the shipped programs are a few KiB and one filling the transformer's 65,536
-columns about 1 MiB of plain text, and small enough that parsing it stays near a gigabyte
-(the parse tree takes about 250 bytes a source byte). Reading stops one byte past it, so
-/dev/zero and endless pipes are refused rather than read until memory runs out."""
+generous, as the shipped programs are a few KiB. Reading stops one byte past it, so
+/dev/zero and endless pipes are refused rather than read until memory runs out. What an
+assembly costs is bounded by MAX_SOURCE_TOKENS, not by this: lark took about 3 minutes and
+3.7 GB over a 4 MiB source."""
+
+MAX_SOURCE_TOKENS = 100_000
+"""The most tokens (names, numbers, signs, line ends; a comment is one) the assemblers
+parse. Lark builds tree nodes for each: 100,000 took 1 to 5 s of CPU and 100 to 190 MB
+(measured on .sq, .fleq and .vsq sources, FLEQ statements the dearest), where 1 MiB of
+`0,0,0,...` took 30 s and 640 MB. The limit holds a full 32,768-word .vsq image, some
+14,000 SUBLEQ instructions or 25,000 FLEQ statements; shipped programs have a few hundred
+tokens, at most 2,000."""
+_TOKEN = re.compile(r"[;#][^\n]*|[A-Za-z0-9_.]+|\S|\n")
+"""What the lexer takes as one token, or more than one (`1e-5` counts as three)."""
+
+
+def check_token_count(text: str, file: str) -> None:
+    """SourceError at the first token past MAX_SOURCE_TOKENS, found in milliseconds before
+    lark spends minutes and gigabytes on a 4 MiB source."""
+    for count, match in enumerate(_TOKEN.finditer(text), start=1):
+        if count > MAX_SOURCE_TOKENS:
+            start = match.start()
+            line_start = text.rfind("\n", 0, start) + 1
+            raise SourceError(f"more than {MAX_SOURCE_TOKENS:,} tokens (names, numbers, "
+                              f"signs, line ends), the most an assembly parses in a few "
+                              f"seconds", file, text, text.count("\n", 0, start) + 1,
+                              start - line_start + 1)
 
 
 def check_source_text(text: object) -> None:
@@ -194,7 +217,8 @@ def parse_located(parser: lark.Lark, text: str, file: str, directives: str | Non
     """Parse with a lark parser (a final newline added), turning its exceptions into located
     SourceErrors: an unknown directive (listing `directives` when given), an unexpected
     character, an unexpected token (with the expected terminals named by `names`), the end
-    of the file."""
+    of the file; a source over MAX_SOURCE_TOKENS is refused before lark starts."""
+    check_token_count(text, file)
     try:
         return parser.parse(text if text.endswith("\n") else text + "\n")
     except lark.UnexpectedCharacters as error:

@@ -190,3 +190,45 @@ def test_a_fraction_in_an_integer_dialect_is_no_unknown_directive(assemble, sour
         assemble(source, "t")
     assert caught.value.message == "unexpected character '.': numbers here are integers"
     assert str(caught.value).splitlines()[2].index("^") - 4 == caught.value.column - 1
+
+
+RUN_OF_ZEROS = "0," * 600_000 + "0"
+"""1.2 MB of one-character tokens: lark took 30 s and 640 MB to parse it."""
+
+
+@pytest.mark.parametrize("name, before, header_tokens", [
+    ("big.sq", ".data\nx: .array ", 5),  # .data, newline, x, ':', .array
+    ("big.fleq", ".data\nv: .vector [", 6),  # .data, newline, v, ':', .vector, '['
+    ("big.vsq", "\n.word ", 2),  # newline, .word
+])
+def test_a_source_of_too_many_tokens_is_refused_at_the_first_one_past_the_limit(
+        name, before, header_tokens, tmp_path, capsys):
+    """Each character of the run is one token, so the first past the limit sits on line 2
+    at the run's start plus the tokens left after the header."""
+    path = tmp_path / name
+    path.write_text(before + RUN_OF_ZEROS + "\n")
+    started = time.monotonic()
+    assert main(["asm", str(path)]) == 2
+    assert time.monotonic() - started < 10
+    column = len(before.split("\n")[1]) + 1 + (100_000 - header_tokens)
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first == (f"{path}:2:{column}: error: more than 100,000 tokens (names, numbers, "
+                     f"signs, line ends), the most an assembly parses in a few seconds")
+
+
+def test_the_token_limit_counts_line_ends_and_a_comment_as_one(monkeypatch):
+    monkeypatch.setattr(assembler.diagnostics, "MAX_SOURCE_TOKENS", 8)
+    assemble_vsq("a: .word 1, ? ; a long comment\n")  # a : .word 1 , ? comment line-end
+    with pytest.raises(SourceError) as caught:
+        assemble_vsq("a: .word 1, ?, 2 ; a long comment\n")
+    assert (caught.value.line, caught.value.column) == (1, 18)  # the comment, ninth
+    with pytest.raises(SourceError) as caught:
+        assemble_vsq("\n" * 8 + ".word 1\n")
+    assert (caught.value.line, caught.value.column) == (9, 1)
+
+
+def test_the_largest_standard_subleq_image_fits_in_the_token_limit():
+    """32,768 words are the most a .vsq image holds; written as one .word they are 65,537
+    tokens, under the limit, and assemble."""
+    words = assemble_vsq(".word " + ", ".join(["1"] * 32_768) + "\n").words
+    assert words == [1] * 32_768
