@@ -59,3 +59,43 @@ def test_a_transformer_run_stops_where_a_value_leaves_the_domain_as_the_referenc
                          or line.startswith(("a =", "b ="))]
     assert shown["transformer"] == shown["reference"]
     assert "halted: no" in shown["transformer"] and "steps: 7" in shown["transformer"]
+
+
+class TickingClock:
+    """time.monotonic standing in for the wall clock: one second a reading."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 1
+        return self.now
+
+
+def test_the_rerun_to_where_a_value_left_the_domain_has_max_seconds_of_its_own(
+        capsys, tmp_path, monkeypatch):
+    """A first run that finished within --max-seconds but used most of it was run again to
+    the step where a left the machine's domain on what was left of the same clock, and the
+    command failed: 'stopped by --max-seconds 100 after 2 steps', for a run that had ended."""
+    import vm.cli.run
+    import vm.tools.progress
+    from vm.isa import FLEQ
+
+    source = tmp_path / "grow.fleq"
+    source.write_text(GROWING)
+    assert main(["run", str(source), "--engine", "reference"]) == 1
+    expected = capsys.readouterr().out.splitlines()[-4:]
+    clock, limit = TickingClock(), 100
+    monkeypatch.setattr(vm.cli.run, "time", clock)
+    monkeypatch.setattr(vm.tools.progress, "time", clock)
+    checks = FLEQ.run_checks
+
+    def first_run_took_most_of_the_limit(*arguments, **options):
+        clock.now = limit - 3  # the command started at 1: 2 seconds left
+        return checks(*arguments, **options)
+    monkeypatch.setattr(FLEQ, "run_checks", first_run_took_most_of_the_limit)
+    code = main(["run", str(source), "--max-seconds", str(limit)])
+    captured = capsys.readouterr()
+    assert "max-seconds" not in captured.err
+    assert code == 1 and captured.out.splitlines()[-4:] == expected
+    assert expected[:2] == ["halted: no", "steps: 7"]

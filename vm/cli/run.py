@@ -28,7 +28,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "reported a precision error, or (FLEQ) when a block was called outside "
                     "the domain its error bound covers or a value left the machine's domain "
                     "(the `domain:` line names the first such step; where a value left the "
-                    "machine's domain, both engines' runs stop there).")
+                    "machine's domain, both engines' runs stop there: the transformer runs "
+                    "again to that step, with --max-seconds S of its own, so a first run that "
+                    "took most of S is not cut short in the rerun; the command may then take "
+                    "up to about 2S).")
     add_program_arguments(parser)
     parser.add_argument("--engine", choices=["transformer", "reference"], default="transformer",
                         help="transformer: the looped transformer (default); reference: the "
@@ -114,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
     checks = isa.run_checks(program, result.steps, config.dtype)
     if checks.stop is not None and checks.stop < result.steps:
         # past a value the machine cannot hold the run's values mean nothing (a program that
-        # never halts 'halted' there): run again to that step, where the reference stops
-        progress = Progress("steps", checks.stop, max_seconds=args.max_seconds, since=started)
+        # never halts 'halted' there): run again to that step, where the reference stops. Its
+        # own clock: sharing the first run's cut a run that had finished in time short
+        progress = Progress("steps", checks.stop, max_seconds=args.max_seconds)
         result = isa.run_transformer(program, geometry, checks.stop, config, progress,
                                      trace=args.trace, **given)
         progress.done()
