@@ -513,3 +513,34 @@ def test_a_block_parameter_given_twice_is_refused(capsys):
                              "--param", "mul.scale=1e-4", "--param", "mul.scale=1e-5")
     assert (code, out) == (2, "")
     assert err == "ltvm: error: --param mul.scale is given twice (0.0001 and 1e-05)\n"
+
+
+@pytest.mark.parametrize("argv", [["asm", FACTORIAL, "--bits"], ["asm", FACTORIAL, "--scratch"],
+                                  ["trace", FACTORIAL, "--step"],
+                                  ["attention", "--m", "4", "--mode", "full", "--n"],
+                                  ["rope", "--n"], ["bench", "vsubleq", "--bits"]])
+@pytest.mark.parametrize("value", ["\u0668", "\uff18", "1_6", "8.0", "0x8", ""])
+def test_integer_options_take_ascii_digits_only(argv, value, capsys):
+    """int() reads other scripts' digits: `--bits ٨` (Arabic-Indic eight) assembled with
+    8-bit words, `--bits ８` (fullwidth) too, and `1_6` was 16."""
+    with pytest.raises(SystemExit) as stopped:
+        main([*argv, value])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f"'{value}' is not an integer (digits 0-9)")
+
+
+def test_an_integer_option_of_thousands_of_digits_is_refused_in_one_short_line(capsys):
+    """int() raised ValueError past 4,300 digits, reported as 'not an integer' with all
+    5,000 digits echoed."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["asm", FACTORIAL, "--bits", "9" * 5_000])
+    assert stopped.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.endswith("has more than 100 digits") and len(last) < 120
+
+
+@pytest.mark.parametrize("value, bits", [(" 12 ", 12), ("+12", 12), ("012", 12)])
+def test_an_integer_option_in_ascii_digits_is_read(value, bits, capsys):
+    assert main(["asm", FACTORIAL, "--bits", value]) == 0
+    assert f"N={bits}-bit words" in capsys.readouterr().out

@@ -16,8 +16,8 @@ from pathlib import Path
 from vm.attention.chunked import MODES
 from vm.attention.chunked.limits import (check_calls, check_limits, check_memory,
                                          check_score_scale)
-from vm.cli.common import (directory_path, non_negative_float, positive_float, seed_value,
-                           thread_count)
+from vm.cli.common import (directory_path, integer, non_negative_float, positive_float,
+                           seed_value, thread_count)
 from vm.common.errors import InputError, RunFailure
 from vm.tools.progress import Progress
 
@@ -31,20 +31,22 @@ def register(commands: argparse._SubParsersAction) -> None:
         "attention", help="simulate N-token attention with oracle calls of length M",
         description="Run one random instance of a chunked-attention variant and report its "
         "oracle calls, error against direct attention, time and peak memory.")
-    parser.add_argument("--n", type=int, required=True, help="sequence length N")
-    parser.add_argument("--m", type=int, required=True, help="oracle input length M")
+    parser.add_argument("--n", type=integer, required=True, help="sequence length N")
+    parser.add_argument("--m", type=integer, required=True, help="oracle input length M")
     parser.add_argument("--mode", required=True, help=f"one of {', '.join(MODES)}")
-    parser.add_argument("--heads", type=int, default=1, help="heads per layer H (default 1)")
-    parser.add_argument("--layers", type=int, default=1, help="layers L (default 1)")
-    parser.add_argument("--head-dim", type=int, default=16, help="head dimension m (default 16)")
-    parser.add_argument("--oracle-heads", type=int, default=1, help="oracle heads H' (default 1)")
-    parser.add_argument("--oracle-layers", type=int, default=1,
+    parser.add_argument("--heads", type=integer, default=1, help="heads per layer H (default 1)")
+    parser.add_argument("--layers", type=integer, default=1, help="layers L (default 1)")
+    parser.add_argument("--head-dim", type=integer, default=16,
+                        help="head dimension m (default 16)")
+    parser.add_argument("--oracle-heads", type=integer, default=1,
+                        help="oracle heads H' (default 1)")
+    parser.add_argument("--oracle-layers", type=integer, default=1,
                         help="oracle layers L' (default 1)")
     parser.add_argument("--dtype", default="float32", help="float32 (default) or float64")
     parser.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
-    parser.add_argument("--window", type=int, default=None,
+    parser.add_argument("--window", type=integer, default=None,
                         help="window size r for window/sink (default M // 2)")
-    parser.add_argument("--sinks", type=int, default=None,
+    parser.add_argument("--sinks", type=integer, default=None,
                         help="sink count s for sink (default 4)")
     parser.add_argument("--score-scale", type=non_negative_float, default=1.0,
                         help="standard deviation of the first layer's scores (default 1)")
@@ -71,7 +73,7 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
                         help="comma-separated M values (default 256,1024)")
     parser.add_argument("--full-limit-gib", type=positive_float, default=4.0,
                         help="skip full attention above this estimated memory (default 4)")
-    parser.add_argument("--head-dim", type=int, default=16, help="head dimension (default 16)")
+    parser.add_argument("--head-dim", type=integer, default=16, help="head dimension (default 16)")
     parser.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
     parser.add_argument("--threads", type=thread_count, default=1,
                         help="torch threads of every measured process (default 1)")
@@ -80,8 +82,8 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
 
 def _int_list(text: str) -> list[int]:
     try:
-        return [int(item) for item in text.split(",") if item.strip()]
-    except ValueError:
+        return [integer(item) for item in text.split(",") if item.strip()]
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
 
 

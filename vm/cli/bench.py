@@ -7,7 +7,7 @@ import importlib
 import json
 import sys
 
-from vm.cli.common import positive_float, thread_count
+from vm.cli.common import integer, positive_float, thread_count
 from vm.common.json_values import finite_or_null
 from vm.runtime.config import DTYPE_NAMES, EVALUATIONS, EngineConfig
 from vm.tools.workloads import FLEQ_WORKLOADS
@@ -19,8 +19,8 @@ BENCH_TARGETS = ["attention", "rope", "vsubleq"]
 
 def _int_list(text: str) -> list[int]:
     try:
-        values = [int(part) for part in text.split(",")]
-    except ValueError:
+        values = [integer(part) for part in text.split(",")]
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'")
     if any(value < 1 for value in values):
         raise argparse.ArgumentTypeError("values must be positive")

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -28,11 +29,29 @@ from vm.runtime.config import AUTO_ACTIVE_CELLS, DTYPE_NAMES, EVALUATIONS, Engin
 from vm.transformer.modes import ATTENTION_MODES
 
 
+ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
+MAX_OPTION_DIGITS = 100
+"""Most significant digits an integer option may have: far more than any count or seed, and
+few enough that int() converts them (it refuses more than 4,300 with a ValueError)."""
+
+
+def integer(text: str) -> int:
+    """argparse type: an integer in ASCII digits with an optional sign. int() alone also took
+    other scripts' digits ('--bits ٨', an Arabic-Indic eight, ran with 8-bit words), '８'
+    and '1_000'."""
+    digits = text.strip()
+    if not ASCII_INTEGER.fullmatch(digits):
+        shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text[:40])
+        raise argparse.ArgumentTypeError(
+            f"'{shown}{'...' if len(text) > 40 else ''}' is not an integer (digits 0-9)")
+    if len(digits.lstrip("+-").lstrip("0")) > MAX_OPTION_DIGITS:
+        raise argparse.ArgumentTypeError(f"'{digits[:20]}...' has more than "
+                                         f"{MAX_OPTION_DIGITS} digits")
+    return int(digits)
+
+
 def _int_at_least(text: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    value = integer(text)
     if value < minimum:
         raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
     return value

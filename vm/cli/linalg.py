@@ -23,7 +23,8 @@ import numpy as np
 from assembler.fleq import MAX_BLOCK
 from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
-from vm.cli.common import add_engine_arguments, add_time_limit, block_parameters, engine_config
+from vm.cli.common import (add_engine_arguments, add_time_limit, block_parameters,
+                           engine_config, integer)
 from vm.common.errors import InputError, StepLimitExceeded
 from vm.common.files import require_regular_file
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
@@ -350,7 +351,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "unit eigenvector")
     parser.add_argument("--matrix", required=True, metavar="FILE.npy",
                         help="a square real matrix saved with numpy.save, at most 16 x 16")
-    parser.add_argument("--iters", type=int, metavar="T",
+    parser.add_argument("--iters", type=integer, metavar="T",
                         help="loop iterations (default 20 for inverse, 30 for eig)")
     parser.add_argument("--param", action="append", default=[], metavar="FUNC.KEY=VALUE",
                         help="a block parameter, e.g. matmul_tn.scale=1e-4 (repeatable; float32 "

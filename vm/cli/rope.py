@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from vm.cli.common import directory_path, positive_float, seed_value
+from vm.cli.common import directory_path, integer, positive_float, seed_value
 from vm.common.errors import InputError, RunFailure
 from vm.tools.progress import Progress
 
@@ -51,13 +51,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         "rope", help="RoPE attention gradient: exact vs. the almost-linear polynomial method",
         description="Compute the gradient of the RoPE attention loss for one random instance "
         "exactly and by the polynomial method; report the error, time, memory and rank.")
-    parser.add_argument("--n", type=int, required=True, help=f"sequence length (<= {MAX_N})")
-    parser.add_argument("--d", type=int, default=4, help=f"head dimension (<= {MAX_D}, "
+    parser.add_argument("--n", type=integer, required=True, help=f"sequence length (<= {MAX_N})")
+    parser.add_argument("--d", type=integer, default=4, help=f"head dimension (<= {MAX_D}, "
                         "even for the rotary form; default 4)")
     parser.add_argument("--bound", type=float, default=1.0,
                         help=f"B: every score lies in [-B, B], {MIN_BOUND:g} to {MAX_BOUND:g} "
                              "(default 1)")
-    parser.add_argument("--degree", type=int, default=8,
+    parser.add_argument("--degree", type=integer, default=8,
                         help=f"degree g of the polynomial for exp (<= {MAX_DEGREE}; default 8)")
     parser.add_argument("--form", default="rotary", help="rotary (default) or general")
     parser.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
@@ -124,10 +124,10 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=directory_path, default=Path("out/bench-rope"),
                         help="output directory (default out/bench-rope)")
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
-    parser.add_argument("--max-exact-n", type=int, default=1 << 14, metavar="N",
+    parser.add_argument("--max-exact-n", type=integer, default=1 << 14, metavar="N",
                         help="largest n the exact gradient is measured at, 2^8..2^16 "
                              "(default 2^14; beyond it its time is extrapolated)")
-    parser.add_argument("--degree", type=int, default=8, metavar="G",
+    parser.add_argument("--degree", type=integer, default=8, metavar="G",
                         help="polynomial degree of the timing sweep, 1..8 (default 8)")
     parser.add_argument("--sections", default=",".join(BENCH_SECTIONS), metavar="LIST",
                         help="comma-separated sweeps to run, of " + ", ".join(BENCH_SECTIONS)

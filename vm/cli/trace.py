@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
-                           atomic_path, directory_path, engine_config, load_program,
+                           atomic_path, directory_path, engine_config, integer, load_program,
                            positive_int)
 from vm.common.errors import InputError
 from vm.common.outputs import check_directory, staged_files
@@ -39,7 +39,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "instructions by label), rows by field. With --gif FILE, write an animated GIF "
                     "of X from step K over the next S steps (it ends early at EOF).")
     add_program_arguments(parser)
-    parser.add_argument("--step", type=int, default=0, metavar="K",
+    parser.add_argument("--step", type=integer, default=0, metavar="K",
                         help="passes to run before drawing (default 0: the first pass)")
     parser.add_argument("--png", type=directory_path, metavar="DIR",
                         help="directory for the per-layer PNGs")

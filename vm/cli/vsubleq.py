@@ -7,6 +7,7 @@ import json
 import sys
 
 from vm.cli.bench import add_engine_arguments, bench_seconds
+from vm.cli.common import integer
 
 DEFAULT_WORDS = [256, 4096]
 DEFAULT_BITS = 16
@@ -14,8 +15,8 @@ DEFAULT_BITS = 16
 
 def _words(text: str) -> list[int]:
     try:
-        return [int(part) for part in text.split(",")]
-    except ValueError:
+        return [integer(part) for part in text.split(",")]
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'")
 
 
@@ -29,7 +30,7 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
     parser.add_argument("--words", type=_words, default=DEFAULT_WORDS, metavar="M,...",
                         help="memory sizes m, powers of two (default "
                              + ",".join(map(str, DEFAULT_WORDS)) + ")")
-    parser.add_argument("--bits", type=int, default=DEFAULT_BITS, metavar="N",
+    parser.add_argument("--bits", type=integer, default=DEFAULT_BITS, metavar="N",
                         help=f"word size N; m <= 2^(N-1) (default {DEFAULT_BITS})")
     parser.add_argument("--seconds", type=bench_seconds, default=2.0,
                         help="time budget per measurement (transformer, then reference), "
