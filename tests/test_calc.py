@@ -165,6 +165,9 @@ def test_cli_json_and_show(capsys):
     (["calc", "x", "--set", "x"], "--set x: expected NAME=NUMBER"),
     (["calc", "x", "--set", "x=1", "--set", "y=2"], "the expression has no input 'y'"),
     (["calc", "x", "--set", "x=inf"], "must be finite"),
+    # float() reads other scripts' digits: x=٥ (Arabic-Indic five) ran as 5
+    (["calc", "x", "--set", "x=\u0665"], "--set x=\u0665: expected NAME=NUMBER"),
+    (["calc", "x", "--set", "x=1_0"], "--set x=1_0: expected NAME=NUMBER"),
     (["calc", "1/x", "--set", "x=0"], "inv is accurate only for"),
     (["calc", "1e400+1"], "<expression>:1:1: error: the number is too large for float64"),
     (["calc", "2*-1e999", "--show"], "<expression>:1:4: error: the number is too large"),

@@ -544,3 +544,25 @@ def test_an_integer_option_of_thousands_of_digits_is_refused_in_one_short_line(c
 def test_an_integer_option_in_ascii_digits_is_read(value, bits, capsys):
     assert main(["asm", FACTORIAL, "--bits", value]) == 0
     assert f"N={bits}-bit words" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["\u0665", "\uff15", "\u0660.\u0665", "1_0"])
+@pytest.mark.parametrize("argv", [["run", FACTORIAL, "--max-seconds"],
+                                  ["bench", "vsubleq", "--seconds"]])
+def test_number_options_take_ascii_digits_only(argv, value, capsys):
+    """float() reads other scripts' digits: `--max-seconds ٥` (Arabic-Indic five) ran with
+    a 5 s limit."""
+    with pytest.raises(SystemExit) as stopped:
+        main([*argv, value])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"'{value}' is not a number")
+
+
+@pytest.mark.parametrize("value", ["\u0660.\u0665", "1_0"])
+def test_a_block_parameter_takes_ascii_digits_only(value, capsys):
+    """`--param mul.scale=٠.٥` ran with scale 0.5."""
+    code, out, err = run_cli(capsys, "asm", str(ROOT / "programs" / "fleq" /
+                                                 "newton_reciprocal.fleq"),
+                             "--param", f"mul.scale={value}")
+    assert (code, out) == (2, "")
+    assert err == f"ltvm: error: --param mul.scale={value}: expected FUNC.KEY=NUMBER\n"

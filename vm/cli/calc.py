@@ -8,7 +8,8 @@ import re
 import sys
 import time
 
-from vm.cli.common import add_engine_arguments, add_time_limit, block_parameters, engine_config
+from vm.cli.common import (add_engine_arguments, add_time_limit, ascii_float, block_parameters,
+                           engine_config)
 from vm.common.errors import InputError
 
 
@@ -49,7 +50,7 @@ def parse_inputs(settings: list[str]) -> dict[str, float]:
     for setting in settings:
         name, equals, value = setting.partition("=")
         try:
-            number = float(value)
+            number = ascii_float(value)
         except ValueError:
             number = None
         if not equals or not name.strip() or number is None:

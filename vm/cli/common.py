@@ -91,10 +91,23 @@ def seed_value(text: str) -> int:
     return value
 
 
+ASCII_REAL = re.compile(r"\s*[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
+                        r"|inf(inity)?|nan)\s*", re.IGNORECASE)
+
+
+def ascii_float(text: str) -> float:
+    """float(text) of a number written in ASCII, else ValueError: float() alone also took
+    other scripts' digits ('--max-seconds ٥' ran for 5 s, '--param mul.scale=٠.٥') and
+    '1_0.5'."""
+    if not ASCII_REAL.fullmatch(text):
+        raise ValueError(f"not a number in ASCII: {text!r}")
+    return float(text)
+
+
 def finite_float(text: str) -> float:
     """Any finite number (a learning rate, an offset), for argparse."""
     try:
-        value = float(text)
+        value = ascii_float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
     if not math.isfinite(value):
@@ -174,7 +187,7 @@ def block_parameters(settings: list[str]) -> dict[str, dict[str, float]]:
         name, _, value = setting.partition("=")
         function, _, key = name.partition(".")
         try:
-            number = float(value)
+            number = ascii_float(value)
         except ValueError:
             raise InputError(f"--param {setting}: expected FUNC.KEY=NUMBER") from None
         if not (function and key):
