@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -534,22 +535,49 @@ def test_ctrl_c_while_drawing_a_gif_is_a_clean_stop(frame, capsys, monkeypatch, 
     """Ctrl-C before the first frame was drawn came out as an IndexError traceback from
     matplotlib's GIF writer, which wrote the file on the way out whatever stopped it (later
     frames: a whole GIF encoded, then thrown away)."""
-    from matplotlib.animation import PillowWriter
+    drawn, saved = pictures._Animation.picture, []
 
-    grab, finish, written = PillowWriter.grab_frame, PillowWriter.finish, []
-
-    def interrupted(writer, **options):
-        if len(writer._frames) == frame:
+    def interrupted(animation, X, title):
+        if f"step {frame}," in title:
             raise KeyboardInterrupt
-        grab(writer, **options)
-    monkeypatch.setattr(PillowWriter, "grab_frame", interrupted)
-    monkeypatch.setattr(PillowWriter, "finish",
-                        lambda writer: written.append(writer) or finish(writer))
+        return drawn(animation, X, title)
+    monkeypatch.setattr(pictures._Animation, "picture", interrupted)
+    monkeypatch.setattr(Image.Image, "save", lambda picture, *args, **options: saved.append(1))
     source = tmp_path / "countdown.sq"
     source.write_text(COUNTDOWN)
     assert main(["trace", str(source), "--gif", str(tmp_path / "x.gif")]) == 130
     assert capsys.readouterr().err == "ltvm: interrupted\n"
-    assert written == [] and list(tmp_path.iterdir()) == [source]
+    assert saved == [] and list(tmp_path.iterdir()) == [source]
+
+
+def test_a_gif_frame_is_the_whole_picture_of_x_without_redrawing_the_figure(
+        countdown, monkeypatch):
+    """Every frame was a full draw of the figure (hundreds of tick labels), a third of a
+    second each: --steps 1000 took minutes. Only X's image and the title are drawn now, over
+    a copy of the rest, and each frame must still be the picture a full draw makes."""
+    from matplotlib.figure import Figure
+
+    program, executor, labels = countdown
+    X = executor.load([program])
+    states = [X[0]]
+    for step in range(2):
+        X = executor.step(X, step)
+        states.append(X[0])
+    titles = ["countdown: X at step 0", "countdown: a longer title, at step 1", "2"]
+    full = x_figure(states[0], labels, titles[0])
+    full.canvas.draw()
+    full.set_layout_engine("none")  # the layout of the first frame, as in the animation
+    draws, draw = [], Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda figure, renderer: draws.append(figure) or
+                        draw(figure, renderer))
+    animation = pictures._Animation(states[0], labels, titles[0])
+    frames = [np.asarray(animation.picture(state, title)) for state, title in zip(states, titles)]
+    assert len(draws) == 2, "the first frame's layout, then all but what changes"
+    for frame, state, title in zip(frames, states, titles):
+        full.axes[0].images[0].set_data(state.double().numpy())
+        full.axes[0].set_title(title, fontsize=9)
+        full.canvas.draw()
+        assert (frame == np.asarray(full.canvas.buffer_rgba())).all(), title
 
 
 @pytest.mark.parametrize("name, text, options", [
