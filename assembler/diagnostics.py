@@ -237,7 +237,29 @@ def parse_located(parser: lark.Lark, text: str, file: str, directives: str | Non
         if token.type == "$END":
             raise SourceError("unexpected end of file", file, text, max(1, token.line or 1),
                               1) from None
+        keyword = _keyword_as_name(error)
+        if keyword is not None:
+            raise SourceError(f"'{keyword}' is a keyword and cannot be a name", file, text,
+                              keyword.line, keyword.column, len(keyword)) from None
         shown = "end of line" if token.type == "_NEWLINE" else f"'{token}'"
         hint = expectation(error.expected, names) if names else ""
         raise SourceError(f"unexpected {shown}{hint}", file, text, token.line, token.column,
                           len(str(token).strip()) or 1) from None
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _keyword_as_name(error: lark.UnexpectedToken) -> lark.Token | None:
+    """The keyword (FLEQ's if, goto, halt) a parse error shows was meant as a name: where a
+    name was expected, or just before a ':' or '=' (a label, an assignment). 'halt: halt'
+    said "unexpected ':'; expected end of line", 'if: 1.0' "unexpected 'if'; expected ...,
+    a name", though both read as names."""
+    token = error.token
+    if token.type != "NAME" and "NAME" in error.expected and _WORD.fullmatch(token):
+        return token
+    previous = (error.token_history or [None])[-1]
+    if (token.type in ("COLON", "EQUAL") and previous is not None
+            and previous.type != "NAME" and _WORD.fullmatch(previous)):
+        return previous
+    return None

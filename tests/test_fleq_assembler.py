@@ -537,3 +537,27 @@ def test_a_routine_expansion_comparing_with_a_literal_gets_its_comparison_step()
                                 "halt\n", "r.fleq", catalogue=catalogue)
         result = run_fleq_reference(program, 20)
         assert result.halted and program.named_memory(result.cells)["x"] == doubled
+
+
+@pytest.mark.parametrize("line, where", [
+    ("x = add(x, x)\nhalt: halt", (5, 1)),  # a label
+    ("goto: halt", (4, 1)),
+    ("if = x\nhalt", (4, 1)),  # a copy
+    ("Halt = add(x, x)\nhalt", (4, 1)),  # an assignment; keywords ignore case
+])
+def test_a_keyword_used_as_a_name_is_called_a_keyword(line, where):
+    """'halt: halt' was "unexpected ':'; expected end of line", 'if = x' "unexpected '=';
+    expected a name, ...", though each reads as a name."""
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(f".data\nx: 1.0\n.code\n{line}\n", "k.fleq")
+    keyword = re.search(r"\b(if|goto|halt)\b", str(caught.value).splitlines()[1],
+                        re.IGNORECASE)
+    assert caught.value.message == f"'{keyword.group()}' is a keyword and cannot be a name"
+    assert (caught.value.line, caught.value.column) == where
+
+
+def test_a_data_line_named_like_a_keyword_is_called_a_keyword():
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(".data\nif: 1.0\n.code\nhalt\n", "k.fleq")
+    assert caught.value.message == "'if' is a keyword and cannot be a name"
+    assert (caught.value.line, caught.value.column) == (2, 1)
