@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -139,3 +140,37 @@ def test_a_standard_subleq_image_is_refused_naming_its_own_compare():
     with pytest.raises(InputError, match="standard SUBLEQ images with "
                                          "vm.machines.vsubleq.run.compare"):
         compare_program(image, geometry, 10)
+
+
+def test_a_sampling_config_is_refused_by_both_comparisons():
+    """compare_program with EngineConfig(sampling=0.5) ran stochastic reads and reported
+    gcd.sq 'diverging at step 8' as if the exact machine computed it wrong."""
+    import pytest
+    from vm.common.errors import InputError
+    from vm.isa import FLEQ
+    from vm.runtime.compare import compare_fleq
+    program = assemble(".data\na: 7\nb: 3\n.code\nsubleq a, b\n")
+    with pytest.raises(InputError, match="stochastic reads .sampling=0.5.: sampled runs are "
+                                         "`ltvm sample`'s"):
+        compare_program(program, geometry_for(program), 10, EngineConfig(sampling=0.5))
+    fleq = FLEQ.assemble_text(".data\na: 3.0\nc: 0.0\n.code\nc = mul(a, a)\nhalt\n")
+    with pytest.raises(InputError, match="stochastic reads"):
+        compare_fleq(fleq, FLEQ.geometry_for(fleq), 10, EngineConfig(sampling=5.0, seed=1))
+
+
+@pytest.mark.parametrize("options", [["--noise", "0.5"], ["--seed", "3"], ["--samples", "4"],
+                                     ["--strategy", "majority"], ["--reward", "reference"],
+                                     ["--cell", "a"], ["--seed=3", "--noise", "1"]])
+def test_ltvm_compare_refuses_the_sampling_options_of_ltvm_sample(options, capsys):
+    """`ltvm compare prog --noise 0.5 --seed 3` said only 'unrecognized arguments', not that
+    compare runs the exact transformer and where such options belong."""
+    from pathlib import Path
+    from vm.cli import main
+    program = Path(__file__).resolve().parents[1] / "programs" / "subleq" / "gcd.sq"
+    assert main(["compare", str(program), *options]) == 2
+    captured = capsys.readouterr()
+    named = {option.split("=")[0] for option in options if option.startswith("--")}
+    assert captured.out == "" and captured.err.count("\n") == 1
+    listed, _, reason = captured.err.removeprefix("ltvm: error: ").partition(": ")
+    assert set(listed.split(", ")) == named
+    assert "of `ltvm sample`; compare runs the exact transformer" in reason

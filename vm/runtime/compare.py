@@ -70,6 +70,14 @@ def _first_difference(program: Program, reference: ReferenceMachine, memory: lis
     return None
 
 
+def check_exact(config: EngineConfig) -> None:
+    """Refuse a sampling config: a comparison checks the exact machine, and stochastic reads
+    made gcd.sq 'diverge at step 0' as if the weights computed it wrong."""
+    if isinstance(config, EngineConfig) and config.sampling is not None:
+        raise InputError(f"a comparison runs the exact transformer, not stochastic reads "
+                         f"(sampling={config.sampling:g}): sampled runs are `ltvm sample`'s")
+
+
 def compare_programs(programs: list[Program], geometry: Geometry, max_steps: int,
                      config: EngineConfig = EngineConfig(),
                      progress: Callable[[int], None] | None = None) -> list[Comparison]:
@@ -85,6 +93,7 @@ def compare_programs(programs: list[Program], geometry: Geometry, max_steps: int
                          f"got {type(geometry).__name__}: FLEQ programs compare with "
                          "compare_fleq, standard SUBLEQ images with "
                          "vm.machines.vsubleq.run.compare")
+    check_exact(config)
     executor = TransformerExecutor(geometry, config)
     runner = executor.runner(executor.load(programs))
     references = [ReferenceMachine(program) for program in programs]
@@ -205,6 +214,7 @@ def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = Engin
         raise InputError(f"compare_fleq compares FLEQ programs on a FLEQ geometry, got "
                          f"{type(geometry).__name__}: SUBLEQ programs compare with "
                          "compare_programs")
+    check_exact(config)
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])  # first: it refuses another instruction set's program
     runner = executor.runner(X)  # the evaluation the config asks for, as run uses
