@@ -157,3 +157,35 @@ def test_a_scratch_width_that_is_no_column_count_is_refused_on_export_and_import
     assert not (tmp_path / "out").exists()
     with pytest.raises(InputError, match="--scratch must be a whole number from 1 to 65536"):
         load_csv(tmp_path / "c.csv", tmp_path / "m.csv", scratch=scratch)
+
+
+@pytest.mark.parametrize("which", ["commands", "memory"])
+def test_a_file_of_more_rows_than_the_machine_columns_is_refused_where_reading_stops(
+        tmp_path, which):
+    """2 million rows (4 MiB) were all read and parsed, 8 s and 860 MB, before the column
+    check refused them; reading now stops at the 65,537th row."""
+    commands, memory = "a,b,c\n2,3,4\n", "mem\n0\n-1\n"
+    if which == "commands":
+        commands = "a,b,c\n" + "2,2,3\n" * 200_000
+    else:
+        memory = "mem\n" + "0\n" * 200_000
+    cmds, mem = write_pair(tmp_path, commands, memory)
+    with pytest.raises(SourceError) as caught:
+        load_csv(cmds, mem)
+    assert caught.value.message == ("more than 65536 rows, the machine's columns for scratch, "
+                                    "memory and instructions together")
+    assert (caught.value.file, caught.value.line) == (str(cmds if which == "commands" else mem),
+                                                      1 + 65_537)
+
+
+def test_blank_lines_do_not_count_as_rows(tmp_path):
+    cmds, mem = write_pair(tmp_path, "a,b,c\n" + "\n" * 70_000 + " , ,\n2,3,4\n",
+                           "mem\n0\n-1\n")
+    program = load_csv(cmds, mem)
+    assert program.memory == [0, -1] and program.instructions == []
+
+
+def test_the_header_of_a_long_file_is_checked_before_its_length(tmp_path):
+    cmds, mem = write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n" + "0\n" * 70_000)
+    with pytest.raises(SourceError, match="the pair is given as --csv CMDS MEM"):
+        load_csv(mem, cmds)
