@@ -6,6 +6,7 @@ import io
 import numbers
 import os
 import re
+import unicodedata
 from pathlib import Path
 
 import lark
@@ -26,7 +27,8 @@ class SourceError(InputError):
         source_line = lines[line - 1] if 0 < line <= len(lines) else ""
         shown, offset = _window(source_line, column)
         width = max(1, min(width, len(shown) - offset))
-        caret = " " * offset + "^" + "~" * (width - 1)
+        marked = _columns(shown[offset:offset + width])
+        caret = " " * _columns(shown[:offset]) + "^" + "~" * (marked - 1)
         super().__init__(f"{file}:{line}:{column}: error: {_clip(message)}\n    {shown}\n"
                          f"    {caret}")
 
@@ -57,6 +59,13 @@ def _window(line: str, column: int) -> tuple[str, int]:
     prefix = "..." if start else ""
     suffix = "..." if stop < len(line) else ""
     return prefix + line[start:stop] + suffix, len(prefix) + column - 1 - start
+
+
+def _columns(text: str) -> int:
+    """The terminal columns `text` takes: two for a wide (CJK) character and none for a
+    combining mark, so a caret after '; 漢字' in a comment stands under its column."""
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def _clip(message: str) -> str:

@@ -232,3 +232,19 @@ def test_the_largest_standard_subleq_image_fits_in_the_token_limit():
     tokens, under the limit, and assemble."""
     words = assemble_vsq(".word " + ", ".join(["1"] * 32_768) + "\n").words
     assert words == [1] * 32_768
+
+
+def test_the_caret_counts_a_wide_character_before_it_as_two_columns():
+    """A comment of CJK characters moved the caret of an error after it left by one column
+    for each: 'x: .array ; 漢字漢字 comment' put it under the 'm' of 'comment'."""
+    with pytest.raises(SourceError) as caught:
+        assemble_sq(".data\nx: .array ; \u6f22\u5b57\u6f22\u5b57 comment\n.code\nhalt\n", "w.sq")
+    _, shown, caret = str(caught.value).split("\n")
+    assert caught.value.column == 25  # characters: 12, 4 wide, 8
+    assert caret == " " * 4 + " " * (12 + 2 * 4 + 8) + "^"
+
+
+def test_a_caret_under_wide_characters_spans_both_columns_of_each():
+    with pytest.raises(SourceError) as caught:
+        assemble_sq(".code\nhalt \u6f22\u5b57 $\n", "w.sq")
+    assert str(caught.value).split("\n")[2] == " " * 4 + " " * 5 + "^~~~"
