@@ -111,8 +111,9 @@ MAX_SOURCE_BYTES = 4 << 20
 """The most a source file (.sq, .fleq, .vsq, .dec, CSV, program.json) may hold, 4 MiB:
 generous, as the shipped programs are a few KiB. Reading stops one byte past it, so
 /dev/zero and endless pipes are refused rather than read until memory runs out. What an
-assembly costs is bounded by MAX_SOURCE_TOKENS, not by this: lark took about 3 minutes and
-3.7 GB over a 4 MiB source."""
+assembly costs is bounded by MAX_SOURCE_TOKENS, not by this: lark took 37 to 57 s of CPU
+(4 to 6.5 minutes on a loaded machine) and 2.2 to 2.4 GB over a 4 MiB .sq, .fleq or .vsq
+source of one-character tokens."""
 
 MAX_SOURCE_TOKENS = 100_000
 """The most tokens (names, numbers, signs, line ends; a comment is one) the assemblers
