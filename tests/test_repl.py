@@ -578,3 +578,12 @@ def test_the_step_that_meets_max_seconds_still_reports_its_watch(countdown, monk
     out = countdown.execute("continue").splitlines()
     assert out[0] == "watch 1: x = 2 (was 3)", out
     assert out[1] == ("stopped by --max-seconds 1 after 1 steps, before the program halted")
+
+
+def test_set_takes_an_element_written_with_a_blank_before_its_index(countdown):
+    """`set xs [1] 7` said 'usage: set NAME VALUE', where `print xs [1]` and `set xs[1] 7`
+    name the same cell (and the FLEQ REPL takes `set v [1] 7`)."""
+    assert countdown.execute("set xs [1] 7") == "xs+1 = 7 (was 5)"
+    for engine in ("reference", "transformer"):
+        countdown.execute(f"engine {engine}")
+        assert value(countdown, "xs") == "[4, 7, 6]"

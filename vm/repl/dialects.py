@@ -30,7 +30,8 @@ an alias)."""
 
 SET_ENTRY = re.compile(r"^(\S+?\s*\[\s*\d+\s*(?:,\s*\d+\s*|\]\s*\[\s*\d+\s*)?\])\s*(\S.*)$",
                        re.ASCII)
-"""`set v[1] 5`, `set v [1] 5`, `set M[1, 0] 5`: an indexed entry, then its value."""
+"""`set v[1] 5`, `set v [1] 5`, `set M[1, 0] 5`: an indexed entry, then its value (SUBLEQ:
+`set xs [1] 5`)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ class SubleqDialect(ReplDialect):
         return "\n".join(f"{name} = {format_value(value)}" for name, value in named.items())
 
     def set(self, machine: LockstepMachine, argument: str) -> str:
-        words = argument.split()
+        entry = SET_ENTRY.match(argument)  # `set xs [1] 5`, as the FLEQ REPL takes it
+        words = list(entry.groups()) if entry else argument.split()
         if len(words) != 2:
             raise InputError("usage: set NAME VALUE")
         location = resolve_location(machine.program, words[0])
