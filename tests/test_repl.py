@@ -439,12 +439,19 @@ def test_a_history_that_is_not_a_regular_file_is_not_kept(tmp_path, kind):
     assert child.exitstatus == 0
 
 
-def test_a_picture_folder_that_is_a_file_is_one_plain_error(tmp_path):
-    """It used to print the raw exception: 'error: FileExistsError: [Errno 17] ...'."""
+def test_a_picture_folder_that_is_a_file_is_one_plain_error(tmp_path, capsys):
+    """It used to print the raw exception: 'error: FileExistsError: [Errno 17] ...', then
+    'error: File exists: DIR', which did not say that DIR is no directory; `ltvm repl --out
+    FILE` started and failed only at the first `show`."""
     (tmp_path / "afile").write_text("")
     session = Repl(picture_dir=tmp_path / "afile")
     assert session.execute(f"load {FACTORIAL}").startswith("loaded")
-    assert session.execute("show X") == f"error: File exists: {tmp_path / 'afile'}"
+    assert session.execute("show X") == (f"error: cannot write pictures into "
+                                         f"{tmp_path / 'afile'}: it is not a directory (--out)")
+    assert (tmp_path / "afile").read_text() == ""
+    assert main(["repl", "--out", str(tmp_path / "afile"), FACTORIAL]) == 2
+    assert capsys.readouterr() == ("", f"ltvm: error: --out {tmp_path / 'afile'} is not a "
+                                       "directory\n")
 
 
 def test_show_attn_writes_all_its_pictures_or_none(countdown, tmp_path):

@@ -54,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.out == "":  # Path("") is the current directory: show wrote pictures there
         raise InputError("--out is an empty path")
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise InputError(f"--out {args.out} is not a directory")  # `show` failed much later
     if args.program and Path(args.program).suffix in VSUBLEQ.suffixes:
         return _image_repl(args, interact)
     repl = Repl(engine_config(args), bits=args.bits, scratch=args.scratch,

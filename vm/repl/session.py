@@ -501,6 +501,9 @@ class Repl:
         """`draw`'s pictures, drawn into a hidden folder in --out and moved in only when
         every one is drawn and has a place to go, so a failure or Ctrl-C part-way leaves
         neither a half-written picture nor part of a set."""
+        if self.picture_dir.exists() and not self.picture_dir.is_dir():  # 'File exists: DIR'
+            raise InputError(f"cannot write pictures into {self.picture_dir}: it is not a "
+                             "directory (--out)")
         self.picture_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=self.picture_dir, prefix=".show-"))
         try:
