@@ -20,9 +20,8 @@ from vm.tools.progress import Progress
 DEFAULT_GIF_STEPS = 32
 MAX_STEP = 2 ** 63 - 1
 """The last step --step may name: runs count their steps in int64, and no run makes 2^63
-passes (290,000 years at a microsecond each). Its number names the pictures
-(`step{K}_layer{L}.png`): --step 10**400 ran every pass and only then failed on a file name
-too long to write."""
+passes (290,000 years at a microsecond each). A larger K ran the program to its end to draw
+a step no run reaches (--step 10**400 then failed on a picture name too long to write)."""
 MAX_GIF_STEPS = 1000
 """The most steps a GIF may cover: every frame (X, and its image of up to 860 x 900 RGBA
 pixels) is held in memory until the file is written, and 1000 frames already play for over
