@@ -190,15 +190,17 @@ def test_trace_command_draws_a_standard_subleq_image(capsys, tmp_path):
         assert gif.n_frames == 3, "steps 0, 1 and 2, where the image has halted"
     assert f"wrote {tmp_path / 'x.gif'} (3 frames" in capsys.readouterr().out
     echo = str(ROOT / "programs" / "vsubleq" / "echo.dec")
-    assert main(["trace", echo, "--input", "hi", "--step", "4",
-                 "--png", str(tmp_path / "echo")]) == 0
-    assert len(list((tmp_path / "echo").iterdir())) == 5
+    assert main(["trace", echo, "--input", "hi", "--step", "4", "--steps", "2",
+                 "--gif", str(tmp_path / "echo.gif")]) == 0  # a GIF: five PNGs take seconds
+    with Image.open(tmp_path / "echo.gif") as gif:
+        assert gif.n_frames == 3, "steps 4, 5 and 6 (echo halts after 14 steps)"
 
 
 def test_trace_of_a_standard_subleq_image_checks_its_passes_when_asked(capsys, tmp_path):
     echo = str(ROOT / "programs" / "vsubleq" / "echo.dec")
-    assert main(["trace", echo, "--input", "hi", "--step", "2", "--checked",
-                 "--png", str(tmp_path / "ok")]) == 0
+    assert main(["trace", echo, "--input", "hi", "--step", "2", "--checked", "--steps", "1",
+                 "--gif", str(tmp_path / "ok.gif")]) == 0  # a checked --png: in the test below
+    assert (tmp_path / "ok.gif").is_file()
     assert main(["trace", echo, "--input", "hi", "--step", "2", "--checked",
                  "--temperature", "1", "--png", str(tmp_path / "cold")]) == 1
     assert "precision error at step 0" in capsys.readouterr().err
@@ -215,7 +217,15 @@ def test_trace_png_refuses_the_pass_the_checked_mode_refuses(program, capsys, tm
     assert not (tmp_path / "cold").exists()
 
 
-def test_checking_the_drawn_pass_of_an_image_leaves_the_animation_alone(capsys, tmp_path):
+@pytest.fixture
+def blank_layer_pictures(monkeypatch):
+    """Each layer's picture as a blank figure, for tests about the passes drawn rather than
+    the drawing: a labelled layer picture takes a second of matplotlib."""
+    monkeypatch.setattr(pictures, "layer_figure", lambda *args: pictures._figure(1, 1))
+
+
+def test_checking_the_drawn_pass_of_an_image_leaves_the_animation_alone(
+        blank_layer_pictures, capsys, tmp_path):
     image = tmp_path / "two_jumps.dec"
     image.write_text("7 7 3   7 7 -1   0 0")
     for name, pictures_too in (("alone.gif", []), ("beside.gif", ["--png", str(tmp_path)])):
@@ -336,12 +346,15 @@ def test_a_layer_with_many_heads_draws_them_in_a_grid(double_invert):
 
 
 def test_trace_command_draws_a_fleq_program(capsys, tmp_path):
-    source = tmp_path / "double_invert.fleq"
-    source.write_text(DOUBLE_INVERT)
-    assert main(["trace", str(source), "--step", "1", "--param", "inv.terms=12",
+    """A program of one block (few layers and columns): every picture is a second of
+    matplotlib, and double_invert's 13 layers made this the slowest test of the file."""
+    doubled = DOUBLE_INVERT.replace("        y = inv(x)\n", "")
+    source = tmp_path / "double.fleq"
+    source.write_text(doubled)
+    assert main(["trace", str(source), "--step", "1",
                  "--png", str(tmp_path / "png"), "--gif", str(tmp_path / "x.gif")]) == 0
-    program = FLEQ.assemble_text(DOUBLE_INVERT, parameters={"inv": {"terms": 12}})
-    layers = len(TransformerExecutor(fleq_geometry_for(program)).model.layers)
+    layers = len(TransformerExecutor(fleq_geometry_for(FLEQ.assemble_text(doubled))
+                                     ).model.layers)
     names = sorted(path.name for path in (tmp_path / "png").iterdir())
     assert set(names) == {f"step0001_layer{layer}.png" for layer in range(layers)}
     assert len(names) == layers
@@ -349,7 +362,7 @@ def test_trace_command_draws_a_fleq_program(capsys, tmp_path):
         with Image.open(tmp_path / "png" / name) as png:
             assert png.format == "PNG"
     with Image.open(tmp_path / "x.gif") as gif:
-        assert gif.n_frames == 3, "steps 1, 2 and 3, where the program reaches EOF"
+        assert gif.n_frames == 2, "steps 1 (halt) and 2, where the program reaches EOF"
 
 
 def test_trace_pictures_are_all_written_or_none(capsys, monkeypatch, tmp_path):
@@ -583,7 +596,7 @@ def test_a_gif_frame_is_the_whole_picture_of_x_without_redrawing_the_figure(
 @pytest.mark.parametrize("name, text, options", [
     ("countdown.sq", COUNTDOWN, []), ("two_jumps.dec", "7 7 3   7 7 -1   0 0", ["--bits", "8"])])
 def test_trace_png_checks_the_pass_it_draws_without_running_it_again(
-        name, text, options, capsys, monkeypatch, tmp_path):
+        name, text, options, blank_layer_pictures, capsys, monkeypatch, tmp_path):
     """In the checked mode the drawn pass ran twice: once checked, once traced to draw."""
     from vm.transformer.layers import LoopedTransformer
 
