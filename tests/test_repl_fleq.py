@@ -490,3 +490,15 @@ def test_set_takes_one_entry_of_a_vector_or_matrix_by_index(session):
     assert printed(session, "v").tolist() == [3, 4]
     session.execute("step")
     assert printed(session, "w").tolist() == [3, 4], "w = add(w, v) from w = 0"
+
+
+def test_a_typed_call_in_a_program_without_blocks_says_it_has_none(tmp_path):
+    """It said 'error: the machine has only the blocks ' and named nothing."""
+    path = tmp_path / "noblocks.fleq"
+    path.write_text(".data\nx: 2.0\n.code\nhalt\n")
+    repl = Repl(picture_dir=tmp_path / "pictures")
+    repl.execute(f"load {path}")
+    assert repl.execute("x = add(x, x)") == (
+        "error: the machine has no blocks: the program calls none, and a typed instruction "
+        "can call only the program's")
+    assert printed(repl, "x") == [2]

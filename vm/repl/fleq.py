@@ -200,7 +200,9 @@ def assemble_fleq_instruction(program: FleqProgram, source: str, line: str) -> F
         raise InputError(f"{error.message}{where}") from None
     if extended.functions != program.functions:
         known = ", ".join(name for name, _ in program.functions)
-        raise InputError(f"the machine has only the blocks {known}")
+        raise InputError(f"the machine has only the blocks {known}" if known else
+                         "the machine has no blocks: the program calls none, and a typed "
+                         "instruction can call only the program's")
     added = len(extended.instructions) - len(program.instructions)
     if added != 1 or extended.labels != program.labels:
         raise InputError("type exactly one instruction (no label, no routine, no branch on "
