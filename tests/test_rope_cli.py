@@ -168,3 +168,13 @@ def test_both_gradients_report_their_progress_to_the_end(form, monkeypatch, caps
     for name in ("fast", "exact"):
         counts = seen[f"percent of the {name} gradient"]
         assert counts and counts == sorted(counts) and counts[-1] == 100
+
+
+@pytest.mark.parametrize("bound", ["\u0661", "1_0", "one"])
+def test_a_bound_not_written_in_ascii_digits_is_refused(capsys, bound):
+    """float() read `--bound ١` (Arabic-Indic one) as 1 and ran."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["rope", "--n", "8", "--bound", bound])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (f"ltvm rope: error: argument --bound: "
+                                                       f"'{bound}' is not a number")

@@ -104,12 +104,18 @@ def ascii_float(text: str) -> float:
     return float(text)
 
 
-def finite_float(text: str) -> float:
-    """Any finite number (a learning rate, an offset), for argparse."""
+def number(text: str) -> float:
+    """argparse type: a number in ASCII, inf and nan included (for an option that checks its
+    own range and names itself in the message)."""
     try:
-        value = ascii_float(text)
+        return ascii_float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+
+
+def finite_float(text: str) -> float:
+    """Any finite number (a learning rate, an offset), for argparse."""
+    value = number(text)
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be finite, got {text}")
     return value

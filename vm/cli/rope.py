@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from vm.cli.common import directory_path, integer, positive_float, seed_value
+from vm.cli.common import directory_path, integer, number, positive_float, seed_value
 from vm.common.errors import InputError, RunFailure
 from vm.tools.progress import Progress
 
@@ -54,7 +54,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--n", type=integer, required=True, help=f"sequence length (<= {MAX_N})")
     parser.add_argument("--d", type=integer, default=4, help=f"head dimension (<= {MAX_D}, "
                         "even for the rotary form; default 4)")
-    parser.add_argument("--bound", type=float, default=1.0,
+    parser.add_argument("--bound", type=number, default=1.0,
                         help=f"B: every score lies in [-B, B], {MIN_BOUND:g} to {MAX_BOUND:g} "
                              "(default 1)")
     parser.add_argument("--degree", type=integer, default=8,
