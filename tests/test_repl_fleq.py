@@ -502,3 +502,23 @@ def test_a_typed_call_in_a_program_without_blocks_says_it_has_none(tmp_path):
         "error: the machine has no blocks: the program calls none, and a typed instruction "
         "can call only the program's")
     assert printed(repl, "x") == [2]
+
+
+def test_switching_refuses_to_hand_the_transformer_a_value_it_cannot_hold(tmp_path):
+    """On the reference, inv(0) is inf; `engine transformer` wrote it into X and said
+    'resynchronized', and every later step failed with 'X must be finite'."""
+    path = tmp_path / "inf.fleq"
+    path.write_text(".data\nx: 0.0\ny: 0.0\nz: 1.0\n.code\ny = inv(x)\nz = add(z, z)\nhalt\n")
+    repl = Repl(engine="reference", picture_dir=tmp_path / "pictures")
+    repl.execute(f"load {path}")
+    repl.execute("step")
+    assert repl.execute("print y") == "y = inf"
+    assert repl.execute("engine transformer") == (
+        "error: cannot resynchronize: the reference holds inf in y, which the transformer "
+        "cannot hold in float64 (set it, or reset)")
+    assert repl.execute("engine") == "engine: reference"
+    assert repl.execute("step").splitlines()[0] == "step 2  pc 2  halt"
+    assert printed(repl, "z") == [2]
+    repl.execute("set y 1")
+    assert repl.execute("engine transformer").startswith("engine: transformer (")
+    assert printed(repl, "z") == pytest.approx([2], abs=1e-6)

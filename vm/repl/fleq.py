@@ -425,6 +425,7 @@ class FleqLockstep(Lockstep):
             np.array_equal(mine, other, equal_nan=True)
             for mine, other in zip(source.memory, target.memory))
         if differed and engine == "transformer":
+            self._check_holdable(source.memory)
             new_X = self.X.clone()
             for cell, value in enumerate(source.memory):
                 self._write_cell(new_X, cell, value)
@@ -436,6 +437,20 @@ class FleqLockstep(Lockstep):
             self.reference = reference
         self.active = engine
         return differed
+
+    def _check_holdable(self, cells: list[np.ndarray]) -> None:
+        """Refuse to hand the transformer a cell its dtype cannot hold as a finite number:
+        `engine transformer` after the reference's inv(0) wrote inf into X, and every step
+        after it failed with 'X must be finite'."""
+        dtype = self.executor.dtype_name
+        for cell, value in enumerate(cells):
+            with np.errstate(over="ignore"):  # 1e300 in float32: inf, as X would take it
+                held = np.asarray(value, dtype=dtype)
+            if not np.isfinite(held).all():
+                shown = value[~np.isfinite(held)][0]
+                raise InputError(f"cannot resynchronize: the reference holds {shown:g} in "
+                                 f"{self.program.cell_name(cell)}, which the transformer "
+                                 f"cannot hold in {dtype} (set it, or reset)")
 
     def _write_cell(self, X: torch.Tensor, cell: int, value: np.ndarray) -> None:
         start = self.geometry.cell_column(cell)
