@@ -72,6 +72,10 @@ REFUSED_DRAWINGS = {
         [("X", X)], labels, out / "a.gif", fps=0), "fps"),  # a ZeroDivisionError
     "NaN frames a second": (lambda X, model, labels, out: pictures.save_x_animation(
         [("X", X)], labels, out / "a.gif", fps=float("nan")), "fps"),
+    "a frame a thousand seconds": (lambda X, model, labels, out: pictures.save_x_animation(
+        [("X", X)], labels, out / "a.gif", fps=0.001), "fps must be"),  # an OverflowError
+    "True frames a second": (lambda X, model, labels, out: pictures.save_x_animation(
+        [("X", X)], labels, out / "a.gif", fps=True), "fps must be"),  # ran at 1
     "a batch of X": (lambda X, model, labels, out: pictures.save_pass_pictures(
         model, X[None], labels, out, 0, "t"), "one punchcard"),  # an IndexError
     "float64 X": (lambda X, model, labels, out: pictures.save_pass_pictures(
@@ -113,6 +117,16 @@ def test_a_heatmap_is_written_to_the_png_path_it_returns(countdown, tmp_path):
     assert written == tmp_path / "x.png"
     with Image.open(written) as png:
         assert png.format == "PNG"
+
+
+def test_pass_pictures_go_to_a_directory_named_by_a_string(countdown, tmp_path):
+    """A str directory failed with an AttributeError ('str' has no mkdir) once the pass had
+    been traced."""
+    program, executor, labels = countdown
+    X = executor.load([program])[0]
+    written = pictures.save_pass_pictures(executor.model, X, labels, str(tmp_path / "d"), 3,
+                                          "countdown", layers=[2])
+    assert written == [tmp_path / "d" / "step0003_layer2.png"] and written[0].is_file()
 
 
 def test_layer_figure_shows_x_before_each_head_and_x_after(countdown):

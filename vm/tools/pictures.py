@@ -36,6 +36,9 @@ X_COLORS = "RdBu_r"
 ATTENTION_COLORS = "viridis"
 MAX_FPS = 100
 """GIF frame times are whole hundredths of a second: faster frames cannot be shown."""
+MIN_FPS = 0.01
+"""A frame shows for at most 100 s: pillow cannot write a frame time above about 327 s (an
+OverflowError), and it adds up the times of frames that look the same."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,7 @@ def _check_state(X: object, labels: AxisLabels, what: str) -> None:
 
 
 def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLabels,
-                       directory: Path, step: int, title: str,
+                       directory: str | Path, step: int, title: str,
                        layers: list[int] | None = None,
                        progress: Callable[[int], None] | None = None,
                        tracer: Callable[[torch.Tensor], list[LayerTrace]] | None = None
@@ -265,6 +268,7 @@ def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLa
         raise InputError(f"layers must be layer numbers 0 to {len(model.layers) - 1}, got "
                          f"{list(chosen)!r:.80}")
     traces = trace_pass(model, X) if tracer is None else tracer(X)
+    directory = Path(directory)  # a str failed on .mkdir once the pass had run
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for layer in chosen:
@@ -283,8 +287,9 @@ def save_x_animation(frames: list[tuple[str, np.ndarray]], labels: AxisLabels, p
     `progress` is called with the count of frames drawn."""
     if not frames:
         raise InputError("an animation needs at least one frame")
-    if not (isinstance(fps, (int, float)) and 0 < fps <= MAX_FPS):  # NaN fails too
-        raise InputError(f"fps must be above 0 and at most {MAX_FPS}, got {fps!r}")
+    if isinstance(fps, bool) or not (isinstance(fps, (int, float))
+                                     and MIN_FPS <= fps <= MAX_FPS):  # NaN fails too
+        raise InputError(f"fps must be {MIN_FPS} to {MAX_FPS}, got {fps!r}")
     for index, (_, X) in enumerate(frames):
         _check_state(X, labels, f"frame {index}")
     animation, drawn = _Animation(frames[0][1], labels, frames[0][0]), []
