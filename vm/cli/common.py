@@ -30,9 +30,10 @@ from vm.transformer.modes import ATTENTION_MODES
 
 
 ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
-MAX_OPTION_DIGITS = 100
-"""Most significant digits an integer option may have: far more than any count or seed, and
-few enough that int() converts them (it refuses more than 4,300 with a ValueError)."""
+MAX_OPTION_DIGITS = 4_300
+"""Most significant digits an integer option may have: as many as int() converts (Python
+refuses more with a ValueError); a huge value such as 10**400 steps reaches the option's own
+check, which says what it is too large for."""
 
 
 def integer(text: str) -> int:
