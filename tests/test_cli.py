@@ -567,3 +567,25 @@ def test_a_block_parameter_takes_ascii_digits_only(value, capsys):
     assert (code, out) == (2, "")
     assert err == f"ltvm: error: --param mul.scale={value}: expected FUNC.KEY=NUMBER\n"
 
+
+@pytest.mark.parametrize("argv, option", [
+    (["asm", FACTORIAL, "--bits", "8", "--bits", "16"], "--bits"),
+    (["asm", FACTORIAL, "--bits", "8", "--bit", "16"], "--bits"),  # an abbreviation
+    (["asm", FACTORIAL, "-o", "a.npy", "--output", "b.npy"], "-o/--output"),
+    (["bench", "vsubleq", "--words", "256", "--words", "512"], "--words"),
+])
+def test_an_option_given_twice_is_refused(argv, option, capsys, tmp_path, monkeypatch):
+    """argparse kept the last value in silence: `asm --bits 8 --bits 16` assembled 16-bit
+    words, and `-o a.npy --output b.npy` wrote b.npy alone."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(f"ltvm {argv[0]}") and f"argument {option}: given twice (" in last
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_repeatable_option_is_not_taken_as_given_twice(capsys):
+    assert main(["calc", "x+y", "--set", "x=1", "--set", "y=2"]) == 0
+    assert "3" in capsys.readouterr().out

@@ -37,8 +37,36 @@ def command_modules() -> list[str]:
     return known + sorted(set(names) - set(known))
 
 
+class _StoreOnce(argparse.Action):
+    """argparse's plain store, refusing an option given twice: argparse kept the last value in
+    silence, so `ltvm asm p.sq --bits 8 --bits 16` assembled 16-bit words."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if self.option_strings and self.dest in parser.options_given:
+            first = getattr(namespace, self.dest)
+            raise argparse.ArgumentError(self, f"given twice ({first!s:.60} and {values!s:.60}); "
+                                               "give it once")
+        parser.options_given.add(self.dest)
+        setattr(namespace, self.dest, values)
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of `ltvm` and its commands (subparsers take the same class): options that
+    store a value take it once."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+        self.options_given: set[str] = set()
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.options_given = set()  # a parser may parse more than one command line
+        return super().parse_known_args(args, namespace)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ltvm",
         description="Looped-transformer virtual machine: assemble SUBLEQ/FLEQ programs into "
         "punchcards, run them on a transformer with hardcoded weights, and check them "
