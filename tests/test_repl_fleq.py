@@ -522,3 +522,26 @@ def test_switching_refuses_to_hand_the_transformer_a_value_it_cannot_hold(tmp_pa
     repl.execute("set y 1")
     assert repl.execute("engine transformer").startswith("engine: transformer (")
     assert printed(repl, "z") == pytest.approx([2], abs=1e-6)
+
+
+def test_switching_refuses_a_program_counter_outside_the_program(session):
+    """A transformer whose pc rows point outside the program (pc -35) handed that pc to the
+    reference on `engine reference`, and the next `step` failed with 'IndexError: list index
+    out of range'."""
+    from vm.common.encoding import pm1_code
+
+    machine = session.machine
+    scratch = machine.layout.regions["scratch"]
+    X = machine.X.clone()
+    X[0, machine.layout["pc"], scratch.start:scratch.stop] = torch.as_tensor(
+        pm1_code(3, machine.geometry.pos_bits), dtype=X.dtype)[:, None]  # the control column
+    machine.X = X
+    pc = machine.state("transformer").pc
+    assert not 0 <= pc <= machine.program.eof
+    assert session.execute("engine reference") == (
+        f"error: cannot resynchronize: the transformer's pc {pc} is outside the program "
+        "(use reset)")
+    assert machine.state("reference").pc == 0 and session.execute("engine") == \
+        "engine: transformer"
+    session.execute("reset")
+    assert session.execute("engine reference").startswith("engine: reference (both engines agree")

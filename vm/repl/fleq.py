@@ -424,6 +424,10 @@ class FleqLockstep(Lockstep):
         differed = source.pc != target.pc or not all(
             np.array_equal(mine, other, equal_nan=True)
             for mine, other in zip(source.memory, target.memory))
+        if differed and not 0 <= source.pc <= self.program.eof:  # as LockstepMachine: the
+            # reference stood at pc -35 and `step` failed with an IndexError
+            raise InputError(f"cannot resynchronize: the {self.active}'s pc {source.pc} is "
+                             "outside the program (use reset)")
         if differed and engine == "transformer":
             self._check_holdable(source.memory)
             new_X = self.X.clone()
