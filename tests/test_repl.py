@@ -594,3 +594,15 @@ def test_set_takes_an_element_written_with_a_blank_before_its_index(countdown):
     for engine in ("reference", "transformer"):
         countdown.execute(f"engine {engine}")
         assert value(countdown, "xs") == "[4, 7, 6]"
+
+
+def test_a_byte_that_is_not_utf8_in_a_strict_locale_is_an_error_line(tmp_path):
+    """In a strict UTF-8 locale, `print \\xff` piped in ended the session with a
+    UnicodeDecodeError traceback (and echoing it, with a UnicodeEncodeError)."""
+    import subprocess
+    done = subprocess.run(
+        [sys.executable, "-m", "vm.cli", "repl", FACTORIAL, "--history", "/dev/null"],
+        input=b"print \xff\nprint fact\n", capture_output=True, timeout=300,
+        cwd=ROOT, env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    assert done.stdout.splitlines()[-2:] == [b"error: no memory named '\xff'", b"fact = 1"]

@@ -37,6 +37,8 @@ def interact(repl: Repl, history: Path | None = None, stdin: TextIO | None = Non
     Ctrl-C at the prompt discards the line; during a command it ends that command.
     """
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    for stream in (stdin, stdout):
+        _pass_undecodable_bytes(stream)
     terminal = stdin is sys.stdin and stdin.isatty()
     editing = terminal and readline is not None
     if editing:
@@ -65,6 +67,15 @@ def interact(repl: Repl, history: Path | None = None, stdin: TextIO | None = Non
         if editing and history is not None:
             _save_history(history)
     return 0
+
+
+def _pass_undecodable_bytes(stream: TextIO) -> None:
+    """Read and echo bytes that are not UTF-8 as lone surrogates (as `input TEXT` and the
+    error lines take them) instead of failing: in a strict UTF-8 locale a 0xff piped in
+    ended the session with a UnicodeDecodeError traceback."""
+    reconfigure = getattr(stream, "reconfigure", None)  # a file's (io.StringIO has none)
+    if callable(reconfigure):
+        reconfigure(errors="surrogateescape")
 
 
 def _usable(history: Path | None) -> Path | None:
