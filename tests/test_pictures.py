@@ -471,14 +471,14 @@ def test_a_gif_past_max_seconds_before_its_first_frame_is_a_clean_stop(countdown
     cleanup then failed with an IndexError (no frames) that replaced the message."""
     import argparse
 
-    from vm.cli.trace import _write_animation
+    from vm.cli.trace import _write_outputs
     from vm.tools.progress import TimeLimitExceeded
     program, executor, labels = countdown
     X = executor.load([program])[0]
-    args = argparse.Namespace(gif=str(tmp_path / "x.gif"), steps=2, max_seconds=1.0,
-                              started=time.monotonic() - 10)
+    args = argparse.Namespace(png=None, gif=str(tmp_path / "x.gif"), step=0, steps=2,
+                              max_seconds=1.0, started=time.monotonic() - 10)
     with pytest.raises(TimeLimitExceeded, match="before the animation was written"):
-        _write_animation([("step 0", X)], labels, args)
+        _write_outputs(args, labels, "countdown", executor.model, X, None, [("step 0", X)])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -626,3 +626,16 @@ def test_trace_png_checks_the_pass_it_draws_without_running_it_again(
                  "--png", str(tmp_path / "png")]) == 0
     assert passes == [], "the drawn pass is the traced one"
     assert len(list((tmp_path / "png").iterdir())) >= 4
+
+
+@pytest.mark.parametrize("gif", ["x.gif", "png/x.gif"])
+def test_trace_writes_no_pictures_when_the_animation_stops(gif, blank_layer_pictures, capsys,
+                                                           tmp_path):
+    """The pictures were moved in before the animation's passes ran: --max-seconds during
+    them left the pictures of the run at exit 1, as if it had finished."""
+    source = tmp_path / "loop.sq"
+    source.write_text(".data\nz: 0\n.code\nloop: subleq z, z, loop\n")
+    assert main(["trace", str(source), "--png", str(tmp_path / "png"), "--gif",
+                 str(tmp_path / gif), "--steps", "1000", "--max-seconds", "2"]) == 1
+    assert "before the animation was written" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [source]

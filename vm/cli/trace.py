@@ -6,6 +6,7 @@ import argparse
 import copy
 import os
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
@@ -109,11 +110,9 @@ def run(args: argparse.Namespace) -> int:
     if executor.decode(X)[0][1] == program.eof:
         print(f"note: the program reached EOF after {int(runner.steps[0])} steps; the pictures "
               f"at step {args.step} show the EOF pass, which changes nothing")
-    if args.png:
-        _write_pass_pictures(executor.model, X[0], labels, args, name,
-                             lambda X: executor.trace(X, args.step))
+    drawn, frames = X[0], []
     if args.gif:
-        frames, progress = [], _animation_progress("steps animated", args)
+        progress = _animation_progress("steps animated", args)
         for step in range(args.step, args.step + args.steps + 1):
             progress(step - args.step)
             pc = executor.decode(X)[0][1]
@@ -122,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
                 break
             X = executor.step(X, step)
         progress.done()
-        _write_animation(frames, labels, args)
+    _write_outputs(args, labels, name, executor.model, drawn,
+                   lambda X: executor.trace(X, args.step), frames)
     return 0
 
 
@@ -168,10 +168,9 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     def current() -> object:
         """X now, (rows, n), a copy the next pass leaves alone."""
         return from_internal(run.X)[0].clone()
-    if args.png:
-        _write_pass_pictures(run.model, current(), labels, args, name, _image_tracer(run))
+    drawn, tracer, frames = current(), _image_tracer(run), []
     if args.gif:
-        frames, progress = [], _animation_progress("steps animated", args)
+        progress = _animation_progress("steps animated", args)
         for step in range(args.step, args.step + args.steps + 1):
             progress(step - args.step)
             state = run.state()
@@ -180,20 +179,20 @@ def _trace_image(args: argparse.Namespace, image) -> int:
                 break
             run.step()
         progress.done()
-        _write_animation(frames, labels, args)
+    _write_outputs(args, labels, name, run.model, drawn, tracer, frames)
     return 0
 
 
 def _image_tracer(run) -> Callable[..., list] | None:
     """How --png runs the pass it draws: in the checked mode (asked for, or below the safe
-    temperature) checked as `run` checks its passes, by a copy of its checker, whose count
-    of passes stays where it was for --gif to go on from; None when the run is unchecked."""
+    temperature) checked as `run` checks its passes now, by a copy of its checker (the run
+    goes on for --gif); None when the run is unchecked."""
     from vm.transformer.layers import trace_pass
     if run.checker is None:
         return None
+    checker = copy.copy(run.checker)
 
     def checked_trace(X):
-        checker = copy.copy(run.checker)
         traces = trace_pass(run.model, X, checker.observe)
         checker.after_pass(traces[-1].after[None])
         return traces
@@ -256,24 +255,41 @@ def _check_animation_memory(X, steps: int) -> None:
                          f"{free / 2**30:.1f} GiB free: lower --steps")
 
 
-def _write_pass_pictures(model, X, labels, args: argparse.Namespace, name: str,
-                         tracer: Callable[..., list] | None) -> None:
-    """One PNG per layer of the pass at --step into --png, each path printed with its size,
-    written whole or not at all (staged_files): a failure part-way (or --max-seconds, which
-    counts from the command's start) leaves none, and no empty directory either. `tracer`
-    runs the pass (checked, in the checked mode; None: unchecked)."""
+def _write_outputs(args: argparse.Namespace, labels, name: str, model, X,
+                   tracer: Callable[..., list] | None, frames: list) -> None:
+    """--png's pictures of the pass from X (rows, n), run by `tracer` (checked, in the
+    checked mode; None: unchecked), and --gif's animation of `frames`, moved into place only
+    once all are drawn: a failure, Ctrl-C or --max-seconds (counted from the command's
+    start) part-way leaves neither, where the pictures used to be written before the passes
+    of the animation ran. Each path written is printed with its size."""
+    gif = Path(args.gif) if args.gif else None
+    names = _picture_names(args.step, len(model.layers)) if args.png else []
+    beside = gif is not None and args.png is not None and (
+        os.path.abspath(args.png) == os.path.abspath(gif.parent))  # the directory may be new
+    with ExitStack() as outputs:
+        if args.png:
+            staging = outputs.enter_context(
+                staged_files(args.png, names + ([gif.name] if beside else [])))
+            _draw_pass_pictures(model, X, labels, args, name, tracer, staging)
+        if gif:
+            _draw_animation(frames, labels, args, staging / gif.name if beside
+                            else outputs.enter_context(atomic_path(gif)))
+    for picture in names:
+        final = Path(args.png) / picture
+        print(f"wrote {final} ({final.stat().st_size:,} bytes)")
+    if gif:
+        print(f"wrote {gif} ({len(frames)} frames, {gif.stat().st_size:,} bytes)")
+
+
+def _draw_pass_pictures(model, X, labels, args: argparse.Namespace, name: str,
+                        tracer: Callable[..., list] | None, directory: Path) -> None:
+    """One PNG per layer of the pass at --step, into `directory`."""
     from vm.tools.pictures import save_pass_pictures
-    names = _picture_names(args.step, len(model.layers))
     progress = Progress("layers drawn", len(model.layers), max_seconds=args.max_seconds,
                         unfinished="every layer was drawn", since=args.started)
-    with staged_files(args.png, names) as staging:
-        drawn = save_pass_pictures(model, X, labels, staging, args.step,
-                                   f"{name} step {args.step}", progress=progress,
-                                   tracer=tracer)
-        progress.done()
-    for path in drawn:
-        final = Path(args.png) / path.name
-        print(f"wrote {final} ({final.stat().st_size:,} bytes)")
+    save_pass_pictures(model, X, labels, directory, args.step, f"{name} step {args.step}",
+                       progress=progress, tracer=tracer)
+    progress.done()
 
 
 def _animation_progress(label: str, args: argparse.Namespace) -> Progress:
@@ -283,14 +299,12 @@ def _animation_progress(label: str, args: argparse.Namespace) -> Progress:
                     unfinished="the animation was written", since=args.started)
 
 
-def _write_animation(frames: list, labels, args: argparse.Namespace) -> None:
-    """The frames as a GIF at --gif, written whole or not at all."""
+def _draw_animation(frames: list, labels, args: argparse.Namespace, path: Path) -> None:
+    """The frames as a GIF at `path`, for --gif."""
     from vm.tools.pictures import save_x_animation
-    path, progress = args.gif, _animation_progress("frames drawn", args)
-    with atomic_path(path) as temporary:
-        try:
-            save_x_animation(frames, labels, temporary, progress=progress)
-        except OSError as error:  # e.g. a pipe: a GIF writer must seek
-            raise InputError(f"cannot write {path}: {error.strerror or error}") from None
-        progress.done()
-    print(f"wrote {path} ({len(frames)} frames, {Path(path).stat().st_size:,} bytes)")
+    progress = _animation_progress("frames drawn", args)
+    try:
+        save_x_animation(frames, labels, path, progress=progress)
+    except OSError as error:  # e.g. a full disk
+        raise InputError(f"cannot write {args.gif}: {error.strerror or error}") from None
+    progress.done()
