@@ -341,6 +341,13 @@ def test_an_empty_picture_folder_is_refused(capsys):
     assert capsys.readouterr().err == "ltvm: error: --out is an empty path\n"
 
 
+def test_an_empty_program_path_is_refused(capsys):
+    """`ltvm repl ''` started a session with nothing loaded, as if no PROG were given
+    (`ltvm run ''` refuses it)."""
+    assert main(["repl", "", "--history", "/dev/null"]) == 2
+    assert capsys.readouterr() == ("", "ltvm: error: PROG is an empty path\n")
+
+
 def test_show_attn_reports_progress_on_stderr(countdown, monkeypatch):
     """Drawing a FLEQ pass's 17 layers took over a minute with no word."""
     stream = io.StringIO()

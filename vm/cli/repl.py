@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     from vm.repl.session import Repl  # torch: not for every `ltvm` call
     from vm.repl.terminal import interact
 
+    if args.program == "":  # started with nothing loaded, as if PROG had not been given
+        raise InputError("PROG is an empty path")
     if args.out == "":  # Path("") is the current directory: show wrote pictures there
         raise InputError("--out is an empty path")
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
