@@ -492,11 +492,15 @@ def test_trace_refuses_unwritable_outputs_before_running_a_pass(capsys, monkeypa
     (tmp_path / "link").symlink_to(tmp_path / "nowhere")
     assert main(["trace", source, "--png", str(tmp_path / "link")]) == 2
     assert main(["trace", source, "--gif", str(tmp_path / "missing" / "x.gif")]) == 2
+    (tmp_path / "file").write_text("")
+    assert main(["trace", source, "--gif", str(tmp_path / "file" / "x.gif")]) == 2
     errors = capsys.readouterr().err.splitlines()
     assert errors[0].startswith(f"ltvm: error: cannot write {tmp_path / 'link'}: it is a "
                                 "symbolic link to")
     assert errors[1] == (f"ltvm: error: cannot write {tmp_path / 'missing' / 'x.gif'}: "
                          f"directory {tmp_path / 'missing'} does not exist")
+    assert errors[2] == (f"ltvm: error: cannot write {tmp_path / 'file' / 'x.gif'}: "
+                         f"{tmp_path / 'file'} is not a directory")  # said 'does not exist'
 
 
 def test_trace_refuses_a_step_past_int64_before_running_a_pass(capsys, monkeypatch, tmp_path):

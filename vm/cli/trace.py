@@ -219,6 +219,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
         made = args.png is not None and os.path.abspath(args.png) == os.path.abspath(gif.parent)
         if made:  # --png DIR --gif DIR/x.gif: DIR is made first
             return
+        if gif.parent.exists() and not gif.parent.is_dir():  # was 'does not exist'
+            raise InputError(f"cannot write {gif}: {gif.parent} is not a directory")
         if not gif.parent.is_dir():
             raise InputError(f"cannot write {gif}: directory {gif.parent} does not exist")
         _check_writable(gif, Path(os.path.realpath(gif)).parent)  # a link's target is replaced
