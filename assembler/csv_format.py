@@ -191,6 +191,17 @@ def save_csv(program: Program, directory: str | Path, scratch: int = DEFAULT_CSV
     return commands, memory
 
 
+def _unique_keys(pairs: list[tuple[str, object]], path: Path) -> dict[str, object]:
+    """A JSON object of the settings file, or InputError for a key written twice: json keeps
+    the last in silence, so '"bits": 8, "bits": 16' imported 16-bit words."""
+    settings: dict[str, object] = {}
+    for key, value in pairs:
+        if key in settings:
+            raise InputError(f"{path}: {key!r:.40} is given twice")
+        settings[key] = value
+    return settings
+
+
 def csv_settings(commands: str | Path) -> dict[str, int] | None:
     """The scratch width and word size saved beside a commands file by `save_csv`, or None
     when there is no program.json there."""
@@ -198,7 +209,8 @@ def csv_settings(commands: str | Path) -> dict[str, int] | None:
     if not path.is_file():
         return None
     try:
-        settings = json.loads(read_source(path, encoding="utf-8-sig"))
+        settings = json.loads(read_source(path, encoding="utf-8-sig"),
+                              object_pairs_hook=lambda pairs: _unique_keys(pairs, path))
     except json.JSONDecodeError as error:
         raise InputError(f"cannot read {path}: {error}") from None
     except (ValueError, RecursionError):  # past Python's 4,300 digits; nested thousands deep

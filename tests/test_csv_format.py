@@ -189,3 +189,14 @@ def test_the_header_of_a_long_file_is_checked_before_its_length(tmp_path):
     cmds, mem = write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n" + "0\n" * 70_000)
     with pytest.raises(SourceError, match="the pair is given as --csv CMDS MEM"):
         load_csv(mem, cmds)
+
+
+def test_a_settings_key_written_twice_is_refused(tmp_path):
+    """json keeps the last value of a repeated key: '"bits": 8, "bits": 16' imported a
+    program with 16-bit words in silence."""
+    cmds, _ = write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n0\n-1\n")
+    (tmp_path / SETTINGS_FILE).write_text(
+        '{"format": "ltvm-csv/1", "scratch": 2, "bits": 8, "bits": 16}')
+    with pytest.raises(InputError) as caught:
+        csv_settings(cmds)
+    assert str(caught.value) == f"{tmp_path / SETTINGS_FILE}: 'bits' is given twice"
