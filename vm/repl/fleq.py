@@ -22,7 +22,7 @@ from assembler.diagnostics import SourceError
 from assembler.fleq import COMPARE_CELL, DIFFERENCE_CELL, SMALLEST_NORMAL
 from vm.isa import FLEQ
 from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqProgram,
-                                    padded)
+                                    Variable, padded)
 from vm.common.encoding import pm1_code
 from vm.common.errors import InputError
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
@@ -78,7 +78,7 @@ def resolve_fleq_location(program: FleqProgram, text: str) -> FleqLocation:
     raise InputError(f"no variable named '{text}'")
 
 
-def _entry(variable, indices: list[int]) -> FleqLocation:
+def _entry(variable: Variable, indices: list[int]) -> FleqLocation:
     """The entry `indices` name in `variable`: one index for a vector (or a scalar's [0]),
     two for a matrix, as `print` shows its rows and columns (from 0)."""
     rows, columns = variable.shape
