@@ -643,3 +643,19 @@ def test_trace_writes_no_pictures_when_the_animation_stops(gif, blank_layer_pict
                  str(tmp_path / gif), "--steps", "1000", "--max-seconds", "2"]) == 1
     assert "before the animation was written" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == [source]
+
+
+def test_trace_refuses_to_draw_steps_past_the_machines_domain(capsys, tmp_path):
+    """a = 1e14 doubled leaves the FLEQ machine's domain (|x| <= 2^50) at step 6, where
+    `run` stops and exits 1: the GIF went on to step 32 at exit 0, showing values that mean
+    nothing."""
+    source = tmp_path / "grow.fleq"
+    source.write_text(".d 1\n.data\na: 100000000000000.0\n.code\ntop: a = add(a, a)\n"
+                      "      goto top\n")
+    assert main(["trace", str(source), "--gif", str(tmp_path / "x.gif"), "--steps", "7"]) == 1
+    assert "ltvm: error: grow.fleq: domain: step 6: a = add(a, a) leaves the machine's " \
+        "domain" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [source]
+    assert main(["trace", str(source), "--gif", str(tmp_path / "x.gif"), "--steps", "6"]) == 0
+    with Image.open(tmp_path / "x.gif") as gif:
+        assert gif.n_frames == 7, "steps 0 to 6: the value step 6 writes is not shown"

@@ -13,7 +13,7 @@ from typing import Callable
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
                            atomic_path, directory_path, engine_config, integer, load_program,
                            positive_int)
-from vm.common.errors import InputError
+from vm.common.errors import InputError, RunFailure
 from vm.common.outputs import check_directory, staged_files
 from vm.isa import for_program
 from vm.tools.progress import Progress
@@ -37,7 +37,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "and X before and after the layer, columns labelled by region and by the "
                     "program's names (FLEQ: block columns by function name, cells by variable, "
                     "instructions by label), rows by field. With --gif FILE, write an animated GIF "
-                    "of X from step K over the next S steps (it ends early at EOF).")
+                    "of X from step K over the next S steps (it ends early at EOF). Nothing is "
+                    "written, exit 1, when the steps drawn leave the domain the machine's error "
+                    "bounds cover (FLEQ; the message names the first such step).")
     add_program_arguments(parser)
     parser.add_argument("--step", type=integer, default=0, metavar="K",
                         help="passes to run before drawing (default 0: the first pass)")
@@ -92,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if args.input is not None:
         raise InputError(f"--input applies to standard SUBLEQ images (.dec, .vsq), not "
                          f"{for_program(program).name.upper()}")
-    executor = TransformerExecutor(geometry, engine_config(args))
+    config = engine_config(args)
+    executor = TransformerExecutor(geometry, config)
     labels = axis_labels(*for_program(program).column_names(program, geometry, executor.layout),
                          executor.layout)
     name = Path(args.program).name if args.program else "csv program"
@@ -121,9 +124,23 @@ def run(args: argparse.Namespace) -> int:
                 break
             X = executor.step(X, step)
         progress.done()
+    made = args.step + max(1 if args.png else 0, len(frames) - 1)  # to what is drawn
+    _check_domain(program, made, config.dtype, name)
     _write_outputs(args, labels, name, executor.model, drawn,
                    lambda X: executor.trace(X, args.step), frames)
     return 0
+
+
+def _check_domain(program, steps: int, dtype: str | None, name: str) -> None:
+    """RunFailure when the first `steps` steps, those the pictures show, leave the domain the
+    machine's error bounds cover (FLEQ: a value past its magnitude, a block called outside
+    its domain): `run` reports such a run, and the GIF went on showing values that mean
+    nothing (a = 1e14 doubled on past 2^50 to 2^60) at exit 0."""
+    checks = for_program(program).run_checks(program, steps, dtype)
+    if not checks.ok:
+        found = "; ".join(f"{key}: {value}" for key, value in checks.lines.items())
+        raise RunFailure(f"{name}: {found}; the pictures would show values past it: draw "
+                         "the steps before it (--step, --steps)")
 
 
 def _trace_image(args: argparse.Namespace, image) -> int:
