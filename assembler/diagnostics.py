@@ -134,8 +134,8 @@ def check_token_count(text: str, file: str) -> None:
             start = match.start()
             line_start = text.rfind("\n", 0, start) + 1
             raise SourceError(f"more than {MAX_SOURCE_TOKENS:,} tokens (names, numbers, "
-                              f"signs, line ends), the most an assembly parses in a few "
-                              f"seconds", file, text, text.count("\n", 0, start) + 1,
+                              f"signs, comments, line ends), the most an assembly parses in "
+                              f"a few seconds", file, text, text.count("\n", 0, start) + 1,
                               start - line_start + 1)
 
 

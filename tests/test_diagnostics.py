@@ -213,7 +213,8 @@ def test_a_source_of_too_many_tokens_is_refused_at_the_first_one_past_the_limit(
     column = len(before.split("\n")[1]) + 1 + (100_000 - header_tokens)
     first = capsys.readouterr().err.splitlines()[0]
     assert first == (f"{path}:2:{column}: error: more than 100,000 tokens (names, numbers, "
-                     f"signs, line ends), the most an assembly parses in a few seconds")
+                     f"signs, comments, line ends), the most an assembly parses in a few "
+                     f"seconds")
 
 
 def test_the_token_limit_counts_line_ends_and_a_comment_as_one(monkeypatch):
@@ -248,3 +249,12 @@ def test_a_caret_under_wide_characters_spans_both_columns_of_each():
     with pytest.raises(SourceError) as caught:
         assemble_sq(".code\nhalt \u6f22\u5b57 $\n", "w.sq")
     assert str(caught.value).split("\n")[2] == " " * 4 + " " * 5 + "^~~~"
+
+
+def test_a_source_of_comment_lines_past_the_token_limit_says_comments_count(tmp_path, capsys):
+    path = tmp_path / "notes.sq"
+    path.write_text("; a note\n" * 60_000 + ".code\nhalt\n")
+    assert main(["asm", str(path)]) == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith(f"{path}:50001:1: error: more than 100,000 tokens")  # 2 a line
+    assert "comments" in first
