@@ -589,3 +589,12 @@ def test_an_option_given_twice_is_refused(argv, option, capsys, tmp_path, monkey
 def test_a_repeatable_option_is_not_taken_as_given_twice(capsys):
     assert main(["calc", "x+y", "--set", "x=1", "--set", "y=2"]) == 0
     assert "3" in capsys.readouterr().out
+
+
+def test_a_bad_number_option_is_quoted_short_and_without_control_characters(capsys):
+    """The whole value was echoed, an ESC in it included (it recoloured the terminal)."""
+    for value, shown in (("5\x1b[31m", "'5\\x1b[31m'"), ("x" * 5_000, f"'{'x' * 40}...'")):
+        with pytest.raises(SystemExit):
+            main(["run", FACTORIAL, "--max-seconds", value])
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"ltvm run: error: argument --max-seconds: {shown} is not a number")

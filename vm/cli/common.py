@@ -36,15 +36,20 @@ refuses more with a ValueError); a huge value such as 10**400 steps reaches the 
 check, which says what it is too large for."""
 
 
+def _quoted(text: str) -> str:
+    """`text` as an option's error quotes it: its first 40 characters, control characters
+    escaped (an ESC in a pasted value recoloured the terminal)."""
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text[:40])
+    return f"'{shown}{'...' if len(text) > 40 else ''}'"
+
+
 def integer(text: str) -> int:
     """argparse type: an integer in ASCII digits with an optional sign. int() alone also took
     other scripts' digits ('--bits ٨', an Arabic-Indic eight, ran with 8-bit words), '８'
     and '1_000'."""
     digits = text.strip()
     if not ASCII_INTEGER.fullmatch(digits):
-        shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text[:40])
-        raise argparse.ArgumentTypeError(
-            f"'{shown}{'...' if len(text) > 40 else ''}' is not an integer (digits 0-9)")
+        raise argparse.ArgumentTypeError(f"{_quoted(text)} is not an integer (digits 0-9)")
     if len(digits.lstrip("+-").lstrip("0")) > MAX_OPTION_DIGITS:
         raise argparse.ArgumentTypeError(f"'{digits[:20]}...' has more than "
                                          f"{MAX_OPTION_DIGITS} digits")
@@ -111,7 +116,7 @@ def number(text: str) -> float:
     try:
         return ascii_float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        raise argparse.ArgumentTypeError(f"{_quoted(text)} is not a number") from None
 
 
 def finite_float(text: str) -> float:
