@@ -613,3 +613,14 @@ def test_a_byte_that_is_not_utf8_in_a_strict_locale_is_an_error_line(tmp_path):
         cwd=ROOT, env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
     assert done.stdout.splitlines()[-2:] == [b"error: no memory named '\xff'", b"fact = 1"]
+
+
+@pytest.mark.parametrize("evaluation", ["fused", "active"])
+def test_an_evaluation_the_repl_does_not_use_gets_a_note(evaluation, capsys, monkeypatch):
+    """`ltvm repl p.sq --evaluation fused` took the option without a word: the REPL steps one
+    full pass at a time."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("step\nquit\n"))
+    assert main(["repl", FACTORIAL, "--evaluation", evaluation, "--history", "/dev/null"]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"ltvm: note: the REPL of a .sq or .fleq program runs every pass in full "
+                   f"(--evaluation {evaluation} does not apply)\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from vm.cli.common import add_engine_arguments, engine_config, positive_float, positive_int
@@ -60,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--out {args.out} is not a directory")  # `show` failed much later
     if args.program and Path(args.program).suffix in VSUBLEQ.suffixes:
         return _image_repl(args, interact)
+    if args.evaluation in ("fused", "active") and not args.checked and args.attention != "dense":
+        # steps are single full passes (Lockstep.step): the option was taken without a word
+        print(f"ltvm: note: the REPL of a .sq or .fleq program runs every pass in full "
+              f"(--evaluation {args.evaluation} does not apply)", file=sys.stderr)
     repl = Repl(engine_config(args), bits=args.bits, scratch=args.scratch,
                 picture_dir=Path(args.out or DEFAULT_PICTURE_DIR), max_steps=args.max_steps,
                 engine=args.engine,
