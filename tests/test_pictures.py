@@ -464,6 +464,11 @@ def test_trace_gif_refuses_frames_beyond_free_memory_before_any_pass(capsys, mon
     assert err.startswith("ltvm: error: --gif over 1,000 steps needs about ") and \
         err.endswith("more than the 0.1 GiB free: lower --steps\n")
     assert main(["trace", source, "--gif", str(tmp_path / "x.gif"), "--steps", "5"]) == 0
+    # 1,001 frames of 860 x 900 one-byte pixels (the frames are kept in a 256-colour
+    # palette), twice over while pillow writes them, fit in 2.5 GiB: they were counted as
+    # RGBA, four bytes a pixel, and refused
+    monkeypatch.setattr(vm.transformer.memory, "free_memory", lambda device: 5 * 2 ** 29)
+    assert main(["trace", source, "--gif", str(tmp_path / "x.gif"), "--steps", "1000"]) == 0
 
 
 def test_a_gif_past_max_seconds_before_its_first_frame_is_a_clean_stop(countdown, tmp_path):
