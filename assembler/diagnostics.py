@@ -128,7 +128,8 @@ _TOKEN = re.compile(r"[;#][^\n]*|[A-Za-z0-9_.]+|\S|\n")
 
 def check_token_count(text: str, file: str) -> None:
     """SourceError at the first token past MAX_SOURCE_TOKENS, found in milliseconds before
-    lark spends minutes and gigabytes on a 4 MiB source."""
+    lark spends minutes and gigabytes on a 4 MiB source. For a user's source only: the text
+    a FLEQ routine call expands to is bounded by the machine's columns instead."""
     for count, match in enumerate(_TOKEN.finditer(text), start=1):
         if count > MAX_SOURCE_TOKENS:
             start = match.start()
@@ -227,8 +228,7 @@ def parse_located(parser: lark.Lark, text: str, file: str, directives: str | Non
     """Parse with a lark parser (a final newline added), turning its exceptions into located
     SourceErrors: an unknown directive (listing `directives` when given), an unexpected
     character, an unexpected token (with the expected terminals named by `names`), the end
-    of the file; a source over MAX_SOURCE_TOKENS is refused before lark starts."""
-    check_token_count(text, file)
+    of the file."""
     try:
         return parser.parse(text if text.endswith("\n") else text + "\n")
     except lark.UnexpectedCharacters as error:

@@ -26,8 +26,8 @@ from pathlib import Path
 import lark
 import numpy as np
 
-from assembler.diagnostics import (SourceError, check_source_text, error_at, int_literal,
-                                  parse_located, read_source, source_lines)
+from assembler.diagnostics import (SourceError, check_source_text, check_token_count, error_at,
+                                  int_literal, parse_located, read_source, source_lines)
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
@@ -666,6 +666,7 @@ class _FleqAssembler:
 
     def run(self) -> FleqProgram:
         self.check_line_count()
+        check_token_count(self.text, self.file)
         tree = parse_fleq(self.text, self.file)
         self.collect(tree)
         self.expand_routines()

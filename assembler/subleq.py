@@ -15,8 +15,9 @@ from pathlib import Path
 
 import lark
 
-from assembler.diagnostics import (MAX_NESTING, SourceError, check_source_text, check_word_size,
-                                  deepest, error_at, int_literal, parse_located, read_source)
+from assembler.diagnostics import (MAX_NESTING, SourceError, check_source_text,
+                                  check_token_count, check_word_size, deepest, error_at,
+                                  int_literal, parse_located, read_source)
 from assembler.program import (
     MINUS_ONE_CELL,
     RESERVED_NAMES,
@@ -321,6 +322,7 @@ def parse_number(literal: lark.Token, file: str, text: str) -> int:
 
 def parse(text: str, file: str) -> lark.Tree:
     """Parse `.sq` source, turning lark's exceptions into located `SourceError`s."""
+    check_token_count(text, file)
     tree = parse_located(_parser(), text, file, ".data, .code, .array, .zero, .bits or .const",
                          EXPECTED_NAMES)
     depth, node = deepest(tree)

@@ -17,8 +17,9 @@ from pathlib import Path
 import lark
 
 from assembler.dec import MAX_WORDS
-from assembler.diagnostics import (MAX_NESTING, SourceError, check_source_text, check_word_size,
-                                  deepest, error_at, parse_located, read_source)
+from assembler.diagnostics import (MAX_NESTING, SourceError, check_source_text,
+                                  check_token_count, check_word_size, deepest, error_at,
+                                  parse_located, read_source)
 from assembler.subleq import parse_number
 
 DEFAULT_BITS = 16
@@ -194,6 +195,7 @@ class _Assembler:
 
 def parse(text: str, file: str) -> lark.Tree:
     """Parse `.vsq` source, turning lark's exceptions into located `SourceError`s."""
+    check_token_count(text, file)
     tree = parse_located(_parser(), text, file, ".word, .zero or .bits", EXPECTED_NAMES)
     depth, node = deepest(tree)
     if depth > MAX_NESTING + STRUCTURE_DEPTH:

@@ -561,3 +561,20 @@ def test_a_data_line_named_like_a_keyword_is_called_a_keyword():
         FLEQ.assemble_text(".data\nif: 1.0\n.code\nhalt\n", "k.fleq")
     assert caught.value.message == "'if' is a keyword and cannot be a name"
     assert (caught.value.line, caught.value.column) == (2, 1)
+
+
+def test_the_token_limit_applies_to_the_source_not_to_a_routine_expansion(monkeypatch):
+    """The shipped chunked attention (457 tokens) expands to 2,199; with the limit between
+    them it assembles, as 128 chunks (a 16,091-byte source expanding past 100,000 tokens)
+    did before the limit was checked on expansions too."""
+    import assembler.diagnostics
+
+    source = (Path(__file__).resolve().parents[1] / "programs" / "fleq" /
+              "chunked_attention.fleq").read_text()
+    monkeypatch.setattr(assembler.diagnostics, "MAX_SOURCE_TOKENS", 1_000)
+    program = FLEQ.assemble_text(source, "ca.fleq")
+    assert any(i.function == "attention_oracle" for i in program.instructions)
+    monkeypatch.setattr(assembler.diagnostics, "MAX_SOURCE_TOKENS", 400)
+    with pytest.raises(SourceError, match="more than 400 tokens") as caught:
+        FLEQ.assemble_text(source, "ca.fleq")
+    assert caught.value.file == "ca.fleq"
