@@ -468,7 +468,10 @@ def test_trace_gif_refuses_frames_beyond_free_memory_before_any_pass(capsys, mon
     # palette), twice over while pillow writes them, fit in 2.5 GiB: they were counted as
     # RGBA, four bytes a pixel, and refused
     monkeypatch.setattr(vm.transformer.memory, "free_memory", lambda device: 5 * 2 ** 29)
-    assert main(["trace", source, "--gif", str(tmp_path / "x.gif"), "--steps", "1000"]) == 0
+    countdown = tmp_path / "countdown.sq"  # at EOF after 4 steps: 5 frames drawn
+    countdown.write_text(COUNTDOWN)
+    assert main(["trace", str(countdown), "--gif", str(tmp_path / "x.gif"),
+                 "--steps", "1000"]) == 0
 
 
 def test_a_gif_past_max_seconds_before_its_first_frame_is_a_clean_stop(countdown, tmp_path):
