@@ -567,6 +567,13 @@ def test_trace_refuses_a_picture_name_taken_by_a_directory_before_running_a_pass
     assert capsys.readouterr().err == (f"ltvm: error: cannot write "
                                        f"{tmp_path / 'png' / 'step0005_layer2.png'}: it is a "
                                        "directory\n")
+    (tmp_path / "shown").mkdir()  # a GIF in the --png directory is staged with the pictures
+    (tmp_path / "shown" / "x.gif").symlink_to(tmp_path / "elsewhere.gif")
+    assert main(["trace", source, "--step", "5", "--png", str(tmp_path / "shown"),
+                 "--gif", str(tmp_path / "shown" / "x.gif")]) == 2
+    assert capsys.readouterr().err == (f"ltvm: error: cannot write "
+                                       f"{tmp_path / 'shown' / 'x.gif'}: it is a symbolic "
+                                       "link\n")
 
 
 @pytest.mark.parametrize("frame", [0, 2])

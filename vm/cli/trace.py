@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     if args.png:
         check_pass_memory(executor.model, runner.state(), "--png",
                           "draw X alone with --gif")
-        check_directory(args.png, _picture_names(args.step, len(executor.model.layers)))
+        check_directory(args.png, _staged_names(args, len(executor.model.layers)))
     if args.gif:
         _check_animation_memory(runner.state(), args.steps)
     progress = Progress("steps", args.step, max_seconds=args.max_seconds, since=args.started)
@@ -168,7 +168,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
                          run.machine.layout)
     if args.png:
         check_pass_memory(run.model, run.X, "--png", "draw X alone with --gif")
-        check_directory(args.png, _picture_names(args.step, len(run.model.layers)))
+        check_directory(args.png, _staged_names(args, len(run.model.layers)))
     if args.gif:
         _check_animation_memory(run.X, args.steps)
     name = Path(args.program).name
@@ -233,8 +233,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
         if gif.is_fifo() or gif.is_socket():
             raise InputError(f"cannot write {gif}: it is a pipe or socket, and a GIF is "
                              "written by seeking back to its start")
-        made = args.png is not None and os.path.abspath(args.png) == os.path.abspath(gif.parent)
-        if made:  # --png DIR --gif DIR/x.gif: DIR is made first
+        if _gif_in_png(args):  # checked with the pictures' names
             return
         if gif.parent.exists() and not gif.parent.is_dir():  # was 'does not exist'
             raise InputError(f"cannot write {gif}: {gif.parent} is not a directory")
@@ -253,6 +252,20 @@ def _check_writable(path: Path, directory: Path) -> None:
 def _picture_names(step: int, layers: int) -> list[str]:
     """The files --png writes, one per layer of the pass after `step`."""
     return [f"step{step:04d}_layer{layer}.png" for layer in range(layers)]
+
+
+def _gif_in_png(args: argparse.Namespace) -> bool:
+    """Does --gif name a file in the --png directory? It is then staged with the pictures
+    (the directory may not exist until they are moved in)."""
+    return bool(args.gif) and args.png is not None and (
+        os.path.abspath(args.png) == os.path.abspath(Path(args.gif).parent))
+
+
+def _staged_names(args: argparse.Namespace, layers: int) -> list[str]:
+    """The files staged into --png: the pictures of a pass of `layers` layers, and the GIF
+    when it goes there too."""
+    return (_picture_names(args.step, layers)
+            + ([Path(args.gif).name] if _gif_in_png(args) else []))
 
 
 FRAME_IMAGE_BYTES = 860 * 900 * 9 // 4
@@ -285,15 +298,13 @@ def _write_outputs(args: argparse.Namespace, labels, name: str, model, X,
     of the animation ran. Each path written is printed with its size."""
     gif = Path(args.gif) if args.gif else None
     names = _picture_names(args.step, len(model.layers)) if args.png else []
-    beside = gif is not None and args.png is not None and (
-        os.path.abspath(args.png) == os.path.abspath(gif.parent))  # the directory may be new
     with ExitStack() as outputs:
         if args.png:
             staging = outputs.enter_context(
-                staged_files(args.png, names + ([gif.name] if beside else [])))
+                staged_files(args.png, _staged_names(args, len(model.layers))))
             _draw_pass_pictures(model, X, labels, args, name, tracer, staging)
         if gif:
-            _draw_animation(frames, labels, args, staging / gif.name if beside
+            _draw_animation(frames, labels, args, staging / gif.name if _gif_in_png(args)
                             else outputs.enter_context(atomic_path(gif)))
     for picture in names:
         final = Path(args.png) / picture
