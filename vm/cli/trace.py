@@ -235,7 +235,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
                              "written by seeking back to its start")
         if _gif_in_png(args):  # checked with the pictures' names
             return
-        if gif.parent.exists() and not gif.parent.is_dir():  # was 'does not exist'
+        if gif.parent.exists() and not gif.parent.is_dir():  # a file, not a missing folder
             raise InputError(f"cannot write {gif}: {gif.parent} is not a directory")
         if not gif.parent.is_dir():
             raise InputError(f"cannot write {gif}: directory {gif.parent} does not exist")
