@@ -518,11 +518,15 @@ def test_trace_refuses_a_step_past_int64_before_running_a_pass(capsys, monkeypat
 
     monkeypatch.setattr(executor, "TransformerExecutor", None)  # building it now fails
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
-    for step in (2 ** 63, 10 ** 400):
+    for step in (2 ** 63, 10 ** 400, -10 ** 400):
         assert main(["trace", source, "--step", str(step), "--png", str(tmp_path / "p")]) == 2
+    assert main(["trace", source, "--steps", str(10 ** 400), "--gif", str(tmp_path / "x.gif")
+                 ]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "ltvm: error: --step must be at most 2^63 - 1, got 9223372036854775808",
-        "ltvm: error: --step must be at most 2^63 - 1, got a 401-digit number"]
+        "ltvm: error: --step must be at most 2^63 - 1, got a 401-digit number",
+        "ltvm: error: --step must be at least 0, got a negative 401-digit number",
+        "ltvm: error: --steps must be at most 1000, got a 401-digit number"]  # all echoed
     assert list(tmp_path.iterdir()) == []
 
 

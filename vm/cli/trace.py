@@ -71,18 +71,17 @@ def run(args: argparse.Namespace) -> int:
     if not (args.png or args.gif):
         raise InputError("nothing to draw: give --png DIR and/or --gif FILE")
     if args.step < 0:
-        raise InputError(f"--step must be at least 0, got {args.step}")
+        raise InputError(f"--step must be at least 0, got {_number_text(args.step)}")
     if args.step > MAX_STEP:
-        digits = str(args.step)
-        raise InputError(f"--step must be at most 2^63 - 1, got "
-                         f"{digits if len(digits) <= 30 else f'a {len(digits)}-digit number'}")
+        raise InputError(f"--step must be at most 2^63 - 1, got {_number_text(args.step)}")
     if args.gif and Path(args.gif).suffix.lower() != ".gif":
         raise InputError(f"{args.gif}: the animation file must end in .gif")
     if args.steps is not None and not args.gif:  # ignored in silence before
         raise InputError("--steps sets how many steps the animation covers: give --gif FILE")
     args.steps = DEFAULT_GIF_STEPS if args.steps is None else args.steps
     if args.steps > MAX_GIF_STEPS:
-        raise InputError(f"--steps must be at most {MAX_GIF_STEPS}, got {args.steps}")
+        raise InputError(f"--steps must be at most {MAX_GIF_STEPS}, got "
+                         f"{_number_text(args.steps)}")
     _check_outputs(args)
     # matplotlib and torch take seconds to import: load them only when drawing
     from vm.runtime.executor import TransformerExecutor
@@ -141,6 +140,15 @@ def _check_domain(program, steps: int, dtype: str | None, name: str) -> None:
         found = "; ".join(f"{key}: {value}" for key, value in checks.lines.items())
         raise RunFailure(f"{name}: {found}; the pictures would show values past it: draw "
                          "the steps before it (--step, --steps)")
+
+
+def _number_text(value: int) -> str:
+    """`value` as a message quotes it: a count of its digits past 30 (the messages echoed
+    all 401 digits of 10**400)."""
+    digits = str(abs(value))
+    if len(digits) <= 30:
+        return str(value)
+    return f"a {'negative ' if value < 0 else ''}{len(digits)}-digit number"
 
 
 def _trace_image(args: argparse.Namespace, image) -> int:
