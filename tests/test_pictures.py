@@ -678,3 +678,29 @@ def test_trace_refuses_to_draw_steps_past_the_machines_domain(capsys, tmp_path):
     assert main(["trace", str(source), "--gif", str(tmp_path / "x.gif"), "--steps", "6"]) == 0
     with Image.open(tmp_path / "x.gif") as gif:
         assert gif.n_frames == 7, "steps 0 to 6: the value step 6 writes is not shown"
+
+
+def test_trace_counts_the_animation_beside_the_pictures_in_memory(
+        countdown, blank_layer_pictures, capsys, monkeypatch, tmp_path):
+    """--png's pass is traced and drawn while --gif's frames are held: each fitting the free
+    memory alone, the two together were not refused, and ended in the OOM killer."""
+    import vm.cli.trace
+    import vm.transformer.memory
+
+    program, executor, labels = countdown
+    X = executor.load([program])[0]
+    free = 2 ** 30
+    # six frames (--steps 5) that fill all but 1 KiB; the 4 heads' 9 x 9 float32 maps of
+    # the pass alone take 1.3 KB
+    monkeypatch.setattr(vm.cli.trace, "FRAME_IMAGE_BYTES",
+                        (free - 1024) // 6 - X.numel() * X.element_size())
+    monkeypatch.setattr(vm.transformer.memory, "free_memory", lambda device: free)
+    source = tmp_path / "countdown.sq"
+    source.write_text(COUNTDOWN)
+    gif, png = ["--gif", str(tmp_path / "x.gif"), "--steps", "5"], ["--png", str(tmp_path / "p")]
+    assert main(["trace", str(source), *gif, *png]) == 2
+    assert "attention maps and 1.0 GiB held beside them), more than the 1.0 GiB free" in \
+        capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["countdown.sq"]
+    assert main(["trace", str(source), *gif]) == 0
+    assert main(["trace", str(source), *png]) == 0

@@ -99,12 +99,11 @@ def run(args: argparse.Namespace) -> int:
                          executor.layout)
     name = Path(args.program).name if args.program else "csv program"
     runner = executor.runner(executor.load([program]))
+    frames_bytes = _check_animation_memory(runner.state(), args.steps) if args.gif else 0
     if args.png:
-        check_pass_memory(executor.model, runner.state(), "--png",
-                          "draw X alone with --gif")
+        check_pass_memory(executor.model, runner.state(), "--png", "draw X alone with --gif",
+                          frames_bytes)
         check_directory(args.png, _staged_names(args, len(executor.model.layers)))
-    if args.gif:
-        _check_animation_memory(runner.state(), args.steps)
     progress = Progress("steps", args.step, max_seconds=args.max_seconds, since=args.started)
     runner.advance(args.step, progress)
     progress.done()
@@ -174,11 +173,10 @@ def _trace_image(args: argparse.Namespace, image) -> int:
                          config.checked)
     labels = axis_labels(*isa.column_names(image, run.geometry, run.machine.layout),
                          run.machine.layout)
+    frames_bytes = _check_animation_memory(run.X, args.steps) if args.gif else 0
     if args.png:
-        check_pass_memory(run.model, run.X, "--png", "draw X alone with --gif")
+        check_pass_memory(run.model, run.X, "--png", "draw X alone with --gif", frames_bytes)
         check_directory(args.png, _staged_names(args, len(run.model.layers)))
-    if args.gif:
-        _check_animation_memory(run.X, args.steps)
     name = Path(args.program).name
     progress = Progress("steps", args.step, max_seconds=args.max_seconds, since=args.started)
     for step in range(args.step):
@@ -282,10 +280,11 @@ FRAME_IMAGE_BYTES = 860 * 900 * 9 // 4
 2.1 bytes a pixel at the peak)."""
 
 
-def _check_animation_memory(X, steps: int) -> None:
+def _check_animation_memory(X, steps: int) -> int:
     """Refuse --gif before the first pass (X: the loaded state of one program) when its
     frames cannot fit in the memory free now: each keeps a copy of X, 37 MB for a 2^15-word
-    image, so 1,000 of them would end in the OOM killer, silently."""
+    image, so 1,000 of them would end in the OOM killer, silently. The bytes they take: they
+    are held while --png's pass is traced and drawn."""
     import torch
 
     from vm.transformer.memory import free_memory
@@ -295,6 +294,7 @@ def _check_animation_memory(X, steps: int) -> None:
         raise InputError(f"--gif over {steps:,} steps needs about {needed / 2**30:.1f} GiB "
                          f"({frame / 2**20:.1f} MiB a frame), more than the "
                          f"{free / 2**30:.1f} GiB free: lower --steps")
+    return needed
 
 
 def _write_outputs(args: argparse.Namespace, labels, name: str, model, X,

@@ -217,19 +217,22 @@ the image it draws (measured: 4.2 GB peak for 4 float32 heads at n = 6,007)."""
 
 
 def check_pass_memory(model: LoopedTransformer, X: torch.Tensor, what: str,
-                      instead: str) -> None:
+                      instead: str, beside: int = 0) -> None:
     """InputError before a pass is traced (X: the loaded state, n its last axis) when its
     pictures cannot fit in the memory free now: every head's n x n attention map is kept for
     drawing, tens of GB at n = 20,000, and the command would end in the OOM killer (or
-    thrash for minutes), silently. `what` asked for them; `instead` says what else to do."""
+    thrash for minutes), silently. `what` asked for them; `instead` says what else to do;
+    `beside`: bytes held while they are drawn (an animation's frames)."""
     from vm.transformer.memory import free_memory
     n, heads = X.shape[-1], sum(len(layer.head_roles) for layer in model.layers)
-    needed = n * n * (heads * X.element_size() + PICTURE_BYTES_PER_CELL)
+    needed = n * n * (heads * X.element_size() + PICTURE_BYTES_PER_CELL) + beside
     free = free_memory(torch.device("cpu"))
     if free is not None and needed > free:
+        held = f" and {beside / 2**30:.1f} GiB held beside them" if beside else ""
         raise InputError(f"{what} at n = {n:,} columns needs about {needed / 2**30:.1f} GiB "
-                         f"(each of the {heads} heads' n x n attention maps), more than the "
-                         f"{free / 2**30:.1f} GiB free: draw a smaller program, or {instead}")
+                         f"(each of the {heads} heads' n x n attention maps{held}), more than "
+                         f"the {free / 2**30:.1f} GiB free: draw a smaller program, or "
+                         f"{instead}")
 
 
 def _check_state(X: object, labels: AxisLabels, what: str) -> None:
