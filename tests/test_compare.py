@@ -36,7 +36,7 @@ def batches(draw, max_memory: int = 10, max_instructions: int = 14):
 def test_random_programs_run_in_lockstep_with_zero_divergences(batch, dtype, attention):
     programs, scratch = batch
     geometry = geometry_for(programs[0], scratch)
-    results = compare_programs(programs, geometry, max_steps=200,
+    results = compare_programs(programs, geometry, max_steps=100,
                                config=EngineConfig(dtype=dtype, attention=attention))
     for program, result in zip(programs, results):
         assert result.ok, result.divergence.describe()
