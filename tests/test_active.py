@@ -302,18 +302,20 @@ def test_checked_and_dense_runs_are_evaluated_in_full(config):
 @pytest.mark.skipif(not fused_available(), reason="numba is not installed")
 @pytest.mark.parametrize("count", [8, 300])
 def test_programs_that_ran_ahead_of_an_unproven_pass_are_rolled_back(monkeypatch, count):
-    """Each program runs all of a fused call's passes on its own; when one stops early (here
-    program 0 three passes before the end, as if its next pass were unproven), the others
-    are rolled back from the undo log to the same pass, and the run goes on identical to
-    the full pass. 300 passes outgrow the log kept for the executor's 128-pass windows."""
+    """A batch's programs run a fused call's passes in lockstep blocks; when one stops early
+    (here program 0, run as a block of its own, three passes before the end, as if its next
+    pass were unproven), the others are rolled back from the undo log to the same pass, and
+    the run goes on identical to the full pass. 300 passes outgrow the log kept for the
+    executor's 128-pass windows."""
     from vm.runtime import fused as fused_module
 
-    real, serial = fused_module._program, fused_module._programs
+    real, blocks = fused_module._lockstep, fused_module._blocks
 
-    def program_0_stops_early(count, *arguments):
-        done = arguments[-1]
-        for b in range(len(done)):
-            done[b] = real(b, count - 3 if b == 0 else count, *arguments[:-1])
+    def program_0_stops_early(size, count, record, pc_rows, X, cache, *arguments):
+        kept = len(executor.active.fused.tables) + 8  # tables, lane tables, state, work, lanes
+        head, settings = (record, pc_rows, X, cache, *arguments[:kept]), arguments[kept:]
+        real(0, 1, count - 3, *head, 0, *settings)
+        real(1, X.shape[1], count, *head, 0, *settings)
 
     shape = geometry(64, 8)
     executor = TransformerExecutor(shape, EngineConfig())
@@ -327,12 +329,12 @@ def test_programs_that_ran_ahead_of_an_unproven_pass_are_rolled_back(monkeypatch
         executor.model.step_(full)
         assert run.fused_steps(1, record, pc, threads=1) == 1  # the log is made here
         executor.model.step_(full)
-        monkeypatch.setattr(fused_module, "_programs", program_0_stops_early)
+        monkeypatch.setattr(fused_module, "_blocks", program_0_stops_early)
         assert run.fused_steps(count, record, pc, threads=1) == count - 3
         for _ in range(count - 3):
             executor.model.step_(full)
         assert torch.equal(full, active) and run.stale
-        monkeypatch.setattr(fused_module, "_programs", serial)
+        monkeypatch.setattr(fused_module, "_blocks", blocks)
         for step in range(20):
             executor.model.step_(full)
             if not run.fused_steps(1, record, pc, threads=1):

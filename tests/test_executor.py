@@ -190,8 +190,9 @@ def test_the_memory_estimate_covers_what_a_fused_run_allocates():
     runner.advance(300)
     assert runner.evaluation == "fused"
     form = executor.active.fused
-    kept = [runner.X, runner.active.cache, *form._log_arrays, *form._work,
-            *runner.active.fused_state]
+    *arrays, dirty = runner.active.fused_state
+    kept = [runner.X, runner.active.cache, *form._log_arrays, *form._work, *form._lane_work,
+            *arrays, *dirty]
     used = sum(array.nbytes if isinstance(array, np.ndarray) else
                array.numel() * array.element_size() for array in kept)
     [(estimated, _)] = executor.memory_needed(len(programs))

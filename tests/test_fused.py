@@ -1,6 +1,7 @@
 """The fused pass's 8-bit score mirror (vm/runtime/fused.py): what it refuses, and that a
 cache it cannot mirror exactly sends the pass to the torch form instead of a guess."""
 
+from fractions import Fraction
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,7 +12,8 @@ pytest.importorskip("numba")
 
 from vm.runtime.executor import EngineConfig, TransformerExecutor  # noqa: E402
 from vm.runtime.fused import (MIRROR_MAX, NO_SCORE, SCAN_BLOCK,  # noqa: E402
-                              _first_at_least, _mirror_scores, _numerators, _scoring, _top_two)
+                              _first_at_least, _lane_feed_forward, _mirror_scores, _numerators,
+                              _scoring, _top_two)
 from vm.transformer.layers import flush_denormals, to_internal  # noqa: E402
 from vm.tools.workloads import looping_programs, workload_geometry  # noqa: E402
 
@@ -134,3 +136,87 @@ def test_integer_scores_are_the_exact_sums_and_ignore_rows_without_entries():
     expected = sum(int(numerators[t]) * mirror[0, t].astype(np.int64) for t in range(r)
                    if reach[t] > 0)
     assert scores.tolist() == expected.tolist()
+
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lanes_give_each_relu_layer_exactly_and_refuse_what_they_cannot_prove(dtype):
+    """Every ReLU layer of the n = 64 SUBLEQ machine on many columns at once: each lane it
+    keeps holds x + W2 relu(W1 x + b1) + b2 computed exactly (in exact rationals), and the
+    lanes holding a third, an infinity, a NaN or values whose sums pass the dtype's exact
+    range are refused."""
+    executor = TransformerExecutor(workload_geometry(64), EngineConfig(evaluation="fused",
+                                                                       dtype=dtype))
+    form = executor.active.fused
+    (ffn_read, W1_pointers, W1_indices, W1_values, b1, written, W2_pointers, W2_indices,
+     W2_values, b2, bits) = form.tables[11:22]
+    touch, bounds = form.lane_tables
+    rng = np.random.default_rng(1)
+    big = 2.0 ** (25 if dtype == "float32" else 53)
+    for L, layer in enumerate(executor.machine.weights.layers):
+        if len(written[L]) == 0:
+            continue
+        ffn, rows = layer.ffn, len(layer.ffn.b2)
+        kept = [rng.choice([-1.0, 0.0, 1.0], size=rows) for _ in range(6)]
+        kept += [rng.choice([-1.0, -0.5, 0.0, 0.5, 1.0], size=rows) for _ in range(3)]
+        refused = []
+        for value in (1 / 3, np.inf, np.nan, big):
+            column = rng.choice([-1.0, 0.0, 1.0], size=rows)
+            column[ffn_read[L]] = value
+            refused.append(column)
+        V = np.stack(kept + refused, axis=1)
+        lanes = V.shape[1]
+        H = np.zeros((len(b1[L]), lanes))
+        lane_bits, lane_ok = np.zeros(lanes, np.int64), np.zeros(lanes, np.bool_)
+        lane_max, lane_top, lane_bad = np.zeros(lanes), np.zeros(lanes), np.zeros(lanes, np.bool_)
+        before = V.copy()
+        _lane_feed_forward(W1_pointers[L], W1_indices[L], W1_values[L], b1[L], W2_pointers[L],
+                           W2_indices[L], W2_values[L], b2[L], ffn_read[L], written[L],
+                           touch[L], bits[L, 0], bits[L, 1], bounds[L], form.limit, V, H, lanes,
+                           lane_bits, lane_max, lane_top, lane_bad, lane_ok)
+        assert lane_ok[:len(kept)].all(), f"layer {L} refused a column it can prove"
+        assert not lane_ok[len(kept):].any(), f"layer {L} kept a column it cannot prove"
+        for lane in range(len(kept)):
+            x = [Fraction(float(v)) for v in before[:, lane]]
+            hidden = [max(Fraction(0), Fraction(float(ffn.b1[u])) + sum(
+                Fraction(float(w)) * x[j] for j, w in enumerate(ffn.W1[u]) if w))
+                for u in range(len(ffn.b1))]
+            for row in written[L]:
+                exact = x[row] + Fraction(float(ffn.b2[row])) + sum(
+                    Fraction(float(w)) * hidden[u] for u, w in enumerate(ffn.W2[row]) if w)
+                assert Fraction(float(V[row, lane])) == exact, (L, lane, row)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_batch_runs_in_lockstep_bit_identically(threads):
+    """Six programs (blocks of three with two threads) for 200 passes: X equal to the full
+    pass after every pass, and the passes proven in lockstep, none evaluated again alone."""
+    shape = workload_geometry(64)
+    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused", threads=threads))
+    cards = executor.load(looping_programs(shape, 6, seed=5))
+    full = TransformerExecutor(shape, EngineConfig(evaluation="full"))
+    run, reference = executor.runner(cards.clone()), full.runner(cards.clone())
+    for step in range(200):
+        run.advance(1)
+        reference.advance(1)
+        assert torch.equal(run.X, reference.X), f"X differs after pass {step}"
+    proven, again = executor.active.fused.lockstep_tally()
+    assert proven >= 6 * 150 and again == 0
+
+
+def test_a_batch_whose_guard_fails_is_refused_in_lockstep_and_alone():
+    """At temperature 1.0 (n = 64) some pass changes a second memory column: the lockstep
+    pass must not prove it, nor the program alone, and X stays equal to the full pass."""
+    shape = workload_geometry(64)
+    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused", temperature=1.0,
+                                                       checked=False))
+    cards = executor.load(looping_programs(shape, 3, seed=1))
+    full = TransformerExecutor(shape, EngineConfig(evaluation="full", temperature=1.0,
+                                                   checked=False))
+    run, reference = executor.runner(cards.clone()), full.runner(cards.clone())
+    for step in range(20):
+        run.advance(1)
+        reference.advance(1)
+        assert torch.equal(run.X, reference.X), f"X differs after pass {step}"
+    proven, again = executor.active.fused.lockstep_tally()
+    assert run.fallbacks > 0 and proven == 0

@@ -2,10 +2,12 @@
 
 The torch active pass (vm/runtime/active.py) issues about 150 small operations a pass, so
 at batch 1 it is bound by per-operation overhead. This module runs the same pass, on the
-same columns, with the same guard, in numba: each program runs all of a call's passes on
-its own slices of X and the cache (programs in parallel when there are threads), logging the
-columns it commits, and programs that ran ahead of another's first unproven pass are rolled
-back to it (docs/speed.md, "The fused pass").
+same columns, with the same guard, in numba: a program alone runs all of a call's passes on
+its own slices of X and the cache; a batch runs in blocks of programs (blocks in parallel
+when there are threads), whose passes go in lockstep so that each ReLU layer is one vector
+sweep over every evaluated column of the block. Programs log the columns they commit, and
+programs that ran ahead of another's first unproven pass are rolled back to it
+(docs/speed.md, "The fused pass").
 
 Bit-identity with the full pass does not depend on the order of any sum here: every
 product of a weight and an input, and every sum of them, is checked at run time to be a
@@ -47,6 +49,9 @@ NO_SCORE = np.int32(-(2 ** 31))
 """A score slot of a column evaluated apart (below every real score, which is < 2^24)."""
 SCAN_BLOCK = 64
 """Columns a threshold scan counts in one branch-free sweep before it looks closer."""
+LOCKSTEP_BLOCK = 32
+"""Most programs one thread runs in lockstep: their evaluated columns are the lanes of each
+ReLU layer's vector sweeps (about 64 columns of ~100 rows stay in a core's L2 cache)."""
 
 
 def available() -> bool:
@@ -82,6 +87,16 @@ def _sparse(matrix: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.n
     rows, columns = np.nonzero(scaled)
     pointers = np.searchsorted(rows, np.arange(scaled.shape[0] + 1)).astype(np.int64)
     return pointers, columns.astype(np.int64), scaled[rows, columns]
+
+
+def _lane_bounds(W1: np.ndarray, b1: np.ndarray, W2: np.ndarray, b2: np.ndarray, first: int,
+                 second: int) -> tuple[float, float, float, float]:
+    """A ReLU layer's largest |bias| and absolute row sum of its integer weight numerators,
+    for each of its two matrices (`_lane_feed_forward` bounds every partial sum by them)."""
+    return (float(np.max(np.abs(b1), initial=0.0)) * 2.0 ** first,
+            float(np.max(np.abs(W1).sum(axis=1), initial=0.0)) * 2.0 ** first,
+            float(np.max(np.abs(b2), initial=0.0)) * 2.0 ** second,
+            float(np.max(np.abs(W2).sum(axis=1), initial=0.0)) * 2.0 ** second)
 
 
 def _columns_of(matrices: list[tuple]) -> tuple[tuple, tuple, tuple]:
@@ -179,6 +194,7 @@ class FusedPass:
             targets.append(layer_targets.astype(np.int64))
             target_start += len(layer_targets)
         ffn_read, ffn_W1, ffn_b1, ffn_rows, ffn_W2, ffn_b2, ffn_bits = [], [], [], [], [], [], []
+        ffn_touch, ffn_bounds = [], []
         for layer in weights.layers:
             ffn = layer.ffn
             read = np.flatnonzero(np.abs(ffn.W1).sum(axis=0)).astype(np.int64)
@@ -198,6 +214,9 @@ class FusedPass:
             ffn_W2.append(_sparse(ffn.W2[rows], second))
             ffn_b2.append(_integral(ffn.b2[rows], second))
             ffn_bits.append((first, second))
+            ffn_touch.append(np.union1d(read, rows).astype(np.int64))
+            ffn_bounds.append(_lane_bounds(ffn.W1[:, read], ffn.b1, ffn.W2[rows], ffn.b2[rows],
+                                           first, second))
         reach_rows = np.concatenate(reach) if reach else np.zeros(0)
         self.tables = (
             np.array(present), tuple(att_read), *_columns_of(att_W), np.array(att_bits, np.int64),
@@ -208,6 +227,7 @@ class FusedPass:
             tuple(ffn_read), *_columns_of(ffn_W1), tuple(ffn_b1), tuple(ffn_rows),
             *_columns_of(ffn_W2), tuple(ffn_b2), np.array(ffn_bits, np.int64).reshape(-1, 2),
             ev.working.cpu().numpy().astype(np.int64), reach_rows)
+        self.lane_tables = (tuple(ffn_touch), np.array(ffn_bounds, np.float64).reshape(-1, 4))
         self.hidden_width = max((len(part) for part in ffn_b1), default=1)
         scoring = _scoring(mirrored, reach_rows)
         if scoring is None:
@@ -218,16 +238,18 @@ class FusedPass:
 
     def program_bytes(self, rows: int, n: int, itemsize: int) -> int:
         """Bytes a run keeps per program for the compiled pass (`check_memory` counts them):
-        the undo log of a window (`_log`), the score mirror and own scores (`_mirror`) and
-        the workspace (`_workspace`), as those allocate them."""
+        the undo log of a window (`_log`), the score mirror, own scores, X by columns and
+        its marks (`_mirror`), the workspace (`_workspace`) and the lockstep lanes
+        (`_lanes`), as those allocate them."""
         slots, hidden = self.evaluator.capacity + 1, max(self.hidden_width, 1)
         width = self.evaluator.width
         entries = 2 * FUSED_CHECK_EVERY + slots
         log = entries * (8 + rows * itemsize) + (FUSED_CHECK_EVERY + 1) * 8
-        mirror = (len(self.mirror_rows) + 4 * len(self.head_rows)) * n
+        mirror = (len(self.mirror_rows) + 4 * len(self.head_rows) + rows * itemsize + 9) * n
         work = (8 * (rows * slots + width * slots + 6 * rows + 3 * hidden + 2 * slots + width)
                 + 2 * rows + 12 * n)
-        return log + mirror + work
+        lanes = 8 * slots * (3 * rows + hidden + 6) + 32
+        return log + mirror + work + lanes
 
     def passes(self, run: ActiveRun, count: int, record: torch.Tensor, pc_rows: np.ndarray,
                threads: int | None = None) -> tuple[int, bool]:
@@ -250,30 +272,42 @@ class FusedPass:
         log = batch > 1
         log_columns, log_values, log_start = self._log(batch, count, rows, X.dtype, log)
         done = np.zeros(batch, np.int64)
-        workers = min(batch, thread_count(threads))
-        if workers > 1:
-            numba.set_num_threads(workers)
-        kernel = _programs_parallel if workers > 1 else _programs
-        mirror = self._mirror(run, cache)
+        mirror = self._mirror(run, X, cache)
         if mirror is None:
             return 0, False
         work = self._workspace(batch, rows, cache.shape[1], X.shape[2])
-        kernel(count, record.numpy(), pc_rows, X, cache, *self.tables, *mirror, work,
-               self_query, zero_scratch,
-               run.extras_layer, ev.capacity, ev.bound, SKIP_BOUND, self.limit, log,
-               log_columns, log_values, log_start, done)
+        settings = (self_query, zero_scratch, run.extras_layer, ev.capacity, ev.bound,
+                    SKIP_BOUND, self.limit, log, log_columns, log_values, log_start, done)
+        if batch == 1:
+            _programs(count, record.numpy(), pc_rows, X, cache, *self.tables, *mirror, work,
+                      *settings)
+        else:
+            workers = min(batch, thread_count(threads))
+            size = min(LOCKSTEP_BLOCK, -(-batch // workers))
+            blocks = -(-batch // size)
+            if workers > 1:
+                numba.set_num_threads(min(workers, blocks))
+            kernel = _blocks_parallel if workers > 1 else _blocks
+            kernel(size, count, record.numpy(), pc_rows, X, cache, *self.tables,
+                   *self.lane_tables, *mirror, work, self._lanes(blocks, size, rows),
+                   *settings)
         least = int(done.min())
         ahead = bool((done > least).any())
         if ahead:
             _rollback(X, done, least, log_columns, log_values, log_start)
+            run.fused_state = None
         return least, ahead
 
-    def _mirror(self, run: ActiveRun, cache: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def _mirror(self, run: ActiveRun, X: np.ndarray, cache: np.ndarray) -> tuple | None:
         """The run's query and key rows as 8-bit numerators (batch, mirrored rows, n) and
         every head's own score (Q x_j).(K x_j) as float32 numerators (batch, heads, n): the
-        O(n) scoring reads these, a quarter of the cache's bytes. Built from the cache
-        whenever the torch pass has written it (`run.fused_state` is then None); None when
-        a cached entry is not such a numerator (the pass then goes to the torch form)."""
+        O(n) scoring reads these, a quarter of the cache's bytes. Then X with each column's
+        rows contiguous (batch, n, rows: a column of X itself spans batch x n x rows
+        entries, so reading and writing the cell a pass writes missed the cache and the TLB
+        at every row) and the marks of the columns a call wrote there (`_write_back`).
+        Built from the cache and X whenever the torch pass has written them
+        (`run.fused_state` is then None); None when a cached entry is not such a numerator
+        (the pass then goes to the torch form)."""
         if run.fused_state is not None:
             return run.fused_state
         batch, _, n = cache.shape
@@ -288,7 +322,9 @@ class FusedPass:
             for number, (query, key, r) in enumerate(self.head_rows):
                 own[b, number] = (mirror[b, query:query + r].astype(np.float32)
                                   * mirror[b, key:key + r]).sum(axis=0)
-        run.fused_state = (mirror, own)
+        dirty = (np.zeros((batch, n), np.bool_), np.zeros((batch, n), np.int64),
+                 np.zeros(batch, np.int64))
+        run.fused_state = (mirror, own, np.ascontiguousarray(X.transpose(1, 2, 0)), dirty)
         return run.fused_state
 
     def _workspace(self, batch: int, rows: int, width: int, n: int) -> tuple[np.ndarray, ...]:
@@ -307,6 +343,37 @@ class FusedPass:
                           np.zeros((batch, rows), np.bool_), np.empty((batch, width)),
                           np.empty((batch, slots)), np.empty((batch, rows)))
         return self._work
+
+    def _lanes(self, blocks: int, size: int, rows: int) -> tuple[np.ndarray, ...]:
+        """Each block's lanes for `_lockstep` (room for every evaluated column of its
+        programs) and its programs' progress, kept between calls of one shape; the
+        passes proven in lockstep and those evaluated again alone are counted in
+        `lockstep_tally`."""
+        shape = (blocks, size, rows)
+        if getattr(self, "_lanes_shape", None) != shape:
+            lanes, hidden = size * (self.evaluator.capacity + 1), max(self.hidden_width, 1)
+            self._lanes_shape = shape
+            self._lane_work = (np.zeros((blocks, rows, lanes)), np.zeros((blocks, hidden, lanes)),
+                               np.zeros((blocks, lanes), np.int64),
+                               np.zeros((blocks, lanes), np.int64),
+                               np.zeros((blocks, lanes), np.int64), np.zeros((blocks, lanes)),
+                               np.zeros((blocks, lanes)), np.zeros((blocks, lanes), np.bool_),
+                               np.zeros((blocks, lanes), np.bool_),
+                               np.zeros((blocks, 2), np.int64),
+                               np.zeros((blocks, size), np.int64),
+                               np.zeros((blocks, size), np.int64),
+                               np.zeros((blocks, size), np.int64),
+                               np.zeros((blocks, rows, lanes)), np.zeros((blocks, rows, lanes)),
+                               np.zeros((blocks, hidden), np.int64),
+                               np.zeros((blocks, hidden), np.int64),
+                               np.zeros((blocks, size), np.int64))
+        return self._lane_work
+
+    def lockstep_tally(self) -> tuple[int, int]:
+        """Passes proven in lockstep and passes evaluated again program by program, over
+        the calls of the current shape (the tests check that lockstep carries the runs)."""
+        tally = getattr(self, "_lane_work", None)
+        return (0, 0) if tally is None else tuple(int(v) for v in tally[9].sum(axis=0))
 
     def _log(self, batch: int, count: int, rows: int, dtype: np.dtype,
              log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -628,6 +695,25 @@ def _first_at_least(values, start, n, threshold):
 
 
 @_inline
+def _marked(flags) -> int:
+    """How many flags are set: one branch-free sweep, which vectorizes (`any()` stops at
+    the first and runs scalar)."""
+    count = 0
+    for i in range(len(flags)):
+        count += flags[i]
+    return count
+
+
+@_inline
+def _differing(flags, others) -> int:
+    """At how many places two flag arrays differ, in one branch-free sweep."""
+    count = 0
+    for i in range(len(flags)):
+        count += flags[i] != others[i]
+    return count
+
+
+@_inline
 def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
     """One head's output at the extra columns, which see the scratch key and themselves:
     exactly the average of the two values when the two scores tie, else False."""
@@ -646,212 +732,281 @@ def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
 
 
 @_bare
+def _attention_layer(L, b, X, cache, att_read, att_pointers, att_indices, att_values, att_bits,
+                     att_off, layer_groups, groups, lams, targets, reach, mirror_max,
+                     group_mirror, own_bound, mirror, own, XT, self_query, zero_scratch,
+                     extras_layer, slots, bound, skip_bound, limit, A, P, buffer, junk, clean,
+                     low, high, scores, mass, cols, numer, evaluated, m) -> int:
+    """Layer L's attention for program b on its `m` evaluated columns (in the write layer,
+    first choosing the columns to evaluate apart): their new number, or 0 when a step of
+    the layer is not proven."""
+    n = X.shape[2]
+    off = att_off[L]
+    pointers, indices, values = att_pointers[L], att_indices[L], att_values[L]
+    for c in range(m):
+        if not _project(pointers, indices, values, att_bits[L], att_read[L], A[:, c],
+                        P[off:, c], buffer, limit, junk if c == 0 else clean):
+            return 0
+    if L == extras_layer:
+        for j in range(n):
+            mass[j] = -math.inf
+        for g in range(layer_groups[L, 0], layer_groups[L, 1]):
+            if not self_query[g]:
+                continue
+            h, r = groups[g, 0], groups[g, 1]
+            for head in range(h):
+                key = off + groups[g, 4] + head * r
+                first = group_mirror[g, 0] + head * r
+                number = group_mirror[g, 2] + head
+                scale = _numerators(P, key, r, att_bits[L], numer, limit)
+                own_scale = scale * 2.0 ** -att_bits[L]
+                size = own_bound[number] * own_scale
+                for t in range(r):
+                    size += abs(numer[t]) * mirror_max[first + t]
+                if scale == 0.0 or size >= FLOAT32_EXACT:
+                    return 0
+                _mirror_scores(mirror, b, first, numer, mirror_max, r, n, scores)
+                unit = lams[g] / (scale * 2.0 ** att_bits[L])
+                shift = np.float32(own_scale)
+                for j in range(n):
+                    exponent = unit * (scores[j] - own[b, number, j] * shift)
+                    if exponent > mass[j]:
+                        mass[j] = exponent
+        threshold = math.log(skip_bound) - 1e-9
+        j = _first_at_least(mass, 1, n, threshold)
+        while j < n:
+            if m == slots:
+                return 0
+            cols[m] = j
+            for r in range(X.shape[0]):
+                A[r, m] = XT[b, j, r]
+            for i in range(len(pointers) - 1):
+                P[off + i, m] = cache[b, off + i, j]
+            m += 1
+            j = _first_at_least(mass, j + 1, n, threshold)
+    for g in range(layer_groups[L, 0], layer_groups[L, 1]):
+        h, r, k = groups[g, 0], groups[g, 1], groups[g, 2]
+        for head in range(h):
+            q = off + groups[g, 3] + head * r
+            key = off + groups[g, 4] + head * r
+            v = off + groups[g, 5] + head * k
+            target = groups[g, 6] + head * k
+            live = False
+            for t in range(r):
+                if P[q + t, 0] != 0.0:
+                    live = True
+            if live == zero_scratch[g]:
+                return 0
+            if not live:
+                for t in range(k):
+                    row = targets[target + t]
+                    if junk[row]:
+                        return 0
+                    lo = -reach[v + t]
+                    hi = reach[v + t]
+                    for c in range(m):
+                        lo = min(lo, P[v + t, c])
+                        hi = max(hi, P[v + t, c])
+                    low[row] = A[row, 0] + lo
+                    high[row] = A[row, 0] + hi
+                    junk[row] = True
+                    A[row, 0] = 0.0
+                if not _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target):
+                    return 0
+                continue
+            first = group_mirror[g, 1] + head * r
+            scale = _numerators(P, q, r, 0, numer, limit)
+            size = 0.0
+            for t in range(r):
+                size += abs(numer[t]) * mirror_max[first + t]
+            if scale == 0.0 or size >= FLOAT32_EXACT:
+                return 0
+            _mirror_scores(mirror, b, first, numer, mirror_max, r, n, scores)
+            for c in range(m):
+                scores[cols[c]] = NO_SCORE
+            unit = 1.0 / (scale * 2.0 ** att_bits[L])
+            top_score, second_score, winner = _top_two(scores, n)
+            top = top_score * unit if top_score != NO_SCORE else -math.inf
+            second = second_score * unit if second_score != NO_SCORE else -math.inf
+            for c in range(m):
+                score = 0.0
+                for t in range(r):
+                    score += P[q + t, 0] * P[key + t, c]
+                evaluated[c] = score
+                if score > second:
+                    if score > top:
+                        second = top
+                        top = score
+                        winner = cols[c]
+                    else:
+                        second = score
+            off_weight = 0.0
+            if not 2.0 * n * math.exp(lams[g] * (second - top)) < bound:
+                for i in range(n):
+                    if i == winner or scores[i] == NO_SCORE:
+                        continue
+                    exponent = lams[g] * (scores[i] * unit - top)
+                    if exponent > -800.0:
+                        off_weight += math.exp(exponent)
+                for c in range(m):
+                    exponent = lams[g] * (evaluated[c] - top)
+                    if cols[c] != winner and exponent > -800.0:
+                        off_weight += math.exp(exponent)
+            if not off_weight < bound:
+                return 0
+            slot = -1
+            for c in range(m):
+                if cols[c] == winner:
+                    slot = c
+            for t in range(k):
+                value = P[v + t, slot] if slot >= 0 else cache[b, v + t, winner]
+                if value == 0.0:
+                    return 0
+                A[targets[target + t], 0] += value
+            if not _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target):
+                return 0
+    return m
+
+
+@_bare
+def _column_feed_forward(L, c, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
+                         W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, A, junk, low,
+                         high, hidden, kind, source, buffer, limit) -> bool:
+    """Layer L's ReLU layer on evaluated column c of one program, exactly, or False; the
+    scratch column (c = 0) takes the interval-carrying form while it holds averaged rows."""
+    if c == 0 and _marked(junk) > 0:
+        return _feed_forward_junk(
+            W1_pointers[L], W1_indices[L], W1_values[L], ffn_b1[L], W2_pointers[L],
+            W2_indices[L], W2_values[L], ffn_b2[L], ffn_read[L], ffn_rows[L], ffn_bits[L, 0],
+            ffn_bits[L, 1], A[:, 0], junk, low, high, hidden, kind, source, buffer, limit)
+    return _feed_forward(W1_pointers[L], W1_indices[L], W1_values[L], ffn_b1[L],
+                         W2_pointers[L], W2_indices[L], W2_values[L], ffn_b2[L], ffn_read[L],
+                         ffn_rows[L], ffn_bits[L, 0], ffn_bits[L, 1], A[:, c], hidden, buffer,
+                         limit)
+
+
+@_bare
+def _pass_proven(present, att_read, att_pointers, att_indices, att_values, att_bits, att_off,
+                 layer_groups, groups, working, self_query, limit, A, P, buffer, junk, clean,
+                 m) -> bool:
+    """After the last layer: no averaged row is left, every evaluated column is back on the
+    lattice with zero working rows, and the extra columns' fresh projections (their cache
+    entries once committed) leave zero the queries that were zero."""
+    if _marked(junk) > 0:
+        return False
+    off_lattice = 0
+    for c in range(m):
+        for r in range(A.shape[0]):
+            value = A[r, c]
+            off_lattice += (value != 0.0) & (value != 1.0) & (value != -1.0)
+        for r in working:
+            off_lattice += A[r, c] != 0.0
+    if off_lattice > 0:
+        return False
+    for c in range(1, m):
+        for L in range(len(present)):
+            if not present[L]:
+                continue
+            off = att_off[L]
+            if not _project(att_pointers[L], att_indices[L], att_values[L], att_bits[L],
+                            att_read[L], A[:, c], P[off:, c], buffer, limit, clean):
+                return False
+            for g in range(layer_groups[L, 0], layer_groups[L, 1]):
+                if self_query[g]:
+                    continue
+                for t in range(groups[g, 0] * groups[g, 1]):
+                    if P[off + groups[g, 3] + t, c] != 0.0:
+                        return False
+    return True
+
+
+@_bare
 def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits,
               att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
               W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits,
               working, reach, mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
-              head_rows, mirror, own, self_query, zero_scratch, extras_layer, slots, bound,
+              head_rows, mirror, own, XT, self_query, zero_scratch, extras_layer, slots, bound,
               skip_bound, limit, A, P, buffer, hidden, kind, source, junk, clean, low, high, scores,
               mass, cols, numer, evaluated, scratch) -> int:
     """One pass of program b, whose scratch column is `scratch`, computed and checked into A
     (state) and P (fresh projections) at the columns `cols`, nothing of X, the scratch or
     the cache written: the number of evaluated columns, or 0 when the pass is not proven."""
-    rows, _, n = X.shape
     junk[:] = False
-    for r in range(rows):
+    for r in range(X.shape[0]):
         A[r, 0] = scratch[r]
     m = 1
-    ok = True
     for L in range(len(present)):
-        if not ok:
-            break
         if present[L]:
-            off = att_off[L]
-            pointers, indices, values = att_pointers[L], att_indices[L], att_values[L]
-            for c in range(m):
-                if not _project(pointers, indices, values, att_bits[L], att_read[L], A[:, c],
-                                P[off:, c], buffer, limit, junk if c == 0 else clean):
-                    ok = False
-            if not ok:
-                break
-            if L == extras_layer:
-                for j in range(n):
-                    mass[j] = -math.inf
-                for g in range(layer_groups[L, 0], layer_groups[L, 1]):
-                    if not self_query[g]:
-                        continue
-                    h, r = groups[g, 0], groups[g, 1]
-                    for head in range(h):
-                        key = off + groups[g, 4] + head * r
-                        first = group_mirror[g, 0] + head * r
-                        number = group_mirror[g, 2] + head
-                        scale = _numerators(P, key, r, att_bits[L], numer, limit)
-                        own_scale = scale * 2.0 ** -att_bits[L]
-                        size = own_bound[number] * own_scale
-                        for t in range(r):
-                            size += abs(numer[t]) * mirror_max[first + t]
-                        if scale == 0.0 or size >= FLOAT32_EXACT:
-                            ok = False
-                            break
-                        _mirror_scores(mirror, b, first, numer, mirror_max, r, n, scores)
-                        unit = lams[g] / (scale * 2.0 ** att_bits[L])
-                        shift = np.float32(own_scale)
-                        for j in range(n):
-                            exponent = unit * (scores[j] - own[b, number, j] * shift)
-                            if exponent > mass[j]:
-                                mass[j] = exponent
-                    if not ok:
-                        break
-                if not ok:
-                    break
-                threshold = math.log(skip_bound) - 1e-9
-                j = _first_at_least(mass, 1, n, threshold)
-                while j < n:
-                    if m == slots:
-                        ok = False
-                        break
-                    cols[m] = j
-                    for r in range(rows):
-                        A[r, m] = X[r, b, j]
-                    for i in range(len(pointers) - 1):
-                        P[off + i, m] = cache[b, off + i, j]
-                    m += 1
-                    j = _first_at_least(mass, j + 1, n, threshold)
-                if not ok:
-                    break
-            for g in range(layer_groups[L, 0], layer_groups[L, 1]):
-                h, r, k = groups[g, 0], groups[g, 1], groups[g, 2]
-                for head in range(h):
-                    q = off + groups[g, 3] + head * r
-                    key = off + groups[g, 4] + head * r
-                    v = off + groups[g, 5] + head * k
-                    target = groups[g, 6] + head * k
-                    live = False
-                    for t in range(r):
-                        if P[q + t, 0] != 0.0:
-                            live = True
-                    if live == zero_scratch[g]:
-                        ok = False
-                        break
-                    if not live:
-                        for t in range(k):
-                            row = targets[target + t]
-                            if junk[row]:
-                                ok = False
-                            lo = -reach[v + t]
-                            hi = reach[v + t]
-                            for c in range(m):
-                                lo = min(lo, P[v + t, c])
-                                hi = max(hi, P[v + t, c])
-                            low[row] = A[row, 0] + lo
-                            high[row] = A[row, 0] + hi
-                            junk[row] = True
-                            A[row, 0] = 0.0
-                        if not _extra_outputs(P, A, cols, m, q, key, v, r, k, targets,
-                                              target):
-                            ok = False
-                        continue
-                    first = group_mirror[g, 1] + head * r
-                    scale = _numerators(P, q, r, 0, numer, limit)
-                    size = 0.0
-                    for t in range(r):
-                        size += abs(numer[t]) * mirror_max[first + t]
-                    if scale == 0.0 or size >= FLOAT32_EXACT:
-                        ok = False
-                        break
-                    _mirror_scores(mirror, b, first, numer, mirror_max, r, n, scores)
-                    for c in range(m):
-                        scores[cols[c]] = NO_SCORE
-                    unit = 1.0 / (scale * 2.0 ** att_bits[L])
-                    top_score, second_score, winner = _top_two(scores, n)
-                    top = top_score * unit if top_score != NO_SCORE else -math.inf
-                    second = second_score * unit if second_score != NO_SCORE else -math.inf
-                    for c in range(m):
-                        score = 0.0
-                        for t in range(r):
-                            score += P[q + t, 0] * P[key + t, c]
-                        evaluated[c] = score
-                        if score > second:
-                            if score > top:
-                                second = top
-                                top = score
-                                winner = cols[c]
-                            else:
-                                second = score
-                    off_weight = 0.0
-                    if not 2.0 * n * math.exp(lams[g] * (second - top)) < bound:
-                        for i in range(n):
-                            if i == winner or scores[i] == NO_SCORE:
-                                continue
-                            exponent = lams[g] * (scores[i] * unit - top)
-                            if exponent > -800.0:
-                                off_weight += math.exp(exponent)
-                        for c in range(m):
-                            exponent = lams[g] * (evaluated[c] - top)
-                            if cols[c] != winner and exponent > -800.0:
-                                off_weight += math.exp(exponent)
-                    if not off_weight < bound:
-                        ok = False
-                        break
-                    slot = -1
-                    for c in range(m):
-                        if cols[c] == winner:
-                            slot = c
-                    for t in range(k):
-                        value = P[v + t, slot] if slot >= 0 else cache[b, v + t, winner]
-                        if value == 0.0:
-                            ok = False
-                        A[targets[target + t], 0] += value
-                    if not _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target):
-                        ok = False
-                if not ok:
-                    break
-        if not ok:
-            break
+            m = _attention_layer(L, b, X, cache, att_read, att_pointers, att_indices, att_values,
+                                 att_bits, att_off, layer_groups, groups, lams, targets, reach,
+                                 mirror_max, group_mirror, own_bound, mirror, own, XT, self_query,
+                                 zero_scratch, extras_layer, slots, bound, skip_bound, limit, A,
+                                 P, buffer, junk, clean, low, high, scores, mass, cols, numer,
+                                 evaluated, m)
+            if m == 0:
+                return 0
         if len(ffn_rows[L]) > 0:
             for c in range(m):
-                if c == 0 and junk.any():
-                    done = _feed_forward_junk(
-                        W1_pointers[L], W1_indices[L], W1_values[L], ffn_b1[L],
-                        W2_pointers[L], W2_indices[L], W2_values[L], ffn_b2[L], ffn_read[L],
-                        ffn_rows[L], ffn_bits[L, 0], ffn_bits[L, 1], A[:, 0], junk, low,
-                        high, hidden, kind, source, buffer, limit)
-                else:
-                    done = _feed_forward(W1_pointers[L], W1_indices[L], W1_values[L],
-                                         ffn_b1[L], W2_pointers[L], W2_indices[L],
-                                         W2_values[L], ffn_b2[L], ffn_read[L], ffn_rows[L],
-                                         ffn_bits[L, 0], ffn_bits[L, 1], A[:, c], hidden, buffer,
-                                         limit)
-                if not done:
-                    ok = False
-                    break
-    if ok and junk.any():
-        ok = False
-    if ok:
+                if not _column_feed_forward(L, c, ffn_read, W1_pointers, W1_indices, W1_values,
+                                            ffn_b1, ffn_rows, W2_pointers, W2_indices,
+                                            W2_values, ffn_b2, ffn_bits, A, junk, low, high,
+                                            hidden, kind, source, buffer, limit):
+                    return 0
+    if not _pass_proven(present, att_read, att_pointers, att_indices, att_values, att_bits,
+                        att_off, layer_groups, groups, working, self_query, limit, A, P, buffer,
+                        junk, clean, m):
+        return 0
+    return m
+
+
+@_inline
+def _write_back(b, X, XT, dirty) -> None:
+    """Program b's columns committed in this call, from XT (columns contiguous, where the
+    pass reads and writes them) into X (rows apart by batch x n entries)."""
+    flags, columns, counts = dirty
+    for i in range(counts[b]):
+        column = columns[b, i]
+        for r in range(X.shape[0]):
+            X[r, b, column] = XT[b, column, r]
+        flags[b, column] = False
+    counts[b] = 0
+
+
+@_bare
+def _commit(b, m, X, cache, mirror, own, XT, dirty, mirror_rows, mirror_scale, head_rows, A, P,
+            cols, scratch, log, log_columns, log_values, position) -> int:
+    """Program b's proven pass into its scratch column, its columns of X (in XT, marked
+    `dirty` for `_write_back`), the cache, the score mirror and the own scores, logging each
+    committed column's old state first when `log`: returns the log's new end."""
+    rows = X.shape[0]
+    if log:
         for c in range(m):
+            log_columns[b, position] = cols[c]
             for r in range(rows):
-                value = A[r, c]
-                if value != 0.0 and value != 1.0 and value != -1.0:
-                    ok = False
-            for r in working:
-                if A[r, c] != 0.0:
-                    ok = False
-    if ok:
-        for c in range(1, m):
-            for L in range(len(present)):
-                if not present[L]:
-                    continue
-                off = att_off[L]
-                if not _project(att_pointers[L], att_indices[L], att_values[L], att_bits[L],
-                                att_read[L], A[:, c], P[off:, c], buffer, limit, clean):
-                    ok = False
-                for g in range(layer_groups[L, 0], layer_groups[L, 1]):
-                    if self_query[g]:
-                        continue
-                    for t in range(groups[g, 0] * groups[g, 1]):
-                        if P[off + groups[g, 3] + t, c] != 0.0:
-                            ok = False
-    return m if ok else 0
+                log_values[b, position, r] = scratch[r] if c == 0 else XT[b, cols[c], r]
+            position += 1
+    for r in range(rows):
+        scratch[r] = A[r, 0]
+    for c in range(1, m):
+        column = cols[c]
+        for r in range(rows):
+            XT[b, column, r] = A[r, c]
+        flags, columns, counts = dirty
+        if not flags[b, column]:
+            flags[b, column] = True
+            columns[b, counts[b]] = column
+            counts[b] += 1
+        for i in range(cache.shape[1]):
+            cache[b, i, column] = P[i, c]
+        for i in range(len(mirror_rows)):
+            mirror[b, i, column] = np.int8(P[mirror_rows[i], c] * mirror_scale[i])
+        for h in range(len(head_rows)):
+            score = np.float32(0.0)
+            for t in range(head_rows[h, 2]):
+                score += (np.float32(mirror[b, head_rows[h, 0] + t, column])
+                          * np.float32(mirror[b, head_rows[h, 1] + t, column]))
+            own[b, h, column] = score
+    return position
 
 
 @_bare
@@ -859,15 +1014,14 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
              att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
              W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
              W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max,
-             group_mirror, own_bound, head_rows, mirror, own, work, self_query, zero_scratch,
-             extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
-             log_start) -> int:
+             group_mirror, own_bound, head_rows, mirror, own, XT, dirty, work, self_query,
+             zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log, log_columns,
+             log_values, log_start) -> int:
     """Up to `count` passes of program b, each recorded, proven and committed to its own
     slices of X and the cache; stops before the first pass it cannot prove. With `log`,
     every committed column's old state is logged (`_rollback`), and a program whose log
     is full stops too. Returns the passes made."""
     rows = X.shape[0]
-    width = cache.shape[1]
     slots = capacity + 1
     A, P, buffer, hidden, low, high = (work[0][b], work[1][b], work[2][b], work[3][b],
                                        work[4][b], work[5][b])
@@ -887,40 +1041,396 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
                       att_bits, att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers,
                       W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values,
                       ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max,
-                      group_mirror, own_bound, head_rows, mirror, own, self_query, zero_scratch,
+                      group_mirror, own_bound, head_rows, mirror, own, XT, self_query, zero_scratch,
                       extras_layer, slots, bound, skip_bound, limit, A, P, buffer, hidden, kind,
                       source, junk, clean, low, high, scores, mass, cols, numer, evaluated,
                       scratch)
         if m == 0 or (log and position + m > log_columns.shape[1]):
             made = done
             break
-        if log:
-            for c in range(m):
-                log_columns[b, position] = cols[c]
-                for r in range(rows):
-                    log_values[b, position, r] = scratch[r] if c == 0 else X[r, b, cols[c]]
-                position += 1
-        for r in range(rows):
-            scratch[r] = A[r, 0]
-        for c in range(1, m):
-            column = cols[c]
-            for r in range(rows):
-                X[r, b, column] = A[r, c]
-            for i in range(width):
-                cache[b, i, column] = P[i, c]
-            for i in range(len(mirror_rows)):
-                mirror[b, i, column] = np.int8(P[mirror_rows[i], c] * mirror_scale[i])
-            for h in range(len(head_rows)):
-                score = np.float32(0.0)
-                for t in range(head_rows[h, 2]):
-                    score += (np.float32(mirror[b, head_rows[h, 0] + t, column])
-                              * np.float32(mirror[b, head_rows[h, 1] + t, column]))
-                own[b, h, column] = score
+        position = _commit(b, m, X, cache, mirror, own, XT, dirty, mirror_rows, mirror_scale,
+                           head_rows, A, P, cols, scratch, log, log_columns, log_values, position)
     for r in range(rows):
         X[r, b, 0] = scratch[r]
+    _write_back(b, X, XT, dirty)
     if log and made == count:
         log_start[b, count] = position
     return made
+
+
+@_inline
+def _lane_bits(V, touch, lanes, lane_bits, lane_max, lane_bad) -> None:
+    """For each lane (column of V), the least G <= MAX_FRACTION_BITS making every touched
+    row's value times 2^G an integer (-1 if none), and the largest |value|."""
+    for l in range(lanes):
+        lane_bits[l] = -1
+        lane_max[l] = 0.0
+    for j in range(len(touch)):
+        row = touch[j]
+        for l in range(lanes):
+            lane_max[l] = max(lane_max[l], abs(V[row, l]))
+    left = lanes
+    for bits in range(MAX_FRACTION_BITS + 1):
+        scale = 2.0 ** bits
+        for l in range(lanes):
+            lane_bad[l] = False
+        for j in range(len(touch)):
+            row = touch[j]
+            for l in range(lanes):
+                scaled = V[row, l] * scale
+                lane_bad[l] |= scaled != np.floor(scaled)
+        for l in range(lanes):
+            if lane_bits[l] < 0 and not lane_bad[l]:
+                lane_bits[l] = bits
+                left -= 1
+        if left == 0:
+            break
+
+
+@_inline
+def _lane_feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W2_values, b2,
+                       read, rows, touch, first, second, bounds, limit, V, H, lanes, lane_bits,
+                       lane_max, lane_top, lane_bad, lane_ok) -> None:
+    """V[rows] += W2 relu(W1 V[read] + b1) + b2 on `lanes` columns at once (lanes contiguous,
+    so each weight is applied to all of them in one vector sweep), exact on every lane left
+    in `lane_ok`.
+
+    Why it is exact: a lane's values are multiples of 2^-G (G its `lane_bits`), and so is
+    every product with the integer weight numerators and every partial sum; `bounds` holds
+    the layer's largest absolute row sums of those numerators (biases apart), so with the
+    lane's largest |value| and largest hidden unit each partial sum, in any order, is below
+    `limit` times 2^-G: an exact float in the run's dtype, as in the full pass."""
+    _lane_bits(V, touch, lanes, lane_bits, lane_max, lane_bad)
+    bias1, sum1, bias2, sum2 = bounds[0], bounds[1], bounds[2], bounds[3]
+    for l in range(lanes):
+        lane_ok[l] = (lane_bits[l] >= 0
+                      and (bias1 + sum1 * lane_max[l]) * 2.0 ** lane_bits[l] < limit)
+        lane_top[l] = 0.0
+    for u in range(len(pointers) - 1):
+        for l in range(lanes):
+            H[u, l] = b1[u]
+        for e in range(pointers[u], pointers[u + 1]):
+            weight = values[e]
+            row = read[indices[e]]
+            for l in range(lanes):
+                H[u, l] += weight * V[row, l]
+        for l in range(lanes):
+            unit = max(H[u, l], 0.0)
+            H[u, l] = unit
+            lane_top[l] = max(lane_top[l], unit)
+    both = 2.0 ** (first + second)
+    for l in range(lanes):
+        size = lane_max[l] * both + bias2 * 2.0 ** first + sum2 * lane_top[l]
+        lane_ok[l] = lane_ok[l] and size * 2.0 ** lane_bits[l] < limit
+    unscale = 2.0 ** -(first + second)
+    for r in range(len(rows)):
+        row = rows[r]
+        bias = b2[r] * 2.0 ** first
+        for l in range(lanes):
+            V[row, l] = V[row, l] * both + bias
+        for e in range(W2_pointers[r], W2_pointers[r + 1]):
+            weight = W2_values[e]
+            unit = W2_indices[e]
+            for l in range(lanes):
+                V[row, l] += weight * H[unit, l]
+        for l in range(lanes):
+            V[row, l] *= unscale
+
+
+@_inline
+def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W2_values,
+                            b2, read, rows, touch, first, second, bounds, limit, V, H, Low, High,
+                            junk, kind, source, lanes, lane_bits, lane_max, lane_top, lane_bad,
+                            lane_ok) -> None:
+    """`_lane_feed_forward` on scratch columns that hold the same averaged rows (`junk`,
+    zero in V, each lane's interval in Low and High), with `_feed_forward_junk`'s rules: a
+    hidden unit reading such a row must be below zero over the whole interval on every lane
+    (exact 0 after the ReLU), or be +-row alone (a unit with no other term and no bias,
+    kind +-1), and each averaged row must come out as row - relu(row) + relu(-row) = 0 with
+    nothing else added. A rule broken by the weights clears every lane."""
+    _lane_bits(V, touch, lanes, lane_bits, lane_max, lane_bad)
+    bias1, sum1, bias2, sum2 = bounds[0], bounds[1], bounds[2], bounds[3]
+    weight_scale = 2.0 ** -first
+    for l in range(lanes):
+        lane_ok[l] = (lane_bits[l] >= 0
+                      and (bias1 + sum1 * lane_max[l]) * 2.0 ** lane_bits[l] < limit)
+        lane_top[l] = 0.0
+    for u in range(len(pointers) - 1):
+        averaged = 0
+        plain = 0
+        for e in range(pointers[u], pointers[u + 1]):
+            if junk[read[indices[e]]]:
+                averaged += 1
+                source[u] = read[indices[e]]
+                kind[u] = 1 if values[e] > 0 else -1
+                if abs(values[e] * weight_scale) != 1.0:
+                    kind[u] = 2
+            else:
+                plain += 1
+        if averaged == 0:
+            kind[u] = 0
+        elif averaged == 1 and plain == 0 and b1[u] == 0.0 and kind[u] != 2:
+            for l in range(lanes):
+                H[u, l] = 0.0
+            continue
+        else:
+            kind[u] = 0
+        for l in range(lanes):
+            H[u, l] = b1[u]
+        for e in range(pointers[u], pointers[u + 1]):
+            weight = values[e]
+            row = read[indices[e]]
+            for l in range(lanes):
+                H[u, l] += weight * V[row, l]
+        if averaged == 0:
+            for l in range(lanes):
+                unit = max(H[u, l], 0.0)
+                H[u, l] = unit
+                lane_top[l] = max(lane_top[l], unit)
+            continue
+        for l in range(lanes):
+            upper = H[u, l] * weight_scale
+            size = abs(b1[u]) * weight_scale
+            for e in range(pointers[u], pointers[u + 1]):
+                row = read[indices[e]]
+                weight = values[e] * weight_scale
+                if junk[row]:
+                    low, high = weight * Low[row, l], weight * High[row, l]
+                    upper += max(low, high)
+                    size += max(abs(low), abs(high))
+                else:
+                    size += abs(weight * V[row, l])
+            lane_ok[l] = lane_ok[l] and upper + size * 2.0 ** -10 < 0.0
+            H[u, l] = 0.0
+    both = 2.0 ** (first + second)
+    for l in range(lanes):
+        size = lane_max[l] * both + bias2 * 2.0 ** first + sum2 * lane_top[l]
+        lane_ok[l] = lane_ok[l] and size * 2.0 ** lane_bits[l] < limit
+    unscale = 2.0 ** -(first + second)
+    coefficient_scale = 2.0 ** -second
+    for r in range(len(rows)):
+        row = rows[r]
+        plus = 0
+        minus = 0
+        for e in range(W2_pointers[r], W2_pointers[r + 1]):
+            unit = W2_indices[e]
+            if kind[unit] == 0:
+                continue
+            coefficient = W2_values[e] * coefficient_scale
+            if source[unit] != row:
+                plus = minus = -len(rows)
+            elif kind[unit] == 1 and coefficient == -1.0:
+                plus += 1
+            elif kind[unit] == -1 and coefficient == 1.0:
+                minus += 1
+            else:
+                plus = minus = -len(rows)
+        if junk[row]:
+            if plus != 1 or minus != 1 or b2[r] != 0.0:
+                for l in range(lanes):
+                    lane_ok[l] = False
+            for l in range(lanes):
+                V[row, l] = 0.0
+            for e in range(W2_pointers[r], W2_pointers[r + 1]):
+                if kind[W2_indices[e]] == 0:
+                    for l in range(lanes):
+                        lane_ok[l] = lane_ok[l] and H[W2_indices[e], l] == 0.0
+            continue
+        if plus != 0 or minus != 0:
+            for l in range(lanes):
+                lane_ok[l] = False
+        bias = b2[r] * 2.0 ** first
+        for l in range(lanes):
+            V[row, l] = V[row, l] * both + bias
+        for e in range(W2_pointers[r], W2_pointers[r + 1]):
+            weight = W2_values[e]
+            unit = W2_indices[e]
+            for l in range(lanes):
+                V[row, l] += weight * H[unit, l]
+        for l in range(lanes):
+            V[row, l] *= unscale
+
+
+@_bare
+def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, att_pointers,
+              att_indices, att_values, att_bits, att_off, layer_groups, groups, lams, targets,
+              ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
+              W2_indices, W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows,
+              mirror_scale, mirror_max, group_mirror, own_bound, head_rows, ffn_touch,
+              ffn_bounds, mirror, own, XT, dirty, work, lane_work, block, self_query, zero_scratch,
+              extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
+              log_start, done) -> None:
+    """Up to `count` passes of programs start..stop-1, in lockstep: each layer's attention
+    program by program, then its ReLU layer on every evaluated column of every program at
+    once, the columns gathered into lanes (`_lane_feed_forward`; scratch columns holding
+    the same averaged rows by `_lane_feed_forward_junk`, any other by `_feed_forward_junk`).
+    A program whose pass is not proven so is evaluated again on its own (`_one_pass`); one
+    that is not proven there either stops, as in `_program`. Counts the passes proven in
+    lockstep and those evaluated again in `lane_work[9][block]`."""
+    rows = X.shape[0]
+    slots = capacity + 1
+    V, H, lane_program, lane_slot = (lane_work[0][block], lane_work[1][block],
+                                     lane_work[2][block], lane_work[3][block])
+    lane_bits, lane_max, lane_top, lane_bad, lane_ok = (lane_work[4][block], lane_work[5][block],
+                                                        lane_work[6][block], lane_work[7][block],
+                                                        lane_work[8][block])
+    tally = lane_work[9][block]
+    Low, High, kind, source = (lane_work[13][block], lane_work[14][block], lane_work[15][block],
+                               lane_work[16][block])
+    first_lane = lane_work[17][block]
+    made, evaluated_columns, position = (lane_work[10][block], lane_work[11][block],
+                                         lane_work[12][block])
+    for b in range(start, stop):
+        scratch = work[15][b]
+        for r in range(rows):
+            scratch[r] = X[r, b, 0]
+        made[b - start] = -1
+        position[b - start] = 0
+    for step in range(count):
+        running = 0
+        for b in range(start, stop):
+            if made[b - start] >= 0:
+                continue
+            running += 1
+            if log:
+                log_start[b, step] = position[b - start]
+            scratch, A, junk = work[15][b], work[0][b], work[11][b]
+            for i in range(len(pc_rows)):
+                record[step, i, b] = scratch[pc_rows[i]]
+            junk[:] = False
+            for r in range(rows):
+                A[r, 0] = scratch[r]
+            evaluated_columns[b - start] = 1
+        if running == 0:
+            break
+        for L in range(len(present)):
+            if present[L]:
+                for b in range(start, stop):
+                    m = evaluated_columns[b - start]
+                    if made[b - start] >= 0 or m == 0:
+                        continue
+                    evaluated_columns[b - start] = _attention_layer(
+                        L, b, X, cache, att_read, att_pointers, att_indices, att_values,
+                        att_bits, att_off, layer_groups, groups, lams, targets, reach,
+                        mirror_max, group_mirror, own_bound, mirror, own, XT, self_query,
+                        zero_scratch, extras_layer, slots, bound, skip_bound, limit, work[0][b],
+                        work[1][b], work[2][b], work[11][b], work[12][b], work[4][b],
+                        work[5][b], work[6][b], work[7][b], work[10][b], work[13][b],
+                        work[14][b], m)
+            if len(ffn_rows[L]) == 0:
+                continue
+            touch, written = ffn_touch[L], ffn_rows[L]
+            lanes = 0
+            reference = -1
+            for b in range(start, stop):
+                if made[b - start] >= 0 or evaluated_columns[b - start] == 0:
+                    continue
+                junk = work[11][b]
+                first_lane[b - start] = 0
+                if _marked(junk) == 0:
+                    continue
+                first_lane[b - start] = 1
+                if reference < 0:
+                    reference = b
+                if _differing(junk, work[11][reference]) == 0:
+                    lane_program[lanes] = b
+                    lanes += 1
+                elif not _column_feed_forward(L, 0, ffn_read, W1_pointers, W1_indices,
+                                              W1_values, ffn_b1, ffn_rows, W2_pointers,
+                                              W2_indices, W2_values, ffn_b2, ffn_bits,
+                                              work[0][b], junk, work[4][b], work[5][b],
+                                              work[3][b], work[8][b], work[9][b], work[2][b],
+                                              limit):
+                    evaluated_columns[b - start] = 0
+            if lanes > 0:
+                junk = work[11][reference]
+                for j in range(len(touch)):
+                    row = touch[j]
+                    for l in range(lanes):
+                        V[row, l] = work[0][lane_program[l], row, 0]
+                        Low[row, l] = work[4][lane_program[l], row]
+                        High[row, l] = work[5][lane_program[l], row]
+                _lane_feed_forward_junk(W1_pointers[L], W1_indices[L], W1_values[L], ffn_b1[L],
+                                        W2_pointers[L], W2_indices[L], W2_values[L], ffn_b2[L],
+                                        ffn_read[L], written, touch, ffn_bits[L, 0],
+                                        ffn_bits[L, 1], ffn_bounds[L], limit, V, H, Low, High,
+                                        junk, kind, source, lanes, lane_bits, lane_max, lane_top,
+                                        lane_bad, lane_ok)
+                for l in range(lanes):
+                    b = lane_program[l]
+                    if not lane_ok[l]:
+                        evaluated_columns[b - start] = 0
+                        continue
+                    for r in range(len(written)):
+                        work[0][b, written[r], 0] = V[written[r], l]
+                        work[11][b, written[r]] = False
+            lanes = 0
+            for b in range(start, stop):
+                m = evaluated_columns[b - start]
+                if made[b - start] >= 0 or m == 0:
+                    continue
+                for c in range(first_lane[b - start], m):
+                    lane_program[lanes] = b
+                    lane_slot[lanes] = c
+                    lanes += 1
+            if lanes == 0:
+                continue
+            for j in range(len(touch)):
+                row = touch[j]
+                for l in range(lanes):
+                    V[row, l] = work[0][lane_program[l], row, lane_slot[l]]
+            _lane_feed_forward(W1_pointers[L], W1_indices[L], W1_values[L], ffn_b1[L],
+                               W2_pointers[L], W2_indices[L], W2_values[L], ffn_b2[L],
+                               ffn_read[L], ffn_rows[L], touch, ffn_bits[L, 0], ffn_bits[L, 1],
+                               ffn_bounds[L], limit, V, H, lanes, lane_bits, lane_max, lane_top,
+                               lane_bad, lane_ok)
+            for l in range(lanes):
+                b = lane_program[l]
+                if not lane_ok[l]:
+                    evaluated_columns[b - start] = 0
+                    continue
+                for r in range(len(written)):
+                    work[0][b, written[r], lane_slot[l]] = V[written[r], l]
+        for b in range(start, stop):
+            if made[b - start] >= 0:
+                continue
+            A, P, cols, scratch = work[0][b], work[1][b], work[10][b], work[15][b]
+            m = evaluated_columns[b - start]
+            if m > 0 and not _pass_proven(present, att_read, att_pointers, att_indices,
+                                          att_values, att_bits, att_off, layer_groups, groups,
+                                          working, self_query, limit, A, P, work[2][b],
+                                          work[11][b], work[12][b], m):
+                m = 0
+            if m > 0:
+                tally[0] += 1
+            else:
+                tally[1] += 1
+                m = _one_pass(b, X, cache, present, att_read, att_pointers, att_indices,
+                              att_values, att_bits, att_off, layer_groups, groups, lams, targets,
+                              ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
+                              W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working,
+                              reach, mirror_rows, mirror_scale, mirror_max, group_mirror,
+                              own_bound, head_rows, mirror, own, XT, self_query, zero_scratch,
+                              extras_layer, slots, bound, skip_bound, limit, A, P, work[2][b],
+                              work[3][b], work[8][b], work[9][b], work[11][b], work[12][b],
+                              work[4][b], work[5][b], work[6][b], work[7][b], cols, work[13][b],
+                              work[14][b], scratch)
+            if m == 0 or (log and position[b - start] + m > log_columns.shape[1]):
+                made[b - start] = step
+                continue
+            position[b - start] = _commit(b, m, X, cache, mirror, own, XT, dirty, mirror_rows,
+                                          mirror_scale, head_rows, A, P, cols, scratch, log,
+                                          log_columns, log_values, position[b - start])
+    for b in range(start, stop):
+        scratch = work[15][b]
+        for r in range(rows):
+            X[r, b, 0] = scratch[r]
+        _write_back(b, X, XT, dirty)
+        if made[b - start] < 0:
+            made[b - start] = count
+            if log:
+                log_start[b, count] = position[b - start]
+        done[b] = made[b - start]
 
 
 @_jit
@@ -928,9 +1438,9 @@ def _programs(count, record, pc_rows, X, cache, present, att_read, att_pointers,
               att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
               W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
               W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max,
-              group_mirror, own_bound, head_rows, mirror, own, work, self_query, zero_scratch,
-              extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
-              log_start, done):
+              group_mirror, own_bound, head_rows, mirror, own, XT, dirty, work, self_query,
+              zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log, log_columns,
+              log_values, log_start, done):
     """Every program's passes (`_program`) one after another, in this thread."""
     for b in range(X.shape[1]):
         done[b] = _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointers,
@@ -938,30 +1448,54 @@ def _programs(count, record, pc_rows, X, cache, present, att_read, att_pointers,
                            targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
                            W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
                            mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
-                           head_rows, mirror, own, work, self_query, zero_scratch, extras_layer,
-                           capacity, bound, skip_bound, limit, log, log_columns, log_values,
-                           log_start)
+                           head_rows, mirror, own, XT, dirty, work, self_query, zero_scratch,
+                           extras_layer, capacity, bound, skip_bound, limit, log, log_columns,
+                           log_values, log_start)
+
+
+@_jit
+def _blocks(size, count, record, pc_rows, X, cache, present, att_read, att_pointers,
+            att_indices, att_values, att_bits, att_off, layer_groups, groups, lams, targets,
+            ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
+            W2_indices, W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale,
+            mirror_max, group_mirror, own_bound, head_rows, ffn_touch, ffn_bounds, mirror, own, XT,
+            dirty, work, lane_work, self_query, zero_scratch, extras_layer, capacity, bound,
+            skip_bound, limit, log, log_columns, log_values, log_start, done):
+    """The programs in blocks of `size`, each block's passes in lockstep (`_lockstep`), one
+    block after another in this thread."""
+    batch = X.shape[1]
+    for block in range((batch + size - 1) // size):
+        _lockstep(block * size, min(batch, (block + 1) * size), count, record, pc_rows, X, cache,
+                  present, att_read, att_pointers, att_indices, att_values, att_bits, att_off,
+                  layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
+                  W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2,
+                  ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max, group_mirror,
+                  own_bound, head_rows, ffn_touch, ffn_bounds, mirror, own, XT, dirty, work,
+                  lane_work, block, self_query, zero_scratch, extras_layer, capacity, bound,
+                  skip_bound, limit, log, log_columns, log_values, log_start, done)
 
 
 @_parallel
-def _programs_parallel(count, record, pc_rows, X, cache, present, att_read, att_pointers,
-                       att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
-                       targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
-                       W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
-                       mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound, head_rows,
-                       mirror, own, work, self_query, zero_scratch, extras_layer, capacity, bound,
-                       skip_bound, limit, log, log_columns, log_values, log_start, done):
-    """`_programs` with programs spread over numba's threads: one parallel region for all
+def _blocks_parallel(size, count, record, pc_rows, X, cache, present, att_read, att_pointers,
+                     att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
+                     targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
+                     W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
+                     mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound, head_rows,
+                     ffn_touch, ffn_bounds, mirror, own, XT, dirty, work, lane_work, self_query,
+                     zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
+                     log_columns, log_values, log_start, done):
+    """`_blocks` with the blocks spread over numba's threads: one parallel region for all
     the call's passes (a region a pass made every pass wait for the slowest thread)."""
-    for b in numba.prange(X.shape[1]):
-        done[b] = _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointers,
-                           att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
-                           targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
-                           W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
-                           mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
-                           head_rows, mirror, own, work, self_query, zero_scratch, extras_layer,
-                           capacity, bound, skip_bound, limit, log, log_columns, log_values,
-                           log_start)
+    batch = X.shape[1]
+    for block in numba.prange((batch + size - 1) // size):
+        _lockstep(block * size, min(batch, (block + 1) * size), count, record, pc_rows, X, cache,
+                  present, att_read, att_pointers, att_indices, att_values, att_bits, att_off,
+                  layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
+                  W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2,
+                  ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max, group_mirror,
+                  own_bound, head_rows, ffn_touch, ffn_bounds, mirror, own, XT, dirty, work,
+                  lane_work, block, self_query, zero_scratch, extras_layer, capacity, bound,
+                  skip_bound, limit, log, log_columns, log_values, log_start, done)
 
 
 @_jit
