@@ -1,6 +1,7 @@
 """The fused pass's 8-bit score mirror (vm/runtime/fused.py): what it refuses, and that a
 cache it cannot mirror exactly sends the pass to the torch form instead of a guess."""
 
+import dataclasses
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -187,36 +188,35 @@ def test_lanes_give_each_relu_layer_exactly_and_refuse_what_they_cannot_prove(dt
                 assert Fraction(float(V[row, lane])) == exact, (L, lane, row)
 
 
+def _beside_the_full_pass(config: EngineConfig, programs: int, seed: int, passes: int):
+    """A fused runner of `programs` looping programs (n = 64) advanced pass by pass beside
+    the full pass under the same config, X equal after every pass; returns the runner and
+    its compiled form."""
+    shape = workload_geometry(64)
+    executor = TransformerExecutor(shape, config)
+    cards = executor.load(looping_programs(shape, programs, seed=seed))
+    full = TransformerExecutor(shape, dataclasses.replace(config, evaluation="full"))
+    run, reference = executor.runner(cards.clone()), full.runner(cards.clone())
+    for step in range(passes):
+        run.advance(1)
+        reference.advance(1)
+        assert torch.equal(run.X, reference.X), f"X differs after pass {step}"
+    return run, executor.active.fused
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_batch_runs_in_lockstep_bit_identically(threads):
     """Six programs (blocks of three with two threads) for 200 passes: X equal to the full
     pass after every pass, and the passes proven in lockstep, none evaluated again alone."""
-    shape = workload_geometry(64)
-    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused", threads=threads))
-    cards = executor.load(looping_programs(shape, 6, seed=5))
-    full = TransformerExecutor(shape, EngineConfig(evaluation="full"))
-    run, reference = executor.runner(cards.clone()), full.runner(cards.clone())
-    for step in range(200):
-        run.advance(1)
-        reference.advance(1)
-        assert torch.equal(run.X, reference.X), f"X differs after pass {step}"
-    proven, again = executor.active.fused.lockstep_tally()
+    _, form = _beside_the_full_pass(EngineConfig(evaluation="fused", threads=threads), 6, 5, 200)
+    proven, again = form.lockstep_tally()
     assert proven >= 6 * 150 and again == 0
 
 
 def test_a_batch_whose_guard_fails_is_refused_in_lockstep_and_alone():
     """At temperature 1.0 (n = 64) some pass changes a second memory column: the lockstep
     pass must not prove it, nor the program alone, and X stays equal to the full pass."""
-    shape = workload_geometry(64)
-    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused", temperature=1.0,
-                                                       checked=False))
-    cards = executor.load(looping_programs(shape, 3, seed=1))
-    full = TransformerExecutor(shape, EngineConfig(evaluation="full", temperature=1.0,
-                                                   checked=False))
-    run, reference = executor.runner(cards.clone()), full.runner(cards.clone())
-    for step in range(20):
-        run.advance(1)
-        reference.advance(1)
-        assert torch.equal(run.X, reference.X), f"X differs after pass {step}"
-    proven, again = executor.active.fused.lockstep_tally()
+    config = EngineConfig(evaluation="fused", temperature=1.0, checked=False)
+    run, form = _beside_the_full_pass(config, 3, 1, 20)
+    proven, _ = form.lockstep_tally()
     assert run.fallbacks > 0 and proven == 0

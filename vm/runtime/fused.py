@@ -1094,6 +1094,68 @@ def _lane_bits(V, touch, lanes, lane_bits, lane_max, lane_bad) -> None:
 
 
 @_inline
+def _first_bound(V, touch, bias1, sum1, limit, lanes, lane_bits, lane_max, lane_top, lane_bad,
+                 lane_ok) -> None:
+    """Each lane's grid (`_lane_bits`) and whether W1's partial sums stay exact on it."""
+    _lane_bits(V, touch, lanes, lane_bits, lane_max, lane_bad)
+    for l in range(lanes):
+        lane_ok[l] = (lane_bits[l] >= 0
+                      and (bias1 + sum1 * lane_max[l]) * 2.0 ** lane_bits[l] < limit)
+        lane_top[l] = 0.0
+
+
+@_inline
+def _second_bound(first, second, bias2, sum2, limit, lanes, lane_bits, lane_max, lane_top,
+                  lane_ok) -> None:
+    """Whether W2's partial sums, the residual (scaled by 2^(first + second)) and the bias
+    stay exact on each lane, given its largest hidden unit."""
+    both = 2.0 ** (first + second)
+    for l in range(lanes):
+        size = lane_max[l] * both + bias2 * 2.0 ** first + sum2 * lane_top[l]
+        lane_ok[l] = lane_ok[l] and size * 2.0 ** lane_bits[l] < limit
+
+
+@_inline
+def _lane_unit(u, pointers, indices, values, b1, read, V, H, lanes) -> None:
+    """Hidden unit u before the ReLU on every lane: b1[u] + W1[u] V[read]."""
+    for l in range(lanes):
+        H[u, l] = b1[u]
+    for e in range(pointers[u], pointers[u + 1]):
+        weight = values[e]
+        row = read[indices[e]]
+        for l in range(lanes):
+            H[u, l] += weight * V[row, l]
+
+
+@_inline
+def _lane_relu(u, H, lanes, lane_top) -> None:
+    """The ReLU of hidden unit u on every lane, keeping each lane's largest unit."""
+    for l in range(lanes):
+        unit = max(H[u, l], 0.0)
+        H[u, l] = unit
+        lane_top[l] = max(lane_top[l], unit)
+
+
+@_inline
+def _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, first, second, V, H,
+                     lanes) -> None:
+    """V[row] += W2[r] H + b2[r] on every lane, in units of 2^-(first + second) (exact on
+    the lanes the bounds keep)."""
+    both = 2.0 ** (first + second)
+    bias = b2[r] * 2.0 ** first
+    for l in range(lanes):
+        V[row, l] = V[row, l] * both + bias
+    for e in range(W2_pointers[r], W2_pointers[r + 1]):
+        weight = W2_values[e]
+        unit = W2_indices[e]
+        for l in range(lanes):
+            V[row, l] += weight * H[unit, l]
+    unscale = 2.0 ** -(first + second)
+    for l in range(lanes):
+        V[row, l] *= unscale
+
+
+@_inline
 def _lane_feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W2_values, b2,
                        read, rows, touch, first, second, bounds, limit, V, H, lanes, lane_bits,
                        lane_max, lane_top, lane_bad, lane_ok) -> None:
@@ -1106,41 +1168,18 @@ def _lane_feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W
     the layer's largest absolute row sums of those numerators (biases apart), so with the
     lane's largest |value| and largest hidden unit each partial sum, in any order, is below
     `limit` times 2^-G: an exact float in the run's dtype, as in the full pass."""
-    _lane_bits(V, touch, lanes, lane_bits, lane_max, lane_bad)
-    bias1, sum1, bias2, sum2 = bounds[0], bounds[1], bounds[2], bounds[3]
-    for l in range(lanes):
-        lane_ok[l] = (lane_bits[l] >= 0
-                      and (bias1 + sum1 * lane_max[l]) * 2.0 ** lane_bits[l] < limit)
-        lane_top[l] = 0.0
+    bias2, sum2 = bounds[2], bounds[3]
+    _first_bound(V, touch, bounds[0], bounds[1], limit, lanes, lane_bits, lane_max, lane_top,
+                 lane_bad, lane_ok)
     for u in range(len(pointers) - 1):
-        for l in range(lanes):
-            H[u, l] = b1[u]
-        for e in range(pointers[u], pointers[u + 1]):
-            weight = values[e]
-            row = read[indices[e]]
-            for l in range(lanes):
-                H[u, l] += weight * V[row, l]
-        for l in range(lanes):
-            unit = max(H[u, l], 0.0)
-            H[u, l] = unit
-            lane_top[l] = max(lane_top[l], unit)
-    both = 2.0 ** (first + second)
-    for l in range(lanes):
-        size = lane_max[l] * both + bias2 * 2.0 ** first + sum2 * lane_top[l]
-        lane_ok[l] = lane_ok[l] and size * 2.0 ** lane_bits[l] < limit
-    unscale = 2.0 ** -(first + second)
+        _lane_unit(u, pointers, indices, values, b1, read, V, H, lanes)
+        _lane_relu(u, H, lanes, lane_top)
+    _second_bound(first, second, bias2, sum2, limit, lanes, lane_bits, lane_max, lane_top,
+                  lane_ok)
     for r in range(len(rows)):
         row = rows[r]
-        bias = b2[r] * 2.0 ** first
-        for l in range(lanes):
-            V[row, l] = V[row, l] * both + bias
-        for e in range(W2_pointers[r], W2_pointers[r + 1]):
-            weight = W2_values[e]
-            unit = W2_indices[e]
-            for l in range(lanes):
-                V[row, l] += weight * H[unit, l]
-        for l in range(lanes):
-            V[row, l] *= unscale
+        _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, first, second, V, H,
+                         lanes)
 
 
 @_inline
@@ -1154,13 +1193,10 @@ def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indic
     (exact 0 after the ReLU), or be +-row alone (a unit with no other term and no bias,
     kind +-1), and each averaged row must come out as row - relu(row) + relu(-row) = 0 with
     nothing else added. A rule broken by the weights clears every lane."""
-    _lane_bits(V, touch, lanes, lane_bits, lane_max, lane_bad)
-    bias1, sum1, bias2, sum2 = bounds[0], bounds[1], bounds[2], bounds[3]
+    bias2, sum2 = bounds[2], bounds[3]
+    _first_bound(V, touch, bounds[0], bounds[1], limit, lanes, lane_bits, lane_max, lane_top,
+                 lane_bad, lane_ok)
     weight_scale = 2.0 ** -first
-    for l in range(lanes):
-        lane_ok[l] = (lane_bits[l] >= 0
-                      and (bias1 + sum1 * lane_max[l]) * 2.0 ** lane_bits[l] < limit)
-        lane_top[l] = 0.0
     for u in range(len(pointers) - 1):
         averaged = 0
         plain = 0
@@ -1181,18 +1217,9 @@ def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indic
             continue
         else:
             kind[u] = 0
-        for l in range(lanes):
-            H[u, l] = b1[u]
-        for e in range(pointers[u], pointers[u + 1]):
-            weight = values[e]
-            row = read[indices[e]]
-            for l in range(lanes):
-                H[u, l] += weight * V[row, l]
+        _lane_unit(u, pointers, indices, values, b1, read, V, H, lanes)
         if averaged == 0:
-            for l in range(lanes):
-                unit = max(H[u, l], 0.0)
-                H[u, l] = unit
-                lane_top[l] = max(lane_top[l], unit)
+            _lane_relu(u, H, lanes, lane_top)
             continue
         for l in range(lanes):
             upper = H[u, l] * weight_scale
@@ -1208,11 +1235,8 @@ def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indic
                     size += abs(weight * V[row, l])
             lane_ok[l] = lane_ok[l] and upper + size * 2.0 ** -10 < 0.0
             H[u, l] = 0.0
-    both = 2.0 ** (first + second)
-    for l in range(lanes):
-        size = lane_max[l] * both + bias2 * 2.0 ** first + sum2 * lane_top[l]
-        lane_ok[l] = lane_ok[l] and size * 2.0 ** lane_bits[l] < limit
-    unscale = 2.0 ** -(first + second)
+    _second_bound(first, second, bias2, sum2, limit, lanes, lane_bits, lane_max, lane_top,
+                  lane_ok)
     coefficient_scale = 2.0 ** -second
     for r in range(len(rows)):
         row = rows[r]
@@ -1245,16 +1269,8 @@ def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indic
         if plus != 0 or minus != 0:
             for l in range(lanes):
                 lane_ok[l] = False
-        bias = b2[r] * 2.0 ** first
-        for l in range(lanes):
-            V[row, l] = V[row, l] * both + bias
-        for e in range(W2_pointers[r], W2_pointers[r + 1]):
-            weight = W2_values[e]
-            unit = W2_indices[e]
-            for l in range(lanes):
-                V[row, l] += weight * H[unit, l]
-        for l in range(lanes):
-            V[row, l] *= unscale
+        _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, first, second, V, H,
+                         lanes)
 
 
 @_bare
