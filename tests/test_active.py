@@ -309,13 +309,11 @@ def test_programs_that_ran_ahead_of_an_unproven_pass_are_rolled_back(monkeypatch
     executor's 128-pass windows."""
     from vm.runtime import fused as fused_module
 
-    real, blocks = fused_module._lockstep, fused_module._blocks
+    real = fused_module._lockstep
 
-    def program_0_stops_early(size, count, record, pc_rows, X, cache, *arguments):
-        kept = len(executor.active.fused.tables) + 8  # tables, lane tables, state, work, lanes
-        head, settings = (record, pc_rows, X, cache, *arguments[:kept]), arguments[kept:]
-        real(0, 1, count - 3, *head, 0, *settings)
-        real(1, X.shape[1], count, *head, 0, *settings)
+    def program_0_stops_early(start, stop, count, *arguments):
+        real(start, start + 1, count - 3, *arguments)
+        real(start + 1, stop, count, *arguments)
 
     shape = geometry(64, 8)
     executor = TransformerExecutor(shape, EngineConfig())
@@ -329,12 +327,12 @@ def test_programs_that_ran_ahead_of_an_unproven_pass_are_rolled_back(monkeypatch
         executor.model.step_(full)
         assert run.fused_steps(1, record, pc, threads=1) == 1  # the log is made here
         executor.model.step_(full)
-        monkeypatch.setattr(fused_module, "_blocks", program_0_stops_early)
+        monkeypatch.setattr(fused_module, "_lockstep", program_0_stops_early)
         assert run.fused_steps(count, record, pc, threads=1) == count - 3
         for _ in range(count - 3):
             executor.model.step_(full)
         assert torch.equal(full, active) and run.stale
-        monkeypatch.setattr(fused_module, "_blocks", blocks)
+        monkeypatch.setattr(fused_module, "_lockstep", real)
         for step in range(20):
             executor.model.step_(full)
             if not run.fused_steps(1, record, pc, threads=1):

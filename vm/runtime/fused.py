@@ -283,20 +283,27 @@ class FusedPass:
         work = self._workspace(batch, rows, cache.shape[1], X.shape[2])
         settings = (self_query, zero_scratch, run.extras_layer, ev.capacity, ev.bound,
                     SKIP_BOUND, self.limit, log, log_columns, log_values, log_start, done)
+        # The compiled kernels are called from here one block (or program) at a time
+        # where one thread runs them: each numba function that calls another compiles
+        # its callee again, and a serial wrapper per kernel cost a minute of compiling
+        # in every fresh process.
         if batch == 1:
-            _programs(count, record.numpy(), pc_rows, X, cache, *self.tables, *mirror, work,
-                      *settings)
+            done[0] = _program(0, count, record.numpy(), pc_rows, X, cache, *self.tables,
+                               *mirror, work, *settings[:-1])
         else:
             workers = min(batch, thread_count(threads))
             read = (len(self.mirror_rows) + 4 * len(self.head_rows) + 12) * X.shape[2]
             size = max(1, min(LOCKSTEP_BLOCK, LOCKSTEP_BYTES // read, -(-batch // workers)))
             blocks = -(-batch // size)
+            arguments = (count, record.numpy(), pc_rows, X, cache, *self.tables,
+                         *self.lane_tables, *mirror, work, self._lanes(blocks, size, rows))
             if workers > 1:
                 numba.set_num_threads(min(workers, blocks))
-            kernel = _blocks_parallel if workers > 1 else _blocks
-            kernel(size, count, record.numpy(), pc_rows, X, cache, *self.tables,
-                   *self.lane_tables, *mirror, work, self._lanes(blocks, size, rows),
-                   *settings)
+                _blocks_parallel(size, *arguments, *settings)
+            else:
+                for block in range(blocks):
+                    _lockstep(block * size, min(batch, (block + 1) * size), *arguments, block,
+                              *settings)
         least = int(done.min())
         ahead = bool((done > least).any())
         if ahead:
@@ -1455,48 +1462,6 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
         done[b] = made[b - start]
 
 
-@_jit
-def _programs(count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
-              att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
-              W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-              W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max,
-              group_mirror, own_bound, head_rows, mirror, own, XT, dirty, work, self_query,
-              zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log, log_columns,
-              log_values, log_start, done):
-    """Every program's passes (`_program`) one after another, in this thread."""
-    for b in range(X.shape[1]):
-        done[b] = _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointers,
-                           att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
-                           targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
-                           W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
-                           mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
-                           head_rows, mirror, own, XT, dirty, work, self_query, zero_scratch,
-                           extras_layer, capacity, bound, skip_bound, limit, log, log_columns,
-                           log_values, log_start)
-
-
-@_jit
-def _blocks(size, count, record, pc_rows, X, cache, present, att_read, att_pointers,
-            att_indices, att_values, att_bits, att_off, layer_groups, groups, lams, targets,
-            ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
-            W2_indices, W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale,
-            mirror_max, group_mirror, own_bound, head_rows, ffn_touch, ffn_bounds, mirror, own, XT,
-            dirty, work, lane_work, self_query, zero_scratch, extras_layer, capacity, bound,
-            skip_bound, limit, log, log_columns, log_values, log_start, done):
-    """The programs in blocks of `size`, each block's passes in lockstep (`_lockstep`), one
-    block after another in this thread."""
-    batch = X.shape[1]
-    for block in range((batch + size - 1) // size):
-        _lockstep(block * size, min(batch, (block + 1) * size), count, record, pc_rows, X, cache,
-                  present, att_read, att_pointers, att_indices, att_values, att_bits, att_off,
-                  layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
-                  W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2,
-                  ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max, group_mirror,
-                  own_bound, head_rows, ffn_touch, ffn_bounds, mirror, own, XT, dirty, work,
-                  lane_work, block, self_query, zero_scratch, extras_layer, capacity, bound,
-                  skip_bound, limit, log, log_columns, log_values, log_start, done)
-
-
 @_parallel
 def _blocks_parallel(size, count, record, pc_rows, X, cache, present, att_read, att_pointers,
                      att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
@@ -1506,8 +1471,9 @@ def _blocks_parallel(size, count, record, pc_rows, X, cache, present, att_read, 
                      ffn_touch, ffn_bounds, mirror, own, XT, dirty, work, lane_work, self_query,
                      zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
                      log_columns, log_values, log_start, done):
-    """`_blocks` with the blocks spread over numba's threads: one parallel region for all
-    the call's passes (a region a pass made every pass wait for the slowest thread)."""
+    """The programs in blocks of `size`, each block's passes in lockstep (`_lockstep`),
+    the blocks spread over numba's threads: one parallel region for all the call's passes
+    (a region a pass made every pass wait for the slowest thread)."""
     batch = X.shape[1]
     for block in numba.prange((batch + size - 1) // size):
         _lockstep(block * size, min(batch, (block + 1) * size), count, record, pc_rows, X, cache,
