@@ -405,19 +405,30 @@ def test_an_input_file_that_is_a_pipe_with_no_writer_says_what_it_waits_for(
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
-def test_asm_writes_x_into_a_pipe_saying_while_it_waits_for_a_reader(capsys, tmp_path):
+def test_asm_writes_x_into_a_pipe_saying_while_it_waits_for_a_reader(capsys, monkeypatch,
+                                                                      tmp_path):
     """-o PIPE blocked open() in silence until a reader came (forever when none did), and
-    numpy's save then failed: 'obtaining file position failed'."""
+    numpy's save then failed: 'obtaining file position failed'. The reader comes only once
+    the command has said it waits (a reader that came after a fixed 0.5 s found the command
+    not yet waiting on a loaded machine, and no line was printed)."""
+    import builtins
     import io
     import threading
-    import time
+
+    from vm.common import files
 
     pipe = tmp_path / "x.npy"
     os.mkfifo(pipe)
     received = []
+    waiting = threading.Event()
+
+    def print_and_signal(*args, **kwargs) -> None:
+        builtins.print(*args, **kwargs)
+        waiting.set()
+    monkeypatch.setattr(files, "print", print_and_signal, raising=False)
 
     def read_late() -> None:
-        time.sleep(0.5)
+        waiting.wait(timeout=60)
         received.append(pipe.read_bytes())
     reader = threading.Thread(target=read_late)
     reader.start()
