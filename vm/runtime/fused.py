@@ -1249,19 +1249,23 @@ def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indic
         row = rows[r]
         plus = 0
         minus = 0
+        foreign = False
         for e in range(W2_pointers[r], W2_pointers[r + 1]):
             unit = W2_indices[e]
             if kind[unit] == 0:
                 continue
             coefficient = W2_values[e] * coefficient_scale
             if source[unit] != row:
-                plus = minus = -len(rows)
+                foreign = True
             elif kind[unit] == 1 and coefficient == -1.0:
                 plus += 1
             elif kind[unit] == -1 and coefficient == 1.0:
                 minus += 1
             else:
-                plus = minus = -len(rows)
+                foreign = True
+        if foreign:
+            for l in range(lanes):
+                lane_ok[l] = False
         if junk[row]:
             if plus != 1 or minus != 1 or b2[r] != 0.0:
                 for l in range(lanes):
@@ -1278,6 +1282,20 @@ def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indic
                 lane_ok[l] = False
         _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, first, second, V, H,
                          lanes)
+
+
+@_inline
+def _lanes_back(lanes, lane_program, lane_slot, lane_ok, written, V, states, evaluated_columns,
+                start) -> None:
+    """Each kept lane's written rows back into its program's column (`states`: every
+    program's evaluated columns); a refused lane leaves its program's pass unproven."""
+    for l in range(lanes):
+        b = lane_program[l]
+        if not lane_ok[l]:
+            evaluated_columns[b - start] = 0
+            continue
+        for r in range(len(written)):
+            states[b, written[r], lane_slot[l]] = V[written[r], l]
 
 
 @_bare
@@ -1363,6 +1381,7 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
                     reference = b
                 if _differing(junk, work[11][reference]) == 0:
                     lane_program[lanes] = b
+                    lane_slot[lanes] = 0
                     lanes += 1
                 elif not _column_feed_forward(L, 0, ffn_read, W1_pointers, W1_indices,
                                               W1_values, ffn_b1, ffn_rows, W2_pointers,
@@ -1385,14 +1404,12 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
                                         ffn_bits[L, 1], ffn_bounds[L], limit, V, H, Low, High,
                                         junk, kind, source, lanes, lane_bits, lane_max, lane_top,
                                         lane_bad, lane_ok)
+                _lanes_back(lanes, lane_program, lane_slot, lane_ok, written, V, work[0],
+                            evaluated_columns, start)
                 for l in range(lanes):
-                    b = lane_program[l]
-                    if not lane_ok[l]:
-                        evaluated_columns[b - start] = 0
-                        continue
-                    for r in range(len(written)):
-                        work[0][b, written[r], 0] = V[written[r], l]
-                        work[11][b, written[r]] = False
+                    if lane_ok[l]:
+                        for r in range(len(written)):
+                            work[11][lane_program[l], written[r]] = False
             lanes = 0
             for b in range(start, stop):
                 m = evaluated_columns[b - start]
@@ -1413,13 +1430,8 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
                                ffn_read[L], ffn_rows[L], touch, ffn_bits[L, 0], ffn_bits[L, 1],
                                ffn_bounds[L], limit, V, H, lanes, lane_bits, lane_max, lane_top,
                                lane_bad, lane_ok)
-            for l in range(lanes):
-                b = lane_program[l]
-                if not lane_ok[l]:
-                    evaluated_columns[b - start] = 0
-                    continue
-                for r in range(len(written)):
-                    work[0][b, written[r], lane_slot[l]] = V[written[r], l]
+            _lanes_back(lanes, lane_program, lane_slot, lane_ok, written, V, work[0],
+                        evaluated_columns, start)
         for b in range(start, stop):
             if made[b - start] >= 0:
                 continue
