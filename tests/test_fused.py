@@ -2,6 +2,7 @@
 cache it cannot mirror exactly sends the pass to the torch form instead of a guess."""
 
 import dataclasses
+import threading
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -11,6 +12,7 @@ import torch
 
 pytest.importorskip("numba")
 
+import vm.runtime.fused as fused_module  # noqa: E402
 from vm.runtime.executor import EngineConfig, TransformerExecutor  # noqa: E402
 from vm.runtime.fused import (MIRROR_MAX, NO_SCORE, SCAN_BLOCK,  # noqa: E402
                               _first_at_least, _lane_feed_forward, _mirror_scores, _numerators,
@@ -205,12 +207,29 @@ def _beside_the_full_pass(config: EngineConfig, programs: int, seed: int, passes
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_a_batch_runs_in_lockstep_bit_identically(threads):
+def test_a_batch_runs_in_lockstep_bit_identically(threads, monkeypatch):
     """Six programs (blocks of three with two threads) for 200 passes: X equal to the full
-    pass after every pass, and the passes proven in lockstep, none evaluated again alone."""
+    pass after every pass, and the passes proven in lockstep, none evaluated again alone;
+    with two threads the second share of blocks ran on the pool's thread."""
+    pool_threads = set()
+    pool = fused_module._thread_pool
+
+    def spied_pool():
+        submit = pool().submit
+        return SimpleNamespace(submit=lambda *job: submit(_in_thread(pool_threads, *job)))
+    monkeypatch.setattr(fused_module, "_thread_pool", spied_pool)
     _, form = _beside_the_full_pass(EngineConfig(evaluation="fused", threads=threads), 6, 5, 200)
     proven, again = form.lockstep_tally()
     assert proven >= 6 * 150 and again == 0
+    assert len(pool_threads - {threading.get_ident()}) == (threads > 1)
+
+
+def _in_thread(seen: set, job, *arguments):
+    """`job(*arguments)`, noting the thread it runs in."""
+    def noted():
+        seen.add(threading.get_ident())
+        return job(*arguments)
+    return noted
 
 
 def test_a_batch_whose_guard_fails_is_refused_in_lockstep_and_alone():

@@ -452,8 +452,9 @@ class Runner:
         return "active"
 
     def _fused_threads(self, fused_on_cpu: bool) -> MeasuredThreads:
-        """One thread and numba's pool when a batch could use both and no count was asked
-        for, else the one count the fused pass uses (none off the CPU)."""
+        """One thread and the fused pass's pool (a thread a core) when a batch could use
+        both and no count was asked for, else the one count the fused pass uses (none off
+        the CPU)."""
         if not fused_on_cpu:
             return MeasuredThreads(())
         requested, pool = self.executor.config.threads, fused_thread_count(None)

@@ -3,8 +3,8 @@
 The torch active pass (vm/runtime/active.py) issues about 150 small operations a pass, so
 at batch 1 it is bound by per-operation overhead. This module runs the same pass, on the
 same columns, with the same guard, in numba: a program alone runs all of a call's passes on
-its own slices of X and the cache; a batch runs in blocks of programs (blocks in parallel
-when there are threads), whose passes go in lockstep so that each ReLU layer is one vector
+its own slices of X and the cache; a batch runs in blocks of programs (blocks on a pool of
+threads when there are several: the kernels release the GIL), whose passes go in lockstep so that each ReLU layer is one vector
 sweep over every evaluated column of the block. Programs log the columns they commit, and
 programs that ran ahead of another's first unproven pass are rolled back to it
 (docs/speed.md, "The fused pass").
@@ -27,6 +27,8 @@ numba is optional (`pip install ltvm[fast]`); without it runs use the torch acti
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -65,10 +67,22 @@ def available() -> bool:
 
 
 def thread_count(requested: int | None) -> int:
-    """Threads a fused pass over many programs uses: `requested`, at most numba's pool."""
+    """Threads a fused pass over many programs uses: `requested`, at most one a core."""
     if numba is None:
         return 1
-    return min(requested or numba.config.NUMBA_NUM_THREADS, numba.config.NUMBA_NUM_THREADS)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(requested or cores or 1, cores or 1)
+
+
+_pool: ThreadPoolExecutor | None = None
+"""Threads that run blocks of a batch side by side, made at the first batch that uses them."""
+
+
+def _thread_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(thread_count(None), thread_name_prefix="ltvm-fused")
+    return _pool
 
 
 def fraction_bits(matrix: np.ndarray) -> int | None:
@@ -283,10 +297,10 @@ class FusedPass:
         work = self._workspace(batch, rows, cache.shape[1], X.shape[2])
         settings = (self_query, zero_scratch, run.extras_layer, ev.capacity, ev.bound,
                     SKIP_BOUND, self.limit, log, log_columns, log_values, log_start, done)
-        # The compiled kernels are called from here one block (or program) at a time
-        # where one thread runs them: each numba function that calls another compiles
-        # its callee again, and a serial wrapper per kernel cost a minute of compiling
-        # in every fresh process.
+        # The compiled kernels are called from here, one block (or program) at a time,
+        # by Python threads where there are several: each numba function that calls
+        # another compiles its callee again, and a serial or parallel (prange) wrapper
+        # per kernel cost up to a minute of compiling in every fresh process.
         if batch == 1:
             done[0] = _program(0, count, record.numpy(), pc_rows, X, cache, *self.tables,
                                *mirror, work, *settings[:-1])
@@ -297,13 +311,20 @@ class FusedPass:
             blocks = -(-batch // size)
             arguments = (count, record.numpy(), pc_rows, X, cache, *self.tables,
                          *self.lane_tables, *mirror, work, self._lanes(blocks, size, rows))
-            if workers > 1:
-                numba.set_num_threads(min(workers, blocks))
-                _blocks_parallel(size, *arguments, *settings)
-            else:
-                for block in range(blocks):
+            shares = min(workers, blocks)
+            bounds = [blocks * share // shares for share in range(shares + 1)]
+
+            def run_blocks(first: int, last: int) -> None:
+                """Blocks first..last-1 in lockstep, one after another: each program runs
+                all the call's passes in the one thread that runs its block."""
+                for block in range(first, last):
                     _lockstep(block * size, min(batch, (block + 1) * size), *arguments, block,
                               *settings)
+            others = [_thread_pool().submit(run_blocks, bounds[share], bounds[share + 1])
+                      for share in range(1, shares)]
+            run_blocks(bounds[0], bounds[1])
+            for other in others:
+                other.result()
         least = int(done.min())
         ahead = bool((done > least).any())
         if ahead:
@@ -408,15 +429,12 @@ class FusedPass:
 if numba is not None:  # error_model="numpy": no division in the pass can be by zero, so
     # numba's check for one (a branch at every division) is dropped
     _jit = numba.njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
-    _parallel = numba.njit(cache=True, fastmath=False, nogil=True, parallel=True,
-                           error_model="numpy")
     _inline = numba.njit(cache=True, fastmath=False, nogil=True, inline="always", _nrt=False,
                          error_model="numpy")
     _bare = numba.njit(cache=True, fastmath=False, nogil=True, _nrt=False, error_model="numpy")
 else:  # pragma: no cover
     def _jit(function):
         return function
-    _parallel = _jit
     _inline = _jit
 
 
@@ -1472,30 +1490,6 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
             if log:
                 log_start[b, count] = position[b - start]
         done[b] = made[b - start]
-
-
-@_parallel
-def _blocks_parallel(size, count, record, pc_rows, X, cache, present, att_read, att_pointers,
-                     att_indices, att_values, att_bits, att_off, layer_groups, groups, lams,
-                     targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
-                     W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
-                     mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound, head_rows,
-                     ffn_touch, ffn_bounds, mirror, own, XT, dirty, work, lane_work, self_query,
-                     zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
-                     log_columns, log_values, log_start, done):
-    """The programs in blocks of `size`, each block's passes in lockstep (`_lockstep`),
-    the blocks spread over numba's threads: one parallel region for all the call's passes
-    (a region a pass made every pass wait for the slowest thread)."""
-    batch = X.shape[1]
-    for block in numba.prange((batch + size - 1) // size):
-        _lockstep(block * size, min(batch, (block + 1) * size), count, record, pc_rows, X, cache,
-                  present, att_read, att_pointers, att_indices, att_values, att_bits, att_off,
-                  layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
-                  W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2,
-                  ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max, group_mirror,
-                  own_bound, head_rows, ffn_touch, ffn_bounds, mirror, own, XT, dirty, work,
-                  lane_work, block, self_query, zero_scratch, extras_layer, capacity, bound,
-                  skip_bound, limit, log, log_columns, log_values, log_start, done)
 
 
 @_jit
