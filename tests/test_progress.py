@@ -10,6 +10,7 @@ import time
 import pytest
 
 from vm.cli import main
+from vm.common.errors import RunFailure
 from vm.tools.progress import Progress, TimeLimitExceeded
 
 
@@ -66,3 +67,32 @@ def test_run_and_compare_obey_max_seconds(capsys, tmp_path):
         code = main([command, str(source), "--max-steps", "100000000", "--max-seconds", "1"])
         assert code == 1 and time.monotonic() - started < 60
         assert "stopped by --max-seconds 1 after" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stop, message", [
+    (KeyboardInterrupt, "ltvm: interrupted"),
+    (RunFailure("the engine failed"), "ltvm: error: the engine failed"),
+], ids=["ctrl-c", "error"])
+def test_a_command_stopped_part_way_ends_its_progress_line_before_its_message(
+        capsys, monkeypatch, tmp_path, stop, message):
+    """A run stopped by Ctrl-C or an error left its progress line half-drawn, and the
+    message was printed on the end of it: `...[00:05<15:20, 108046/s]ltvm: interrupted`."""
+    from vm.cli import run
+
+    class StoppedAfterItsLineIsDrawn(Progress):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **{**kwargs, "delay": 0.0})
+
+        def __call__(self, count: int) -> None:
+            if self.bar is not None:
+                raise stop
+            super().__call__(count)
+
+    monkeypatch.setattr(run, "Progress", StoppedAfterItsLineIsDrawn)
+    source = tmp_path / "loop.sq"
+    source.write_text(".data\nx: 1\n.code\ntop: subleq x, x, top\n")
+    code = main(["run", str(source), "--engine", "reference", "--max-steps", "100000000"])
+    err = capsys.readouterr().err
+    assert code == (130 if stop is KeyboardInterrupt else 1)
+    lines = err.split("\n")
+    assert len(lines) == 3 and "steps" in lines[0] and lines[1:] == [message, ""], repr(err)

@@ -123,6 +123,15 @@ class _NamedOutput:
         return getattr(self._stream, name)
 
 
+def _end_progress_lines() -> None:
+    """End the progress lines a command left drawn, before its error or `ltvm: interrupted`
+    is printed. The module is looked up, not imported: a command that never imported it
+    (tqdm) drew no line."""
+    progress = sys.modules.get("vm.tools.progress")
+    if progress is not None:
+        progress.end_progress_lines()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -136,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """The command, its errors as one `ltvm: error:` line and an exit code."""
     try:
-        return args.func(args) or 0
+        try:
+            return args.func(args) or 0
+        finally:
+            _end_progress_lines()
     except LtvmError as raised:
         error = shown_in_source(raised)
         print(error if error.located else f"ltvm: error: {error}", file=sys.stderr)

@@ -19,6 +19,10 @@ so --max-steps 10**400 stopped with an OverflowError at the first update. A larg
 (a bound no run reaches) shows the count and rate alone."""
 
 
+_SHOWN: set[Progress] = set()
+"""The progress objects whose line is drawn and not yet ended (see `end_progress_lines`)."""
+
+
 class TimeLimitExceeded(RunFailure):
     """A run stopped by its --max-seconds limit before it halted."""
 
@@ -50,6 +54,7 @@ class Progress:
                             file=self.stream, delay=self.delay, leave=True,
                             mininterval=TERMINAL_INTERVAL if self.stream.isatty()
                             else LOG_INTERVAL)
+            _SHOWN.add(self)
             return
         self.bar.update(count - self.bar.n)
 
@@ -57,3 +62,12 @@ class Progress:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+        _SHOWN.discard(self)
+
+
+def end_progress_lines() -> None:
+    """End every progress line still drawn, as a command stops on an error or Ctrl-C before
+    its `done()`: the half-drawn line stayed, and `ltvm: interrupted` or the error message
+    was printed on the end of it."""
+    for progress in list(_SHOWN):
+        progress.done()
