@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -453,6 +454,39 @@ def test_a_full_standard_output_is_named():
                               stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert done.returncode == 2
     assert done.stderr == "ltvm: error: No space left on device: standard output\n"
+
+
+WRITE_AND_WAIT = """
+import sys
+from vm.cli import asm, main
+
+def write_and_wait(path):
+    print("writing", flush=True)
+    sys.stdin.readline()  # a pipe nothing writes to: waits for the signal
+
+asm.open_for_writing = write_and_wait
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("stop, code, message", [(signal.SIGINT, 130, "interrupted"),
+                                                 (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_while_writing_removes_the_temporary_file(tmp_path, stop, code, message):
+    """SIGTERM (`timeout`, a killed job) ended the command outright and left the hidden
+    temporary file beside the output; it ends the command as Ctrl-C does, cleaning up."""
+    output = tmp_path / "x.npy"
+    command = subprocess.Popen([sys.executable, "-c", WRITE_AND_WAIT, "asm", FACTORIAL,
+                                "-o", str(output)], cwd=ROOT, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert command.stdout.readline() == "writing\n"
+        assert len(list(tmp_path.iterdir())) == 1  # the temporary file, being written
+        command.send_signal(stop)
+        _, err = command.communicate(timeout=60)
+    finally:
+        command.kill()
+    assert (command.returncode, err) == (code, f"ltvm: {message}\n")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("option", [["--device", "garbage"], ["--dtype", "float64"],

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -132,12 +134,41 @@ def _end_progress_lines() -> None:
         progress.end_progress_lines()
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is, as Ctrl-C raises KeyboardInterrupt, so that its
+    cleanup runs: `timeout 2 ltvm trace P --gif out.gif` was killed outright and left the
+    hidden temporary file beside out.gif. Not a KeyboardInterrupt, which the REPL takes as
+    'end this command' and goes on."""
+
+
+@contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """SIGTERM raises Terminated while the command runs; a second one, during the cleanup,
+    is ignored. Only the main thread can set a handler (a command run from another thread
+    keeps the default), and a SIGTERM its parent chose to ignore stays ignored."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN):
+        yield
+        return
+
+    def terminate(signum: int, frame) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)  # None: set outside Python
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     stdout, sys.stdout = sys.stdout, _NamedOutput(sys.stdout)
     try:
-        return _run(args)
+        with _terminate_cleanly():
+            return _run(args)
     finally:
         sys.stdout = stdout
 
@@ -155,7 +186,10 @@ def _run(args: argparse.Namespace) -> int:
         return error.exit_code
     except KeyboardInterrupt:
         print("ltvm: interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGINT
+    except Terminated:
+        print("ltvm: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except BrokenPipeError:
         return 0
     except MemoryError:
