@@ -16,6 +16,17 @@ from assembler.diagnostics import MAX_NESTING, SourceError, deepest
 
 SOURCE_NAME = "<expression>"
 
+MAX_EXPRESSION_LENGTH = 20_000
+"""Most characters an expression may have: room for MAX_OPERATORS operators with spaced
+names, and little enough to parse in a fraction of a second (lark took 3 s over 130 KB)."""
+MAX_OPERATORS = 2_000
+"""Most operators (+ - * / % sqrt) an expression may have. Each is one or two FLEQ
+instructions and two to four data cells, so the generated program stays well inside the
+assembler's MAX_SOURCE_TOKENS: an 80 KB sum was refused by that limit, with a caret in the
+generated program the user never wrote."""
+_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "SQRT"}
+"""The lexer's names of the operator tokens (each gives one Operation node)."""
+
 
 @dataclass(frozen=True)
 class Node:
@@ -54,6 +65,10 @@ def parse_expression(text: str) -> Node:
                           1, text.index("\n") + 1)
     if not text.strip():
         raise SourceError("empty expression", SOURCE_NAME, text, 1, 1)
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise SourceError(f"expression longer than {MAX_EXPRESSION_LENGTH:,} characters; "
+                          f"split it with --set", SOURCE_NAME, text, 1,
+                          MAX_EXPRESSION_LENGTH + 1)
     try:
         tree = _parser().parse(text)
     except lark.UnexpectedCharacters as error:
@@ -72,7 +87,18 @@ def parse_expression(text: str) -> Node:
             raise SourceError(f"expression nested more than {MAX_NESTING} levels deep (each "
                               f"term of a + - * / chain is a level); split it with --set",
                               SOURCE_NAME, text, 1, node.meta.column)
+    _check_operator_count(text)
     return _node(tree)
+
+
+def _check_operator_count(text: str) -> None:
+    """SourceError at the first operator past MAX_OPERATORS (`text` parses)."""
+    operators = (token for token in _parser().lex(text) if token.type in _OPERATORS)
+    for count, token in enumerate(operators, start=1):
+        if count > MAX_OPERATORS:
+            raise SourceError(f"more than {MAX_OPERATORS:,} operators, the most one "
+                              f"calculation compiles; split it with --set", SOURCE_NAME,
+                              text, 1, token.column, len(token))
 
 
 def _node(tree: lark.Tree | lark.Token) -> Node:

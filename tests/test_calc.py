@@ -268,3 +268,16 @@ def test_max_seconds_stops_a_long_calculation(capsys):
     code, out, err = run_cli(capsys, "calc", "1+2*3", "--max-seconds", "1e-9")
     assert code == 1 and out == ""
     assert "stopped by --max-seconds 1e-09 after 1 steps" in err
+
+
+def test_a_too_long_sum_is_refused_in_the_expression_not_in_the_generated_program(capsys):
+    """A 20 KB sum compiled to a program past the assembler's token limit, whose caret
+    pointed at `<calc>:20003:16`, a line of a program the user never wrote."""
+    group = "(" + "+".join(["1"] * 50) + ")"
+    expression = "+".join([group] * 50)
+    code, out, err = run_cli(capsys, "calc", expression)
+    assert code == 2 and out == ""
+    assert err.startswith("<expression>:1:") and "more than 2,000 operators" in err
+    with pytest.raises(SourceError, match="more than 2,000 operators") as caught:
+        calculate(expression, {})
+    assert caught.value.file == "<expression>"

@@ -50,3 +50,33 @@ def test_errors_point_at_the_spot(text, message, column):
     assert caught.value.message.startswith(message)
     assert caught.value.column == column
     assert "^" in str(caught.value)
+
+
+def grouped_sum(operators: int) -> str:
+    """A sum of ones with at least `operators` '+' signs, in groups of 50 terms so that no
+    chain is deeper than the nesting limit."""
+    group = "(" + "+".join(["1"] * 50) + ")"
+    return "+".join([group] * (operators // 50 + 1))
+
+
+def test_an_expression_with_too_many_operators_is_refused_at_the_first_one_past():
+    text = grouped_sum(2_100)
+    first_past = [column for column, c in enumerate(text, 1) if c == "+"][2_000]
+    with pytest.raises(SourceError) as caught:
+        parse_expression(text)
+    assert caught.value.message.startswith("more than 2,000 operators")
+    assert (caught.value.file, caught.value.column) == ("<expression>", first_past)
+
+
+def test_an_expression_at_the_operator_limit_parses():
+    text = grouped_sum(1_960)
+    assert 1_960 <= text.count("+") <= 2_000
+    parse_expression(text)
+
+
+def test_an_overlong_expression_is_refused_before_it_is_parsed():
+    text = "1" + " " * 30_000 + "+1"
+    with pytest.raises(SourceError) as caught:
+        parse_expression(text)
+    assert caught.value.message.startswith("expression longer than 20,000 characters")
+    assert caught.value.column == 20_001
