@@ -3,6 +3,7 @@ and one session through a real pseudo-terminal."""
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -15,6 +16,7 @@ import torch
 
 import assembler.diagnostics
 import vm.repl.session
+import vm.repl.terminal
 from vm.cli import main
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.tools.progress import Progress
@@ -424,6 +426,42 @@ def test_a_session_through_a_pseudo_terminal(tmp_path):
         child.close()
     assert child.exitstatus == 0
     assert history.read_text().splitlines()[:2] == ["break done", "run"]
+
+
+def test_a_history_write_that_fails_part_way_leaves_the_history_as_it_was(
+        tmp_path, monkeypatch, capsys):
+    """readline wrote the history in place: a crash or a full disk part-way left the
+    user's history cut short."""
+    from vm.repl import terminal
+
+    class FullDisk:
+        @staticmethod
+        def write_history_file(path) -> None:
+            Path(path).write_text("cut sh")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    history = tmp_path / "history"
+    history.write_text("break done\nrun\n")
+    monkeypatch.setattr(terminal, "readline", FullDisk)
+    terminal._save_history(history)
+    assert history.read_text() == "break done\nrun\n"
+    assert list(tmp_path.iterdir()) == [history]
+    assert capsys.readouterr().err == (f"ltvm: cannot write history {history}: No space "
+                                       f"left on device\n")
+
+
+@pytest.mark.skipif(vm.repl.terminal.readline is None, reason="needs readline")
+def test_a_new_history_is_private_and_an_old_one_keeps_its_mode(tmp_path):
+    """Only its owner reads a new history, as readline makes it (the temporary file it is
+    written to would have been readable by all)."""
+    from vm.repl import terminal
+
+    new, old = tmp_path / "new", tmp_path / "old"
+    old.write_text("run\n")
+    old.chmod(0o640)
+    for history in (new, old):
+        terminal._save_history(history)
+    assert (new.stat().st_mode & 0o777, old.stat().st_mode & 0o777) == (0o600, 0o640)
 
 
 @pytest.mark.parametrize("kind", ["pipe", "directory"])

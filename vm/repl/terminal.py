@@ -13,10 +13,13 @@ terminal (a pipe, a file), the loop reads plain lines and prints no prompt.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import TextIO
 
+from vm.cli.common import atomic_path
+from vm.common.errors import InputError
 from vm.repl.session import Repl
 
 try:
@@ -26,6 +29,8 @@ except ImportError:  # Python built without readline: plain input() still works
 
 PROMPT = "(ltvm) "
 HISTORY_LENGTH = 1000
+HISTORY_MODE = 0o600
+"""The mode of a new history file, as readline creates it: only its owner reads it."""
 WORD_DELIMITERS = " \t,"
 """Completion replaces the text after the last space or comma: `xs+1` and paths stay whole."""
 
@@ -119,7 +124,16 @@ def _completer(repl: Repl):
 
 
 def _save_history(history: Path) -> None:
+    """Write the history to a temporary file renamed onto `history`: written in place, a
+    crash or a full disk part-way left the user's history cut short. The file keeps its
+    mode, or readline's 0600 when it is new (a history may hold what was typed in secret)."""
+    mode = stat.S_IMODE(history.stat().st_mode) if history.is_file() else HISTORY_MODE
     try:
-        readline.write_history_file(history)
+        with atomic_path(history) as path:
+            readline.write_history_file(path)
+            if path != history:  # a temporary file, not a device written in place
+                os.chmod(path, mode)
+    except InputError as error:
+        print(f"ltvm: {error}; the history is not kept", file=sys.stderr)
     except OSError as error:
         print(f"ltvm: cannot write history {history}: {error.strerror}", file=sys.stderr)
