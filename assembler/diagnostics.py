@@ -147,6 +147,13 @@ def check_source_text(text: object) -> None:
         raise InputError(f"the source must be a str, got {type(text).__name__}")
 
 
+def unified_newlines(text: str) -> str:
+    """`text` with '\r\n' and a lone '\r' (an old Mac line end) as '\n', as reading a
+    source file gives them: assembled from a string, a lone '\r' made the whole source one
+    line, a comment to its end ("empty program"), where the same file assembled."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def check_word_size(bits: object, maximum: int) -> None:
     """InputError unless `bits` is None (the source's own) or a whole number of bits from 2
     to `maximum` ("8" failed in a comparison inside)."""

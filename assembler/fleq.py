@@ -27,7 +27,8 @@ import lark
 import numpy as np
 
 from assembler.diagnostics import (SourceError, check_source_text, check_token_count, error_at,
-                                  int_literal, parse_located, read_source, source_lines)
+                                  int_literal, parse_located, read_source, source_lines,
+                                  unified_newlines)
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
@@ -734,8 +735,8 @@ def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,
     check_source_text(text)
     for name in functions or []:
         catalogue.make_block(name)
-    return _FleqAssembler(text, file, d, parameters or {}, functions, defaults or {},
-                          catalogue).run()
+    return _FleqAssembler(unified_newlines(text), file, d, parameters or {}, functions,
+                          defaults or {}, catalogue).run()
 
 
 def assemble_fleq_file(path: str | Path, *, catalogue: Catalogue, **options) -> FleqProgram:

@@ -15,6 +15,7 @@ import pytest
 
 import assembler.diagnostics
 import vm.common.files
+from assembler.dec import load_image
 from assembler.diagnostics import MAX_SOURCE_BYTES, SourceError, read_source, shown_in_source
 from assembler.subleq import assemble as assemble_sq
 from assembler.vsq import assemble as assemble_vsq
@@ -180,6 +181,41 @@ def test_a_page_break_in_a_comment_does_not_shift_the_line_an_error_shows(separa
         FLEQ.assemble_text(source, "p.fleq")
     assert str(caught.value).splitlines()[1:] == ["    x = add(x, z)", "               ^"]
 
+
+
+def _assemble_text(suffix: str, text: str, file: str) -> object:
+    """The program of `text` through the Python text API of the dialect of `suffix`."""
+    from vm.isa import FLEQ
+
+    assemble = {".sq": assemble_sq, ".fleq": FLEQ.assemble_text, ".vsq": assemble_vsq,
+                ".dec": load_image}[suffix]
+    return assemble(text, file)
+
+
+@pytest.mark.parametrize("source, bad_line, bad_column", [
+    ("subleq/factorial.sq", "    subleq n, $, 7", 15),
+    ("fleq/calculator.fleq", "x = add(x, @)", 12),
+    ("vsubleq/hello.vsq", ".word 1, $", 10),
+    ("vsubleq/hello.dec", "1 2 x3", 5)])
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_old_mac_and_windows_line_ends_read_alike_from_a_string_and_a_file(
+        source, bad_line, bad_column, newline, tmp_path):
+    """A lone '\r' made a .sq or .fleq source one line, a comment to its end, when assembled
+    from a string ("empty program"), although the same bytes in a file assembled."""
+    text = (ROOT / "programs" / source).read_text()
+    suffix = Path(source).suffix
+    assert (_assemble_text(suffix, text.replace("\n", newline), "p") ==
+            _assemble_text(suffix, text, "p"))
+    broken = text + bad_line + "\n"
+    path = tmp_path / f"p{suffix}"
+    path.write_bytes(broken.replace("\n", newline).encode())
+    errors = []
+    for given in (broken.replace("\n", newline), read_source(path)):
+        with pytest.raises(SourceError) as caught:
+            _assemble_text(suffix, given, "p")
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1]
+    assert errors[0].startswith(f"p:{text.count(chr(10)) + 1}:{bad_column}: error:")
 
 
 @pytest.mark.parametrize("assemble, source", [(assemble_sq, ".data\nx: 1.5\n.code\nhalt\n"),
