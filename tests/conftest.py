@@ -1,12 +1,42 @@
 """Test-wide settings: one torch CPU thread, so timings do not depend on what else runs;
-and a fixture that records the engine configs a module builds its executors with."""
+the fused kernels compiled once before xdist's workers start; and a fixture that records
+the engine configs a module builds its executors with."""
 
+import importlib.util
+import subprocess
+import sys
 from typing import Callable
 
 import pytest
 import torch
 
 torch.set_num_threads(1)
+
+COMPILE_FUSED_KERNELS = """
+import sys
+from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.tools.workloads import looping_programs, workload_geometry
+shape = workload_geometry(64)
+config = EngineConfig(evaluation="fused", dtype=sys.argv[1], threads=1)
+executor = TransformerExecutor(shape, config)
+for batch in (1, 2):
+    executor.run(executor.load(looping_programs(shape, batch, seed=0)), max_steps=4)
+"""
+
+
+def pytest_configure(config) -> None:
+    """With several xdist workers, compile the fused kernels (numba, cached on disk) first,
+    float32 and float64 side by side: a cold cache otherwise costs every worker about 80 s
+    of CPU compiling the same kernels. With a warm cache this takes a few seconds."""
+    workers = getattr(config.option, "numprocesses", None)
+    if (hasattr(config, "workerinput") or not isinstance(workers, int) or workers < 2
+            or importlib.util.find_spec("numba") is None):
+        return
+    compiling = [subprocess.Popen([sys.executable, "-c", COMPILE_FUSED_KERNELS, dtype],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for dtype in ("float32", "float64")]
+    for process in compiling:
+        process.wait()
 
 
 @pytest.fixture
