@@ -456,6 +456,21 @@ def test_a_full_standard_output_is_named():
     assert done.stderr == "ltvm: error: No space left on device: standard output\n"
 
 
+def test_ctrl_c_while_the_commands_are_loaded_is_an_interruption(monkeypatch, capsys):
+    """Building the parser imports every command's module (a third of a second), and a
+    Ctrl-C then ended in a KeyboardInterrupt traceback."""
+    import vm.cli
+
+    def interrupted() -> list[str]:
+        raise KeyboardInterrupt
+    monkeypatch.setattr(vm.cli, "command_modules", interrupted)
+    try:
+        code = main(["run", FACTORIAL])
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C while the parser was built ended in a traceback")
+    assert (code, capsys.readouterr().err) == (130, "ltvm: interrupted\n")
+
+
 WRITE_AND_WAIT = """
 import sys
 from vm.cli import asm, main

@@ -163,19 +163,20 @@ def _terminate_cleanly() -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     stdout, sys.stdout = sys.stdout, _NamedOutput(sys.stdout)
     try:
         with _terminate_cleanly():
-            return _run(args)
+            return _run(argv)
     finally:
         sys.stdout = stdout
 
 
-def _run(args: argparse.Namespace) -> int:
-    """The command, its errors as one `ltvm: error:` line and an exit code."""
+def _run(argv: list[str] | None) -> int:
+    """The command, its errors as one `ltvm: error:` line and an exit code. The command
+    line is parsed here too: building the parser imports every command's module (a third
+    of a second), and Ctrl-C then ended in a traceback."""
     try:
+        args = build_parser().parse_args(argv)
         try:
             return args.func(args) or 0
         finally:
