@@ -20,7 +20,7 @@ from assembler.diagnostics import SourceError, read_source
 from assembler.program import (Instruction, Program, SourcePos, all_instructions, bits_needed,
                                word_range)
 from assembler.subleq import DEFAULT_MIN_BITS, MAX_BITS
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.common.geometry import MAX_COLUMNS
 from vm.common.limits import is_whole_number
 
@@ -55,8 +55,8 @@ def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]
                 break
             line = reader.line_num + 1
     except csv.Error as error:
-        raise InputError(f"{path}: not a CSV file the importer can read ({error}); fields are "
-                         f"integers of at most {MAX_FIELD} characters") from None
+        raise InputError(f"{shown_path(path)}: not a CSV file the importer can read ({error}); "
+                         f"fields are integers of at most {MAX_FIELD} characters") from None
     for line_number, row in rows:
         for cell in row:
             if len(cell) > MAX_FIELD:
@@ -118,8 +118,8 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
     memory_text, memory_rows = _read(memory, ["mem"])
     values = [row[0] for _, row in memory_rows]
     if len(values) < 2:
-        raise InputError(f"{memory}: memory needs at least 2 cells (a 0 and a non-positive "
-                         "cell for the EOF instruction)")
+        raise InputError(f"{shown_path(memory)}: memory needs at least 2 cells (a 0 and a "
+                         "non-positive cell for the EOF instruction)")
     _check_columns(memory, memory_text, memory_rows, MAX_COLUMNS - scratch - 1, "memory cells",
                    f"{scratch} scratch columns and the EOF instruction")
     needed = max(bits_needed(v) for v in values)
@@ -134,7 +134,8 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
                               f"(range {low}..{high})", str(memory), memory_text, line_number, 1)
     text, rows = _read(commands, ["a", "b", "c"])
     if not rows:
-        raise InputError(f"{commands}: no instructions (the last row must be the EOF instruction)")
+        raise InputError(f"{shown_path(commands)}: no instructions (the last row must be the EOF "
+                         "instruction)")
     _check_columns(commands, text, rows, MAX_COLUMNS - scratch - len(values), "instructions",
                    f"{scratch} scratch columns and {len(values)} memory cells")
     m, k = len(values), len(rows)
@@ -197,7 +198,7 @@ def _unique_keys(pairs: list[tuple[str, object]], path: Path) -> dict[str, objec
     settings: dict[str, object] = {}
     for key, value in pairs:
         if key in settings:
-            raise InputError(f"{path}: {key!r:.40} is given twice")
+            raise InputError(f"{shown_path(path)}: {key!r:.40} is given twice")
         settings[key] = value
     return settings
 
@@ -212,16 +213,19 @@ def csv_settings(commands: str | Path) -> dict[str, int] | None:
         settings = json.loads(read_source(path, encoding="utf-8-sig"),
                               object_pairs_hook=lambda pairs: _unique_keys(pairs, path))
     except json.JSONDecodeError as error:
-        raise InputError(f"cannot read {path}: {error}") from None
+        raise InputError(f"cannot read {shown_path(path)}: {error}") from None
     except (ValueError, RecursionError):  # past Python's 4,300 digits; nested thousands deep
-        raise InputError(f"cannot read {path}: a number too long or arrays nested too deep "
-                         f"for a settings file") from None
+        raise InputError(f"cannot read {shown_path(path)}: a number too long or arrays nested too "
+                         "deep for a settings file") from None
     if not isinstance(settings, dict) or settings.get("format") != SETTINGS_FORMAT:
-        raise InputError(f"{path}: not an ltvm CSV settings file (format {SETTINGS_FORMAT})")
+        raise InputError(f"{shown_path(path)}: not an ltvm CSV settings file (format "
+                         f"{SETTINGS_FORMAT})")
     values = {key: settings.get(key) for key in ("scratch", "bits")}
     if not all(isinstance(value, int) and not isinstance(value, bool) and value >= 1
                for value in values.values()):
-        raise InputError(f"{path}: scratch and bits must be positive integers, got {values}")
+        raise InputError(f"{shown_path(path)}: scratch and bits must be positive integers, got "
+                         f"{values}")
     if not 2 <= values["bits"] <= MAX_BITS:  # else the message named --bits, never typed
-        raise InputError(f"{path}: bits must be between 2 and {MAX_BITS}, got {values['bits']}")
+        raise InputError(f"{shown_path(path)}: bits must be between 2 and {MAX_BITS}, got "
+                         f"{values['bits']}")
     return values

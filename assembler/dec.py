@@ -10,7 +10,7 @@ import lark
 
 from assembler.diagnostics import (SourceError, check_source_text, check_word_size,
                                   int_literal, source_lines, unified_newlines)
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 
 MAX_WORDS = 1 << 15
 """The largest image accepted (the memory is padded to a power of two of at most 2^15)."""
@@ -51,5 +51,5 @@ def load_image(text: str, file: str = "<image>", bits: int | None = None) -> lis
                                   len(token))
             words.append(word)
     if not words:
-        raise InputError(f"{file}: the image holds no words")
+        raise InputError(f"{shown_path(file)}: the image holds no words")
     return words

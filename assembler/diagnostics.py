@@ -11,7 +11,7 @@ from pathlib import Path
 
 import lark
 
-from vm.common.errors import InputError, LtvmError, PlacedInputError
+from vm.common.errors import InputError, LtvmError, PlacedInputError, shown_path
 from vm.common.files import open_for_reading
 
 
@@ -29,7 +29,8 @@ class SourceError(InputError):
         width = max(1, min(width, len(shown) - offset))
         marked = _columns(shown[offset:offset + width])
         caret = " " * _columns(shown[:offset]) + "^" + "~" * (marked - 1)
-        super().__init__(f"{file}:{line}:{column}: error: {_clip(message)}\n    {shown}\n"
+        super().__init__(f"{shown_path(file)}:{line}:{column}: error: {_clip(message)}\n"
+                         f"    {shown}\n"
                          f"    {caret}")
 
 
@@ -176,10 +177,10 @@ def read_source(path: str | Path, encoding: str = "utf-8-sig") -> str:
         with open(open_for_reading(path), "rb") as stream:
             data = stream.read(MAX_SOURCE_BYTES + 1)
     except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+        raise InputError(f"cannot read {shown_path(path)}: {error.strerror or error}") from None
     if len(data) > MAX_SOURCE_BYTES:
-        raise InputError(f"{path}: source larger than {MAX_SOURCE_BYTES / 2 ** 20:g} MiB "
-                         f"(the most a source file may hold)")
+        raise InputError(f"{shown_path(path)}: source larger than "
+                         f"{MAX_SOURCE_BYTES / 2 ** 20:g} MiB (the most a source file may hold)")
     try:
         return io.TextIOWrapper(io.BytesIO(data), encoding=encoding).read()
     except UnicodeDecodeError:

@@ -13,7 +13,7 @@ from typing import Iterator
 
 from vm import __version__
 from assembler.diagnostics import shown_in_source
-from vm.common.errors import LtvmError
+from vm.common.errors import LtvmError, shown_path
 
 COMMAND_ORDER: list[str] = [
     "demo",
@@ -205,6 +205,6 @@ def _run(argv: list[str] | None) -> int:
     except OSError as error:
         # A path the user named that cannot be read or written (permissions, a file where
         # a directory should be, a full disk): what went wrong and where, exit 2.
-        where = f": {error.filename}" if error.filename else ""
+        where = f": {shown_path(error.filename)}" if error.filename else ""
         print(f"ltvm: error: {error.strerror or error}{where}", file=sys.stderr)
         return 2

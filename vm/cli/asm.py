@@ -13,7 +13,7 @@ import numpy as np
 from assembler.csv_format import CSV_FILES, SETTINGS_FILE
 from vm.cli.common import add_program_arguments, atomic_path, load_program
 from vm.common.files import open_for_writing
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.isa import for_program
 from vm.common.outputs import check_directory, staged_files
 
@@ -40,8 +40,8 @@ def _refuse_an_input(output: str, sources: list[str]) -> None:
         return
     for source in sources:
         if os.path.exists(source) and os.path.samefile(output, source):
-            raise InputError(f"-o {output} is the input {source}: saving X there would "
-                             f"replace the source; choose another file")
+            raise InputError(f"-o {shown_path(output)} is the input {shown_path(source)}: saving "
+                             "X there would replace the source; choose another file")
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:
@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("-o - : X is not written to standard output (the summary goes "
                          "there); give a file, e.g. -o x.npy (./- for a file named '-')")
     if args.output and args.output.endswith(("/", os.sep)):  # written as a file 'D' before
-        raise InputError(f"cannot write {args.output}: -o takes a file (X.npy), and a path "
-                         f"ending in '/' names a directory")
+        raise InputError(f"cannot write {shown_path(args.output)}: -o takes a file (X.npy), and a "
+                         "path ending in '/' names a directory")
     if args.output:
         _refuse_an_input(args.output, _inputs(args))
     program, geometry = load_program(args)
@@ -74,11 +74,11 @@ def run(args: argparse.Namespace) -> int:
         check_directory(args.export_csv, CSV_FILES)  # before -o writes anything
         csv_paths = {os.path.realpath(Path(args.export_csv) / name) for name in CSV_FILES}
         if args.output and os.path.realpath(args.output) == os.path.realpath(args.export_csv):
-            raise InputError(f"-o {args.output} is the --export-csv directory: X and the CSV "
-                             f"files cannot both go there; choose another file")
+            raise InputError(f"-o {shown_path(args.output)} is the --export-csv directory: X and "
+                             "the CSV files cannot both go there; choose another file")
         if args.output and os.path.realpath(args.output) in csv_paths:
-            raise InputError(f"-o {args.output} is one of the files --export-csv writes, "
-                             f"which would replace X; choose another file")
+            raise InputError(f"-o {shown_path(args.output)} is one of the files --export-csv "
+                             "writes, which would replace X; choose another file")
     layout = isa.layout(geometry)
     X = isa.encode(program, geometry, layout)
     # X goes in place only after the CSV files did: a failure of either leaves neither
@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
                 with open_for_writing(path) as handle:
                     handle.write(npy.getbuffer())
             except OSError as error:  # /dev/full: say where
-                raise InputError(f"cannot write {args.output}: {error.strerror or error}"
+                raise InputError(f"cannot write {shown_path(args.output)}: "
+                                 f"{error.strerror or error}"
                                  ) from None
         if args.export_csv is not None:
             isa.save_csv(program, str(staging), geometry.scratch)
@@ -110,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
     if args.listing:
         print(isa.listing(program), end="")
     if args.output:
-        print(f"wrote {args.output}")
+        print(f"wrote {shown_path(args.output)}")
     if args.export_csv is not None:
         commands, memory, settings = (Path(args.export_csv) / name for name in CSV_FILES)
-        print(f"wrote {commands}, {memory} and {settings}")
+        print(f"wrote {shown_path(commands)}, {shown_path(memory)} and {shown_path(settings)}")
     return 0

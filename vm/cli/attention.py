@@ -18,7 +18,7 @@ from vm.attention.chunked.limits import (check_calls, check_limits, check_memory
                                          check_score_scale)
 from vm.cli.common import (directory_path, integer, non_negative_float, positive_float,
                            seed_value, thread_count)
-from vm.common.errors import InputError, RunFailure
+from vm.common.errors import InputError, RunFailure, shown_path
 from vm.tools.progress import Progress
 
 DTYPE_NAMES = ("float32", "float64")
@@ -192,6 +192,6 @@ def run_bench_command(args: argparse.Namespace) -> int:
     run_bench(args.out, args.n_values, args.m_values, args.full_limit_gib, args.head_dim,
               args.seed, threads=args.threads)
     print((args.out / "attention.md").read_text(), end="")
-    print(f"table: {args.out / 'attention.md'} (and attention.csv)")
-    print(f"plot: {args.out / 'attention.png'}")
+    print(f"table: {shown_path(args.out / 'attention.md')} (and attention.csv)")
+    print(f"plot: {shown_path(args.out / 'attention.png')}")
     return 0

@@ -19,7 +19,7 @@ from assembler.csv_format import DEFAULT_CSV_SCRATCH, SETTINGS_FILE, csv_setting
 from vm.common.outputs import STAGED_NAME
 from vm.common.files import open_for_reading
 from vm.common.json_values import finite_or_null
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.isa import SUBLEQ, InstructionSet, ProgramOptions, for_path, for_program
 from vm.isa.base import format_value
 from vm.machines.subleq.punchcard import DEFAULT_SCRATCH
@@ -301,10 +301,11 @@ def input_options(args: argparse.Namespace, isa: InstructionSet, transformer: bo
             with open(open_for_reading(args.input_file), "rb") as stream:
                 given["input_bytes"] = stream.read(MAX_INPUT_BYTES + 1)
         except OSError as error:
-            raise InputError(f"cannot read {args.input_file}: "
+            raise InputError(f"cannot read {shown_path(args.input_file)}: "
                              f"{error.strerror or error}") from None
         if len(given["input_bytes"]) > MAX_INPUT_BYTES:
-            raise InputError(f"{args.input_file}: input longer than {MAX_INPUT_BYTES:,} bytes")
+            raise InputError(f"{shown_path(args.input_file)}: input longer than "
+                             f"{MAX_INPUT_BYTES:,} bytes")
     if given and not isa.reads_input:
         raise InputError(f"--input and --input-file apply to programs that read input "
                          f"(standard SUBLEQ images: .dec, .vsq), not {isa.name.upper()}")
@@ -371,7 +372,7 @@ def load_program(args: argparse.Namespace) -> tuple[object, object]:
             if not args.bits:
                 assumed.append("the fewest bits a word needs to hold the values")
             if assumed:
-                print(f"ltvm: note: no {SETTINGS_FILE} beside {args.csv[0]}; assumed "
+                print(f"ltvm: note: no {SETTINGS_FILE} beside {shown_path(args.csv[0])}; assumed "
                       f"{' and '.join(assumed)} (--scratch, --bits)", file=sys.stderr)
         program = load_csv(args.csv[0], args.csv[1], scratch=scratch,
                            bits=args.bits or saved.get("bits"))
@@ -393,22 +394,23 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     written in place (`-o /dev/null`)."""
     target = Path(target)
     if target.is_dir():
-        raise InputError(f"cannot write {target}: it is a directory")
+        raise InputError(f"cannot write {shown_path(target)}: it is a directory")
     if target.exists() and not target.is_file():
         yield target
         return
     target = Path(os.path.realpath(target)) if target.is_symlink() else target
+    written, parent = shown_path(target), shown_path(target.parent)
     if not target.parent.exists():
-        raise InputError(f"cannot write {target}: directory {target.parent} does not exist")
+        raise InputError(f"cannot write {written}: directory {parent} does not exist")
     if not target.parent.is_dir():
-        raise InputError(f"cannot write {target}: {target.parent} is not a directory")
+        raise InputError(f"cannot write {written}: {parent} is not a directory")
     if not os.access(target.parent, os.W_OK):
-        raise InputError(f"cannot write {target}: directory {target.parent} is not writable")
+        raise InputError(f"cannot write {written}: directory {parent} is not writable")
     try:
         handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=target.suffix,
                                              prefix=f".{target.name[:STAGED_NAME]}.")
     except OSError as error:
-        raise InputError(f"cannot write {target}: {error.strerror}") from None
+        raise InputError(f"cannot write {written}: {error.strerror}") from None
     os.close(handle)
     umask = os.umask(0)
     os.umask(umask)

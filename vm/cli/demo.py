@@ -13,7 +13,7 @@ from pathlib import Path
 from vm.machines.subleq.punchcard import encode, geometry_for
 from assembler.subleq import assemble_file
 from vm.cli.common import add_time_limit, format_value
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.isa import SUBLEQ, for_path
 from vm.tools.progress import Progress
 from vm.machines.subleq.machine import subleq_machine
@@ -40,13 +40,15 @@ def run(args: argparse.Namespace) -> int:
     from vm.runtime.executor import EngineConfig, run_transformer
 
     if for_path(args.program) is not SUBLEQ:  # it was parsed as .sq: "unknown directive"
-        raise InputError(f"{args.program}: the demo runs SUBLEQ programs (.sq); compare this "
-                         f"one with the reference by `ltvm compare {args.program}`")
+        raise InputError(f"{shown_path(args.program)}: the demo runs SUBLEQ programs (.sq); "
+                         "compare this one with the reference by `ltvm compare "
+                         f"{shown_path(args.program)}`")
     program = assemble_file(args.program)
     reference = run_reference(program)
     if not reference.halted:  # the lockstep comparison would go on for ten times as long
-        raise InputError(f"{args.program} does not halt within {reference.steps} steps: the "
-                         "demo runs a program to its end (step any program with ltvm repl)")
+        raise InputError(f"{shown_path(args.program)} does not halt within {reference.steps} "
+                         "steps: the demo runs a program to its end (step any program with ltvm "
+                         "repl)")
     geometry = geometry_for(program)
     machine = subleq_machine(geometry)
     X = encode(program, geometry, machine.layout)

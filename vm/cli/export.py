@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from vm.cli.common import add_program_arguments, load_program, temperature_value
+from vm.common.errors import shown_path
 from vm.isa import for_program
 from vm.runtime.export import FLEQ_DTYPE, FORMATS, check_export_directory, export, files
 from vm.transformer.modes import ATTENTION_MODES
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: at temperature {machine.temperature:g} the reads of these weights are "
               "not provably exact (ltvm runs check every pass there; an executor of the "
               "export does not)", file=sys.stderr)
-    print(f"wrote {directory}/{{{', '.join(files(args.format))}}}: "
+    print(f"wrote {shown_path(directory)}/{{{', '.join(files(args.format))}}}: "
           f"{len(machine.weights.layers)} layers, heads {machine.weights.heads}, "
           f"X {punchcard.shape[0]} x {punchcard.shape[1]}")
     return 0

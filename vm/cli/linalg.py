@@ -25,7 +25,7 @@ from vm.isa import FLEQ
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli.common import (add_engine_arguments, add_time_limit, block_parameters,
                            engine_config, integer)
-from vm.common.errors import InputError, StepLimitExceeded
+from vm.common.errors import InputError, StepLimitExceeded, shown_path
 from vm.common.files import require_regular_file
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.common.json_values import finite_or_null
@@ -59,16 +59,17 @@ def load_matrix(path: str) -> np.ndarray:
         with np.errstate(over="ignore"):  # numpy sizes a 10^11 x 10^11 header's map first
             matrix = np.load(path, mmap_mode="r", allow_pickle=False)  # shape before data
     except EOFError:
-        raise InputError(f"{path} is empty (expected a .npy array)") from None
+        raise InputError(f"{shown_path(path)} is empty (expected a .npy array)") from None
     except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+        raise InputError(f"cannot read {shown_path(path)}: {error.strerror or error}") from None
     except (ValueError, OverflowError):
         # numpy's own text advises allow_pickle, which this never does; a header whose
         # shape is past what mmap can map (10^11 x 10^11) raises OverflowError
-        raise InputError(f"{path} is not a numeric .npy array{_shortfall(path)}") from None
+        raise InputError(f"{shown_path(path)} is not a numeric .npy "
+                         f"array{_shortfall(path)}") from None
     if not isinstance(matrix, np.ndarray):
         matrix.close()
-        raise InputError(f"{path} is an .npz archive; give one matrix as a .npy file "
+        raise InputError(f"{shown_path(path)} is an .npz archive; give one matrix as a .npy file "
                          f"(np.save)")
     return as_matrix(matrix, path)
 

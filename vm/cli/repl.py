@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from vm.cli.common import add_engine_arguments, engine_config, positive_float, positive_int
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.isa import VSUBLEQ
 from vm.isa.base import ProgramOptions
 from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, ENGINES
@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out == "":  # Path("") is the current directory: show wrote pictures there
         raise InputError("--out is an empty path")
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise InputError(f"--out {args.out} is not a directory")  # `show` failed much later
+        # `show` failed much later
+        raise InputError(f"--out {shown_path(args.out)} is not a directory")
     if args.program and Path(args.program).suffix in VSUBLEQ.suffixes:
         return _image_repl(args, interact)
     if args.evaluation in ("fused", "active") and not args.checked and args.attention != "dense":

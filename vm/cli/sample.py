@@ -18,7 +18,7 @@ import numpy as np
 from assembler.program import Program
 from vm.cli.common import (add_time_limit, load_program, positive_int, seed_value,
                             temperature_value)
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.common.files import require_regular_file
 from vm.isa import ProgramOptions, for_path, for_program
 from vm.tools.progress import Progress
@@ -78,27 +78,28 @@ def script_reward(path: Path) -> Callable[[Answer], float]:
         with contextlib.redirect_stdout(sys.stderr):
             spec.loader.exec_module(module)
     except (Exception, SystemExit) as error:  # the user's code: any failure is bad input
-        raise InputError(f"{path}: {type(error).__name__}: {error}") from None
+        raise InputError(f"{shown_path(path)}: {type(error).__name__}: {error}") from None
     reward = getattr(module, "reward", None)
     if not callable(reward):
-        raise InputError(f"{path} defines no function reward(answer)")
+        raise InputError(f"{shown_path(path)} defines no function reward(answer)")
 
     def checked(answer: Answer) -> float:
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 returned = reward(answer)
         except (Exception, SystemExit) as error:
-            raise InputError(f"{path}: reward({answer!r}) failed: "
+            raise InputError(f"{shown_path(path)}: reward({answer!r}) failed: "
                              f"{type(error).__name__}: {error}") from None
         if not isinstance(returned, (numbers.Real, np.bool_)):  # float() took the text '1'
-            raise InputError(f"{path}: reward({answer!r}) returned {returned!r}, not a number")
+            raise InputError(f"{shown_path(path)}: reward({answer!r}) returned {returned!r}, not "
+                             "a number")
         try:
             value = float(returned)
         except OverflowError:
-            raise InputError(f"{path}: reward({answer!r}) returned an integer past float's "
-                             "range") from None
+            raise InputError(f"{shown_path(path)}: reward({answer!r}) returned an integer past "
+                             "float's range") from None
         if not math.isfinite(value):
-            raise InputError(f"{path}: reward({answer!r}) = {value} is not finite")
+            raise InputError(f"{shown_path(path)}: reward({answer!r}) = {value} is not finite")
         return value
 
     return functools.cache(checked)

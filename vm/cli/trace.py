@@ -13,7 +13,7 @@ from typing import Callable
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
                            atomic_path, directory_path, engine_config, integer, load_program,
                            positive_int)
-from vm.common.errors import InputError, RunFailure
+from vm.common.errors import InputError, RunFailure, shown_path
 from vm.common.outputs import check_directory, staged_files
 from vm.isa import for_program
 from vm.tools.progress import Progress
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.step > MAX_STEP:
         raise InputError(f"--step must be at most 2^63 - 1, got {_number_text(args.step)}")
     if args.gif and Path(args.gif).suffix.lower() != ".gif":
-        raise InputError(f"{args.gif}: the animation file must end in .gif")
+        raise InputError(f"{shown_path(args.gif)}: the animation file must end in .gif")
     if args.steps is not None and not args.gif:  # ignored in silence before
         raise InputError("--steps sets how many steps the animation covers: give --gif FILE")
     args.steps = DEFAULT_GIF_STEPS if args.steps is None else args.steps
@@ -232,19 +232,21 @@ def _check_outputs(args: argparse.Namespace) -> None:
         gif = Path(args.gif)
         if args.png is not None and os.path.realpath(args.png) == os.path.realpath(gif):
             # the directory was made and filled, then the animation failed on it
-            raise InputError(f"--png {args.png} and --gif {args.gif} name the same path; "
-                             "give the animation a path of its own")
+            raise InputError(f"--png {shown_path(args.png)} and --gif {shown_path(args.gif)} name "
+                             "the same path; give the animation a path of its own")
         if gif.is_dir():
-            raise InputError(f"cannot write {gif}: it is a directory")
+            raise InputError(f"cannot write {shown_path(gif)}: it is a directory")
         if gif.is_fifo() or gif.is_socket():
-            raise InputError(f"cannot write {gif}: it is a pipe or socket, and a GIF is "
-                             "written by seeking back to its start")
+            raise InputError(f"cannot write {shown_path(gif)}: it is a pipe or socket, and a GIF "
+                             "is written by seeking back to its start")
         if _gif_in_png(args):  # checked with the pictures' names
             return
         if gif.parent.exists() and not gif.parent.is_dir():  # a file, not a missing folder
-            raise InputError(f"cannot write {gif}: {gif.parent} is not a directory")
+            raise InputError(f"cannot write {shown_path(gif)}: {shown_path(gif.parent)} is not a "
+                             "directory")
         if not gif.parent.is_dir():
-            raise InputError(f"cannot write {gif}: directory {gif.parent} does not exist")
+            raise InputError(f"cannot write {shown_path(gif)}: directory {shown_path(gif.parent)} "
+                             "does not exist")
         _check_writable(gif, Path(os.path.realpath(gif)).parent)  # a link's target is replaced
 
 
@@ -252,7 +254,8 @@ def _check_writable(path: Path, directory: Path) -> None:
     """InputError unless `directory`, where `path` is to be made, takes new files: the
     passes ran first, then the write failed."""
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write {path}: directory {directory} is not writable")
+        raise InputError(f"cannot write {shown_path(path)}: directory {shown_path(directory)} is "
+                         "not writable")
 
 
 def _picture_names(step: int, layers: int) -> list[str]:
@@ -316,9 +319,9 @@ def _write_outputs(args: argparse.Namespace, labels, name: str, model, X,
                             else outputs.enter_context(atomic_path(gif)))
     for picture in names:
         final = Path(args.png) / picture
-        print(f"wrote {final} ({final.stat().st_size:,} bytes)")
+        print(f"wrote {shown_path(final)} ({final.stat().st_size:,} bytes)")
     if gif:
-        print(f"wrote {gif} ({len(frames)} frames, {gif.stat().st_size:,} bytes)")
+        print(f"wrote {shown_path(gif)} ({len(frames)} frames, {gif.stat().st_size:,} bytes)")
 
 
 def _draw_pass_pictures(model, X, labels, args: argparse.Namespace, name: str,
@@ -346,5 +349,6 @@ def _draw_animation(frames: list, labels, args: argparse.Namespace, path: Path) 
     try:
         save_x_animation(frames, labels, path, progress=progress)
     except OSError as error:  # e.g. a full disk
-        raise InputError(f"cannot write {args.gif}: {error.strerror or error}") from None
+        shown = shown_path(args.gif)
+        raise InputError(f"cannot write {shown}: {error.strerror or error}") from None
     progress.done()

@@ -5,6 +5,18 @@ The CLI maps them to exit codes: 2 for bad input, 1 for a run that failed.
 
 from __future__ import annotations
 
+import os
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """`path` as every message names it: as it is when each character prints, else quoted
+    with its unprintable characters escaped (a file named with ESC [31m turned the terminal
+    red, one with a newline forged a line of the message)."""
+    text = os.fsdecode(path)
+    if text.isprintable():
+        return text
+    return "'" + "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text) + "'"
+
 
 class LtvmError(Exception):
     """Base of every error the tool reports to a user as one clear message."""
@@ -27,7 +39,7 @@ class PlacedInputError(InputError):
 
     def __init__(self, message: str, file: str, line: int, column: int) -> None:
         self.message, self.file, self.line, self.column = message, file, line, column
-        super().__init__(f"{file}:{line}:{column}: {message}")
+        super().__init__(f"{shown_path(file)}:{line}:{column}: {message}")
 
 
 class RunFailure(LtvmError):

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 
 
 def require_regular_file(path: str | Path, expected: str) -> None:
@@ -26,9 +26,10 @@ def require_regular_file(path: str | Path, expected: str) -> None:
     try:
         mode = os.stat(path).st_mode
     except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+        raise InputError(f"cannot read {shown_path(path)}: {error.strerror or error}") from None
     if not stat.S_ISREG(mode):
-        raise InputError(f"cannot read {path}: not a regular file (expected {expected})")
+        raise InputError(f"cannot read {shown_path(path)}: not a regular file (expected "
+                         f"{expected})")
 
 
 PIPE_NOTICE_SECONDS = 1.0
@@ -41,14 +42,14 @@ def open_for_reading(path: str | Path) -> int:
     within PIPE_NOTICE_SECONDS a line on stderr says that the command waits for a writer
     (Ctrl-C stops it), as `cat` would wait; bash's <(...) arrives at once."""
     if "\0" in os.fspath(path):  # os.open's ValueError reached the REPL as "embedded null byte"
-        raise InputError(f"cannot read {path!r}: a path cannot hold a NUL character")
+        raise InputError(f"cannot read {shown_path(path)}: a path cannot hold a NUL character")
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
         if stat.S_ISFIFO(os.fstat(descriptor).st_mode):
             ready = select.poll()
             ready.register(descriptor, select.POLLIN)
             if not ready.poll(PIPE_NOTICE_SECONDS * 1000):
-                print(f"ltvm: waiting for a program to write to {path} (a pipe; Ctrl-C "
+                print(f"ltvm: waiting for a program to write to {shown_path(path)} (a pipe; Ctrl-C "
                       f"stops)", file=sys.stderr, flush=True)
                 ready.poll()
         os.set_blocking(descriptor, True)
@@ -69,7 +70,7 @@ def open_for_writing(path: Path) -> BinaryIO:
     except OSError as error:
         if error.errno != errno.ENXIO:  # ENXIO: a pipe that nothing reads yet
             raise
-        print(f"ltvm: waiting for a program to read {path} (a pipe; Ctrl-C stops)",
+        print(f"ltvm: waiting for a program to read {shown_path(path)} (a pipe; Ctrl-C stops)",
               file=sys.stderr, flush=True)
         descriptor = os.open(path, flags)
     os.set_blocking(descriptor, True)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 
 PREVIOUS = ".previous"
 """Where `staged_files` keeps the files it replaces until all the new ones are in place."""
@@ -32,23 +32,25 @@ def check_directory(directory: str | Path, names: Iterable[str]) -> Path:
         raise InputError("the output directory is an empty path")
     directory = Path(directory)
     if directory.is_symlink() and not directory.exists():
-        raise InputError(f"cannot write {directory}: it is a symbolic link to "
+        raise InputError(f"cannot write {shown_path(directory)}: it is a symbolic link to "
                          f"{os.readlink(directory)}, which does not exist; create that "
                          "directory or name another")
     if directory.exists():
         if not directory.is_dir():
-            raise InputError(f"cannot write {directory}: it exists and is not a directory")
+            raise InputError(f"cannot write {shown_path(directory)}: it exists and is not a "
+                             "directory")
         for name in names:
             path = directory / name
             if os.path.lexists(path) and not stat.S_ISREG(path.lstat().st_mode):
                 what = ("a symbolic link" if path.is_symlink() else
                         "a directory" if path.is_dir() else "not a regular file")
-                raise InputError(f"cannot write {path}: it is {what}")
+                raise InputError(f"cannot write {shown_path(path)}: it is {what}")
     elif not directory.parent.exists():
-        raise InputError(f"cannot write {directory}: directory {directory.parent} does not "
-                         "exist")
+        raise InputError(f"cannot write {shown_path(directory)}: directory "
+                         f"{shown_path(directory.parent)} does not exist")
     elif not directory.parent.is_dir():
-        raise InputError(f"cannot write {directory}: {directory.parent} is not a directory")
+        raise InputError(f"cannot write {shown_path(directory)}: {shown_path(directory.parent)} "
+                         "is not a directory")
     return directory
 
 
@@ -79,7 +81,8 @@ def staged_files(directory: str | Path, names: Iterable[str],
         staging = Path(tempfile.mkdtemp(dir=directory if exists else directory.parent,
                                         prefix=f".{directory.name[:STAGED_NAME] or 'ltvm'}."))
     except OSError as error:
-        raise InputError(f"cannot write {directory}: {error.strerror or error}") from None
+        raise InputError(f"cannot write {shown_path(directory)}: "
+                         f"{error.strerror or error}") from None
     keep_staging = False
     try:
         try:
@@ -98,7 +101,7 @@ def staged_files(directory: str | Path, names: Iterable[str],
                 os.chmod(staging, 0o777 & ~umask)  # what mkdir gives; mkdtemp's is 0700
                 os.rename(staging, directory)
             except OSError as error:
-                raise InputError(f"cannot write {directory}: {error.strerror or error}"
+                raise InputError(f"cannot write {shown_path(directory)}: {error.strerror or error}"
                                  ) from None
     finally:
         if not keep_staging:

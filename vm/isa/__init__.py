@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions, RunChecks
 from vm.isa.fleq import FLEQ
 from vm.isa.subleq import SUBLEQ
@@ -28,7 +28,7 @@ def for_path(path: str | Path) -> InstructionSet:
         if suffix in isa.suffixes:
             return isa
     known = " or ".join(s for isa in INSTRUCTION_SETS for s in isa.suffixes if s)
-    raise InputError(f"{path}: unknown program type '{suffix}' (expected {known})")
+    raise InputError(f"{shown_path(path)}: unknown program type {suffix!r} (expected {known})")
 
 
 def for_program(program: Any) -> InstructionSet:

@@ -14,7 +14,7 @@ from typing import Any
 
 from assembler.fleq_program import FleqProgram
 from assembler.program import Program
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.functions import dtype_parameters
 from vm.isa import FLEQ, SUBLEQ, InstructionSet
 from vm.repl.assemble import assemble_instruction
@@ -77,7 +77,7 @@ class SubleqDialect(ReplDialect):
         program = SUBLEQ.assemble_text(source, path, bits=bits)
         machine = LockstepMachine(program, SUBLEQ.geometry_for(program, scratch), config, engine)
         return Loading(program, machine,
-                       f"loaded {path}: {len(program.instructions)} instructions, "
+                       f"loaded {shown_path(path)}: {len(program.instructions)} instructions, "
                        f"{len(program.memory)} memory cells, {program.bits}-bit words")
 
     def assemble_typed(self, program: Program, source: str, line: str) -> Any:
@@ -146,7 +146,7 @@ class FleqDialect(ReplDialect):
         machine = FleqLockstep(program, FLEQ.geometry_for(program), config, engine)
         blocks = ", ".join(name for name, _ in program.functions) or "none"
         return Loading(program, machine,
-                       f"loaded {path}: {len(program.instructions)} instructions, "
+                       f"loaded {shown_path(path)}: {len(program.instructions)} instructions, "
                        f"{len(program.cells)} cells of {program.d}x{program.d}, "
                        f"blocks {blocks}")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from assembler.diagnostics import read_source
-from vm.common.errors import InputError, LtvmError
+from vm.common.errors import InputError, LtvmError, shown_path
 from vm.isa import for_path
 from vm.machines.stepping import check_max_steps
 from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, check_max_seconds
@@ -187,7 +187,7 @@ class Repl:
             first = error_line(str(error)) or type(error).__name__
             return first if error.located else f"error: {first}"
         except OSError as error:  # a path the line named: what went wrong and where
-            where = f": {error.filename}" if error.filename else ""
+            where = f": {shown_path(error.filename)}" if error.filename else ""
             return f"error: {error.strerror or error}{where}"
         except Exception as error:  # the session must survive anything a line can cause
             return error_line(f"error: {type(error).__name__}: {error}")
@@ -212,12 +212,12 @@ class Repl:
         except InputError:
             isa = None
         if isa is not None and isa.name not in DIALECTS:
-            raise InputError(f"{path}: this REPL runs SUBLEQ (.sq) and FLEQ (.fleq) sources; "
-                             f"'{Path(path).suffix}' files have a REPL of their own: ltvm repl "
-                             f"{path}")
+            raise InputError(f"{shown_path(path)}: this REPL runs SUBLEQ (.sq) and FLEQ (.fleq) "
+                             f"sources; {Path(path).suffix!r} files have a REPL of their own: "
+                             f"ltvm repl {shown_path(path)}")
         if isa is None:
-            raise InputError(f"{path}: the REPL runs SUBLEQ (.sq) and FLEQ (.fleq) sources, "
-                             f"not '{Path(path).suffix}'")
+            raise InputError(f"{shown_path(path)}: the REPL runs SUBLEQ (.sq) and FLEQ (.fleq) "
+                             f"sources, not {Path(path).suffix!r}")
         dialect = DIALECTS[isa.name]
         source = read_source(path)
         engine = self.loaded.machine.active if self.loaded else self.engine
@@ -495,7 +495,7 @@ class Repl:
             after = trace_pass(machine.executor.model, machine.X[0])[layer].after
             return [save_x_picture(after, labels, directory / f"step{step:04d}_X_layer{layer}.png",
                                    f"{name}: X after layer {layer} of pass {step + 1}")]
-        return "\n".join(f"wrote {path}" for path in self._save_pictures(draw))
+        return "\n".join(f"wrote {shown_path(path)}" for path in self._save_pictures(draw))
 
     def _save_pictures(self, draw: Callable[[Path], list[Path]]) -> list[Path]:
         """`draw`'s pictures, drawn into a hidden folder in --out and moved in only when
@@ -511,7 +511,7 @@ class Repl:
             targets = [self.picture_dir / path.name for path in drawn]
             for target in targets:
                 if target.is_dir():
-                    raise InputError(f"cannot write {target}: it is a directory")
+                    raise InputError(f"cannot write {shown_path(target)}: it is a directory")
             for path, target in zip(drawn, targets):
                 os.replace(path, target)
             return targets

@@ -18,7 +18,7 @@ from types import ModuleType
 import numpy as np
 
 from assembler.fleq_program import FleqProgram
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.common.outputs import check_directory, staged_files
 from vm.transformer.layout import Layout
 from vm.machines.fleq.layout import FleqGeometry
@@ -101,8 +101,9 @@ def check_export_directory(directory: str | Path) -> Path:
     if directory.is_dir():
         strangers = sorted(p.name for p in directory.iterdir() if p.name not in known)
         if strangers:
-            raise InputError(f"{directory} holds other files ({', '.join(strangers[:3])}); "
-                             "export into an empty or new directory")
+            raise InputError(f"{shown_path(directory)} holds other files "
+                             f"({', '.join(strangers[:3])}); export into an empty or new "
+                             "directory")
     return directory
 
 

@@ -20,7 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.common.limits import is_whole_number
 from vm.transformer.layers import LayerTrace, LoopedTransformer, trace_pass
 from vm.transformer.layout import Layout
@@ -203,9 +203,9 @@ def save_x_picture(X: torch.Tensor | np.ndarray, labels: AxisLabels, path: str |
     (no suffix) wrote DIR.png and returned DIR, a path that held no picture."""
     path = Path(path)
     if path.is_dir():
-        raise InputError(f"cannot write {path}: it is a directory")
+        raise InputError(f"cannot write {shown_path(path)}: it is a directory")
     if path.suffix.lower() != ".png":
-        raise InputError(f"{path}: the picture file must end in .png")
+        raise InputError(f"{shown_path(path)}: the picture file must end in .png")
     x_figure(X, labels, title).savefig(path, format="png")
     return path
 

@@ -40,7 +40,7 @@ from vm.attention.chunked.memory import measure
 from vm.attention.chunked.model import Mask, random_instance
 from vm.attention.chunked.reference import direct_forward, head_attention, relative_error
 from vm.attention.chunked.simulate import expected_calls, mode_mask, simulate
-from vm.common.errors import InputError, LtvmError, RunFailure
+from vm.common.errors import InputError, LtvmError, RunFailure, shown_path
 from vm.common.limits import check_threads
 from vm.common.outputs import staged_files
 
@@ -228,18 +228,21 @@ def check_out_dir(out_dir: Path) -> None:
     before the measurements, which take seconds to minutes, not after them."""
     if out_dir.exists():
         if not out_dir.is_dir():
-            raise InputError(f"cannot write into {out_dir}: it is not a directory")
+            raise InputError(f"cannot write into {shown_path(out_dir)}: it is not a directory")
         if not os.access(out_dir, os.W_OK | os.X_OK):
-            raise InputError(f"cannot write into {out_dir}: the directory is not writable")
+            raise InputError(f"cannot write into {shown_path(out_dir)}: the directory is not "
+                             "writable")
         for name in OUTPUTS:
             if (out_dir / name).is_dir():
-                raise InputError(f"cannot write {out_dir / name}: it is a directory")
+                raise InputError(f"cannot write {shown_path(out_dir / name)}: it is a directory")
         return
     ancestor = next(parent for parent in out_dir.absolute().parents if parent.exists())
     if not ancestor.is_dir():
-        raise InputError(f"cannot create {out_dir}: {ancestor} is not a directory")
+        raise InputError(f"cannot create {shown_path(out_dir)}: {shown_path(ancestor)} is not a "
+                         "directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise InputError(f"cannot create {out_dir}: {ancestor} is not writable")
+        raise InputError(f"cannot create {shown_path(out_dir)}: {shown_path(ancestor)} is not "
+                         "writable")
 
 
 def _cell(value: float | None, spec: str) -> str:

@@ -1,0 +1,71 @@
+"""How errors name paths (`vm.common.errors.shown_path`): a file name holding control
+characters (ESC [31m, a newline, a tab) is shown quoted and escaped in every message, so a
+hostile name can neither recolour the terminal nor forge a line of output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vm.cli import main
+from vm.common.errors import PlacedInputError, shown_path
+
+ROOT = Path(__file__).resolve().parents[1]
+FACTORIAL = str(ROOT / "programs" / "subleq" / "factorial.sq")
+RED = "\x1b[31m"
+
+
+@pytest.mark.parametrize("path", ["prog.sq", "dir with spaces/é 漢字.fleq", Path("a/b.npy")])
+def test_a_printable_path_is_shown_as_it_is(path):
+    assert shown_path(path) == str(path)
+
+
+@pytest.mark.parametrize("path, shown", [
+    (f"bad{RED}red.sq", r"'bad\x1b[31mred.sq'"),
+    ("two\nlines.sq", r"'two\nlines.sq'"),
+    (Path("tab\there.fleq"), r"'tab\there.fleq'"),
+])
+def test_a_path_with_control_characters_is_quoted_and_escaped(path, shown):
+    assert shown_path(path) == shown
+
+
+def test_a_placed_error_escapes_its_file_name():
+    error = PlacedInputError("counter too large", f"p{RED}.fleq", 3, 7)
+    assert str(error) == r"'p\x1b[31m.fleq':3:7: counter too large"
+
+
+def _stderr_of(capsys, *argv: str) -> str:
+    assert main(list(argv)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err
+
+
+def test_a_missing_file_is_named_without_its_escape_sequence(tmp_path, capsys):
+    err = _stderr_of(capsys, "run", str(tmp_path / f"no{RED}ne.sq"))
+    assert "\x1b" not in err
+    assert err.endswith(r"no\x1b[31mne.sq': No such file or directory" + "\n")
+
+
+def test_a_source_error_in_a_file_named_with_a_newline_stays_three_lines(tmp_path, capsys,
+                                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("two\nlines.sq").write_text(".code\n    subleq $\n")
+    err = _stderr_of(capsys, "asm", "two\nlines.sq")
+    assert err.splitlines()[0].startswith(r"'two\nlines.sq':2:12: error: ")
+    assert len(err.splitlines()) == 3
+
+
+def test_an_output_in_a_missing_directory_is_named_escaped(tmp_path, capsys):
+    target = tmp_path / "new\tdir" / f"x{RED}.npy"
+    err = _stderr_of(capsys, "asm", FACTORIAL, "-o", str(target))
+    assert "\x1b" not in err and "\t" not in err
+    assert r"new\tdir/x\x1b[31m.npy': directory '" in err
+    assert err.rstrip().endswith(r"new\tdir' does not exist")
+
+
+def test_an_unknown_suffix_is_named_escaped(capsys):
+    err = _stderr_of(capsys, "run", f"prog.s{RED}")
+    assert "\x1b" not in err
+    assert r"'prog.s\x1b[31m': unknown program type '.s\x1b[31m'" in err
