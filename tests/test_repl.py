@@ -662,3 +662,22 @@ def test_an_evaluation_the_repl_does_not_use_gets_a_note(evaluation, capsys, mon
     err = capsys.readouterr().err
     assert err == (f"ltvm: note: the REPL of a .sq or .fleq program runs every pass in full "
                    f"(--evaluation {evaluation} does not apply)\n")
+
+
+def test_the_options_of_ltvm_sample_are_refused_by_name_as_compare_refuses_them(capsys):
+    """`ltvm repl prog --noise 1 --seed 3` said only 'unrecognized arguments', where
+    `ltvm compare` named the options and said where they belong."""
+    assert main(["repl", FACTORIAL, "--noise", "1", "--seed", "3"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("ltvm: error: --noise, --seed: options of `ltvm sample`; repl runs "
+                            "the exact transformer (--temperature is the softmax's)\n")
+
+
+def test_a_sampling_config_is_refused_when_the_repl_starts_in_compare_s_words():
+    """Repl(EngineConfig(sampling=0.5)) loaded a program and failed at its first step with
+    "step() (run_traced, compare_fleq, the REPL) makes exact passes only"."""
+    with pytest.raises(vm.repl.session.InputError) as caught:
+        Repl(EngineConfig(sampling=0.5))
+    assert str(caught.value) == ("the REPL runs the exact transformer, not stochastic reads "
+                                 "(sampling=0.5): sampled runs are `ltvm sample`'s")

@@ -337,3 +337,12 @@ def test_ltvm_repl_of_an_image_refuses_out_which_it_would_ignore(out, capsys, tm
     assert code == 2 and captured.out == ""
     assert captured.err.startswith("ltvm: error: --out") and "\n" == captured.err[-1]
     assert captured.err.count("\n") == 1 and not (tmp_path / "pictures").exists()
+
+
+def test_a_sampling_config_is_refused_in_the_words_of_the_other_repl():
+    """It said "sampling is not available for standard SUBLEQ images", where the .sq/.fleq
+    REPL and compare say that they run the exact transformer and where sampling belongs."""
+    with pytest.raises(vsubleq.InputError) as caught:
+        VsubleqRepl(image("echo.dec"), "x", vsubleq.EngineConfig(sampling=0.5))
+    assert str(caught.value) == ("the REPL runs the exact transformer, not stochastic reads "
+                                 "(sampling=0.5): sampled runs are `ltvm sample`'s")

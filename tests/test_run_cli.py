@@ -99,3 +99,20 @@ def test_the_rerun_to_where_a_value_left_the_domain_has_max_seconds_of_its_own(
     assert "max-seconds" not in captured.err
     assert code == 1 and captured.out.splitlines()[-4:] == expected
     assert expected[:2] == ["halted: no", "steps: 7"]
+
+
+@pytest.mark.parametrize("options, named", [
+    (["--noise", "0.5"], "--noise: an option"),
+    (["--seed=3", "--samples", "4"], "--seed, --samples: options"),
+    (["--strategy", "majority", "--reward", "reference", "--cell", "a"],
+     "--strategy, --reward, --cell: options"),
+])
+def test_the_options_of_ltvm_sample_are_refused_by_name_as_compare_refuses_them(
+        options, named, capsys):
+    """`ltvm run prog --noise 0.5` said only 'unrecognized arguments: --noise 0.5', where
+    `ltvm compare` named the options and said where they belong."""
+    code = main(["run", GCD, *options])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err == (f"ltvm: error: {named} of `ltvm sample`; run runs the exact "
+                            "transformer (--temperature is the softmax's)\n")

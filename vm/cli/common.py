@@ -260,6 +260,33 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                             " (docs/speed.md)")
 
 
+SAMPLING_OPTIONS = ("--noise", "--seed", "--samples", "--strategy", "--reward", "--cell")
+"""`ltvm sample`'s options, taken by the commands that run the exact transformer (run,
+compare, repl) only to be refused by name: argparse's 'unrecognized arguments' did not say
+that the command runs the exact transformer, or where such options belong."""
+
+
+def add_sampling_refusal(parser: argparse.ArgumentParser) -> None:
+    """Take `ltvm sample`'s options, hidden from --help, for `refuse_sampling_options`."""
+    for option in SAMPLING_OPTIONS:
+        parser.add_argument(option, dest=_sampling_name(option), help=argparse.SUPPRESS)
+
+
+def _sampling_name(option: str) -> str:
+    return f"sampling_{option.removeprefix('--')}"
+
+
+def refuse_sampling_options(args: argparse.Namespace) -> None:
+    """InputError naming the `ltvm sample` options given to a command that runs the exact
+    transformer (`add_sampling_refusal`)."""
+    given = [option for option in SAMPLING_OPTIONS
+             if getattr(args, _sampling_name(option)) is not None]
+    if given:
+        raise InputError(f"{', '.join(given)}: {'options' if len(given) > 1 else 'an option'} "
+                         f"of `ltvm sample`; {args.command} runs the exact transformer "
+                         "(--temperature is the softmax's)")
+
+
 def engine_options_given(args: argparse.Namespace) -> list[str]:
     """The transformer's options (`add_engine_arguments`) set to other than their defaults,
     as `--name`: for commands that may run no transformer to refuse rather than ignore."""

@@ -6,16 +6,12 @@ import argparse
 import time
 
 from vm.cli.common import (add_engine_arguments, add_input_arguments, add_program_arguments,
-                           add_time_limit, engine_config, input_options, load_program,
-                           positive_int)
-from vm.common.errors import InputError
+                           add_sampling_refusal, add_time_limit, engine_config, input_options,
+                           load_program, positive_int, refuse_sampling_options)
 from vm.isa import for_program
 from vm.tools.progress import Progress
 
 DEFAULT_MAX_STEPS = 100_000
-SAMPLING_OPTIONS = ("--noise", "--seed", "--samples", "--strategy", "--reward", "--cell")
-"""`ltvm sample`'s options, taken here only to be refused by name: argparse's 'unrecognized
-arguments' did not say that compare runs the exact transformer, or where they belong."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -39,23 +35,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_input_arguments(parser)
     add_time_limit(parser)
     add_engine_arguments(parser)
-    for option in SAMPLING_OPTIONS:
-        parser.add_argument(option, dest=_sampling_name(option), help=argparse.SUPPRESS)
+    add_sampling_refusal(parser)
     parser.set_defaults(func=run)
-
-
-def _sampling_name(option: str) -> str:
-    return f"sampling_{option.removeprefix('--')}"
 
 
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()  # --max-seconds bounds the command, loading included
-    given = [option for option in SAMPLING_OPTIONS
-             if getattr(args, _sampling_name(option)) is not None]
-    if given:
-        raise InputError(f"{', '.join(given)}: {'options' if len(given) > 1 else 'an option'} "
-                         "of `ltvm sample`; compare runs the exact transformer (--temperature "
-                         "is the softmax's, as in `ltvm run`)")
+    refuse_sampling_options(args)
     program, geometry = load_program(args)
     isa = for_program(program)
     progress = Progress("compared steps", args.max_steps, max_seconds=args.max_seconds,

@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from vm.cli.common import add_engine_arguments, engine_config, positive_float, positive_int
+from vm.cli.common import (add_engine_arguments, add_sampling_refusal, engine_config,
+                           positive_float, positive_int, refuse_sampling_options)
 from vm.common.errors import InputError, shown_path
 from vm.isa import VSUBLEQ
 from vm.isa.base import ProgramOptions
@@ -46,6 +47,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--history", default=DEFAULT_HISTORY, metavar="FILE",
                         help="command history file (default ~/.ltvm_history)")
     add_engine_arguments(parser)
+    add_sampling_refusal(parser)
     parser.set_defaults(func=run)
 
 
@@ -53,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from vm.repl.session import Repl  # torch: not for every `ltvm` call
     from vm.repl.terminal import interact
 
+    refuse_sampling_options(args)
     if args.program == "":  # started with nothing loaded, as if PROG had not been given
         raise InputError("PROG is an empty path")
     if args.out == "":  # Path("") is the current directory: show wrote pictures there

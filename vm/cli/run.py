@@ -7,9 +7,9 @@ import sys
 import time
 
 from vm.cli.common import (add_engine_arguments, add_input_arguments, add_program_arguments,
-                           add_time_limit, block_parameters, bound_text, engine_config,
-                           engine_options_given, input_options, load_program, positive_int,
-                           print_result)
+                           add_sampling_refusal, add_time_limit, block_parameters, bound_text,
+                           engine_config, engine_options_given, input_options, load_program,
+                           positive_int, print_result, refuse_sampling_options)
 from vm.common.errors import InputError
 from vm.isa import for_program
 from vm.isa.base import OUTPUT_FORMATS
@@ -48,6 +48,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "not UTF-8 as \\udcHH), or the byte values in decimal or hex")
     add_time_limit(parser)
     add_engine_arguments(parser)
+    add_sampling_refusal(parser)
     parser.set_defaults(func=run)
 
 
@@ -82,6 +83,7 @@ def _say_bounds_of_set_blocks(settings: list[str], blocks: list[dict], dtype: st
 
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()  # --max-seconds bounds the command, loading included
+    refuse_sampling_options(args)
     if args.trace:
         check_trace_memory(args.max_steps)
     program, geometry = load_program(args)

@@ -30,6 +30,7 @@ from vm.repl.fleq import FleqLockstep, same_value
 from vm.repl.names import (Location, error_line, instruction_place, listing, location_line,
                            parse_int, resolve_instruction, shortened)
 from vm.repl.state import ENGINES, LockstepMachine
+from vm.runtime.compare import check_exact
 from vm.runtime.config import EngineConfig
 from vm.tools.progress import Progress, TimeLimitExceeded
 from vm.transformer.layers import trace_pass
@@ -152,6 +153,7 @@ class Repl:
             raise InputError(f"picture_dir must be a directory name, got {picture_dir!r}")
         if not isinstance(config, EngineConfig):  # None: `info` said 'error: AttributeError'
             raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
+        check_exact(config, "the REPL")  # the first step said "step() makes exact passes"
         if progress_stream is not None and not callable(getattr(progress_stream, "write", None)):
             raise InputError(f"progress_stream must be a text stream or None, got "
                              f"{type(progress_stream).__name__}")  # 5 failed in every step

@@ -26,6 +26,7 @@ from vm.machines.vsubleq.reference import Image, Reference, Step
 from vm.machines.vsubleq.run import TransformerRun
 from vm.repl import check_max_seconds
 from vm.repl.names import error_line
+from vm.runtime.compare import check_exact
 from vm.runtime.config import EngineConfig
 from vm.tools.progress import Progress, TimeLimitExceeded
 
@@ -65,7 +66,8 @@ class VsubleqRepl:
         if not isinstance(image, Image):  # None failed on `.memory`
             raise InputError(f"VsubleqRepl runs an Image (a .dec or .vsq), got "
                              f"{type(image).__name__}")
-        self.engine = engine_settings(config)  # None and sampling configs are refused
+        check_exact(config, "the REPL")
+        self.engine = engine_settings(config)  # None is refused
         check_max_steps(max_steps)  # None raised a TypeError out of `continue`: a crash
         self.max_seconds = check_max_seconds(max_seconds)
         self.image, self.path, self.max_steps = image, path, max_steps

@@ -70,11 +70,12 @@ def _first_difference(program: Program, reference: ReferenceMachine, memory: lis
     return None
 
 
-def check_exact(config: EngineConfig) -> None:
-    """Refuse a sampling config: a comparison checks the exact machine, and stochastic reads
-    made gcd.sq 'diverge at step 0' as if the weights computed it wrong."""
+def check_exact(config: EngineConfig, runner: str = "a comparison") -> None:
+    """Refuse a sampling config: a comparison (or the REPL, `runner`) checks the exact
+    machine, and stochastic reads made gcd.sq 'diverge at step 0' as if the weights computed
+    it wrong."""
     if isinstance(config, EngineConfig) and config.sampling is not None:
-        raise InputError(f"a comparison runs the exact transformer, not stochastic reads "
+        raise InputError(f"{runner} runs the exact transformer, not stochastic reads "
                          f"(sampling={config.sampling:g}): sampled runs are `ltvm sample`'s")
 
 
