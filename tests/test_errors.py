@@ -1,6 +1,7 @@
 """How errors name paths (`vm.common.errors.shown_path`): a file name holding control
 characters (ESC [31m, a newline, a tab) is shown quoted and escaped in every message, so a
-hostile name can neither recolour the terminal nor forge a line of output."""
+hostile name can neither recolour the terminal nor forge a line of output; and no other
+error the command line prints carries a control character from an option or argument."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vm.cli import main
-from vm.common.errors import PlacedInputError, shown_path
+from vm.common.errors import PlacedInputError, escaped, shown_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTORIAL = str(ROOT / "programs" / "subleq" / "factorial.sq")
@@ -69,3 +70,25 @@ def test_an_unknown_suffix_is_named_escaped(capsys):
     err = _stderr_of(capsys, "run", f"prog.s{RED}")
     assert "\x1b" not in err
     assert r"'prog.s\x1b[31m': unknown program type '.s\x1b[31m'" in err
+
+
+def test_escaped_writes_control_characters_as_escapes_and_keeps_what_it_is_told():
+    assert escaped(f"a{RED}\tb\nc") == r"a\x1b[31m\tb\nc"
+    assert escaped(f"a{RED}\nc", keep="\n") == "a\\x1b[31m\nc"
+
+
+@pytest.mark.parametrize("argv, shown", [
+    (["run", FACTORIAL, f"x{RED}y"], r"unrecognized arguments: x\x1b[31my"),
+    (["calc", "1 + 2", "--set", f"x{RED}=1"], r"--set x\x1b[31m: the expression has no input"),
+    (["calc", "sqrt(4)", "--param", f"sqrt{RED}.k=1"], r"unknown function 'sqrt\x1b[31m'"),
+])
+def test_a_control_character_in_an_argument_is_escaped_in_the_error(argv, shown, capsys):
+    """'unrecognized arguments', --set's and --param's errors echoed an ESC [31m given on the
+    command line as it was, and recoloured the terminal."""
+    try:
+        code = main(argv)
+    except SystemExit as exit:  # argparse's own errors
+        code = exit.code
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "\x1b" not in captured.err and shown in captured.err

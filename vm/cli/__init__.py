@@ -13,7 +13,7 @@ from typing import Iterator
 
 from vm import __version__
 from assembler.diagnostics import shown_in_source
-from vm.common.errors import LtvmError, shown_path
+from vm.common.errors import LtvmError, escaped, shown_path
 
 COMMAND_ORDER: list[str] = [
     "demo",
@@ -61,6 +61,11 @@ class _Parser(argparse.ArgumentParser):
         self.register("action", None, _StoreOnce)
         self.register("action", "store", _StoreOnce)
         self.options_given: set[str] = set()
+
+    def error(self, message: str):
+        """argparse's error, the words from the command line escaped: 'unrecognized
+        arguments' echoed an ESC [31m typed or pasted there, and recoloured the terminal."""
+        super().error(escaped(message))
 
     def parse_known_args(self, args=None, namespace=None):
         self.options_given = set()  # a parser may parse more than one command line
@@ -182,8 +187,9 @@ def _run(argv: list[str] | None) -> int:
         finally:
             _end_progress_lines()
     except LtvmError as raised:
-        error = shown_in_source(raised)
-        print(error if error.located else f"ltvm: error: {error}", file=sys.stderr)
+        error = shown_in_source(raised)  # escaped: a --set or --param value held an ESC
+        message = escaped(str(error), keep="\n")
+        print(message if error.located else f"ltvm: error: {message}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("ltvm: interrupted", file=sys.stderr)

@@ -8,14 +8,19 @@ from __future__ import annotations
 import os
 
 
+def escaped(text: str, keep: str = "") -> str:
+    """`text` with every unprintable character not in `keep` written as its Python escape
+    (ESC as \\x1b), so that no text from a user's file name, option or source can drive the
+    terminal it is printed on."""
+    return "".join(c if c.isprintable() or c in keep else ascii(c)[1:-1] for c in text)
+
+
 def shown_path(path: str | os.PathLike) -> str:
     """`path` as every message names it: as it is when each character prints, else quoted
     with its unprintable characters escaped (a file named with ESC [31m turned the terminal
     red, one with a newline forged a line of the message)."""
     text = os.fsdecode(path)
-    if text.isprintable():
-        return text
-    return "'" + "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text) + "'"
+    return text if text.isprintable() else f"'{escaped(text)}'"
 
 
 class LtvmError(Exception):
