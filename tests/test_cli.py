@@ -504,6 +504,37 @@ def test_a_signal_while_writing_removes_the_temporary_file(tmp_path, stop, code,
     assert list(tmp_path.iterdir()) == []
 
 
+def _with_closed(stream: int, *argv: str) -> subprocess.CompletedProcess:
+    """`ltvm ARGV` with standard stream `stream` (0, 1 or 2) closed, as `N>&-` closes it."""
+    captured = {name: subprocess.PIPE for name, number in (("stdout", 1), ("stderr", 2))
+                if number != stream}
+    return subprocess.run(["sh", "-c", f'exec "$@" {stream}>&-', "sh", sys.executable, "-m",
+                           "vm.cli", *argv], text=True, cwd=ROOT, **captured)
+
+
+def test_a_closed_standard_output_is_named():
+    """`ltvm asm p.sq >&-` ended in an AttributeError traceback ('NoneType' has no 'write')."""
+    done = _with_closed(1, "asm", FACTORIAL)
+    assert (done.returncode, done.stderr) == (2, "ltvm: error: Bad file descriptor: "
+                                                 "standard output\n")
+
+
+def test_a_closed_standard_error_discards_the_progress_line(tmp_path):
+    """`ltvm run p.sq 2>&-` died on its first progress report, which asked the closed stream
+    whether it was a terminal: no result and exit 1."""
+    path = tmp_path / "inf.sq"
+    path.write_text(INFINITE_LOOP)
+    done = _with_closed(2, "run", str(path), "--engine", "reference", "--max-steps", "100000")
+    assert done.returncode == 1  # did not halt
+    assert done.stdout.splitlines()[-2:] == ["steps: 100000", "z = 0"]
+
+
+def test_a_closed_standard_input_reads_as_empty():
+    """`ltvm repl p.sq <&-` ended in an AttributeError traceback; it reads no command."""
+    done = _with_closed(0, "repl", FACTORIAL, "--history", os.devnull)
+    assert done.returncode == 0 and done.stdout.startswith("loaded ")
+
+
 @pytest.mark.parametrize("option", [["--device", "garbage"], ["--dtype", "float64"],
                                     ["--temperature", "1"], ["--checked"],
                                     ["--attention", "dense"], ["--evaluation", "full"]])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import pkgutil
 import signal
 import sys
@@ -104,18 +106,25 @@ def _out_of_memory(error: RuntimeError) -> bool:
 
 class _NamedOutput:
     """Standard output whose write errors name it: `ltvm run p.sq > /dev/full` said only
-    "No space left on device", as if a file of the command's had failed."""
+    "No space left on device", as if a file of the command's had failed. A standard output
+    the caller closed (`ltvm asm p.sq >&-`, None in Python) fails its first write the same
+    way, where it was an AttributeError traceback."""
 
     def __init__(self, stream) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
         with self._named():
-            return self._stream.write(text)
+            return self._open().write(text)
 
     def flush(self) -> None:
         with self._named():
-            self._stream.flush()
+            self._open().flush()
+
+    def _open(self):
+        if self._stream is None:
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+        return self._stream
 
     @staticmethod
     @contextmanager
@@ -167,7 +176,19 @@ def _terminate_cleanly() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)  # None: set outside Python
 
 
+def _stand_in_for_closed_input_and_errors() -> None:
+    """A standard input or error the caller closed (`ltvm repl <&-`, `ltvm run p.sq 2>&-`)
+    is None in Python, and its first use was an AttributeError traceback (the progress line
+    asks its stream whether it is a terminal): they read and write /dev/null instead, empty
+    and discarded, as closing them means."""
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull, encoding="utf-8")
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _stand_in_for_closed_input_and_errors()
     stdout, sys.stdout = sys.stdout, _NamedOutput(sys.stdout)
     try:
         with _terminate_cleanly():
