@@ -650,7 +650,9 @@ def test_a_byte_that_is_not_utf8_in_a_strict_locale_is_an_error_line(tmp_path):
         input=b"print \xff\nprint fact\n", capture_output=True, timeout=300,
         cwd=ROOT, env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
-    assert done.stdout.splitlines()[-2:] == [b"error: no memory named '\xff'", b"fact = 1"]
+    # the byte comes back as the escape of the character it decoded to, as control
+    # characters do (vm.repl.names.error_line), not as the raw byte
+    assert done.stdout.splitlines()[-2:] == [rb"error: no memory named '\udcff'", b"fact = 1"]
 
 
 @pytest.mark.parametrize("evaluation", ["fused", "active"])
@@ -681,3 +683,14 @@ def test_a_sampling_config_is_refused_when_the_repl_starts_in_compare_s_words():
         Repl(EngineConfig(sampling=0.5))
     assert str(caught.value) == ("the REPL runs the exact transformer, not stochastic reads "
                                  "(sampling=0.5): sampled runs are `ltvm sample`'s")
+
+
+@pytest.mark.parametrize("line, shown", [
+    ("foo\x1b[31m", r"error: unknown command 'foo\x1b[31m' (type help)"),
+    ("print n\x00", r"error: no memory named 'n\x00'"),
+])
+def test_a_control_character_in_a_typed_line_is_escaped_in_the_error(line, shown):
+    """The error echoed the ESC of a pasted line as it was, and recoloured the terminal."""
+    repl = Repl()
+    repl.load(FACTORIAL)
+    assert repl.execute(line) == shown

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from assembler.fleq_program import FleqProgram
 from assembler.program import RESERVED_NAMES, Program
-from vm.common.errors import InputError
+from vm.common.errors import InputError, escaped
 
 ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:\+\s*(\d+)|\[\s*(\d+)\s*\])$", re.ASCII)
 LISTING_CONTEXT = 5
@@ -36,8 +36,9 @@ class Location:
 
 
 def error_line(text: str) -> str:
-    """The first line of an error message, cut to SHOWN_ERROR characters."""
-    return shortened(text.splitlines()[0] if text else "")
+    """The first line of an error message, cut to SHOWN_ERROR characters, its control
+    characters escaped: "unknown command 'foo<ESC>[31m'" recoloured the terminal."""
+    return shortened(escaped(text.splitlines()[0]) if text else "")
 
 
 def shortened(line: str) -> str:
