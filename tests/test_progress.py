@@ -3,7 +3,9 @@ time left, and a wall-time limit that stops a run with a clear message."""
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 import re
 import time
 
@@ -42,6 +44,20 @@ def test_long_work_prints_the_count_the_total_and_the_rate():
 def test_a_total_beyond_a_float_shows_the_count_alone():
     last = _last_line_after_1000_of(10 ** 400)
     assert re.match(r"steps: 1000 \[00:00, [\d.]+/s\]$", last), last
+
+
+def test_a_stream_that_cannot_be_written_ends_the_line_not_the_work():
+    """On a full disk (`ltvm run p.sq 2>/dev/full`) the first progress report raised
+    OSError and the run stopped with no result."""
+    class FullDisk(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    progress = Progress("steps", 10 ** 6, stream=FullDisk(), delay=0.0)
+    for count in range(0, 5000, 1000):
+        progress(count)
+    progress.done()
+    assert progress.bar is None
 
 
 def test_a_call_past_the_limit_stops_the_work():

@@ -23,6 +23,31 @@ _SHOWN: set[Progress] = set()
 """The progress objects whose line is drawn and not yet ended (see `end_progress_lines`)."""
 
 
+class _Unfailing:
+    """The progress line's stream, whose failures end the line and not the work: written
+    to a full disk (`ltvm run p.sq 2>/dev/full`) or a closed pipe, the first progress
+    report raised OSError and the run stopped with no result."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream, self._failed = stream, False
+
+    def write(self, text: str) -> None:
+        self._attempt(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._attempt(self._stream.flush)
+
+    def _attempt(self, action, *arguments) -> None:
+        if not self._failed:
+            try:
+                action(*arguments)
+            except OSError:
+                self._failed = True
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 class TimeLimitExceeded(RunFailure):
     """A run stopped by its --max-seconds limit before it halted."""
 
@@ -51,7 +76,7 @@ class Progress:
         if self.bar is None:
             shown = self.total if self.total is None or self.total <= LARGEST_SHOWN_TOTAL else None
             self.bar = tqdm(total=shown, initial=count, desc=self.label, unit="",
-                            file=self.stream, delay=self.delay, leave=True,
+                            file=_Unfailing(self.stream), delay=self.delay, leave=True,
                             mininterval=TERMINAL_INTERVAL if self.stream.isatty()
                             else LOG_INTERVAL)
             _SHOWN.add(self)
