@@ -281,3 +281,14 @@ def test_a_too_long_sum_is_refused_in_the_expression_not_in_the_generated_progra
     with pytest.raises(SourceError, match="more than 2,000 operators") as caught:
         calculate(expression, {})
     assert caught.value.file == "<expression>"
+
+
+def test_a_result_beyond_the_machine_s_domain_is_refused_at_its_operator():
+    """2^50 + 2^50 came back at exit 0, 'within the bound', while `ltvm run` of the same
+    program said the value leaves the machine's domain, where the bound does not hold."""
+    with pytest.raises(SourceError) as caught:
+        calculate("a + a + 1", {"a": 2.0 ** 50})
+    assert caught.value.message.startswith("the result here is 2.2518e+15: values must lie "
+                                           "within |x| <= 2^50")
+    assert str(caught.value).splitlines()[1:] == ["    a + a + 1", "    ^~~~~"]
+    assert calculate("a + 0", {"a": 2.0 ** 50}).exact == 2.0 ** 50

@@ -246,7 +246,9 @@ class Calculation:
 def error_bound(compiled: Compiled, blocks: dict[str, FunctionBlock], exact: dict[str, float],
                 dtype: str) -> float:
     """Bound on the transformer's error in the result (module docstring); SourceError at the
-    operator whose operand interval leaves its block's domain."""
+    operator whose operand interval leaves its block's domain, or whose result leaves the
+    machine's (2^50 + 2^50 came back at exit 0 'within the bound', where `ltvm run` of the
+    same program reports that the bound does not hold)."""
     bounds = {name: _stored_rounding(value, dtype) for name, value in compiled.leaves.items()}
     for step in compiled.steps:
         block = blocks[step.function]
@@ -263,6 +265,10 @@ def error_bound(compiled: Compiled, blocks: dict[str, FunctionBlock], exact: dic
             raise SourceError(f"{step.function} is accurate only for {domain.explained()}; "
                               f"here its {domain.applies_to} can lie in {shown}", SOURCE_NAME,
                               compiled.expression, 1, step.node.column, step.node.width)
+        if not abs(exact[step.destination]) <= MAGNITUDE:  # NaN too
+            raise SourceError(f"the result here is {exact[step.destination]:.6g}: {BEYOND}",
+                              SOURCE_NAME, compiled.expression, 1, step.node.column,
+                              step.node.width)
         propagated = PROPAGATION[step.function](x, e)
         own = block.bound_at(dtype, abs(exact[step.destination]) + propagated)
         bounds[step.destination] = propagated + float(own)
