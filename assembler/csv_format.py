@@ -72,7 +72,6 @@ def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]
     if len(rows) > MAX_COLUMNS + 1:
         raise SourceError(f"more than {MAX_COLUMNS} rows, the machine's columns for scratch, "
                           "memory and instructions together", str(path), text, line, 1)
-    lines = text.split("\n")
     parsed = []
     for line_number, row in rows[1:]:
         if not row or all(not cell.strip() for cell in row):
@@ -82,13 +81,23 @@ def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]
                               text, line_number, 1)
         for index, cell in enumerate(row):
             if not INTEGER.fullmatch(cell.strip()):
-                written = ",".join(row[:index + 1])  # where the field sits when unquoted
-                column = (len(written) - len(cell) + 1
-                          if lines[line_number - 1].startswith(written) else 1)
                 raise SourceError(f"'{cell.strip()}' is not an integer", str(path), text,
-                                  line_number, column, max(len(cell), 1))
+                                  line_number, _field_column(text, line_number, index),
+                                  max(len(cell), 1))
         parsed.append((line_number, [int(cell) for cell in row]))
     return text, parsed
+
+
+def _field_column(text: str, line_number: int, index: int) -> int:
+    """The column where field `index` of the row on `line_number` starts (1 for a row whose
+    fields are quoted or span lines), so that an error's caret stands under that field, not
+    under the row's first."""
+    line = text.split("\n")[line_number - 1]
+    row = next(csv.reader([line]), [])
+    written = ",".join(row[:index + 1])  # where the field sits when unquoted
+    if index >= len(row) or not line.startswith(written):
+        return 1
+    return len(written) - len(row[index]) + 1
 
 
 def _check_columns(path: Path, text: str, rows: list[tuple[int, list[int]]], room: int,
@@ -142,14 +151,16 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
     first_code, n = scratch + m, scratch + m + k
     instructions = []
     for index, (line_number, (a, b, c)) in enumerate(rows):
-        for name, value in (("a", a), ("b", b)):
+        for field, (name, value) in enumerate((("a", a), ("b", b))):
             if not scratch <= value < first_code:
                 raise SourceError(f"{name} = {value} is not a memory column (memory columns are "
                                   f"{scratch}..{first_code - 1})", str(commands), text,
-                                  line_number, 1)
+                                  line_number, _field_column(text, line_number, field),
+                                  len(str(value)))
         if not first_code <= c < n:
             raise SourceError(f"c = {c} is not an instruction column (instruction columns are "
-                              f"{first_code}..{n - 1})", str(commands), text, line_number, 1)
+                              f"{first_code}..{n - 1})", str(commands), text, line_number,
+                              _field_column(text, line_number, 2), len(str(c)))
         pos = SourcePos(str(commands), line_number, 1)
         instructions.append(Instruction(a - scratch, b - scratch, c - first_code, pos,
                                         f"{a},{b},{c}"))

@@ -200,3 +200,18 @@ def test_a_settings_key_written_twice_is_refused(tmp_path):
     with pytest.raises(InputError) as caught:
         csv_settings(cmds)
     assert str(caught.value) == f"{tmp_path / SETTINGS_FILE}: 'bits' is given twice"
+
+
+@pytest.mark.parametrize("commands, column, caret", [
+    ("a,b,c\n2,33,4\n", 3, "      ^~"),
+    ("a,b,c\n1,3,4\n", 1, "    ^"),
+    ("a,b,c\n2,3,19\n", 5, "        ^~"),
+])
+def test_a_column_index_out_of_range_is_shown_under_its_own_field(tmp_path, commands, column,
+                                                                  caret):
+    """The caret of 'b = 33 is not a memory column' stood under the row's first field."""
+    cmds, mem = write_pair(tmp_path, commands, "mem\n0\n-1\n")
+    with pytest.raises(SourceError) as caught:
+        load_csv(cmds, mem, scratch=2)
+    assert caught.value.column == column
+    assert str(caught.value).splitlines()[2] == caret
