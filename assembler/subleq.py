@@ -205,8 +205,10 @@ class _Assembler:
             return _Value("label", len(self.code))
         later = self.definitions.get(str(name))
         if later is not None:  # 'undefined name' for a name the file defines misled
-            raise self.error(f"'{name}' is defined only below, at {later}; constants and data "
-                             "values can use only the names defined above them", name)
+            where = ("used in its own definition" if later.line == name.line
+                     else f"defined only below, at {later}")  # `x: x` said 'only below'
+            raise self.error(f"'{name}' is {where}; constants and data values can use only "
+                             "the names defined above them", name)
         raise self.error(f"undefined name '{name}'", name)
 
     @staticmethod

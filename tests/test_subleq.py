@@ -136,6 +136,11 @@ BAD_INPUTS = [
     # was "undefined name 'K'", for a name the file defines
     ("constant used above it", ".data\nx: K\n.const K = 3\n.code\nhalt\n", 2, 4,
      "'K' is defined only below, at t.sq:3:8"),
+    # said "'x' is defined only below, at t.sq:2:1", the start of the very same line
+    ("cell used in its own value", ".data\nx: .array 1, x\n.code\nhalt\n", 2, 14,
+     "'x' is used in its own definition"),
+    ("constant used in its own value", ".const K = K + 1\n.code\nhalt\n", 1, 12,
+     "'K' is used in its own definition"),
     ("header directive in code", ".code\nhalt\n.const K = 3\n", 3, 1,
      "unexpected '.const'; expected '.code', '.data', a name, end of file"),
 ]
