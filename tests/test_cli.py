@@ -504,6 +504,16 @@ def test_a_signal_while_writing_removes_the_temporary_file(tmp_path, stop, code,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_an_error_keeps_its_exit_code_when_standard_error_is_full():
+    """With stderr on a full disk the error message failed to print, a second error, and
+    bad input exited 1 as if a run had failed."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "vm.cli", "run", "missing.sq"],
+                              stderr=full, cwd=ROOT)
+    assert done.returncode == 2
+
+
 def _with_closed(stream: int, *argv: str) -> subprocess.CompletedProcess:
     """`ltvm ARGV` with standard stream `stream` (0, 1 or 2) closed, as `N>&-` closes it."""
     captured = {name: subprocess.PIPE for name, number in (("stdout", 1), ("stderr", 2))

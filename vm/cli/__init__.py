@@ -210,28 +210,37 @@ def _run(argv: list[str] | None) -> int:
     except LtvmError as raised:
         error = shown_in_source(raised)  # escaped: a --set or --param value held an ESC
         message = escaped(str(error), keep="\n")
-        print(message if error.located else f"ltvm: error: {message}", file=sys.stderr)
+        _say(message if error.located else f"ltvm: error: {message}")
         return error.exit_code
     except KeyboardInterrupt:
-        print("ltvm: interrupted", file=sys.stderr)
+        _say("ltvm: interrupted")
         return 128 + signal.SIGINT
     except Terminated:
-        print("ltvm: terminated", file=sys.stderr)
+        _say("ltvm: terminated")
         return 128 + signal.SIGTERM
     except BrokenPipeError:
         return 0
     except MemoryError:
-        print(f"ltvm: error: out of memory: {OUT_OF_MEMORY_ADVICE}", file=sys.stderr)
+        _say(f"ltvm: error: out of memory: {OUT_OF_MEMORY_ADVICE}")
         return 2
     except RuntimeError as error:
         if not _out_of_memory(error):
             raise
-        print(f"ltvm: error: out of memory ({str(error).splitlines()[0][:160]}): "
-              f"{OUT_OF_MEMORY_ADVICE}", file=sys.stderr)
+        _say(f"ltvm: error: out of memory ({str(error).splitlines()[0][:160]}): "
+             f"{OUT_OF_MEMORY_ADVICE}")
         return 2
     except OSError as error:
         # A path the user named that cannot be read or written (permissions, a file where
         # a directory should be, a full disk): what went wrong and where, exit 2.
         where = f": {shown_path(error.filename)}" if error.filename else ""
-        print(f"ltvm: error: {error.strerror or error}{where}", file=sys.stderr)
+        _say(f"ltvm: error: {error.strerror or error}{where}")
         return 2
+
+
+def _say(message: str) -> None:
+    """`message` on stderr, if stderr can take it: on a full disk (`2>/dev/full`) the
+    failed print was a second error, and the exit code became 1 whatever had happened."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except OSError:
+        pass
