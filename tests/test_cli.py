@@ -240,7 +240,7 @@ def test_writing_through_a_symbolic_link_keeps_the_link(capsys, tmp_path):
 
 def test_a_pipe_or_device_is_written_in_place_not_replaced(tmp_path):
     """Run as root, `-o /dev/null` used to turn /dev/null into a regular file."""
-    from vm.cli.common import atomic_path
+    from vm.common.outputs import atomic_path
 
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)

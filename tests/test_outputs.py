@@ -1,11 +1,11 @@
-"""vm/common/outputs.py and the CLI's atomic_path: outputs written whole or not at all, under
+"""vm/common/outputs.py: outputs written whole or not at all, under
 any name the file system takes."""
 
 from __future__ import annotations
 
 import pytest
 
-from vm.cli.common import atomic_path
+from vm.common.outputs import atomic_path
 from vm.common.errors import InputError
 from vm.common.outputs import check_directory, staged_files
 

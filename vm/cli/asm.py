@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from assembler.csv_format import CSV_FILES, SETTINGS_FILE
-from vm.cli.common import add_program_arguments, atomic_path, load_program
+from vm.cli.common import add_program_arguments, load_program
 from vm.common.files import open_for_writing
 from vm.common.errors import InputError, shown_path
 from vm.isa import for_program
-from vm.common.outputs import check_directory, staged_files
+from vm.common.outputs import atomic_path, check_directory, staged_files
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(

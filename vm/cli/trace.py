@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Callable
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
-                           atomic_path, directory_path, engine_config, integer, load_program,
-                           positive_int)
+                           directory_path, engine_config, integer, load_program, positive_int)
 from vm.common.errors import InputError, RunFailure, shown_path
-from vm.common.outputs import check_directory, staged_files
+from vm.common.outputs import atomic_path, check_directory, staged_files
 from vm.isa import for_program
 from vm.tools.progress import Progress
 

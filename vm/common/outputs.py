@@ -142,3 +142,41 @@ def _replace_files(staging: Path, directory: Path, names: tuple[str, ...],
     if lost:
         failure += f"; could not put back {', '.join(lost)}, which are kept in {previous}"
     return failure
+
+
+@contextmanager
+def atomic_path(target: str | Path) -> Iterator[Path]:
+    """A temporary path renamed onto `target` only if the block succeeds,
+    so a failed command never leaves a half-written file. The file gets the mode a plain
+    open() would give it (mkstemp's is 0600). A symbolic link keeps pointing where it did
+    (the file it names is replaced); a device or pipe, which has no contents to replace, is
+    written in place (`-o /dev/null`)."""
+    target = Path(target)
+    if target.is_dir():
+        raise InputError(f"cannot write {shown_path(target)}: it is a directory")
+    if target.exists() and not target.is_file():
+        yield target
+        return
+    target = Path(os.path.realpath(target)) if target.is_symlink() else target
+    written, parent = shown_path(target), shown_path(target.parent)
+    if not target.parent.exists():
+        raise InputError(f"cannot write {written}: directory {parent} does not exist")
+    if not target.parent.is_dir():
+        raise InputError(f"cannot write {written}: {parent} is not a directory")
+    if not os.access(target.parent, os.W_OK):
+        raise InputError(f"cannot write {written}: directory {parent} is not writable")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=target.suffix,
+                                             prefix=f".{target.name[:STAGED_NAME]}.")
+    except OSError as error:
+        raise InputError(f"cannot write {written}: {error.strerror}") from None
+    os.close(handle)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)
+    try:
+        yield Path(temporary)
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)

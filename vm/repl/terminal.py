@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vm.cli.common import atomic_path
+from vm.common.outputs import atomic_path
 from vm.common.errors import InputError
 from vm.repl.session import Repl
 
