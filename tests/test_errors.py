@@ -1,10 +1,12 @@
 """How errors name paths (`vm.common.errors.shown_path`): a file name holding control
 characters (ESC [31m, a newline, a tab) is shown quoted and escaped in every message, so a
 hostile name can neither recolour the terminal nor forge a line of output; and no other
-error the command line prints carries a control character from an option or argument."""
+error the command line prints carries a control character from an option or argument, or
+runs to kilobytes."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,17 @@ def test_a_control_character_in_an_argument_is_escaped_in_the_error(argv, shown,
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
     assert "\x1b" not in captured.err and shown in captured.err
+
+
+@pytest.mark.parametrize("argv", [["run", FACTORIAL, "--scratch", "9" * 4_000],
+                                  ["run", FACTORIAL, "--max-steps", "-" + "9" * 4_000]])
+def test_an_error_about_a_huge_value_is_cut_to_a_readable_length(argv, capsys):
+    """A 4,000-digit --scratch came back as a 10 KB line of digits."""
+    try:
+        code = main(argv)
+    except SystemExit as exit:  # argparse's own errors
+        code = exit.code
+    err = capsys.readouterr().err
+    assert code == 2
+    last = err.splitlines()[-1]
+    assert len(last) < 1_100 and re.search(r"\.\.\. \([0-9,]+ characters\)$", last)

@@ -54,6 +54,20 @@ class _StoreOnce(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+SHOWN_ERROR = 1_000
+"""Most characters of an error the command line prints: a 4,000-digit --scratch came back
+as a 10 KB line, all of it digits."""
+
+
+def shown_error(message: str) -> str:
+    """`message` as printed: control characters escaped (newlines of a located error's
+    line and caret kept), and cut to SHOWN_ERROR characters."""
+    message = escaped(message, keep="\n")
+    if len(message) <= SHOWN_ERROR:
+        return message
+    return f"{message[:SHOWN_ERROR]}... ({len(message):,} characters)"
+
+
 class _Parser(argparse.ArgumentParser):
     """The parser of `ltvm` and its commands (subparsers take the same class): options that
     store a value take it once."""
@@ -67,7 +81,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         """argparse's error, the words from the command line escaped: 'unrecognized
         arguments' echoed an ESC [31m typed or pasted there, and recoloured the terminal."""
-        super().error(escaped(message))
+        super().error(shown_error(escaped(message)))  # a newline too: one line
 
     def parse_known_args(self, args=None, namespace=None):
         self.options_given = set()  # a parser may parse more than one command line
@@ -209,7 +223,7 @@ def _run(argv: list[str] | None) -> int:
             _end_progress_lines()
     except LtvmError as raised:
         error = shown_in_source(raised)  # escaped: a --set or --param value held an ESC
-        message = escaped(str(error), keep="\n")
+        message = shown_error(str(error))
         _say(message if error.located else f"ltvm: error: {message}")
         return error.exit_code
     except KeyboardInterrupt:
