@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/ltvm demo
 
-# The suite runs on up to 4 processes (pytest-xdist): 4.5 min instead of 6.5 on 2 cores.
+# The suite runs on up to 4 processes (pytest-xdist); tests/conftest.py compiles the fused
+# kernels once before the workers start (a cold numba cache cost each worker ~80 s of CPU).
 test: $(STAMP)
 	$(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4
 
