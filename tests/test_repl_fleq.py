@@ -545,3 +545,10 @@ def test_switching_refuses_a_program_counter_outside_the_program(session):
         "engine: transformer"
     session.execute("reset")
     assert session.execute("engine reference").startswith("engine: reference (both engines agree")
+
+
+def test_an_echoed_typed_statement_escapes_its_control_characters(session):
+    """`executed y = add(x, x) ; <ESC>[31m` echoed the ESC of a pasted comment as it was,
+    and recoloured the terminal."""
+    out = session.execute("y = add(x, x) ; \x1b[31m")
+    assert out.splitlines()[0] == r"executed y = add(x, x) ; \x1b[31m (pc stays at 0 (top))"

@@ -36,13 +36,15 @@ class Location:
 
 
 def error_line(text: str) -> str:
-    """The first line of an error message, cut to SHOWN_ERROR characters, its control
-    characters escaped: "unknown command 'foo<ESC>[31m'" recoloured the terminal."""
-    return shortened(escaped(text.splitlines()[0]) if text else "")
+    """The first line of an error message, as `shortened` shows it."""
+    return shortened(text.splitlines()[0] if text else "")
 
 
 def shortened(line: str) -> str:
-    """`line` cut to SHOWN_ERROR characters, saying how long it was."""
+    """`line` with its control characters escaped ("unknown command 'foo<ESC>[31m'" and
+    "executed t = add(a, b) ; <ESC>[31m" recoloured the terminal), cut to SHOWN_ERROR
+    characters, saying how long it was."""
+    line = escaped(line)
     if len(line) <= SHOWN_ERROR:
         return line
     return f"{line[:SHOWN_ERROR]}... ({len(line):,} characters)"
