@@ -545,6 +545,44 @@ def test_a_closed_standard_input_reads_as_empty():
     assert done.returncode == 0 and done.stdout.startswith("loaded ")
 
 
+SWALLOW_THEN_WAIT = """
+import sys
+from vm.cli import asm, main
+
+class Dropped:
+    def __del__(self):  # what is raised here, Python prints and drops
+        print("in __del__", flush=True)
+        sys.stdin.readline()
+
+def write_and_wait(path):
+    Dropped()
+    print("writing", flush=True)
+    sys.stdin.readline()
+
+asm.open_for_writing = write_and_wait
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_sigterm_after_one_python_dropped_still_ends_the_command(tmp_path):
+    """A SIGTERM raised in a `__del__` is dropped by Python, and the next ones were ignored:
+    the command could no longer be stopped by SIGTERM."""
+    output = tmp_path / "x.npy"
+    command = subprocess.Popen([sys.executable, "-c", SWALLOW_THEN_WAIT, "asm", FACTORIAL,
+                                "-o", str(output)], cwd=ROOT, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert command.stdout.readline() == "in __del__\n"
+        command.send_signal(signal.SIGTERM)
+        assert command.stdout.readline() == "writing\n"
+        command.send_signal(signal.SIGTERM)
+        _, err = command.communicate(timeout=30)
+    finally:
+        command.kill()
+    assert command.returncode == 143 and err.endswith("ltvm: terminated\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("option", [["--device", "garbage"], ["--dtype", "float64"],
                                     ["--temperature", "1"], ["--checked"],
                                     ["--attention", "dense"], ["--evaluation", "full"]])

@@ -171,16 +171,17 @@ class Terminated(BaseException):
 
 @contextmanager
 def _terminate_cleanly() -> Iterator[None]:
-    """SIGTERM raises Terminated while the command runs; a second one, during the cleanup,
-    is ignored. Only the main thread can set a handler (a command run from another thread
-    keeps the default), and a SIGTERM its parent chose to ignore stays ignored."""
+    """SIGTERM raises Terminated while the command runs, every time, as Ctrl-C does: one
+    raised while a `__del__` runs is printed and dropped by Python, and ignoring the next
+    ones left a command that no SIGTERM could stop. Only the main thread can set a handler
+    (a command run from another thread keeps the default), and a SIGTERM its parent chose
+    to ignore stays ignored."""
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN):
         yield
         return
 
     def terminate(signum: int, frame) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Terminated
 
     previous = signal.signal(signal.SIGTERM, terminate)
