@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from assembler.program import MINUS_ONE_CELL, ZERO_CELL, Instruction, Program
+from vm.common.errors import shown_path
 
 
 def _data_names(program: Program) -> dict[int, str]:
@@ -51,7 +52,7 @@ def disassemble(program: Program) -> str:
     and m1, which `.sq` has no other way to name: the program assembles and computes the
     same, with its addresses shifted."""
     data, labels = _data_names(program), _label_names(program)
-    lines = [f"; disassembly of {program.source}", f".bits {program.bits}"]
+    lines = [f"; disassembly of {shown_path(program.source)}", f".bits {program.bits}"]
     reserved_ok = (program.memory[ZERO_CELL] == 0 and program.memory[MINUS_ONE_CELL] == -1
                    and program.eof_operands == (ZERO_CELL, MINUS_ONE_CELL))
     named_reserved = sorted({cell for i in program.instructions

@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from assembler.program import SourcePos
-from vm.common.errors import InputError, PlacedInputError
+from vm.common.errors import InputError, PlacedInputError, shown_path
 from vm.common.signatures import Shape
 
 ZERO_CELL = 0
@@ -91,7 +91,7 @@ class FleqProgram:
                 message = (f"counter '{variable.name}' = {value:.0f} is beyond {limit:.0f}, "
                            f"the largest integer {dtype} counts exactly")
                 if variable.pos is None:
-                    raise InputError(f"{self.source}: {message}")
+                    raise InputError(f"{shown_path(self.source)}: {message}")
                 pos = variable.pos
                 raise PlacedInputError(message, pos.file, pos.line, pos.column)
 
@@ -99,12 +99,12 @@ class FleqProgram:
         """Raise InputError unless operands, targets and cells fit the program."""
         cells, names = len(self.cells), [name for name, _ in self.functions]
         if any(cell.shape != (self.d, self.d) for cell in self.cells):
-            raise InputError(f"{self.source}: every cell must be {self.d}x{self.d}")
+            raise InputError(f"{shown_path(self.source)}: every cell must be {self.d}x{self.d}")
         if self.cells[ZERO_CELL][0, 0] != 0 or self.cells[ONE_CELL][0, 0] != 1:
-            raise InputError(f"{self.source}: cells 0 and 1 must hold 0 and 1")
+            raise InputError(f"{shown_path(self.source)}: cells 0 and 1 must hold 0 and 1")
         for index, instruction in enumerate(self.instructions):
             where = str(instruction.pos) if instruction.pos else \
-                f"{self.source}: instruction {index}"
+                f"{shown_path(self.source)}: instruction {index}"
             operands = (instruction.a, instruction.b, instruction.c, instruction.flag)
             if not all(0 <= cell < cells for cell in operands):
                 raise InputError(f"{where}: operand outside memory (cells 0..{cells - 1})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 
 ZERO_CELL = 0
 """Reserved memory cell holding 0 (paper, Step 7 of Lemma 4); also used by `goto`."""
@@ -27,7 +27,7 @@ class SourcePos:
     column: int
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}"
+        return f"{shown_path(self.file)}:{self.line}:{self.column}"
 
 
 @dataclass(frozen=True)
@@ -75,21 +75,20 @@ class Program:
     def validate(self) -> None:
         """Raise InputError unless every operand is in range, every value fits the word
         size, and the EOF instruction provably stays a no-op that jumps to itself."""
-        cells = len(self.memory)
+        cells, source = len(self.memory), shown_path(self.source)
         low, high = word_range(self.bits)
         if not all(low <= value <= high for value in self.memory):
             bad = next(v for v in self.memory if not low <= v <= high)
-            raise InputError(f"{self.source}: memory value {bad} does not fit a {self.bits}-bit "
-                             "word")
+            raise InputError(f"{source}: memory value {bad} does not fit a {self.bits}-bit word")
         eof_a, eof_b = self.eof_operands
         if not (0 <= eof_a < cells and 0 <= eof_b < cells):
-            raise InputError(f"{self.source}: EOF operands {self.eof_operands} outside memory")
+            raise InputError(f"{source}: EOF operands {self.eof_operands} outside memory")
         if self.memory[eof_a] != 0 or self.memory[eof_b] > 0:
-            raise InputError(f"{self.source}: the EOF instruction needs mem[{eof_a}] = 0 and "
+            raise InputError(f"{source}: the EOF instruction needs mem[{eof_a}] = 0 and "
                              f"mem[{eof_b}] <= 0")
         for index, instruction in enumerate(self.instructions):
             where = str(instruction.pos) if instruction.pos else \
-                f"{self.source}: instruction {index}"
+                f"{source}: instruction {index}"
             if not (0 <= instruction.a < cells and 0 <= instruction.b < cells):
                 raise InputError(f"{where}: operand outside memory (cells 0..{cells - 1})")
             if not 0 <= instruction.c <= self.eof:

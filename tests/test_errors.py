@@ -108,3 +108,19 @@ def test_an_error_about_a_huge_value_is_cut_to_a_readable_length(argv, capsys):
     assert code == 2
     last = err.splitlines()[-1]
     assert len(last) < 1_100 and re.search(r"\.\.\. \([0-9,]+ characters\)$", last)
+
+
+def test_a_source_that_is_no_path_is_named_by_str():
+    """A program built in Python may name its source None; naming it must not fail."""
+    assert shown_path(None) == "None"
+
+
+def test_a_disassembly_names_its_source_on_one_comment_line():
+    """'; disassembly of two<newline>lines.sq' put 'lines.sq' on a line of its own, which
+    the assembler then read as code."""
+    from assembler.disassemble import disassemble
+    from vm.isa import SUBLEQ
+    program = SUBLEQ.assemble_text(Path(FACTORIAL).read_text(), "two\nlines.sq")
+    text = disassemble(program)
+    assert text.splitlines()[0] == r"; disassembly of 'two\nlines.sq'"
+    assert SUBLEQ.assemble_text(text, "again.sq").memory == program.memory

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                                  ) from None
         if args.export_csv is not None:
             isa.save_csv(program, str(staging), geometry.scratch)
-    print(f"program: {program.source}")
+    print(f"program: {shown_path(program.source)}")
     print(f"geometry: {geometry.describe()}")
     print(f"punchcard: X has {layout.rows} rows x {layout.columns} columns, "
           f"{int(np.count_nonzero(X))} nonzero entries")

@@ -15,11 +15,13 @@ def escaped(text: str, keep: str = "") -> str:
     return "".join(c if c.isprintable() or c in keep else ascii(c)[1:-1] for c in text)
 
 
-def shown_path(path: str | os.PathLike) -> str:
+def shown_path(path: str | bytes | os.PathLike | object) -> str:
     """`path` as every message names it: as it is when each character prints, else quoted
     with its unprintable characters escaped (a file named with ESC [31m turned the terminal
-    red, one with a newline forged a line of the message)."""
-    text = os.fsdecode(path)
+    red, one with a newline forged a line of the message). Anything else that names a
+    source (a program built in Python with source=None) is shown by str(), not refused:
+    a message must not fail while it names where a problem is."""
+    text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
     return text if text.isprintable() else f"'{escaped(text)}'"
 
 

@@ -18,7 +18,7 @@ from typing import Callable, Hashable, Sequence
 import numpy as np
 
 from assembler.program import Program, word_range
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.common.limits import is_whole_number
 from vm.common.geometry import Geometry
 from vm.runtime.config import EngineConfig
@@ -266,7 +266,7 @@ class CheckerReward:
             self.candidate = answer_address(checker, candidate)
             self.verdict = answer_address(checker, verdict)
         except InputError as error:
-            raise InputError(f"the checker {checker.source}: {error}") from None
+            raise InputError(f"the checker {shown_path(checker.source)}: {error}") from None
         try:  # 0 steps rewarded every answer 0 without running the checker
             self.max_steps = _whole(max_steps, "max_steps", 1)
         except ValueError as error:
