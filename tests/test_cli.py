@@ -484,11 +484,13 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize("stop, code, message", [(signal.SIGINT, 130, "interrupted"),
-                                                 (signal.SIGTERM, 143, "terminated")])
+@pytest.mark.parametrize("stop, code, message", [
+    (signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+    (signal.SIGHUP, 129, "terminated (SIGHUP)")])
 def test_a_signal_while_writing_removes_the_temporary_file(tmp_path, stop, code, message):
-    """SIGTERM (`timeout`, a killed job) ended the command outright and left the hidden
-    temporary file beside the output; it ends the command as Ctrl-C does, cleaning up."""
+    """SIGTERM (`timeout`, a killed job) and SIGHUP (a closed terminal) ended the command
+    outright and left the hidden temporary file beside the output; they end the command as
+    Ctrl-C does, cleaning up."""
     output = tmp_path / "x.npy"
     command = subprocess.Popen([sys.executable, "-c", WRITE_AND_WAIT, "asm", FACTORIAL,
                                 "-o", str(output)], cwd=ROOT, stdin=subprocess.PIPE,
@@ -579,7 +581,7 @@ def test_a_sigterm_after_one_python_dropped_still_ends_the_command(tmp_path):
         _, err = command.communicate(timeout=30)
     finally:
         command.kill()
-    assert command.returncode == 143 and err.endswith("ltvm: terminated\n")
+    assert command.returncode == 143 and err.endswith("ltvm: terminated (SIGTERM)\n")
     assert list(tmp_path.iterdir()) == []
 
 

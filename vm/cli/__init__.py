@@ -162,33 +162,43 @@ def _end_progress_lines() -> None:
         progress.end_progress_lines()
 
 
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that end a command as Ctrl-C does: `kill`, `timeout`, and a terminal that closed
+(an ssh connection that dropped) sends SIGHUP."""
+
+
 class Terminated(BaseException):
-    """SIGTERM, raised where the command is, as Ctrl-C raises KeyboardInterrupt, so that its
-    cleanup runs: `timeout 2 ltvm trace P --gif out.gif` was killed outright and left the
-    hidden temporary file beside out.gif. Not a KeyboardInterrupt, which the REPL takes as
-    'end this command' and goes on."""
+    """A stopping signal, raised where the command is, as Ctrl-C raises KeyboardInterrupt,
+    so that its cleanup runs: `timeout 2 ltvm trace P --gif out.gif` was killed outright and
+    left the hidden temporary file beside out.gif. Not a KeyboardInterrupt, which the REPL
+    takes as 'end this command' and goes on."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 @contextmanager
 def _terminate_cleanly() -> Iterator[None]:
-    """SIGTERM raises Terminated while the command runs, every time, as Ctrl-C does: one
-    raised while a `__del__` runs is printed and dropped by Python, and ignoring the next
-    ones left a command that no SIGTERM could stop. Only the main thread can set a handler
-    (a command run from another thread keeps the default), and a SIGTERM its parent chose
-    to ignore stays ignored."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN):
+    """Each stopping signal raises Terminated while the command runs, every time, as Ctrl-C
+    does: one raised while a `__del__` runs is printed and dropped by Python, and ignoring
+    the next ones left a command that no SIGTERM could stop. Only the main thread can set a
+    handler (a command run from another thread keeps the default), and a signal its parent
+    chose to ignore (`nohup` ignores SIGHUP) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def terminate(signum: int, frame) -> None:
-        raise Terminated
+        raise Terminated(signum)
 
-    previous = signal.signal(signal.SIGTERM, terminate)
+    previous = {number: signal.signal(number, terminate) for number in STOPPING_SIGNALS
+                if signal.getsignal(number) is not signal.SIG_IGN}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)  # None: set outside Python
+        for number, handler in previous.items():  # None: set outside Python
+            signal.signal(number, handler or signal.SIG_DFL)
 
 
 def _stand_in_for_closed_input_and_errors() -> None:
@@ -230,9 +240,9 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         _say("ltvm: interrupted")
         return 128 + signal.SIGINT
-    except Terminated:
-        _say("ltvm: terminated")
-        return 128 + signal.SIGTERM
+    except Terminated as stopped:
+        _say(f"ltvm: terminated ({signal.Signals(stopped.signum).name})")
+        return 128 + stopped.signum
     except BrokenPipeError:
         return 0
     except MemoryError:
