@@ -694,3 +694,19 @@ def test_a_control_character_in_a_typed_line_is_escaped_in_the_error(line, shown
     repl = Repl()
     repl.load(FACTORIAL)
     assert repl.execute(line) == shown
+
+
+def test_a_history_that_cannot_be_written_is_named_escaped(tmp_path, monkeypatch, capsys):
+    """`--history $'h\\e[31m'` on a full disk printed the ESC of the name as it was."""
+    from vm.repl import terminal
+
+    class FullDisk:
+        @staticmethod
+        def write_history_file(path) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    history = tmp_path / "h\x1b[31m"
+    monkeypatch.setattr(terminal, "readline", FullDisk)
+    terminal._save_history(history)
+    assert capsys.readouterr().err == (f"ltvm: cannot write history '{tmp_path}/h\\x1b[31m': "
+                                       f"No space left on device\n")

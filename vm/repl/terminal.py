@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from vm.common.outputs import atomic_path
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.repl.session import Repl
 
 try:
@@ -99,7 +99,8 @@ def _start_readline(repl: Repl, history: Path | None) -> None:
         try:
             readline.read_history_file(history)
         except OSError as error:
-            print(f"ltvm: cannot read history {history}: {error.strerror}", file=sys.stderr)
+            print(f"ltvm: cannot read history {shown_path(history)}: {error.strerror}",
+                  file=sys.stderr)
     readline.set_history_length(HISTORY_LENGTH)
     readline.set_completer_delims(WORD_DELIMITERS)
     readline.set_completer(_completer(repl))
@@ -136,4 +137,5 @@ def _save_history(history: Path) -> None:
     except InputError as error:
         print(f"ltvm: {error}; the history is not kept", file=sys.stderr)
     except OSError as error:
-        print(f"ltvm: cannot write history {history}: {error.strerror}", file=sys.stderr)
+        print(f"ltvm: cannot write history {shown_path(history)}: {error.strerror}",
+              file=sys.stderr)
