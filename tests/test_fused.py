@@ -3,6 +3,7 @@ cache it cannot mirror exactly sends the pass to the torch form instead of a gue
 
 import dataclasses
 import threading
+import time
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -239,3 +240,28 @@ def test_a_batch_whose_guard_fails_is_refused_in_lockstep_and_alone():
     run, form = _beside_the_full_pass(config, 3, 1, 20)
     proven, _ = form.lockstep_tally()
     assert run.fallbacks > 0 and proven == 0
+
+
+def test_ctrl_c_in_the_calling_thread_waits_for_the_other_share(monkeypatch):
+    """A Ctrl-C while the calling thread runs its share of blocks must not return while the
+    pool's thread still writes X: the REPL goes on with the same machine after a Ctrl-C."""
+    shape = workload_geometry(64)
+    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused", threads=2))
+    cards = executor.load(looping_programs(shape, 2, seed=3))
+    pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
+    calling_thread, ended = threading.get_ident(), []
+
+    def interrupted_or_slow(start, *arguments):
+        if threading.get_ident() == calling_thread:
+            raise KeyboardInterrupt
+        time.sleep(0.3)
+        ended.append(start)
+    monkeypatch.setattr(fused_module, "_lockstep", interrupted_or_slow)
+    with torch.inference_mode(), flush_denormals():
+        active = to_internal(cards)
+        run = executor.active.start(active, fused=True)
+        run.step(0)
+        record = torch.empty((4, len(pc), active.shape[1]), dtype=active.dtype)
+        with pytest.raises(KeyboardInterrupt):
+            run.fused_steps(4, record, pc, threads=2)
+    assert ended == [1]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 import torch
@@ -76,6 +76,21 @@ def thread_count(requested: int | None) -> int:
 
 _pool: ThreadPoolExecutor | None = None
 """Threads that run blocks of a batch side by side, made at the first batch that uses them."""
+
+
+def _wait_through_interrupts(jobs: list[Future]) -> None:
+    """Return only once every job has ended, then raise a Ctrl-C that came meanwhile: a
+    thread still writing X after the caller was interrupted (the REPL goes on with the
+    same machine) would change it under the next command."""
+    interrupted = None
+    while True:
+        try:
+            wait(jobs)
+            break
+        except KeyboardInterrupt as interrupt:
+            interrupted = interrupt
+    if interrupted is not None:
+        raise interrupted
 
 
 def _thread_pool() -> ThreadPoolExecutor:
@@ -322,7 +337,10 @@ class FusedPass:
                               *settings)
             others = [_thread_pool().submit(run_blocks, bounds[share], bounds[share + 1])
                       for share in range(1, shares)]
-            run_blocks(bounds[0], bounds[1])
+            try:
+                run_blocks(bounds[0], bounds[1])
+            finally:
+                _wait_through_interrupts(others)
             for other in others:
                 other.result()
         least = int(done.min())
