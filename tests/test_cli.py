@@ -739,3 +739,16 @@ def test_a_bad_number_option_is_quoted_short_and_without_control_characters(caps
             main(["run", FACTORIAL, "--max-seconds", value])
         assert capsys.readouterr().err.splitlines()[-1] == (
             f"ltvm run: error: argument --max-seconds: {shown} is not a number")
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "repl", "trace"])
+def test_every_exact_command_refuses_the_options_of_ltvm_sample_in_the_same_words(command,
+                                                                                 capsys):
+    """compare named `ltvm sample`'s options it refused; run, repl and trace said only
+    'unrecognized arguments: --noise 1 --cell n'."""
+    assert main([command, FACTORIAL, "--noise", "1", "--cell", "n"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"ltvm: error: --noise, --cell: options of `ltvm sample`; "
+                            f"{command} runs the exact transformer (--temperature is the "
+                            f"softmax's)\n")

@@ -10,8 +10,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
-from vm.cli.common import (add_engine_arguments, add_program_arguments, add_time_limit,
-                           directory_path, engine_config, integer, load_program, positive_int)
+from vm.cli.common import (add_engine_arguments, add_program_arguments, add_sampling_refusal,
+                           add_time_limit, directory_path, engine_config, integer, load_program,
+                           positive_int, refuse_sampling_options)
 from vm.common.errors import InputError, RunFailure, shown_path
 from vm.common.outputs import atomic_path, check_directory, staged_files
 from vm.isa import for_program
@@ -54,6 +55,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "bytes in UTF-8, then end of input")
     add_engine_arguments(parser)
     add_time_limit(parser)
+    add_sampling_refusal(parser)
     parser.set_defaults(func=run)
 
 
@@ -67,6 +69,7 @@ def _file_path(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     args.started = time.monotonic()
+    refuse_sampling_options(args)
     if not (args.png or args.gif):
         raise InputError("nothing to draw: give --png DIR and/or --gif FILE")
     if args.step < 0:
