@@ -2,6 +2,7 @@
 cache it cannot mirror exactly sends the pass to the torch form instead of a guess."""
 
 import dataclasses
+import os
 import threading
 import time
 from fractions import Fraction
@@ -265,3 +266,35 @@ def test_ctrl_c_in_the_calling_thread_waits_for_the_other_share(monkeypatch):
         with pytest.raises(KeyboardInterrupt):
             run.fused_steps(4, record, pc, threads=2)
     assert ended == [1]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_runs_a_batch_on_threads_of_its_own():
+    """The pool made in the parent has no threads in a forked child: a two-thread batch
+    there waited for ever on work nothing ran. (Torch keeps one thread here: its own pool
+    does not survive a fork either.)"""
+    shape = workload_geometry(64)
+    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused"))
+    cards = executor.load(looping_programs(shape, 2, seed=3))
+    pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
+    with torch.inference_mode(), flush_denormals():
+        active = to_internal(cards)
+        run = executor.active.start(active, fused=True)
+        run.step(0)
+        record = torch.empty((4, len(pc), active.shape[1]), dtype=active.dtype)
+        assert run.fused_steps(2, record, pc, threads=2) == 2
+        assert fused_module._pool is not None
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if run.fused_steps(2, record, pc, threads=2) == 2 else 1)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        finished, status = os.waitpid(child, os.WNOHANG)
+        if finished:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        pytest.fail("the batch in the forked child never finished")
+    assert os.waitstatus_to_exitcode(status) == 0

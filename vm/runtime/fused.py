@@ -100,6 +100,17 @@ def _thread_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+def _forget_the_pool() -> None:
+    """In a forked child: the pool's threads stayed in the parent, so work handed to the
+    copied pool would never run and its caller would wait for ever."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_the_pool)
+
+
 def fraction_bits(matrix: np.ndarray) -> int | None:
     """The least F with every entry times 2^F an integer, None beyond MAX_FRACTION_BITS."""
     values = np.asarray(matrix, dtype=np.float64)
