@@ -8,8 +8,8 @@ import re
 
 import lark
 
-from assembler.diagnostics import (SourceError, check_source_text, check_word_size,
-                                  int_literal, source_lines, unified_newlines)
+from assembler.diagnostics import (SourceError, as_read_from_file, check_source_text,
+                                  check_word_size, int_literal, source_lines)
 from vm.common.errors import InputError, shown_path
 
 MAX_WORDS = 1 << 15
@@ -31,7 +31,7 @@ def load_image(text: str, file: str = "<image>", bits: int | None = None) -> lis
     check_word_size(bits, MAX_BITS)  # 0 checked no range, 1 a 1-bit one, '8' a TypeError
     words: list[int] = []
     low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if bits else (None, None)
-    text = unified_newlines(text)
+    text = as_read_from_file(text)
     for number, line in enumerate(source_lines(text), start=1):
         body = re.split(r"[#;]", line, maxsplit=1)[0]
         for match in _TOKEN.finditer(body):

@@ -155,6 +155,13 @@ def unified_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def as_read_from_file(text: str) -> str:
+    """`text` as read_source gives the same bytes from a file: newlines unified and a
+    leading byte-order mark dropped (a string that began with one was refused with a caret
+    under it, where the file it was read from assembled)."""
+    return unified_newlines(text.removeprefix("\ufeff"))
+
+
 def check_word_size(bits: object, maximum: int) -> None:
     """InputError unless `bits` is None (the source's own) or a whole number of bits from 2
     to `maximum` ("8" failed in a comparison inside)."""

@@ -26,9 +26,9 @@ from pathlib import Path
 import lark
 import numpy as np
 
-from assembler.diagnostics import (SourceError, check_source_text, check_token_count, error_at,
-                                  int_literal, parse_located, read_source, source_lines,
-                                  unified_newlines)
+from assembler.diagnostics import (SourceError, as_read_from_file, check_source_text,
+                                  check_token_count, error_at, int_literal, parse_located,
+                                  read_source, source_lines)
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
@@ -735,7 +735,7 @@ def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,
     check_source_text(text)
     for name in functions or []:
         catalogue.make_block(name)
-    return _FleqAssembler(unified_newlines(text), file, d, parameters or {}, functions,
+    return _FleqAssembler(as_read_from_file(text), file, d, parameters or {}, functions,
                           defaults or {}, catalogue).run()
 
 

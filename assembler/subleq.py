@@ -15,9 +15,9 @@ from pathlib import Path
 
 import lark
 
-from assembler.diagnostics import (MAX_NESTING, SourceError, check_source_text,
-                                  check_token_count, check_word_size, deepest, error_at,
-                                  int_literal, parse_located, read_source, unified_newlines)
+from assembler.diagnostics import (MAX_NESTING, SourceError, as_read_from_file,
+                                  check_source_text, check_token_count, check_word_size,
+                                  deepest, error_at, int_literal, parse_located, read_source)
 from assembler.program import (
     MINUS_ONE_CELL,
     RESERVED_NAMES,
@@ -347,7 +347,7 @@ def assemble(text: str, file: str = "<source>", bits: int | None = None) -> Prog
     """Assemble `.sq` source text into a `Program` (word size `bits` if given)."""
     check_source_text(text)
     check_word_size(bits, MAX_BITS)
-    return _Assembler(unified_newlines(text), file, bits).run()
+    return _Assembler(as_read_from_file(text), file, bits).run()
 
 
 def assemble_file(path: str | Path, bits: int | None = None) -> Program:

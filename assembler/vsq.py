@@ -17,9 +17,9 @@ from pathlib import Path
 import lark
 
 from assembler.dec import MAX_WORDS
-from assembler.diagnostics import (MAX_NESTING, SourceError, check_source_text,
-                                  check_token_count, check_word_size, deepest, error_at,
-                                  parse_located, read_source, unified_newlines)
+from assembler.diagnostics import (MAX_NESTING, SourceError, as_read_from_file,
+                                  check_source_text, check_token_count, check_word_size,
+                                  deepest, error_at, parse_located, read_source)
 from assembler.subleq import parse_number
 
 DEFAULT_BITS = 16
@@ -221,7 +221,7 @@ def assemble(text: str, file: str = "<source>", bits: int | None = None) -> VsqP
     """Assemble `.vsq` source text (word size `bits` if given, over any `.bits`)."""
     check_source_text(text)
     check_word_size(bits, MAX_BITS)
-    text = unified_newlines(text).translate(BLANKS)
+    text = as_read_from_file(text).translate(BLANKS)
     return _Assembler(text, file, bits).run()
 
 

@@ -218,6 +218,19 @@ def test_old_mac_and_windows_line_ends_read_alike_from_a_string_and_a_file(
     assert errors[0].startswith(f"p:{text.count(chr(10)) + 1}:{bad_column}: error:")
 
 
+@pytest.mark.parametrize("source", ["subleq/factorial.sq", "fleq/calculator.fleq",
+                                    "vsubleq/hello.vsq", "vsubleq/hello.dec"])
+def test_a_byte_order_mark_is_dropped_from_a_string_as_from_a_file(source, tmp_path):
+    """A string that began with a BOM was refused ("unexpected character '\ufeff'", a caret
+    under it), where the same bytes saved in a file assembled."""
+    text = (ROOT / "programs" / source).read_text()
+    suffix = Path(source).suffix
+    path = tmp_path / f"p{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert (_assemble_text(suffix, "\ufeff" + text, "p") == _assemble_text(suffix, text, "p")
+            == _assemble_text(suffix, read_source(path), "p"))
+
+
 @pytest.mark.parametrize("assemble, source", [(assemble_sq, ".data\nx: 1.5\n.code\nhalt\n"),
                                               (assemble_vsq, ".word 1, 2.25\n")])
 def test_a_fraction_in_an_integer_dialect_is_no_unknown_directive(assemble, source):
