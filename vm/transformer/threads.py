@@ -113,8 +113,8 @@ class MeasuredThreads:
         return self.candidates[1] if self.chosen == self.candidates[0] else self.candidates[0]
 
     def try_next(self) -> None:
-        """Make the next part run the count not chosen (a run's first: what that count
-        compiles on first use, numba's parallel kernel, is then compiled at the start)."""
+        """Make the next part run the count not chosen (a run's first: whatever that count
+        compiles on first use is then compiled at the start, in a part not compared)."""
         self._phase = "try"
 
     def learn(self, threads: int, seconds: float, passes: int = 1) -> None:
