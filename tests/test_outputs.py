@@ -36,3 +36,76 @@ def test_a_symbolic_link_to_nothing_is_refused_before_any_work(tmp_path):
     link.symlink_to(tmp_path / "missing")
     with pytest.raises(InputError, match="symbolic link to .*missing, which does not exist"):
         check_directory(link, ["a.csv"])
+
+
+def _directory_with(tmp_path, contents: dict[str, str]):
+    directory = tmp_path / "out"
+    directory.mkdir()
+    for name, text in contents.items():
+        (directory / name).write_text(text)
+    return directory
+
+
+def _contents(directory) -> dict[str, str]:
+    return {path.name: path.read_text() for path in directory.iterdir()}
+
+
+OLD = {"a.txt": "old a", "b.txt": "old b"}
+NEW = {"a.txt": "new a", "b.txt": "new b"}
+MOVES = 4
+"""The renames replacing OLD by NEW: each old file set aside, each new one put in place."""
+
+
+def _moves_with_ctrl_c(monkeypatch, at: int, before: bool, failing: int | None = None):
+    """os.replace as staged_files calls it, with a real SIGINT raised at move `at` (counted
+    from 1; before or after it is made or fails), and move `failing` failing with EACCES."""
+    import errno
+    import os
+    import signal
+
+    from vm.common import outputs
+
+    replace, count = os.replace, [0]
+
+    def move(source, destination) -> None:
+        count[0] += 1
+        if count[0] == at and before:
+            signal.raise_signal(signal.SIGINT)
+        try:
+            if count[0] == failing:
+                raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(destination))
+            replace(source, destination)
+        finally:
+            if count[0] == at and not before:
+                signal.raise_signal(signal.SIGINT)
+    monkeypatch.setattr(outputs.os, "replace", move)
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
+@pytest.mark.parametrize("at", range(1, MOVES + 1))
+def test_a_ctrl_c_between_the_moves_comes_once_every_file_is_in_place(tmp_path, monkeypatch,
+                                                                      at, before):
+    """A Ctrl-C between two moves skipped putting the old files back, and the cleanup then
+    deleted the ones set aside: the output directory lost files it had held."""
+    directory = _directory_with(tmp_path, OLD)
+    _moves_with_ctrl_c(monkeypatch, at, before)
+    with pytest.raises(KeyboardInterrupt):
+        with staged_files(directory, NEW) as staging:
+            for name, text in NEW.items():
+                (staging / name).write_text(text)
+    assert _contents(directory) == NEW
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
+@pytest.mark.parametrize("at", range(1, MOVES + 1))
+def test_a_ctrl_c_while_a_failed_replace_is_undone_leaves_the_old_files(tmp_path, monkeypatch,
+                                                                       at, before):
+    """The third move (b.txt set aside) fails, so a.txt goes back: a Ctrl-C at any move up to
+    and through that restore must still leave the directory as it was."""
+    directory = _directory_with(tmp_path, OLD)
+    _moves_with_ctrl_c(monkeypatch, at, before, failing=3)
+    with pytest.raises(KeyboardInterrupt):
+        with staged_files(directory, NEW) as staging:
+            for name, text in NEW.items():
+                (staging / name).write_text(text)
+    assert _contents(directory) == OLD

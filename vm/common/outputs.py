@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vm.common.errors import InputError, shown_path
+from vm.common.signals import signals_held_back
 
 PREVIOUS = ".previous"
 """Where `staged_files` keeps the files it replaces until all the new ones are in place."""
@@ -90,9 +91,10 @@ def staged_files(directory: str | Path, names: Iterable[str],
         except OSError as error:
             raise InputError(_failure(error, staging, directory)) from None
         if exists:
-            failure = _replace_files(staging, directory, names, remove)
+            with signals_held_back():  # a Ctrl-C between two moves lost the files set aside
+                failure = _replace_files(staging, directory, names, remove)
+                keep_staging = bool(failure) and any((staging / PREVIOUS).iterdir())
             if failure:
-                keep_staging = any((staging / PREVIOUS).iterdir())
                 raise InputError(failure)
         else:
             umask = os.umask(0)
