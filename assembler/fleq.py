@@ -322,7 +322,6 @@ class _FleqAssembler:
             given[key] = argument
             if not np.isfinite(keywords[key]):
                 raise self.error(f"{routine.name}: {key} must be finite", argument)
-            self.check_magnitude(np.array([keywords[key]]), argument)
         if len(positional) != routine.arity:
             raise self.error(f"'{routine.name}' takes {routine.arity} operand"
                              f"{'s' if routine.arity != 1 else ''}, got {len(positional)}",
@@ -347,6 +346,13 @@ class _FleqAssembler:
             # a routine's KeywordError names the keyword: point at it when the user gave it
             where = given.get(getattr(error, "keyword", ""), assignment)
             raise self.error(f"{routine.name}: {error}", where) from None
+        # after the routine's own checks, so `iters=1e27` gets the keyword's range rather
+        # than the machine's; a keyword the routine lets through must still fit the machine
+        for key, argument in given.items():
+            if abs(keywords[key]) > MAGNITUDE:
+                raise self.error(f"{routine.name}: {key} must lie within |x| <= "
+                                 f"2^{MAGNITUDE_BITS} (about {MAGNITUDE:.3g}), the magnitudes "
+                                 f"the machine keeps exact, got {keywords[key]:g}", argument)
         origin, caller = self.pos(assignment), self.source
         text = ".data\n" + "\n".join(result.data) + "\n.code\n" + "\n".join(result.code) + "\n"
         file = f"<{routine.name} expanded at {origin}>"

@@ -200,6 +200,12 @@ def test_program_runs_the_oracle_sixteen_times_each_within_its_bound(program_run
     ("Y0 = chunked_attention(X0, Wq, Wk, Wv, score=1e400)", "score must be finite"),
     ("Y0 = chunked_attention(X0, Wq, Wk, Wv, m=0)", "m must be a positive integer"),
     ("Y0 = chunked_attention(X0, Wq, Wk, Wv, n=4000000000000)", "more than the machine's"),
+    # past 2^50: the keyword's own message, not the machine's magnitudes (nor a 300-digit one)
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, n=1e300)",
+     r"n/m = 2\.5e\+299 chunks, more than the machine's 65536 columns"),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, m=1e300)", "multiple of m=1e\\+300"),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, score=1e300)", "at most 16, got 1e\\+300"),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, rope=-1e300)", "rope must be 0 or 1, got -1e"),
 ])
 def test_bad_calls_are_located_errors(line, message):
     source = PROGRAM.read_text().replace(

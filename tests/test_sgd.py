@@ -117,7 +117,10 @@ def test_bad_activation_in_a_file_is_located_at_the_keyword():
 
 
 @pytest.mark.parametrize("lr, message", [("1e400", "sgd_step_linear: lr must be finite"),
-                                         ("1e300", "values must lie within |x| <= 2^50"),
+                                         ("1e300", "sgd_step_linear: lr must lie within "
+                                                   "|x| <= 2^50 (about 1.13e+15), the "
+                                                   "magnitudes the machine keeps exact, "
+                                                   "got 1e+300"),
                                          ("-1", "lr must be positive, got -1")])
 def test_bad_learning_rate_is_located_at_the_keyword(lr, message):
     """Checked where given, not an `unexpected 'inf'` inside the expansion."""

@@ -48,8 +48,7 @@ class KeywordError(ValueError):
 
 def count_keyword(call: "RoutineCall", name: str, maximum: int) -> int:
     """The keyword `name` as a count in 1..maximum; the assembler has already checked that it
-    is finite and within the machine's magnitudes, the cap keeps the expansion (or the run)
-    to a size that fits the machine."""
+    is finite, the cap keeps the expansion (or the run) to a size that fits the machine."""
     value = call.keywords[name]
     if value != int(value) or not 1 <= value <= maximum:
         raise KeywordError(name, f"{name} must be an integer from 1 to {maximum}, got {value:.15g}")

@@ -105,6 +105,9 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
     if call.keywords["rope"] not in (0, 1):
         raise KeywordError("rope", f"rope must be 0 or 1, got {call.keywords['rope']:g}")
     chunks, steps = int(n) // int(m), newton_iterations(score)
+    if chunks > MAX_COLUMNS:  # checked first: a 300-digit count filled the message below
+        raise KeywordError("n", f"n/m = {n / m:g} chunks, more than the machine's "
+                           f"{MAX_COLUMNS} columns")
     size = instructions(chunks, steps, bool(call.keywords["rope"]))
     if size > MAX_COLUMNS:
         raise KeywordError("n", f"n/m = {chunks} chunks would expand to {size} instructions, "
