@@ -292,3 +292,34 @@ def test_a_result_beyond_the_machine_s_domain_is_refused_at_its_operator():
                                            "within |x| <= 2^50")
     assert str(caught.value).splitlines()[1:] == ["    a + a + 1", "    ^~~~~"]
     assert calculate("a + 0", {"a": 2.0 ** 50}).exact == 2.0 ** 50
+
+
+@pytest.mark.parametrize("expression, dtype, message, caret", [
+    # exit 0 with `exact: 1e-310` and a relative error of 4e297
+    ("1e-150*1e-150*1e-10", "float64",
+     "the result here is 1e-310, below the smallest normal float64 number 2.225e-308",
+     "    ^~~~~~~~~~~~~~~~~~~"),
+    ("2*(1e-200*1e-200)", "float64",
+     "the result here, 1e-200 * 1e-200, rounds to 0: it lies below the smallest normal "
+     "float64 number", "       ^~~~~~~~~~~~~"),
+    ("1e-20*1e-20+1", "float32",
+     "the result here is 1e-40, below the smallest normal float32 number 1.175e-38",
+     "    ^~~~~~~~~~~"),
+    ("1e-40+1", "float32",
+     "an operand here is 1e-40, below the smallest normal float32 number 1.175e-38",
+     "    ^~~~~~~"),
+])
+def test_a_value_the_machine_flushes_to_0_is_refused_as_a_literal_is(capsys, expression, dtype,
+                                                                      message, caret):
+    """A literal below the smallest normal number is refused; an exact intermediate or result
+    there came back at exit 0, with a relative error against a value the machine cannot
+    hold and a bound that assumes normal numbers."""
+    code, out, err = run_cli(capsys, "calc", expression, "--dtype", dtype)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith("<expression>:1:") and message in err
+    assert err.splitlines()[2] == caret
+
+
+def test_a_normal_result_near_the_smallest_is_computed(capsys):
+    code, out, _ = run_cli(capsys, "calc", "1e-300*1e-7", "--json")
+    assert code == 0 and json.loads(out)["exact"] == pytest.approx(1e-307, rel=1e-15)

@@ -254,6 +254,10 @@ def error_bound(compiled: Compiled, blocks: dict[str, FunctionBlock], exact: dic
         block = blocks[step.function]
         x = [exact[name] for name in step.operands]
         e = [bounds[name] for name in step.operands]
+        flushed = _flushed(step.function, x, exact[step.destination], dtype)
+        if flushed is not None:
+            raise SourceError(flushed, SOURCE_NAME, compiled.expression, 1, step.node.column,
+                              step.node.width)
         domain = block.domain()
         if domain.applies_to == "operands":
             intervals = [(v - w, v + w) for v, w in zip(x, e)]
@@ -273,6 +277,26 @@ def error_bound(compiled: Compiled, blocks: dict[str, FunctionBlock], exact: dic
         own = block.bound_at(dtype, abs(exact[step.destination]) + propagated)
         bounds[step.destination] = propagated + float(own)
     return bounds[compiled.result]
+
+
+def _flushed(function: str, operands: list[float], result: float, dtype: str) -> str | None:
+    """Why a step's exact values are ones the machine flushes to 0, as literals below the
+    smallest normal number are refused: 1e-150*1e-150*1e-10 gave `exact: 1e-310` and a
+    relative error of 4e297 at exit 0, and the blocks' bounds assume normal numbers. A
+    nonzero value below it, or a product of nonzero operands that rounds to 0 (1e-200 *
+    1e-200, the only block whose normal operands can underflow to 0); None otherwise."""
+    tiny = float(np.finfo(dtype).tiny)
+    below = (f"below the smallest normal {dtype} number {tiny:.4g}, which the machine "
+             f"flushes to 0")
+    for operand in operands:
+        if 0 < abs(operand) < tiny:
+            return f"an operand here is {operand:.6g}, {below}"
+    if 0 < abs(result) < tiny:
+        return f"the result here is {result:.6g}, {below}"
+    if function == "mul" and result == 0 and 0 not in operands:
+        return (f"the result here, {operands[0]:.6g} * {operands[1]:.6g}, rounds to 0: it "
+                f"lies {below}")
+    return None
 
 
 def _stored_rounding(value: float, dtype: str) -> float:

@@ -22,8 +22,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "transformer and on the exact reference, and print the transformer's "
                     "value, the exact value, the error and the documented bound. Exit code 0 "
                     "when the error is within the bound, 1 when not, 2 for bad input (an "
-                    "operand outside a block's domain, or a value past the machine's |x| <= "
-                    "2^50, included).",
+                    "operand outside a block's domain, a value past the machine's |x| <= "
+                    "2^50, or one below the smallest normal number, which it flushes to 0, "
+                    "included).",
         epilog='example: ltvm calc "sqrt(1/(((a+b)-c)*d))/100" --set a=3 --set b=5 '
                '--set c=1 --set d=2; an expression may start with a minus: ltvm calc "-1/7"')
     # argparse takes any word starting with '-' for an option unless it looks like a negative
