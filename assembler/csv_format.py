@@ -82,22 +82,26 @@ def _read(path: Path, header: list[str]) -> tuple[str, list[tuple[int, list[int]
         for index, cell in enumerate(row):
             if not INTEGER.fullmatch(cell.strip()):
                 raise SourceError(f"'{cell.strip()}' is not an integer", str(path), text,
-                                  line_number, _field_column(text, line_number, index),
-                                  max(len(cell), 1))
+                                  line_number, *_field_span(text, line_number, index))
         parsed.append((line_number, [int(cell) for cell in row]))
     return text, parsed
 
 
-def _field_column(text: str, line_number: int, index: int) -> int:
-    """The column where field `index` of the row on `line_number` starts (1 for a row whose
-    fields are quoted or span lines), so that an error's caret stands under that field, not
-    under the row's first."""
+def _field_span(text: str, line_number: int, index: int) -> tuple[int, int]:
+    """The column where the value of field `index` of the row on `line_number` starts, past
+    the blanks around it (`4, 6 ,99` put the caret under the space), and its width; column
+    1 and the width of the row's field for a row whose fields are quoted or span lines, so
+    that an error's caret stands under that value, not under the row's first."""
     line = text.split("\n")[line_number - 1]
     row = next(csv.reader([line]), [])
+    if index >= len(row):
+        return 1, 1
+    field = row[index]
     written = ",".join(row[:index + 1])  # where the field sits when unquoted
-    if index >= len(row) or not line.startswith(written):
-        return 1
-    return len(written) - len(row[index]) + 1
+    width = max(len(field.strip()), 1)
+    if not line.startswith(written):
+        return 1, width
+    return len(written) - len(field.lstrip()) + 1, width
 
 
 def _check_columns(path: Path, text: str, rows: list[tuple[int, list[int]]], room: int,
@@ -140,7 +144,8 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
     for line_number, row in memory_rows:
         if not low <= row[0] <= high:
             raise SourceError(f"value {row[0]} does not fit in a {bits}-bit word "
-                              f"(range {low}..{high})", str(memory), memory_text, line_number, 1)
+                              f"(range {low}..{high})", str(memory), memory_text, line_number,
+                              *_field_span(memory_text, line_number, 0))
     text, rows = _read(commands, ["a", "b", "c"])
     if not rows:
         raise InputError(f"{shown_path(commands)}: no instructions (the last row must be the EOF "
@@ -155,12 +160,11 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
             if not scratch <= value < first_code:
                 raise SourceError(f"{name} = {value} is not a memory column (memory columns are "
                                   f"{scratch}..{first_code - 1})", str(commands), text,
-                                  line_number, _field_column(text, line_number, field),
-                                  len(str(value)))
+                                  line_number, *_field_span(text, line_number, field))
         if not first_code <= c < n:
             raise SourceError(f"c = {c} is not an instruction column (instruction columns are "
                               f"{first_code}..{n - 1})", str(commands), text, line_number,
-                              _field_column(text, line_number, 2), len(str(c)))
+                              *_field_span(text, line_number, 2))
         pos = SourcePos(str(commands), line_number, 1)
         instructions.append(Instruction(a - scratch, b - scratch, c - first_code, pos,
                                         f"{a},{b},{c}"))

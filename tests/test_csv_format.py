@@ -107,6 +107,7 @@ def test_a_value_no_word_holds_is_named_at_its_line_not_as_bits(tmp_path):
     ("a,b,c\n1_0,6,9\n", 2, 1, "'1_0' is not an integer"),
     ("a,b,c\n4,\u0663,9\n", 2, 3, "'\u0663' is not an integer"),
     ("a,b,c\n4,,9\n", 2, 3, "'' is not an integer"),
+    ("a,b,c\n4,  x ,9\n", 2, 5, "'x' is not an integer"),
 ])
 def test_fields_are_ascii_integers_located_at_their_own_line_and_column(
         tmp_path, commands, line, column, message):
@@ -206,6 +207,9 @@ def test_a_settings_key_written_twice_is_refused(tmp_path):
     ("a,b,c\n2,33,4\n", 3, "      ^~"),
     ("a,b,c\n1,3,4\n", 1, "    ^"),
     ("a,b,c\n2,3,19\n", 5, "        ^~"),
+    # a field written with blanks around it: the caret stood under the blank before it
+    ("a,b,c\n2, 6 ,99\n", 4, "       ^"),
+    ("a,b,c\n2,3,  +19\n", 7, "          ^~~"),
 ])
 def test_a_column_index_out_of_range_is_shown_under_its_own_field(tmp_path, commands, column,
                                                                   caret):
@@ -215,3 +219,11 @@ def test_a_column_index_out_of_range_is_shown_under_its_own_field(tmp_path, comm
         load_csv(cmds, mem, scratch=2)
     assert caught.value.column == column
     assert str(caught.value).splitlines()[2] == caret
+
+
+def test_a_memory_value_no_word_holds_is_shown_under_the_value_past_its_blanks(tmp_path):
+    cmds, mem = write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n0\n  -99999999999999999999\n")
+    with pytest.raises(SourceError) as caught:
+        load_csv(cmds, mem, scratch=2)
+    assert (caught.value.line, caught.value.column) == (3, 3)
+    assert str(caught.value).splitlines()[2] == "      ^" + "~" * 20
