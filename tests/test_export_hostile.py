@@ -139,7 +139,7 @@ def test_weights_without_a_mask_export_as_dense_not_as_minus_infinity(tmp_path):
     program = assemble_file(GCD)
     geometry = SUBLEQ.geometry_for(program)
     machine = SUBLEQ.machine(geometry)
-    weights = dataclasses.replace(machine.weights, mask=None)
+    weights = dataclasses.replace(machine.weights, mask_scratch=None)
     bits, extra = SUBLEQ.export_fields(program, geometry)
     export(tmp_path / "x", weights, machine.layout, machine.encode(program), bits, True, extra)
     X, layout, _ = run_exported(tmp_path / "x", max_steps=1000)

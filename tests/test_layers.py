@@ -26,7 +26,7 @@ def random_machine(rng, rows: int, columns: int, heads: list[int], width: int = 
         ffn = FeedForwardWeights(rng.normal(size=(width, rows)), rng.normal(size=width),
                                  rng.normal(size=(rows, width)), rng.normal(size=rows))
         layers.append(LayerWeights(tuple(layer_heads), ffn, "random"))
-    return MachineWeights(tuple(layers), rows, columns, mask_matrix(columns, 2))
+    return MachineWeights(tuple(layers), rows, columns, 2)
 
 
 def numpy_pass(machine: MachineWeights, X: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -91,8 +91,7 @@ def attention_only_machine(heads: list[HeadWeights], rows: int, columns: int) ->
     """One layer with these heads and an empty ReLU layer, so a pass is X + attention."""
     ffn = FeedForwardWeights(np.zeros((0, rows)), np.zeros(0), np.zeros((rows, 0)),
                              np.zeros(rows))
-    return MachineWeights((LayerWeights(tuple(heads), ffn, "attention"),), rows, columns,
-                          mask_matrix(columns, 2))
+    return MachineWeights((LayerWeights(tuple(heads), ffn, "attention"),), rows, columns, 2)
 
 
 def heads_with_varied_writes(rng, rows: int) -> list[HeadWeights]:

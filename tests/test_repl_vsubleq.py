@@ -346,3 +346,21 @@ def test_a_sampling_config_is_refused_in_the_words_of_the_other_repl():
         VsubleqRepl(image("echo.dec"), "x", vsubleq.EngineConfig(sampling=0.5))
     assert str(caught.value) == ("the REPL runs the exact transformer, not stochastic reads "
                                  "(sampling=0.5): sampled runs are `ltvm sample`'s")
+
+
+def test_feeding_input_builds_no_columns_by_columns_mask():
+    """The machine for a long input tape holds no columns x columns attention mask: feeding
+    60,000 bytes spent 7 s and 3.6 GB building one that nothing read."""
+    import tracemalloc
+
+    repl = VsubleqRepl(image("echo.dec"), "echo.dec")
+    tracemalloc.start()
+    try:
+        repl.execute("input " + "a" * 20_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    columns = repl.run.geometry.columns
+    assert columns > 20_000
+    assert peak < columns ** 2 / 4
+    assert "input 97" in repl.execute("step")

@@ -37,7 +37,6 @@ from vm.blocks.correct import clear, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
 from vm.functions.base import GATE_BIG, MOVE_TEMPERATURE, BlockContext, BlockLayer
 from vm.common.errors import InexactMovesError, InputError
-from vm.transformer.modes import mask_matrix
 from vm.transformer.layout import Layout
 from vm.machines.fleq.layout import POINTERS, FleqGeometry, fleq_layout
 from assembler.fleq_program import FleqProgram
@@ -269,5 +268,5 @@ def fleq_machine(geometry: FleqGeometry, temperature: float | None = None) -> Fl
               _write_layer(layout, geometry, lam)]
     meta = {"machine": "fleq", "geometry": geometry.as_dict(), "temperature": lam}
     weights = MachineWeights(tuple(layers), layout.rows, layout.columns,
-                             mask_matrix(geometry.columns, geometry.scratch), meta)
+                             geometry.scratch, meta)
     return FleqMachine(geometry, layout, weights, _checks(layout, len(layers) - 1), lam)

@@ -40,7 +40,6 @@ from vm.blocks.attention import read_head, write_head
 from vm.blocks.correct import clear, rewrite_memory, snap_pm1
 from vm.blocks.ffn import FeedForwardBuilder
 from vm.common.geometry import Geometry
-from vm.transformer.modes import mask_matrix
 from vm.transformer.layout import Layout
 from vm.machines.subleq.layout import subleq_layout
 from vm.transformer.weights import LayerWeights, MachineWeights
@@ -207,5 +206,5 @@ def subleq_machine(geometry: Geometry, temperature: float | None = None) -> Subl
               *_subtract_layers(layout, geometry.bits), _write_layer(layout, lam)]
     meta = {"machine": "subleq", "geometry": geometry.as_dict(), "temperature": lam}
     weights = MachineWeights(tuple(layers), layout.rows, layout.columns,
-                             mask_matrix(geometry.columns, geometry.scratch), meta)
+                             geometry.scratch, meta)
     return SubleqMachine(geometry, layout, weights, _checks(layout, len(layers) - 1), lam)

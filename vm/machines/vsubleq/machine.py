@@ -49,7 +49,6 @@ from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.punchcard import VState, decode, decode_state, encode
 from vm.machines.vsubleq.reference import Image
 from vm.transformer.layout import Layout
-from vm.transformer.modes import mask_matrix
 from vm.transformer.weights import HeadWeights, LayerWeights, MachineWeights
 
 
@@ -283,5 +282,5 @@ def vsubleq_machine(geometry: VGeometry, temperature: float | None = None) -> Vs
               _write_layer(layout, lam)]
     meta = {"machine": "vsubleq", "geometry": geometry.as_dict(), "temperature": lam}
     weights = MachineWeights(tuple(layers), layout.rows, layout.columns,
-                             mask_matrix(geometry.columns, geometry.scratch), meta)
+                             geometry.scratch, meta)
     return VsubleqMachine(geometry, layout, weights, _checks(len(layers) - 1), lam)
