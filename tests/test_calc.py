@@ -323,3 +323,14 @@ def test_a_value_the_machine_flushes_to_0_is_refused_as_a_literal_is(capsys, exp
 def test_a_normal_result_near_the_smallest_is_computed(capsys):
     code, out, _ = run_cli(capsys, "calc", "1e-300*1e-7", "--json")
     assert code == 0 and json.loads(out)["exact"] == pytest.approx(1e-307, rel=1e-15)
+
+
+def test_no_relative_error_is_reported_against_an_exact_0(capsys):
+    """sqrt(0) printed the absolute error, 3.6e-14, as its relative error; relative to 0 it
+    is unbounded, not small."""
+    code, out, _ = run_cli(capsys, "calc", "sqrt(0)", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["exact"] == 0.0 and data["error"] > 0
+    assert data["relative_error"] is None
+    code, out, _ = run_cli(capsys, "calc", "sqrt(0)")
+    assert code == 0 and "relative_error: none (the exact value is 0)" in out.splitlines()

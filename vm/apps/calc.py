@@ -229,8 +229,10 @@ class Calculation:
         return abs(self.transformer - self.exact)
 
     @property
-    def relative_error(self) -> float:
-        return self.error / abs(self.exact) if self.exact else self.error
+    def relative_error(self) -> float | None:
+        """None when the exact value is 0, against which no error is relative (sqrt(0) gave
+        the absolute error, 3.6e-14, under this name)."""
+        return self.error / abs(self.exact) if self.exact else None
 
     @property
     def within_bound(self) -> bool:

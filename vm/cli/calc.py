@@ -84,8 +84,10 @@ def run(args: argparse.Namespace) -> int:
         shown = {} if source is None else {"program": source}
         print(json.dumps({**result.as_dict(), **shown}, indent=2))
     else:
+        values = result.as_dict()
         for key in ("transformer", "exact", "error", "relative_error", "bound"):
-            print(f"{key}: {result.as_dict()[key]:.10g}")
+            shown = "none (the exact value is 0)" if values[key] is None else f"{values[key]:.10g}"
+            print(f"{key}: {shown}")
         print(f"dtype: {result.dtype}")
         print(f"steps: {result.steps}")
     if not result.within_bound:  # on stderr, as linalg's: on stdout it broke --json
