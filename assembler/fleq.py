@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 import lark
 import numpy as np
@@ -69,8 +70,10 @@ class _Statement:
 class _FleqAssembler:
     def __init__(self, text: str, file: str, d: int | None,
                  parameters: dict[str, dict[str, float]], functions: list[str] | None,
-                 defaults: dict[str, dict[str, float]], catalogue: Catalogue) -> None:
+                 defaults: dict[str, dict[str, float]], catalogue: Catalogue,
+                 progress: Callable[[int], None] | None = None) -> None:
         self.text, self.file, self.catalogue = text, file, catalogue
+        self.progress, self.lines_parsed = progress, 0
         if d is not None and (isinstance(d, bool) or not isinstance(d, numbers.Integral)):
             raise InputError(f"block size d must be an integer, got {d!r:.40}")  # 1.5: TypeError
         if d is not None and not 1 <= d <= MAX_BLOCK:  # 100000 allocated d x d cells first
@@ -356,7 +359,7 @@ class _FleqAssembler:
         origin, caller = self.pos(assignment), self.source
         text = ".data\n" + "\n".join(result.data) + "\n.code\n" + "\n".join(result.code) + "\n"
         file = f"<{routine.name} expanded at {origin}>"
-        tree = parse_fleq(text, file)
+        tree = self.parse(text, file)
         self.source = (file, text)
         before = len(self.statements)
         for section in tree.children:
@@ -671,10 +674,19 @@ class _FleqAssembler:
                                       f"and statements: the machine has {MAX_COLUMNS} columns",
                                       self.file, self.text, number, 1)
 
+    def parse(self, text: str, file: str) -> lark.Tree:
+        """`parse_fleq`, telling `progress` the lines parsed so far: the file's, then each
+        routine call's expansion's (one call may expand to 37,000 lines)."""
+        before = self.lines_parsed
+        report = None if self.progress is None else (lambda line: self.progress(before + line))
+        tree = parse_fleq(text, file, report)
+        self.lines_parsed += text.count("\n")
+        return tree
+
     def run(self) -> FleqProgram:
         self.check_line_count()
         check_token_count(self.text, self.file)
-        tree = parse_fleq(self.text, self.file)
+        tree = self.parse(self.text, self.file)
         self.collect(tree)
         self.expand_routines()
         if not self.statements:
@@ -722,27 +734,31 @@ EXPECTED_NAMES = {"NAME": "a name", "SIGNED_INT": "an integer", "SIGNED_FLOAT": 
 was expected."""
 
 
-def parse_fleq(text: str, file: str) -> lark.Tree:
-    """Parse `.fleq` source, turning lark's exceptions into located SourceErrors."""
+def parse_fleq(text: str, file: str, progress: Callable[[int], None] | None = None
+               ) -> lark.Tree:
+    """Parse `.fleq` source, turning lark's exceptions into located SourceErrors; `progress`
+    hears of each line parsed."""
     return parse_located(_parser(), text, file,
                          ".d, .function, .data, .code, .matrix, .vector or .zeros",
-                         EXPECTED_NAMES)
+                         EXPECTED_NAMES, progress)
 
 
 def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,
                   d: int | None = None, parameters: dict[str, dict[str, float]] | None = None,
                   functions: list[str] | None = None,
-                  defaults: dict[str, dict[str, float]] | None = None) -> FleqProgram:
+                  defaults: dict[str, dict[str, float]] | None = None,
+                  progress: Callable[[int], None] | None = None) -> FleqProgram:
     """Assemble FLEQ source against `catalogue` (the blocks and routines it may call; the
     FLEQ instruction set `vm.isa.FLEQ` passes the registered ones). `parameters` overrides
     block parameters ({name: {key: v}}); `defaults` sets them below the file's own
     `.function` headers (e.g. a dtype's eps); `functions` adds blocks the program does not
-    call (to share weights with others)."""
+    call (to share weights with others); `progress` is called with the count of lines parsed,
+    routine expansions included."""
     check_source_text(text)
     for name in functions or []:
         catalogue.make_block(name)
     return _FleqAssembler(as_read_from_file(text), file, d, parameters or {}, functions,
-                          defaults or {}, catalogue).run()
+                          defaults or {}, catalogue, progress).run()
 
 
 def assemble_fleq_file(path: str | Path, *, catalogue: Catalogue, **options) -> FleqProgram:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 import lark
 
@@ -63,8 +64,10 @@ class _Constant:
 
 
 class _Assembler:
-    def __init__(self, text: str, file: str, bits: int | None) -> None:
+    def __init__(self, text: str, file: str, bits: int | None,
+                 progress: Callable[[int], None] | None = None) -> None:
         self.text, self.file, self.bits_override = text, file, bits
+        self.progress = progress
         # lark counts lines by '\n' alone; splitlines() also splits at a form feed or
         # U+2028 in a comment, which gave later instructions another line's text
         self.lines = text.split("\n")
@@ -291,7 +294,7 @@ class _Assembler:
         return bits
 
     def run(self) -> Program:
-        tree = parse(self.text, self.file)
+        tree = parse(self.text, self.file, self.progress)
         self.definitions = {str(name): self.pos(name) for name in reversed(_defined_names(tree))}
         self.layout(tree)
         if not self.code:
@@ -322,11 +325,12 @@ def parse_number(literal: lark.Token, file: str, text: str) -> int:
     return int_literal(literal, 10, file, text, literal)
 
 
-def parse(text: str, file: str) -> lark.Tree:
-    """Parse `.sq` source, turning lark's exceptions into located `SourceError`s."""
+def parse(text: str, file: str, progress: Callable[[int], None] | None = None) -> lark.Tree:
+    """Parse `.sq` source, turning lark's exceptions into located `SourceError`s; `progress`
+    hears of each line parsed."""
     check_token_count(text, file)
     tree = parse_located(_parser(), text, file, ".data, .code, .array, .zero, .bits or .const",
-                         EXPECTED_NAMES)
+                         EXPECTED_NAMES, progress)
     depth, node = deepest(tree)
     if depth > MAX_NESTING + STRUCTURE_DEPTH:
         raise SourceError(f"expression nested more than {MAX_NESTING} levels deep (each term "
@@ -343,17 +347,20 @@ EXPECTED_NAMES = {"NAME": "a name", "NUMBER": "a number", "_NEWLINE": "end of li
 """How error messages name the grammar's terminals (lark's own '$END' was shown as is)."""
 
 
-def assemble(text: str, file: str = "<source>", bits: int | None = None) -> Program:
-    """Assemble `.sq` source text into a `Program` (word size `bits` if given)."""
+def assemble(text: str, file: str = "<source>", bits: int | None = None,
+             progress: Callable[[int], None] | None = None) -> Program:
+    """Assemble `.sq` source text into a `Program` (word size `bits` if given); `progress`
+    is called with the number of each line parsed."""
     check_source_text(text)
     check_word_size(bits, MAX_BITS)
-    return _Assembler(as_read_from_file(text), file, bits).run()
+    return _Assembler(as_read_from_file(text), file, bits, progress).run()
 
 
-def assemble_file(path: str | Path, bits: int | None = None) -> Program:
+def assemble_file(path: str | Path, bits: int | None = None,
+                  progress: Callable[[int], None] | None = None) -> Program:
     """Read and assemble a `.sq` file."""
     text = read_source(path)
-    return assemble(text, str(path), bits)
+    return assemble(text, str(path), bits, progress)
 
 
 __all__ = ["assemble", "assemble_file", "parse", "RESERVED_NAMES", "DEFAULT_MIN_BITS"]

@@ -307,3 +307,24 @@ def test_a_source_of_comment_lines_past_the_token_limit_says_comments_count(tmp_
     first = capsys.readouterr().err.splitlines()[0]
     assert first.startswith(f"{path}:50001:1: error: more than 100,000 tokens")  # 2 a line
     assert "comments" in first
+
+
+def test_parsing_reports_each_line_end_and_builds_the_same_tree():
+    """`parse_located` tells `progress` of every line it has parsed, in order, and the tree is
+    the one lark's own parse gives (a long assembly showed nothing for seconds)."""
+    from assembler.diagnostics import parse_located
+    from assembler.subleq import _parser
+
+    text = ".data\nx: 1 ; note\n\n.code\nloop: subleq x, x, loop\n"
+    lines: list[int] = []
+    tree = parse_located(_parser(), text, "p.sq", progress=lines.append)
+    assert lines == [1, 2, 3, 4, 5]
+    assert tree == _parser().parse(text)
+
+
+def test_parsing_with_progress_gives_the_same_errors():
+    lines: list[int] = []
+    with pytest.raises(SourceError) as caught:
+        assemble_sq(".data\nx: 1\n.code\nsubleq x, , x\n", "e.sq", progress=lines.append)
+    assert (caught.value.line, caught.value.column) == (4, 11)
+    assert lines == [1, 2, 3]

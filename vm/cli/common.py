@@ -402,10 +402,19 @@ def load_program(args: argparse.Namespace) -> tuple[object, object]:
         return program, SUBLEQ.geometry_for(program, scratch)
     if not args.program:
         raise InputError("no program given (PROG or --csv CMDS MEM)")
+    from vm.tools.progress import Progress  # tqdm: not for the commands that load nothing
+
+    # lark parses some 30,000 tokens a second: a full-size .sq or a routine call's expansion
+    # took seconds to minutes without a word
+    progress = Progress("lines assembled")
     options = ProgramOptions(bits=args.bits, scratch=args.scratch, block_size=args.block_size,
                              parameters=block_parameters(args.param),
-                             functions=args.functions, dtype=getattr(args, "dtype", None))
-    return for_path(args.program).load(Path(args.program), options)
+                             functions=args.functions, dtype=getattr(args, "dtype", None),
+                             progress=progress)
+    try:
+        return for_path(args.program).load(Path(args.program), options)
+    finally:
+        progress.done()
 
 
 def _jsonable(record) -> dict:

@@ -54,6 +54,8 @@ class ProgramOptions:
     parameters: dict[str, dict[str, float]] = field(default_factory=dict)
     functions: list[str] | None = None
     dtype: str | None = None
+    progress: Callable[[int], None] | None = None
+    """Called with the count of source lines parsed (a long assembly shows progress)."""
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,8 @@ class Fleq(InstructionSet):
         program = assemble_fleq_file(path, catalogue=CATALOGUE, d=options.block_size,
                                      parameters=options.parameters,
                                      functions=options.functions,
-                                     defaults=dtype_parameters(dtype))
+                                     defaults=dtype_parameters(dtype),
+                                     progress=options.progress)
         return program, fleq_geometry_for(program)
 
     def assemble_text(self, text: str, file: str = "<source>", **options) -> FleqProgram:

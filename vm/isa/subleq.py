@@ -40,7 +40,7 @@ class Subleq(InstructionSet):
              ) -> tuple[Program, Geometry]:
         if options.block_size or options.parameters or options.functions:
             raise InputError("--block-size, --param and --functions apply to .fleq programs")
-        program = assemble_file(path, bits=options.bits)
+        program = assemble_file(path, bits=options.bits, progress=options.progress)
         return program, geometry_for(program, options.scratch)
 
     def assemble_text(self, text: str, file: str = "<source>",
