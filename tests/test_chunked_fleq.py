@@ -279,3 +279,13 @@ def test_rope_option_errors(h, rope, message):
     source, _, _ = instance_source(6, 3, 4, h, 0)
     with pytest.raises(InputError, match=message):
         FLEQ.assemble_text(source.replace("score=2.0)", f"score=2.0, rope={rope})"), "r.fleq")
+
+
+def test_an_integer_counter_as_the_output_chunk_is_refused_at_the_call():
+    """It failed inside the expansion, at a line of a generated program."""
+    source = (".data\nX0: .zeros 2x1\nWq: .zeros 2x1\nWk: .zeros 2x1\nWv: .zeros 2x1\nY0: 1\n"
+              ".code\nY0 = chunked_attention(X0, Wq, Wk, Wv, n=1, m=1)\nhalt\n")
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(source, "bad.fleq")
+    assert str(caught.value).startswith("bad.fleq:8:1: error: chunked_attention: the output "
+                                        "chunk 'Y0' is an integer counter")

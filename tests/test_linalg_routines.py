@@ -259,3 +259,16 @@ def test_a_matrix_literal_refuses_what_is_not_a_finite_real_matrix(values):
     assembler cannot read."""
     with pytest.raises(ValueError, match="a matrix literal needs"):
         matrix_literal(values)
+
+
+@pytest.mark.parametrize("line", ["k = inverse(B)", "k = power_iteration(B)", "k = rayleigh(A, v)"])
+def test_an_integer_counter_as_the_destination_is_refused_at_the_call(line):
+    """`k = rayleigh(A, v)` failed inside the expansion, at a line of a generated program
+    ('<rayleigh expanded at ...>:32:1'), not at the user's call."""
+    source = (".data\nA: .matrix 2x2 [[1.0, 0.0], [0.0, 2.0]]\nB: .matrix 1x1 [[2.0]]\n"
+              f"v: .zeros 2x1\nk: 1\n.code\n{line}\nhalt\n")
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(source, "bad.fleq")
+    assert str(caught.value).startswith("bad.fleq:7:1: error: ")
+    assert ("the destination 'k' is an integer counter; the routine writes real values to it"
+            in caught.value.message)

@@ -226,3 +226,16 @@ def test_inspect_puts_the_sgd_program_beside_the_paper(capsys):
     assert f"here {layers} layers" in line
     assert main(["inspect", str(PROGRAMS / "calculator.fleq")]) == 0
     assert "Section 9" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("line", ["loss = sgd_step_linear(k, s, t)", "loss = sgd_step(k, s, s1, t)",
+                                  "loss = sgd_step(s, k, s1, t)"])
+def test_an_integer_counter_as_weights_is_refused_at_the_call(line):
+    """The weights are updated in place: an integer counter there failed inside the
+    expansion, at a line of a generated program, not at the user's call."""
+    source = (".data\nk: 1\ns: 0.5\ns1: 0.5\nt: 0.25\nloss: 0.0\n.code\n"
+              f"{line}\nhalt\n")
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(source, "bad.fleq")
+    assert str(caught.value).startswith("bad.fleq:8:1: error: ")
+    assert "the weight matrix 'k' is an integer counter" in caught.value.message

@@ -37,6 +37,15 @@ def expect_shape(operand: "Operand", shape: Shape, role: str) -> None:
                          f"{operand.shape[0]}x{operand.shape[1]}")
 
 
+def expect_real(operand: "Operand", role: str) -> None:
+    """ValueError naming the operand by its role when it is an integer counter the expansion
+    writes real values to: `k = rayleigh(A, v)` failed inside the expansion, at a line of a
+    program the user never wrote."""
+    if operand.integer:
+        raise ValueError(f"{role} '{operand.name}' is an integer counter; the routine writes "
+                         "real values to it")
+
+
 class KeywordError(ValueError):
     """A bad keyword argument: the assembler points at `keyword=...` in the user's source
     rather than at the whole call."""
@@ -66,6 +75,7 @@ def register_routine(routine: Routine) -> Routine:
 
 
 __all__ = ["ROUTINES", "Expansion", "KeywordError", "Operand", "Routine", "RoutineCall",
-           "count_keyword", "expect_shape", "matrix_literal", "register_routine"]
+           "count_keyword", "expect_real", "expect_shape", "matrix_literal",
+           "register_routine"]
 """What a routine module needs, in one import (the signature types live in
 `vm.common.signatures`, where the assembler reads them)."""

@@ -57,7 +57,7 @@ import numpy as np
 
 from vm.common.geometry import MAX_COLUMNS
 from vm.routines.base import (Expansion, KeywordError, Operand, Routine, RoutineCall,
-                              expect_shape, matrix_literal)
+                              expect_real, expect_shape, matrix_literal)
 from vm.routines import register_routine
 
 TOLERANCE = 2.0 ** -53
@@ -98,6 +98,7 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
     for weight in (wq, wk, wv):
         expect_shape(weight, (width, heads), "the weight")
     expect_shape(call.destination, (heads, length), "the output chunk")
+    expect_real(call.destination, "the output chunk")
     score = call.keywords["score"]
     if not 0 < score <= MAX_SCORE:
         raise KeywordError("score", f"score must be positive and at most {MAX_SCORE:g}, got "

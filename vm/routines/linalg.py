@@ -30,7 +30,7 @@ import numpy as np
 
 from vm.functions.base import FunctionBlock
 from vm.routines.base import (Expansion, Operand, Routine, RoutineCall, count_keyword,
-                              matrix_literal, register_routine)
+                              expect_real, matrix_literal, register_routine)
 
 NEWTON_STEPS = 3
 """Newton steps after rsqrt's ~1 % guess: the relative error goes 1e-2, 1.5e-4, 3e-8, 1e-15."""
@@ -93,6 +93,7 @@ def expand_inverse(call: RoutineCall) -> Expansion:
     (a,) = call.arguments
     n = _square(a)
     _expect(call.destination, (n, n), "the shape of A")
+    expect_real(call.destination, "the destination")
     iterations = _iterations(call)
     x = call.destination.name
     names = ("eye", "two", "at", "xt", "gram", "norm2", "r", "eps", "p", "loop")
@@ -122,6 +123,7 @@ def expand_power_iteration(call: RoutineCall) -> Expansion:
     (a,) = call.arguments
     n = _square(a)
     _expect(call.destination, (n, 1), "a vector as long as A")
+    expect_real(call.destination, "the destination")
     iterations, steps = _iterations(call), _iterations(call, "newton")
     v = call.destination.name
     eye, at, start, zero, w, norm2, r, loop = (call.name(s) for s in
@@ -153,6 +155,7 @@ def expand_rayleigh(call: RoutineCall) -> Expansion:
     n = _square(a)
     _expect(v, (n, 1), "a vector as long as A")
     _expect(call.destination, (1, 1), "a scalar")
+    expect_real(call.destination, "the destination")
     steps = _iterations(call, "newton")
     lam = call.destination.name
     eye, at, norm2, r, inverse_norm2, w = (call.name(s) for s in

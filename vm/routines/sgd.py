@@ -27,7 +27,8 @@ cell, named with its unique `_` prefix.
 from __future__ import annotations
 
 from vm.functions.activations import ACTIVATIONS
-from vm.routines.base import Expansion, KeywordError, Routine, RoutineCall, expect_shape
+from vm.routines.base import (Expansion, KeywordError, Routine, RoutineCall, expect_real,
+                              expect_shape)
 from vm.routines import register_routine
 
 ACTIVATION_CODES = {0: "tanh", 1: "sigmoid", 2: "relu"}
@@ -65,6 +66,8 @@ def _loss_and_scaled_error(call: RoutineCall, e: str, half: str, lr: str) -> lis
 def expand_two_layer(call: RoutineCall) -> Expansion:
     w1, w2, x, y = call.arguments
     _loss_destination(call)
+    expect_real(w1, "the weight matrix")
+    expect_real(w2, "the weight matrix")
     hidden, inputs = w1.shape
     outputs = w2.shape[0]
     expect_shape(x, (inputs, 1), "the input")
@@ -96,6 +99,7 @@ def expand_two_layer(call: RoutineCall) -> Expansion:
 def expand_linear(call: RoutineCall) -> Expansion:
     w, x, y = call.arguments
     _loss_destination(call)
+    expect_real(w, "the weight matrix")
     outputs, inputs = w.shape
     expect_shape(x, (inputs, 1), "the input")
     expect_shape(y, (outputs, 1), "the target")
