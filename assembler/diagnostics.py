@@ -121,25 +121,27 @@ MAX_SOURCE_TOKENS = 100_000
 """The most tokens (names, numbers, signs, line ends; a comment is one) the assemblers
 parse. Lark builds tree nodes for each: 100,000 took 1 to 5 s of CPU and 100 to 190 MB
 (measured on .sq, .fleq and .vsq sources, FLEQ statements the dearest), where 1 MiB of
-`0,0,0,...` took 30 s and 640 MB. The limit holds a full 32,768-word .vsq image, some
-14,000 SUBLEQ instructions or 25,000 FLEQ statements; shipped programs have a few hundred
-tokens, at most 2,000."""
+`0,0,0,...` took 30 s and 640 MB. The limit holds a full 32,768-word .vsq image or 25,000
+FLEQ statements; shipped programs have a few hundred tokens, at most 2,000. A .sq source has
+its own, larger limit, what the largest SUBLEQ machine holds (assembler.subleq.MAX_SQ_TOKENS)."""
 _TOKEN = re.compile(r"[;#][^\n]*|[A-Za-z0-9_.]+|\S|\n")
 """What the lexer takes as one token, or more than one (`1e-5` counts as three)."""
 
 
-def check_token_count(text: str, file: str) -> None:
-    """SourceError at the first token past MAX_SOURCE_TOKENS, found in milliseconds before
-    lark spends minutes and gigabytes on a 4 MiB source. For a user's source only: the text
-    a FLEQ routine call expands to is bounded by the machine's columns instead."""
+def check_token_count(text: str, file: str, limit: int | None = None,
+                      why: str = "the most an assembly parses in a few seconds") -> None:
+    """SourceError at the first token past `limit` (default MAX_SOURCE_TOKENS; `why` says
+    where it comes from), found in milliseconds before lark spends minutes and gigabytes on
+    a 4 MiB source. For a user's source only: the text a FLEQ routine call expands to is
+    bounded by the machine's columns instead."""
+    limit = MAX_SOURCE_TOKENS if limit is None else limit
     for count, match in enumerate(_TOKEN.finditer(text), start=1):
-        if count > MAX_SOURCE_TOKENS:
+        if count > limit:
             start = match.start()
             line_start = text.rfind("\n", 0, start) + 1
-            raise SourceError(f"more than {MAX_SOURCE_TOKENS:,} tokens (names, numbers, "
-                              f"signs, comments, line ends), the most an assembly parses in "
-                              f"a few seconds", file, text, text.count("\n", 0, start) + 1,
-                              start - line_start + 1)
+            raise SourceError(f"more than {limit:,} tokens (names, numbers, signs, comments, "
+                              f"line ends), {why}", file, text,
+                              text.count("\n", 0, start) + 1, start - line_start + 1)
 
 
 def check_source_text(text: object) -> None:

@@ -38,6 +38,15 @@ DEFAULT_MIN_BITS = 8
 MAX_BITS = 64
 STRUCTURE_DEPTH = 5
 """Levels of the parse tree above an expression (start, section, line, statement, list)."""
+TOKENS_PER_COLUMN = 10
+"""Tokens a .sq line may spend on each column it fills: `L1: subleq a, b, L2 ; why` is 10."""
+MAX_SQ_TOKENS = TOKENS_PER_COLUMN * MAX_COLUMNS
+"""The most tokens a .sq source may hold, 655,360: enough for a program of the largest
+machine, every one of its 65,536 columns a labelled, commented three-operand instruction
+(the assemblers' MAX_SOURCE_TOKENS, 100,000, held only 14,000 such lines). Measured on 2
+shared cores: 65,529 labelled instructions (590,000 tokens) took 15 s of CPU and 470 MB;
+hostile sources at this limit at most 17 s and 600 MB (unary minus chains, a tree node a
+token), where a 4 MiB source of one-character tokens is refused by the count in 0.1 s."""
 OPERAND_COUNTS = {"subleq": (2, 3), "goto": (1, 1), "halt": (0, 0)}
 
 
@@ -328,7 +337,9 @@ def parse_number(literal: lark.Token, file: str, text: str) -> int:
 def parse(text: str, file: str, progress: Callable[[int], None] | None = None) -> lark.Tree:
     """Parse `.sq` source, turning lark's exceptions into located `SourceError`s; `progress`
     hears of each line parsed."""
-    check_token_count(text, file)
+    check_token_count(text, file, MAX_SQ_TOKENS,
+                      f"{TOKENS_PER_COLUMN} for each of the largest machine's {MAX_COLUMNS:,} "
+                      "columns")
     tree = parse_located(_parser(), text, file, ".data, .code, .array, .zero, .bits or .const",
                          EXPECTED_NAMES, progress)
     depth, node = deepest(tree)

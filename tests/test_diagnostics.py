@@ -245,13 +245,19 @@ RUN_OF_ZEROS = "0," * 600_000 + "0"
 """1.2 MB of one-character tokens: lark took 30 s and 640 MB to parse it."""
 
 
-@pytest.mark.parametrize("name, before, header_tokens", [
-    ("big.sq", ".data\nx: .array ", 5),  # .data, newline, x, ':', .array
-    ("big.fleq", ".data\nv: .vector [", 6),  # .data, newline, v, ':', .vector, '['
-    ("big.vsq", "\n.word ", 2),  # newline, .word
+FEW_SECONDS = "100,000 tokens (names, numbers, signs, comments, line ends), the most an " \
+    "assembly parses in a few seconds"
+FULL_MACHINE = "655,360 tokens (names, numbers, signs, comments, line ends), 10 for each of " \
+    "the largest machine's 65,536 columns"
+
+
+@pytest.mark.parametrize("name, before, header_tokens, limit, message", [
+    ("big.sq", ".data\nx: .array ", 5, 655_360, FULL_MACHINE),  # .data, newline, x, ':', .array
+    ("big.fleq", ".data\nv: .vector [", 6, 100_000, FEW_SECONDS),  # ..., v, ':', .vector, '['
+    ("big.vsq", "\n.word ", 2, 100_000, FEW_SECONDS),  # newline, .word
 ])
 def test_a_source_of_too_many_tokens_is_refused_at_the_first_one_past_the_limit(
-        name, before, header_tokens, tmp_path, capsys):
+        name, before, header_tokens, limit, message, tmp_path, capsys):
     """Each character of the run is one token, so the first past the limit sits on line 2
     at the run's start plus the tokens left after the header."""
     path = tmp_path / name
@@ -259,11 +265,9 @@ def test_a_source_of_too_many_tokens_is_refused_at_the_first_one_past_the_limit(
     started = time.monotonic()
     assert main(["asm", str(path)]) == 2
     assert time.monotonic() - started < 10
-    column = len(before.split("\n")[1]) + 1 + (100_000 - header_tokens)
+    column = len(before.split("\n")[1]) + 1 + (limit - header_tokens)
     first = capsys.readouterr().err.splitlines()[0]
-    assert first == (f"{path}:2:{column}: error: more than 100,000 tokens (names, numbers, "
-                     f"signs, comments, line ends), the most an assembly parses in a few "
-                     f"seconds")
+    assert first == f"{path}:2:{column}: error: more than {message}"
 
 
 def test_the_token_limit_counts_line_ends_and_a_comment_as_one(monkeypatch):
@@ -302,10 +306,10 @@ def test_a_caret_under_wide_characters_spans_both_columns_of_each():
 
 def test_a_source_of_comment_lines_past_the_token_limit_says_comments_count(tmp_path, capsys):
     path = tmp_path / "notes.sq"
-    path.write_text("; a note\n" * 60_000 + ".code\nhalt\n")
+    path.write_text("; a note\n" * 400_000 + ".code\nhalt\n")
     assert main(["asm", str(path)]) == 2
     first = capsys.readouterr().err.splitlines()[0]
-    assert first.startswith(f"{path}:50001:1: error: more than 100,000 tokens")  # 2 a line
+    assert first.startswith(f"{path}:327681:1: error: more than 655,360 tokens")  # 2 a line
     assert "comments" in first
 
 

@@ -200,3 +200,35 @@ def test_the_python_entry_points_refuse_arguments_of_another_type(call):
     with pytest.raises(InputError, match="the source must be a str|bits must be an integer|"
                                          "a source file's path must be"):
         call()
+
+
+def _labelled_program(instructions: int) -> str:
+    """`instructions` labelled, commented three-operand instructions over four data cells,
+    the last a halt: 10 tokens an instruction line."""
+    lines = [".bits 16", ".data", "a: 1", "b: 2", "t: 0", "z: 0", ".code"]
+    lines += [f"L{i}: subleq a, t, L{i + 1} ; why" for i in range(instructions - 1)]
+    return "\n".join(lines + [f"L{instructions - 1}: subleq z, z, EOF ; stop"]) + "\n"
+
+
+def test_a_program_filling_the_largest_machine_is_parsed_not_refused(monkeypatch):
+    """Every column of the largest machine (65,536: a scratch column, 6 cells, 65,528
+    instructions and EOF) a labelled, commented instruction: 655,000 tokens, which the
+    assemblers' 100,000-token limit refused though the machine holds it. The parse itself
+    (about 15 s) is stood in for; the same program, shorter, assembles."""
+    import assembler.subleq
+    from vm.common.geometry import MAX_COLUMNS
+
+    small = assemble(_labelled_program(100), "small.sq")
+    assert (len(small.memory), len(small.instructions)) == (6, 100)
+
+    class Parsed(Exception):
+        """The token count let the source through to the parser."""
+
+    def parse_located(*arguments, **options):
+        raise Parsed
+
+    monkeypatch.setattr(assembler.subleq, "parse_located", parse_located)
+    with pytest.raises(Parsed):
+        assemble(_labelled_program(MAX_COLUMNS - 1 - 6 - 1), "full.sq")
+    with pytest.raises(SourceError, match="more than 655,360 tokens"):
+        assemble(_labelled_program(MAX_COLUMNS - 1 - 6 - 1) * 2, "twice.sq")
