@@ -743,6 +743,20 @@ def parse_fleq(text: str, file: str, progress: Callable[[int], None] | None = No
                          EXPECTED_NAMES, progress)
 
 
+def _check_block_settings(settings: object, what: str) -> None:
+    """InputError unless `settings` is None or {block name: {parameter: value}} with names
+    as strings (the values are the blocks' to check): a list failed with an AttributeError,
+    {'mul': 5} with a TypeError, and functions='mul' asked for the blocks 'm', 'u', 'l'."""
+    if settings is None:
+        return
+    if not isinstance(settings, dict) or not all(
+            isinstance(name, str) and isinstance(values, dict)
+            and all(isinstance(key, str) for key in values)
+            for name, values in settings.items()):
+        raise InputError(f"{what} must map block names to {{parameter: value}} dicts, got "
+                         f"{settings!r:.60}")
+
+
 def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,
                   d: int | None = None, parameters: dict[str, dict[str, float]] | None = None,
                   functions: list[str] | None = None,
@@ -755,6 +769,11 @@ def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,
     call (to share weights with others); `progress` is called with the count of lines parsed,
     routine expansions included."""
     check_source_text(text)
+    _check_block_settings(parameters, "parameters")
+    _check_block_settings(defaults, "defaults")
+    if functions is not None and (isinstance(functions, str) or not isinstance(
+            functions, (list, tuple)) or not all(isinstance(n, str) for n in functions)):
+        raise InputError(f"functions must be a list of block names, got {functions!r:.60}")
     for name in functions or []:
         catalogue.make_block(name)
     return _FleqAssembler(as_read_from_file(text), file, d, parameters or {}, functions,

@@ -123,6 +123,25 @@ def test_options_add_blocks_and_override_parameters():
         FLEQ.assemble_text(source, functions=["nope"])
 
 
+@pytest.mark.parametrize("options, message", [
+    ({"parameters": [1]}, "parameters must map block names to {parameter: value} dicts"),
+    ({"parameters": {"mul": 5}}, "parameters must map block names"),    # a TypeError
+    ({"parameters": {"mul": {5: 1.0}}}, "parameters must map block names"),
+    ({"parameters": "mul.scale=1"}, "parameters must map block names"),  # an AttributeError
+    ({"defaults": [1]}, "defaults must map block names"),
+    ({"functions": "mul"}, "functions must be a list of block names, got 'mul'"),  # 'm'
+    ({"functions": 5}, "functions must be a list of block names"),      # not iterable
+    ({"functions": [None]}, "functions must be a list of block names"),
+])
+def test_options_of_the_wrong_type_are_named(options, message):
+    """Through the Python API a list of parameters failed with an AttributeError, and
+    functions='mul' was read as the blocks 'm', 'u' and 'l' ("unknown function 'm'")."""
+    source = ".data\nx: 1.0\n.code\nx = mul(x, x)\n"
+    with pytest.raises(InputError) as caught:
+        FLEQ.assemble_text(source, **options)
+    assert str(caught.value).startswith(message)
+
+
 def test_comments_blank_lines_crlf_and_a_missing_final_newline_are_accepted():
     source = "# c\r\n\r\n.data ; c\r\nx: 1.0 # c\r\n.code\r\nx = add(x, x) ; c\r\nhalt"
     program = FLEQ.assemble_text(source)
