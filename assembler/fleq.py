@@ -746,7 +746,7 @@ def parse_fleq(text: str, file: str, progress: Callable[[int], None] | None = No
 def _check_block_settings(settings: object, what: str) -> None:
     """InputError unless `settings` is None or {block name: {parameter: value}} with names
     as strings (the values are the blocks' to check): a list failed with an AttributeError,
-    {'mul': 5} with a TypeError, and functions='mul' asked for the blocks 'm', 'u', 'l'."""
+    {'mul': 5} with a TypeError."""
     if settings is None:
         return
     if not isinstance(settings, dict) or not all(
