@@ -710,3 +710,19 @@ def test_a_history_that_cannot_be_written_is_named_escaped(tmp_path, monkeypatch
     terminal._save_history(history)
     assert capsys.readouterr().err == (f"ltvm: cannot write history '{tmp_path}/h\\x1b[31m': "
                                        f"No space left on device\n")
+
+
+@pytest.mark.parametrize("program", ["fleq/chunked_attention.fleq", "subleq/factorial.sq"])
+def test_loading_shows_the_lines_assembled(program, capsys, monkeypatch, tmp_path):
+    """`load` shows a long assembly's progress as `ltvm run` does: a call of chunked_attention
+    over 128 chunks assembled for 10 s in silence (shown here from the first line on)."""
+    class Immediate(Progress):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **{**kwargs, "delay": 0.0})
+
+    monkeypatch.setattr(vm.repl.session, "Progress", Immediate)
+    repl = Repl(picture_dir=tmp_path)
+    assert repl.load(str(ROOT / "programs" / program)).startswith("loaded ")
+    counts = [int(count) for count in
+              re.findall(r"lines assembled: (\d+)", capsys.readouterr().err)]
+    assert counts and counts[-1] >= len((ROOT / "programs" / program).read_text().splitlines())

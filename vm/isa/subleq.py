@@ -43,9 +43,9 @@ class Subleq(InstructionSet):
         program = assemble_file(path, bits=options.bits, progress=options.progress)
         return program, geometry_for(program, options.scratch)
 
-    def assemble_text(self, text: str, file: str = "<source>",
-                      bits: int | None = None) -> Program:
-        return assemble(text, file, bits=bits)
+    def assemble_text(self, text: str, file: str = "<source>", bits: int | None = None,
+                      progress: Callable[[int], None] | None = None) -> Program:
+        return assemble(text, file, bits=bits, progress=progress)
 
     def geometry_for(self, program: Program, scratch: int | None = None) -> Geometry:
         return geometry_for(program, scratch)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from assembler.fleq_program import FleqProgram
 from assembler.program import Program
@@ -73,8 +73,9 @@ class SubleqDialect(ReplDialect):
     isa: InstructionSet = SUBLEQ
 
     def load(self, path: str, source: str, config: EngineConfig, engine: str,
-             bits: int | None, scratch: int | None) -> Loading:
-        program = SUBLEQ.assemble_text(source, path, bits=bits)
+             bits: int | None, scratch: int | None,
+             progress: Callable[[int], None] | None = None) -> Loading:
+        program = SUBLEQ.assemble_text(source, path, bits=bits, progress=progress)
         machine = LockstepMachine(program, SUBLEQ.geometry_for(program, scratch), config, engine)
         return Loading(program, machine,
                        f"loaded {shown_path(path)}: {len(program.instructions)} instructions, "
@@ -137,12 +138,15 @@ class FleqDialect(ReplDialect):
     isa: InstructionSet = FLEQ
 
     def load(self, path: str, source: str, config: EngineConfig, engine: str,
-             bits: int | None, scratch: int | None) -> Loading:
-        """The products get the dtype's eps as `ltvm run` gives them."""
+             bits: int | None, scratch: int | None,
+             progress: Callable[[int], None] | None = None) -> Loading:
+        """The products get the dtype's eps as `ltvm run` gives them; `progress` hears of
+        the lines assembled."""
         if bits or scratch:
             raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
         dtype = config.dtype or FLEQ.default_dtype
-        program = FLEQ.assemble_text(source, path, defaults=dtype_parameters(dtype))
+        program = FLEQ.assemble_text(source, path, defaults=dtype_parameters(dtype),
+                                     progress=progress)
         machine = FleqLockstep(program, FLEQ.geometry_for(program), config, engine)
         blocks = ", ".join(name for name, _ in program.functions) or "none"
         return Loading(program, machine,

@@ -223,7 +223,12 @@ class Repl:
         dialect = DIALECTS[isa.name]
         source = read_source(path)
         engine = self.loaded.machine.active if self.loaded else self.engine
-        loading = dialect.load(path, source, self.config, engine, self.bits, self.scratch)
+        progress = Progress("lines assembled")  # as `ltvm run` shows a long assembly
+        try:
+            loading = dialect.load(path, source, self.config, engine, self.bits, self.scratch,
+                                   progress)
+        finally:
+            progress.done()
         self.loaded = Loaded(path, source, loading.program, loading.machine, dialect)
         self.stops.clear()
         return f"{loading.summary}\n{self._where()}"
