@@ -323,8 +323,6 @@ class _FleqAssembler:
                                  f"{', '.join(routine.keywords) or 'none'})", argument)
             keywords[key] = self.number(argument.children[1])
             given[key] = argument
-            if not np.isfinite(keywords[key]):
-                raise self.error(f"{routine.name}: {key} must be finite", argument)
         if len(positional) != routine.arity:
             raise self.error(f"'{routine.name}' takes {routine.arity} operand"
                              f"{'s' if routine.arity != 1 else ''}, got {len(positional)}",
@@ -349,10 +347,10 @@ class _FleqAssembler:
             # a routine's KeywordError names the keyword: point at it when the user gave it
             where = given.get(getattr(error, "keyword", ""), assignment)
             raise self.error(f"{routine.name}: {error}", where) from None
-        # after the routine's own checks, so `iters=1e27` gets the keyword's range rather
-        # than the machine's; a keyword the routine lets through must still fit the machine
+        # after the routine's own checks, so `iters=1e27` (or 1e999, inf) gets the keyword's
+        # range rather than the machine's; a keyword the routine lets through must still fit
         for key, argument in given.items():
-            if abs(keywords[key]) > MAGNITUDE:
+            if not abs(keywords[key]) <= MAGNITUDE:
                 raise self.error(f"{routine.name}: {key} must lie within |x| <= "
                                  f"2^{MAGNITUDE_BITS} (about {MAGNITUDE:.3g}), the magnitudes "
                                  f"the machine keeps exact, got {keywords[key]:g}", argument)

@@ -197,7 +197,9 @@ def test_program_runs_the_oracle_sixteen_times_each_within_its_bound(program_run
     ("Y0 = chunked_attention(X0, Wq, Wk, Wq2)", "must be 4x4"),
     ("Y0 = chunked_attention(X0, Wq, Wk, Wv, score=0)", "score must be positive"),
     ("Y0 = chunked_attention(X0, Wq, Wk, Wv, score=20)", "at most 16, got 20"),
-    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, score=1e400)", "score must be finite"),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, score=1e400)", "at most 16, got inf"),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, n=1e400)", "n=inf must be a positive multiple"),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wv, m=1e400)", "m must be a positive integer, got inf"),
     ("Y0 = chunked_attention(X0, Wq, Wk, Wv, m=0)", "m must be a positive integer"),
     ("Y0 = chunked_attention(X0, Wq, Wk, Wv, n=4000000000000)", "more than the machine's"),
     # past 2^50: the keyword's own message, not the machine's magnitudes (nor a 300-digit one)

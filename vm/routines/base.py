@@ -56,10 +56,11 @@ class KeywordError(ValueError):
 
 
 def count_keyword(call: "RoutineCall", name: str, maximum: int) -> int:
-    """The keyword `name` as a count in 1..maximum; the assembler has already checked that it
-    is finite, the cap keeps the expansion (or the run) to a size that fits the machine."""
+    """The keyword `name` as a count in 1..maximum (the range checked first, so that an inf
+    from a literal past float64 gets this message); the cap keeps the expansion (or the
+    run) to a size that fits the machine."""
     value = call.keywords[name]
-    if value != int(value) or not 1 <= value <= maximum:
+    if not 1 <= value <= maximum or value != int(value):
         raise KeywordError(name, f"{name} must be an integer from 1 to {maximum}, got {value:.15g}")
     return int(value)
 

@@ -87,9 +87,10 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
     """(tokens N, chunk length M, model width, head width h), checked."""
     x0, wq, wk, wv = call.arguments
     n, m = call.keywords["n"], call.keywords["m"]
-    if m != int(m) or m < 1:
+    # finite first: int() of an inf (a literal past float64, 1e999) raised OverflowError
+    if not math.isfinite(m) or m != int(m) or m < 1:
         raise KeywordError("m", f"m must be a positive integer, got {m:g}")
-    if n != int(n) or not m <= n or int(n) % int(m):
+    if not math.isfinite(n) or n != int(n) or not m <= n or int(n) % int(m):
         raise KeywordError("n", f"n={n:g} must be a positive multiple of m={m:g}")
     width, length = x0.shape
     if length != m:
