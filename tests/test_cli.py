@@ -439,6 +439,59 @@ def test_asm_writes_x_into_a_pipe_saying_while_it_waits_for_a_reader(capsys, mon
     assert f"waiting for a program to read {pipe}" in capsys.readouterr().err
 
 
+
+def _asm_to(stdout, *options: str) -> subprocess.CompletedProcess:
+    """`ltvm asm FACTORIAL OPTIONS` with standard output going to `stdout`."""
+    return subprocess.run([sys.executable, "-m", "vm.cli", "asm", FACTORIAL, *options],
+                          stdout=stdout, stderr=subprocess.PIPE, cwd=ROOT, timeout=60)
+
+
+def _saved_x(capsys, tmp_path) -> bytes:
+    """X as `-o FILE` saves it, to compare with what standard output received."""
+    assert run_cli(capsys, "asm", FACTORIAL, "-o", str(tmp_path / "saved.npy"))[0] == 0
+    return (tmp_path / "saved.npy").read_bytes()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/stdout"), reason="needs /dev/stdout")
+def test_asm_to_standard_output_sends_x_alone_there_and_the_summary_to_stderr(capsys,
+                                                                              tmp_path):
+    """`-o /dev/stdout | reader` got the summary text after the .npy data."""
+    done = _asm_to(subprocess.PIPE, "-o", "/dev/stdout", "--listing")
+    assert done.returncode == 0
+    assert done.stdout == _saved_x(capsys, tmp_path)
+    err = done.stderr.decode()
+    assert err.startswith("program: ") and "subleq one, c, done" in err
+    assert err.endswith("wrote /dev/stdout\n")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/stdout"), reason="needs /dev/stdout")
+@pytest.mark.parametrize("output", ["/dev/stdout", "same file"])
+def test_asm_to_the_file_standard_output_appends_to_writes_into_it(capsys, tmp_path, output):
+    """`-o /dev/stdout >> f` (or `-o f >> f`) replaced f by a new file through a rename: what
+    f held was lost, and the summary went to the file the shell had opened, now deleted."""
+    target = tmp_path / "f"
+    target.write_bytes(b"kept\n")
+    with open(target, "ab") as appended:
+        done = _asm_to(appended, "-o", str(target) if output == "same file" else output)
+    assert done.returncode == 0 and done.stderr.decode().startswith("program: ")
+    assert target.read_bytes() == b"kept\n" + _saved_x(capsys, tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_asm_refuses_to_write_x_to_a_terminal(tmp_path):
+    """X is binary: `-o /dev/stdout` on a terminal drew 40 KB of it there."""
+    terminal, other_end = os.openpty()
+    try:
+        done = _asm_to(other_end, "-o", "/dev/stdout")
+    finally:
+        os.close(terminal)
+        os.close(other_end)
+    assert done.returncode == 2
+    assert done.stderr.decode() == ("ltvm: error: -o /dev/stdout is the terminal, which cannot "
+                                    "show X (binary .npy data): redirect standard output to a "
+                                    "file or a pipe\n")
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_asm_names_the_output_it_could_not_write(capsys):
     assert main(["asm", FACTORIAL, "-o", "/dev/full"]) == 2

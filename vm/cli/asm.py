@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
+from typing import BinaryIO, TextIO
 
 import numpy as np
 
@@ -15,7 +18,8 @@ from vm.cli.common import add_program_arguments, load_program
 from vm.common.files import open_for_writing
 from vm.common.errors import InputError, shown_path
 from vm.isa import for_program
-from vm.common.outputs import atomic_path, check_directory, staged_files
+from vm.common.outputs import atomic_path, check_directory, is_standard_output, staged_files
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
@@ -23,7 +27,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Assemble PROG (or import --csv CMDS MEM), print the geometry and a "
                     "summary of the punchcard X; optionally save X, a listing or a CSV pair.")
     add_program_arguments(parser)
-    parser.add_argument("-o", "--output", metavar="X.npy", help="save the punchcard X (.npy)")
+    parser.add_argument("-o", "--output", metavar="X.npy",
+                        help="save the punchcard X (.npy); -o /dev/stdout writes it to standard "
+                             "output, and the summary and listing then go to standard error")
     parser.add_argument("--listing", action="store_true",
                         help="print the disassembly (labels, names, one instruction a line)")
     parser.add_argument("--export-csv", metavar="DIR",
@@ -58,13 +64,18 @@ def run(args: argparse.Namespace) -> int:
         if value == "":
             raise InputError(f"{option} is an empty path")
     if args.output == "-":  # wrote a file named '-', where '-' reads as standard output
-        raise InputError("-o - : X is not written to standard output (the summary goes "
-                         "there); give a file, e.g. -o x.npy (./- for a file named '-')")
+        raise InputError("-o - : X is not written to standard output by '-': name it -o "
+                         "/dev/stdout (the summary then goes to standard error), or give a "
+                         "file, e.g. -o x.npy (./- for a file named '-')")
     if args.output and args.output.endswith(("/", os.sep)):  # written as a file 'D' before
         raise InputError(f"cannot write {shown_path(args.output)}: -o takes a file (X.npy), and a "
                          "path ending in '/' names a directory")
     if args.output:
         _refuse_an_input(args.output, _inputs(args))
+    to_stdout = bool(args.output) and is_standard_output(args.output)
+    if to_stdout and sys.stdout.isatty():
+        raise InputError(f"-o {shown_path(args.output)} is the terminal, which cannot show X "
+                         "(binary .npy data): redirect standard output to a file or a pipe")
     program, geometry = load_program(args)
     isa = for_program(program)
     if args.export_csv is not None:
@@ -81,38 +92,59 @@ def run(args: argparse.Namespace) -> int:
                              "writes, which would replace X; choose another file")
     layout = isa.layout(geometry)
     X = isa.encode(program, geometry, layout)
-    # X goes in place only after the CSV files did: a failure of either leaves neither
-    with (atomic_path(args.output) if args.output else nullcontext()) as path, \
-            (staged_files(args.export_csv, CSV_FILES) if args.export_csv is not None
-             else nullcontext()) as staging:
-        if args.output:
-            npy = io.BytesIO()
-            np.save(npy, X)  # whole, as numpy cannot tell() its place in a pipe
-            try:
-                with open_for_writing(path) as handle:
-                    handle.write(npy.getbuffer())
-            except OSError as error:  # /dev/full: say where
-                raise InputError(f"cannot write {shown_path(args.output)}: "
-                                 f"{error.strerror or error}"
-                                 ) from None
+    npy = io.BytesIO()
+    if args.output:
+        np.save(npy, X)  # whole, as numpy cannot tell() its place in a pipe
+    # X goes in place only after the CSV files did: a failure of either leaves neither (X
+    # on standard output, which cannot be taken back, goes last)
+    with (atomic_path(args.output) if args.output and not to_stdout else nullcontext()) \
+            as path, (staged_files(args.export_csv, CSV_FILES) if args.export_csv is not None
+                      else nullcontext()) as staging:
+        if path is not None:
+            _write(npy, args.output, lambda: open_for_writing(path))
         if args.export_csv is not None:
             isa.save_csv(program, str(staging), geometry.scratch)
-    print(f"program: {shown_path(program.source)}")
-    print(f"geometry: {geometry.describe()}")
-    print(f"punchcard: X has {layout.rows} rows x {layout.columns} columns, "
-          f"{int(np.count_nonzero(X))} nonzero entries")
-    print("regions:  " + ", ".join(f"{name} {span.start}..{span.stop - 1}"
-                                   for name, span in layout.regions.items() if len(span)))
-    print("fields:")
+    if to_stdout:
+        sys.stdout.flush()
+        _write(npy, args.output, lambda: os.fdopen(os.dup(sys.stdout.fileno()), "wb"))
+    _print_summary(args, program, geometry, layout, X, isa,
+                   out=sys.stderr if to_stdout else sys.stdout)
+    return 0
+
+
+def _write(npy: io.BytesIO, output: str, opened: Callable[[], BinaryIO]) -> None:
+    """The .npy bytes into the file `opened` gives, a failure (/dev/full) named by -o."""
+    try:
+        with opened() as handle:
+            handle.write(npy.getbuffer())
+    except BrokenPipeError:  # the reader had enough (`| head -c 10`), as for any output
+        raise
+    except OSError as error:
+        raise InputError(f"cannot write {shown_path(output)}: {error.strerror or error}"
+                         ) from None
+
+
+def _print_summary(args: argparse.Namespace, program, geometry, layout, X: np.ndarray, isa,
+                   out: TextIO) -> None:
+    """The geometry, the layout of X, the listing if asked and what was written, on `out`:
+    standard error when X itself went to standard output."""
+    lines = [f"program: {shown_path(program.source)}",
+             f"geometry: {geometry.describe()}",
+             f"punchcard: X has {layout.rows} rows x {layout.columns} columns, "
+             f"{int(np.count_nonzero(X))} nonzero entries",
+             "regions:  " + ", ".join(f"{name} {span.start}..{span.stop - 1}"
+                                      for name, span in layout.regions.items() if len(span)),
+             "fields:"]
     for name in layout.fields:
         span = layout[name]
         kind = "state" if name in layout.persistent else "work"
-        print(f"  {name:<12} rows {span.start:>3}..{span.stop - 1:<3} {kind}")
+        lines.append(f"  {name:<12} rows {span.start:>3}..{span.stop - 1:<3} {kind}")
+    print("\n".join(lines), file=out)
     if args.listing:
-        print(isa.listing(program), end="")
+        print(isa.listing(program), end="", file=out)
     if args.output:
-        print(f"wrote {shown_path(args.output)}")
+        print(f"wrote {shown_path(args.output)}", file=out)
     if args.export_csv is not None:
         commands, memory, settings = (Path(args.export_csv) / name for name in CSV_FILES)
-        print(f"wrote {shown_path(commands)}, {shown_path(memory)} and {shown_path(settings)}")
-    return 0
+        print(f"wrote {shown_path(commands)}, {shown_path(memory)} and {shown_path(settings)}",
+              file=out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -182,3 +183,15 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def is_standard_output(path: str | Path) -> bool:
+    """Does `path` name what standard output writes to (/dev/stdout, or x.npy in `-o x.npy >
+    x.npy`)? Writing it through a temporary file and a rename replaced the file the shell had
+    opened (`>>` lost what it held), and a summary printed to standard output then went into
+    nothing, or into a pipe after the data. False when standard output is no file (closed,
+    or captured in memory)."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):
+        return False
