@@ -339,3 +339,23 @@ def test_the_output_tape_sizing_run_reports_its_progress(entry, monkeypatch) -> 
     monkeypatch.setattr(vsubleq_run, "TransformerRun", built_first)
     with pytest.raises(_Stop):
         entry(loop, 10 ** 6, progress=progress)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_state_decoded_from_a_view_of_x_is_that_of_a_float64_copy(dtype):
+    """`state()` decodes X in place (a float64 copy of a 60,000-column card was half of each
+    REPL step): part-way through echoing input, memory, pc, pointer and output are those of
+    the copy."""
+    import numpy as np
+
+    from vm.transformer.layers import from_internal
+
+    run = TransformerRun(image_file("echo.dec", 8), input_bytes=b"hi!", max_output=8,
+                         dtype=dtype)
+    outputs = []
+    for steps in (0, 7, 5, 20):
+        run.advance(steps)
+        copy = from_internal(run.X)[0].double().cpu().numpy().copy()
+        assert run.state() == run.machine.decode_state(np.asarray(copy))
+        outputs.append(run.state().output)
+    assert outputs[0] == b"" and b"" < outputs[1] < outputs[2] < outputs[3] == b"hi!"

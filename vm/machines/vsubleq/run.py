@@ -130,9 +130,11 @@ class TransformerRun:
         return bool(self.X[self._halted_row, 0, 0] > 0.5)
 
     def state(self) -> VState:
-        """Memory, pc, halted, bytes read, output and overflow now."""
-        card = from_internal(self.X)[0].double().cpu().numpy()
-        return self.machine.decode_state(np.asarray(card))
+        """Memory, pc, halted, bytes read, output and overflow now, decoded from a view of X:
+        decoding reads the signs of a few columns, the same in float32, and a float64 copy of
+        the whole card was half of each REPL step after a long input (60 ms at 60,000
+        columns, the input tape's, which decoding does not read)."""
+        return self.machine.decode_state(from_internal(self.X)[0].cpu().numpy())
 
     def refuse_overflow(self) -> None:
         """An output instruction found the tape full and halted the machine: say so."""
