@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path
 
-from assembler.diagnostics import SourceError, read_source
+from assembler.diagnostics import SourceError, check_word_size, read_source
 from assembler.program import (Instruction, Program, SourcePos, all_instructions, bits_needed,
                                word_range)
 from assembler.subleq import DEFAULT_MIN_BITS, MAX_BITS
@@ -138,8 +138,7 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
     needed = max(bits_needed(v) for v in values)
     if bits is None:  # a value past MAX_BITS is named at its line below, not as --bits
         bits = min(max(DEFAULT_MIN_BITS, needed), MAX_BITS)
-    if not 2 <= bits <= MAX_BITS:
-        raise InputError(f"--bits must be between 2 and {MAX_BITS}, got {bits}")
+    check_word_size(bits, MAX_BITS)  # '8' and 8.5 failed with TypeErrors
     low, high = word_range(bits)
     for line_number, row in memory_rows:
         if not low <= row[0] <= high:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import numbers
 import os
 import re
@@ -173,7 +174,15 @@ def check_word_size(bits: object, maximum: int) -> None:
     if isinstance(bits, bool) or not isinstance(bits, numbers.Integral):
         raise InputError(f"bits must be an integer, got {bits!r:.40}")
     if not 2 <= bits <= maximum:
-        raise InputError(f"--bits must be between 2 and {maximum}, got {bits}")
+        raise InputError(f"--bits must be between 2 and {maximum}, got {shown_integer(bits)}")
+
+
+def shown_integer(value: int) -> str:
+    """`value` for a message: its digits, or its order of magnitude past 20 of them (an int
+    past 4,300 digits made str() raise ValueError, a traceback; 400 filled the screen)."""
+    if abs(value) < 10 ** 20:
+        return str(value)
+    return f"about {'-' if value < 0 else ''}10^{math.log10(abs(value)):.0f}"
 
 
 def read_source(path: str | Path, encoding: str = "utf-8-sig") -> str:

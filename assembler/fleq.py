@@ -29,7 +29,7 @@ import numpy as np
 
 from assembler.diagnostics import (SourceError, as_read_from_file, check_source_text,
                                   check_token_count, error_at, int_literal, parse_located,
-                                  read_source, source_lines)
+                                  read_source, shown_integer, source_lines)
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
@@ -77,7 +77,8 @@ class _FleqAssembler:
         if d is not None and (isinstance(d, bool) or not isinstance(d, numbers.Integral)):
             raise InputError(f"block size d must be an integer, got {d!r:.40}")  # 1.5: TypeError
         if d is not None and not 1 <= d <= MAX_BLOCK:  # 100000 allocated d x d cells first
-            raise InputError(f"block size d must be between 1 and {MAX_BLOCK}, got {d}")
+            raise InputError(f"block size d must be between 1 and {MAX_BLOCK}, got "
+                             f"{shown_integer(d)}")
         self.d_override, self.cli_parameters = d, parameters
         self.default_parameters = defaults
         self.forced_functions = functions or []

@@ -227,3 +227,16 @@ def test_a_memory_value_no_word_holds_is_shown_under_the_value_past_its_blanks(t
         load_csv(cmds, mem, scratch=2)
     assert (caught.value.line, caught.value.column) == (3, 3)
     assert str(caught.value).splitlines()[2] == "      ^" + "~" * 20
+
+
+@pytest.mark.parametrize("bits, message", [("8", "bits must be an integer, got '8'"),
+                                           (8.5, "bits must be an integer, got 8.5"),
+                                           (10 ** 5000, "--bits must be between 2 and 64, got "
+                                                        "about 10^5000")],
+                         ids=["str", "float", "10**5000"])  # no str() past 4,300 digits
+def test_a_word_size_that_is_no_bit_count_is_named(tmp_path, bits, message):
+    """'8' and 8.5 failed with TypeErrors, 10**5000 with a ValueError from str()."""
+    cmds, mem = write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n0\n-1\n")
+    with pytest.raises(InputError) as caught:
+        load_csv(cmds, mem, scratch=2, bits=bits)
+    assert str(caught.value) == message

@@ -332,3 +332,20 @@ def test_parsing_with_progress_gives_the_same_errors():
         assemble_sq(".data\nx: 1\n.code\nsubleq x, , x\n", "e.sq", progress=lines.append)
     assert (caught.value.line, caught.value.column) == (4, 11)
     assert lines == [1, 2, 3]
+
+
+@pytest.mark.parametrize("bits, shown", [(10 ** 5000, "about 10^5000"),
+                                         (-10 ** 400, "about -10^400"),
+                                         (10 ** 19, "10000000000000000000")],
+                         ids=["10**5000", "-10**400", "10**19"])  # no str() past 4,300 digits
+@pytest.mark.parametrize("suffix", [".sq", ".vsq", ".dec"])
+def test_a_word_size_past_python_s_digit_limit_is_refused_with_its_magnitude(suffix, bits,
+                                                                             shown):
+    """str() of 10**5000 raises ValueError, so the message itself failed in a traceback; 400
+    digits filled the screen."""
+    text = (ROOT / "programs" / {".sq": "subleq/factorial.sq", ".vsq": "vsubleq/hello.vsq",
+                                 ".dec": "vsubleq/hello.dec"}[suffix]).read_text()
+    assemble = {".sq": assemble_sq, ".vsq": assemble_vsq, ".dec": load_image}[suffix]
+    with pytest.raises(InputError) as caught:
+        assemble(text, "p", bits=bits)
+    assert str(caught.value) == f"--bits must be between 2 and 64, got {shown}"

@@ -307,6 +307,14 @@ def test_a_block_size_option_out_of_range_is_refused_before_any_cell_is_made(d):
         FLEQ.assemble_text(".data\nx: 1.0\n.code\nhalt\n", "p.fleq", d=d)
 
 
+def test_a_block_size_past_python_s_digit_limit_is_refused_with_its_magnitude():
+    """str() of 10**5000 raises ValueError: the message itself failed, in a traceback."""
+    with pytest.raises(InputError) as caught:
+        FLEQ.assemble_text(".data\nx: 1.0\n.code\nhalt\n", "p.fleq", d=10 ** 5000)
+    assert str(caught.value) == (f"block size d must be between 1 and {MAX_BLOCK}, got about "
+                                 "10^5000")
+
+
 def test_cli_run_of_a_bad_program_exits_2_with_the_located_message(tmp_path, capsys):
     path = tmp_path / "bad.fleq"
     path.write_text(DATA + "x = add(x, y)\n")
