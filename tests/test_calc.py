@@ -334,3 +334,16 @@ def test_no_relative_error_is_reported_against_an_exact_0(capsys):
     assert data["relative_error"] is None
     code, out, _ = run_cli(capsys, "calc", "sqrt(0)")
     assert code == 0 and "relative_error: none (the exact value is 0)" in out.splitlines()
+
+
+@pytest.mark.parametrize("expression, inputs, message", [
+    (None, {}, "the expression must be a str, got NoneType"),       # a TypeError
+    (b"1+1", {}, "the expression must be a str, got bytes"),         # a TypeError
+    ("1+1", None, "the inputs must map names (str) to numbers, got None"),  # not iterable
+    ("x", [("x", 1.0)], "the inputs must map names (str) to numbers"),  # no input "('x', 1.0)"
+    ("x", {1: 2.0}, "the inputs must map names (str) to numbers"),
+])
+def test_calculate_names_arguments_of_the_wrong_type(expression, inputs, message):
+    with pytest.raises(InputError) as caught:
+        calculate(expression, inputs)
+    assert str(caught.value).startswith(message)

@@ -154,7 +154,13 @@ class _Compiler:
 
 
 def compile_expression(expression: str, inputs: dict[str, float]) -> Compiled:
-    """FLEQ source computing `expression`, each operator one block call."""
+    """FLEQ source computing `expression`, each operator one block call. Through the Python
+    API an expression that is no str, or inputs that are no {name: value} dict, failed with
+    a TypeError (None, bytes) or named a tuple as an input (a list of pairs)."""
+    if not isinstance(expression, str):
+        raise InputError(f"the expression must be a str, got {type(expression).__name__}")
+    if not isinstance(inputs, dict) or not all(isinstance(name, str) for name in inputs):
+        raise InputError(f"the inputs must map names (str) to numbers, got {inputs!r:.60}")
     tree = parse_expression(expression)
     unused = sorted(set(inputs) - _names(tree))
     if unused:
