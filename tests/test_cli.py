@@ -805,3 +805,23 @@ def test_every_exact_command_refuses_the_options_of_ltvm_sample_in_the_same_word
     assert captured.err == (f"ltvm: error: --noise, --cell: options of `ltvm sample`; "
                             f"{command} runs the exact transformer (--temperature is the "
                             f"softmax's)\n")
+
+
+@pytest.mark.parametrize("stop, code, message", [
+    (signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_a_stop_python_dropped_in_a_del_still_ends_the_command(monkeypatch, capsys, stop, code,
+                                                               message):
+    """A Ctrl-C or SIGTERM whose exception was raised inside a `__del__` was printed as a
+    traceback and dropped by Python, and the command went on to exit 0 as if not stopped."""
+    from vm.cli import asm
+
+    class Dropped:
+        def __del__(self) -> None:
+            signal.raise_signal(stop)  # the handler raises here, in the __del__
+
+    def load_then_drop(args):
+        Dropped()
+        return load_program(args)
+    load_program = asm.load_program
+    monkeypatch.setattr(asm, "load_program", load_then_drop)
+    assert run_cli(capsys, "asm", FACTORIAL)[::2] == (code, f"ltvm: {message}\n")

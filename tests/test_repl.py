@@ -726,3 +726,25 @@ def test_loading_shows_the_lines_assembled(program, capsys, monkeypatch, tmp_pat
     counts = [int(count) for count in
               re.findall(r"lines assembled: (\d+)", capsys.readouterr().err)]
     assert counts and counts[-1] >= len((ROOT / "programs" / program).read_text().splitlines())
+
+
+def test_a_ctrl_c_python_dropped_in_a_del_interrupts_that_command_only(capsys, monkeypatch):
+    """A Ctrl-C raised inside a `__del__` is dropped by Python; noted by the command line, it
+    waited for the end of the session and made the whole session exit 130."""
+    import signal
+
+    class Dropped:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)  # KeyboardInterrupt here, in the __del__
+
+    def step_then_drop(repl: Repl, line: str) -> str:
+        output = execute(repl, line)
+        if line.strip() == "step":
+            Dropped()
+        return output
+    execute = Repl.execute
+    monkeypatch.setattr(Repl, "execute", step_then_drop)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("step\nprint fact\nquit\n"))
+    assert main(["repl", FACTORIAL, "--history", "/dev/null"]) == 0
+    out = capsys.readouterr().out
+    assert "\ninterrupted\n" in out and out.rstrip().endswith("fact = 1")

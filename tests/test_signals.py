@@ -43,3 +43,28 @@ def test_a_block_outside_the_main_thread_runs_as_it_is():
     worker.start()
     worker.join()
     assert ran == ["ran"]
+
+
+def test_only_the_stops_python_drops_are_kept_back_for_raising(monkeypatch):
+    """A stop dropped in a `__del__` is raised by raise_dropped_stop, once; any other
+    exception dropped there still reaches the hook that was in place (it prints it)."""
+    import sys
+
+    from vm.common.signals import raise_dropped_stop, stops_dropped_noticed
+
+    class Raising:
+        def __init__(self, error: BaseException) -> None:
+            self.error = error
+
+        def __del__(self) -> None:
+            raise self.error
+    printed: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: printed.append(
+        unraisable.exc_value))
+    with stops_dropped_noticed((KeyboardInterrupt,)):
+        Raising(KeyboardInterrupt())
+        Raising(ValueError("printed"))
+        with pytest.raises(KeyboardInterrupt):
+            raise_dropped_stop()
+        raise_dropped_stop()  # raised once: nothing left
+    assert [str(error) for error in printed] == ["printed"]

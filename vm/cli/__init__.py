@@ -16,6 +16,7 @@ from typing import Iterator
 from vm import __version__
 from assembler.diagnostics import shown_in_source
 from vm.common.errors import LtvmError, escaped, shown_path
+from vm.common.signals import raise_dropped_stop, stops_dropped_noticed
 
 COMMAND_ORDER: list[str] = [
     "demo",
@@ -181,10 +182,11 @@ class Terminated(BaseException):
 @contextmanager
 def _terminate_cleanly() -> Iterator[None]:
     """Each stopping signal raises Terminated while the command runs, every time, as Ctrl-C
-    does: one raised while a `__del__` runs is printed and dropped by Python, and ignoring
-    the next ones left a command that no SIGTERM could stop. Only the main thread can set a
-    handler (a command run from another thread keeps the default), and a signal its parent
-    chose to ignore (`nohup` ignores SIGHUP) stays ignored."""
+    does: one raised while a `__del__` runs is dropped by Python (it is noted, and ends the
+    command when the command returns), and ignoring the next ones left a command that no
+    SIGTERM could stop. Only the main thread can set a handler (a command run from another
+    thread keeps the default), and a signal its parent chose to ignore (`nohup` ignores
+    SIGHUP) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -195,7 +197,8 @@ def _terminate_cleanly() -> Iterator[None]:
     previous = {number: signal.signal(number, terminate) for number in STOPPING_SIGNALS
                 if signal.getsignal(number) is not signal.SIG_IGN}
     try:
-        yield
+        with stops_dropped_noticed((KeyboardInterrupt, Terminated)):
+            yield
     finally:
         for number, handler in previous.items():  # None: set outside Python
             signal.signal(number, handler or signal.SIG_DFL)
@@ -229,9 +232,11 @@ def _run(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         try:
-            return args.func(args) or 0
+            code = args.func(args) or 0
         finally:
             _end_progress_lines()
+        raise_dropped_stop()  # one that landed in a __del__, which Python dropped
+        return code
     except LtvmError as raised:
         error = shown_in_source(raised)  # escaped: a --set or --param value held an ESC
         message = shown_error(str(error))

@@ -1,10 +1,12 @@
-"""Signals held back for a block that must not stop half-way: a Ctrl-C or SIGTERM raised
-between two moves of a set of output files left some files moved and some not, and the
-cleanup then deleted the user's old files that had been set aside."""
+"""Stopping signals (Ctrl-C, SIGTERM, SIGHUP) acted on where the command can act on them:
+held back for a block that must not stop half-way (a Ctrl-C between two moves of a set of
+output files left some moved and some not, and the cleanup then deleted the user's old files
+that had been set aside), and raised again when Python dropped the exception of one."""
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,3 +48,37 @@ def signals_held_back() -> Iterator[None]:
             signal.signal(number, handler)
         for number in noted:
             handlers[number](number, None)
+
+
+_dropped: list[BaseException] = []
+"""Stops that Python dropped while `stops_dropped_noticed` watched, first first."""
+
+
+@contextmanager
+def stops_dropped_noticed(stops: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Note each exception of the types `stops` that Python drops in the block: one raised
+    where it cannot propagate (a `__del__`, a weakref callback) was printed as a traceback and
+    dropped, and a Ctrl-C or SIGTERM that landed there let the command finish with exit 0 as
+    if never stopped. `raise_dropped_stop` raises the noted one where the command can act."""
+    previous = sys.unraisablehook
+
+    def notice(unraisable) -> None:
+        if isinstance(unraisable.exc_value, stops):
+            _dropped.append(unraisable.exc_value)
+        else:
+            previous(unraisable)
+    sys.unraisablehook = notice
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+        _dropped.clear()
+
+
+def raise_dropped_stop() -> None:
+    """Raise the first stop Python dropped since the last call (see `stops_dropped_noticed`),
+    if one was: the command ends, or the REPL's command is interrupted, as the signal meant."""
+    if _dropped:
+        stop = _dropped[0]
+        _dropped.clear()
+        raise stop

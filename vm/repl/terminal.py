@@ -20,6 +20,7 @@ from typing import TextIO
 
 from vm.common.outputs import atomic_path
 from vm.common.errors import InputError, shown_path
+from vm.common.signals import raise_dropped_stop
 from vm.repl.session import Repl
 
 try:
@@ -63,6 +64,7 @@ def interact(repl: Repl, history: Path | None = None, stdin: TextIO | None = Non
                 break
             try:
                 output = repl.execute(line)
+                raise_dropped_stop()  # one Python dropped in a __del__: not at the session's end
             except KeyboardInterrupt:
                 output = "interrupted"
             if output:
