@@ -109,3 +109,17 @@ def test_a_ctrl_c_while_a_failed_replace_is_undone_leaves_the_old_files(tmp_path
             for name, text in NEW.items():
                 (staging / name).write_text(text)
     assert _contents(directory) == OLD
+
+
+def test_a_replaced_file_keeps_its_mode(tmp_path):
+    """A plain open() keeps the mode of a file it overwrites; the rename put a new file with
+    the umask's mode there instead, so a private (0600) output came back readable by all."""
+    import os
+    import stat
+
+    target = tmp_path / "x.npy"
+    target.write_text("old")
+    os.chmod(target, 0o600)
+    with atomic_path(target) as temporary:
+        temporary.write_text("new")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600 and target.read_text() == "new"

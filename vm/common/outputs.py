@@ -151,7 +151,8 @@ def _replace_files(staging: Path, directory: Path, names: tuple[str, ...],
 def atomic_path(target: str | Path) -> Iterator[Path]:
     """A temporary path renamed onto `target` only if the block succeeds,
     so a failed command never leaves a half-written file. The file gets the mode a plain
-    open() would give it (mkstemp's is 0600). A symbolic link keeps pointing where it did
+    open() would give it (mkstemp's is 0600): a file it replaces keeps its own (a private
+    0600 file came back readable by all), a new one gets 0666 less the umask. A symbolic link keeps pointing where it did
     (the file it names is replaced); a device or pipe, which has no contents to replace, is
     written in place (`-o /dev/null`)."""
     target = Path(target)
@@ -174,9 +175,13 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     except OSError as error:
         raise InputError(f"cannot write {written}: {error.strerror}") from None
     os.close(handle)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(temporary, 0o666 & ~umask)
+    if target.exists():
+        mode = stat.S_IMODE(target.stat().st_mode)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.chmod(temporary, mode)
     try:
         yield Path(temporary)
         os.replace(temporary, target)
