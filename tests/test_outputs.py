@@ -123,3 +123,17 @@ def test_a_replaced_file_keeps_its_mode(tmp_path):
     with atomic_path(target) as temporary:
         temporary.write_text("new")
     assert stat.S_IMODE(target.stat().st_mode) == 0o600 and target.read_text() == "new"
+
+
+def test_a_file_replaced_in_a_directory_keeps_its_mode(tmp_path):
+    """`ltvm export -o DIR` over a private (0600) DIR/weights.npz left it readable by all."""
+    import os
+    import stat
+
+    directory = _directory_with(tmp_path, OLD)
+    os.chmod(directory / "a.txt", 0o600)
+    with staged_files(directory, NEW) as staging:
+        for name, text in NEW.items():
+            (staging / name).write_text(text)
+    assert _contents(directory) == NEW
+    assert stat.S_IMODE((directory / "a.txt").stat().st_mode) == 0o600

@@ -123,6 +123,8 @@ def _replace_files(staging: Path, directory: Path, names: tuple[str, ...],
     for name in (*names, *remove):
         try:
             had = os.path.lexists(directory / name)
+            if had and name in names:  # as a plain open() keeps it: a 0600 file stays private
+                os.chmod(staging / name, stat.S_IMODE((directory / name).stat().st_mode))
             if had:
                 os.replace(directory / name, previous / name)
             done.append((name, had))
