@@ -131,6 +131,8 @@ class _FleqAssembler:
             self.declared_d = value
             return
         name = node.children[1]
+        if name in self.catalogue.routines:
+            raise self.error(_not_a_block(self.catalogue, str(name)), name)
         if name not in self.catalogue.blocks:
             raise self.error(f"unknown function '{name}' (registered: "
                              f"{self.catalogue.block_names()})", name)
@@ -159,6 +161,9 @@ class _FleqAssembler:
     def check_cli_parameters(self) -> None:
         """--param settings name registered blocks and their parameters, used or not."""
         for name, values in self.cli_parameters.items():
+            if name in self.catalogue.routines:
+                raise InputError(f"--param {name}.{next(iter(values), '')}: "
+                                 f"{_not_a_block(self.catalogue, name)}")
             if name not in self.catalogue.blocks:
                 raise InputError(f"--param {name}.{next(iter(values), '')}: unknown function "
                                  f"'{name}' (registered: {self.catalogue.block_names()})")
@@ -742,6 +747,14 @@ def parse_fleq(text: str, file: str, progress: Callable[[int], None] | None = No
                          EXPECTED_NAMES, progress)
 
 
+def _not_a_block(catalogue: Catalogue, routine: str) -> str:
+    """Why a routine takes no block parameters and is no block to add: 'unknown function'
+    (registered: ...) said that a routine the program calls did not exist."""
+    keywords = "".join(f", {key}=..." for key in catalogue.routines[routine].keywords)
+    return (f"'{routine}' is a routine, not a function block (its settings go in the call: "
+            f"{routine}(...{keywords}))")
+
+
 def _check_block_settings(settings: object, what: str) -> None:
     """InputError unless `settings` is None or {block name: {parameter: value}} with names
     as strings (the values are the blocks' to check): a list failed with an AttributeError,
@@ -774,6 +787,8 @@ def assemble_fleq(text: str, file: str = "<source>", *, catalogue: Catalogue,
             functions, (list, tuple)) or not all(isinstance(n, str) for n in functions)):
         raise InputError(f"functions must be a list of block names, got {functions!r:.60}")
     for name in functions or []:
+        if name in catalogue.routines:
+            raise InputError(f"--functions {name}: {_not_a_block(catalogue, name)}")
         catalogue.make_block(name)
     return _FleqAssembler(as_read_from_file(text), file, d, parameters or {}, functions,
                           defaults or {}, catalogue, progress).run()

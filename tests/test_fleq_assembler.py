@@ -142,6 +142,26 @@ def test_options_of_the_wrong_type_are_named(options, message):
     assert str(caught.value).startswith(message)
 
 
+ROUTINE_SETTINGS = ("'inverse' is a routine, not a function block (its settings go in the "
+                    "call: inverse(..., iters=...))")
+
+
+def test_a_routine_named_as_a_block_is_called_a_routine():
+    """.function, --param and --functions said "unknown function 'inverse' (registered:
+    ...)" of a routine the program calls."""
+    source = (".data\nA: .matrix 2x2 [[1.0, 0.0], [0.0, 2.0]]\nX: .zeros 2x2\n.code\n"
+              "X = inverse(A)\nhalt\n")
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(".function inverse iters=3\n" + source, "p.fleq")
+    assert str(caught.value).startswith(f"p.fleq:1:11: error: {ROUTINE_SETTINGS}")
+    with pytest.raises(InputError) as caught:
+        FLEQ.assemble_text(source, "p.fleq", parameters={"inverse": {"iters": 5.0}})
+    assert str(caught.value) == f"--param inverse.iters: {ROUTINE_SETTINGS}"
+    with pytest.raises(InputError) as caught:
+        FLEQ.assemble_text(source, "p.fleq", functions=["inverse"])
+    assert str(caught.value) == f"--functions inverse: {ROUTINE_SETTINGS}"
+
+
 def test_comments_blank_lines_crlf_and_a_missing_final_newline_are_accepted():
     source = "# c\r\n\r\n.data ; c\r\nx: 1.0 # c\r\n.code\r\nx = add(x, x) ; c\r\nhalt"
     program = FLEQ.assemble_text(source)
