@@ -137,3 +137,26 @@ def test_a_file_replaced_in_a_directory_keeps_its_mode(tmp_path):
             (staging / name).write_text(text)
     assert _contents(directory) == NEW
     assert stat.S_IMODE((directory / "a.txt").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("maker", ["mkstemp", "mkdtemp"])
+def test_a_ctrl_c_as_the_hidden_file_is_made_leaves_nothing_behind(tmp_path, monkeypatch,
+                                                                   maker):
+    """A Ctrl-C landing as mkstemp (atomic_path) or mkdtemp (staged_files) returned came
+    before the cleanup was set up, and the hidden file or directory stayed beside the output."""
+    import signal
+    import tempfile
+
+    made = getattr(tempfile, maker)
+
+    def make_then_ctrl_c(*args, **kwargs):
+        hidden = made(*args, **kwargs)
+        signal.raise_signal(signal.SIGINT)
+        return hidden
+    monkeypatch.setattr(tempfile, maker, make_then_ctrl_c)
+    written = (atomic_path(tmp_path / "x.npy") if maker == "mkstemp"
+               else staged_files(tmp_path / "out", ["a.txt"]))
+    with pytest.raises(KeyboardInterrupt):
+        with written:
+            pytest.fail("the block ran, though Ctrl-C came before it")
+    assert list(tmp_path.iterdir()) == []

@@ -77,16 +77,18 @@ def staged_files(directory: str | Path, names: Iterable[str],
     names, remove = tuple(names), tuple(remove)
     directory = check_directory(directory, names + remove)
     exists = directory.exists()
+    staging, keep_staging = None, False
     try:
-        # Inside an existing directory (the same file system, even for a mount point),
-        # else beside it, so that every move below is a rename.
-        staging = Path(tempfile.mkdtemp(dir=directory if exists else directory.parent,
-                                        prefix=f".{directory.name[:STAGED_NAME] or 'ltvm'}."))
-    except OSError as error:
-        raise InputError(f"cannot write {shown_path(directory)}: "
-                         f"{error.strerror or error}") from None
-    keep_staging = False
-    try:
+        with signals_held_back():  # a Ctrl-C as mkdtemp returned left its directory behind
+            try:
+                # Inside an existing directory (the same file system, even for a mount
+                # point), else beside it, so that every move below is a rename.
+                staging = Path(tempfile.mkdtemp(
+                    dir=directory if exists else directory.parent,
+                    prefix=f".{directory.name[:STAGED_NAME] or 'ltvm'}."))
+            except OSError as error:
+                raise InputError(f"cannot write {shown_path(directory)}: "
+                                 f"{error.strerror or error}") from None
         try:
             yield staging
         except OSError as error:
@@ -107,7 +109,7 @@ def staged_files(directory: str | Path, names: Iterable[str],
                 raise InputError(f"cannot write {shown_path(directory)}: {error.strerror or error}"
                                  ) from None
     finally:
-        if not keep_staging:
+        if staging is not None and not keep_staging:
             shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -171,24 +173,26 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         raise InputError(f"cannot write {written}: {parent} is not a directory")
     if not os.access(target.parent, os.W_OK):
         raise InputError(f"cannot write {written}: directory {parent} is not writable")
+    temporary = None
     try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=target.suffix,
-                                             prefix=f".{target.name[:STAGED_NAME]}.")
-    except OSError as error:
-        raise InputError(f"cannot write {written}: {error.strerror}") from None
-    os.close(handle)
-    if target.exists():
-        mode = stat.S_IMODE(target.stat().st_mode)
-    else:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    os.chmod(temporary, mode)
-    try:
+        with signals_held_back():  # a Ctrl-C as mkstemp returned left its file behind
+            try:
+                handle, temporary = tempfile.mkstemp(dir=target.parent, suffix=target.suffix,
+                                                     prefix=f".{target.name[:STAGED_NAME]}.")
+            except OSError as error:
+                raise InputError(f"cannot write {written}: {error.strerror}") from None
+            os.close(handle)
+        if target.exists():
+            mode = stat.S_IMODE(target.stat().st_mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(temporary, mode)
         yield Path(temporary)
         os.replace(temporary, target)
     finally:
-        if os.path.exists(temporary):
+        if temporary is not None and os.path.exists(temporary):
             os.unlink(temporary)
 
 
