@@ -477,6 +477,14 @@ def test_asm_to_the_file_standard_output_appends_to_writes_into_it(capsys, tmp_p
     assert target.read_bytes() == b"kept\n" + _saved_x(capsys, tmp_path)
 
 
+def test_asm_to_a_discarded_standard_output_stays_silent():
+    """`-o /dev/null > /dev/null` (discard X, silence the summary) printed the summary on
+    stderr once X going to standard output sent the summary there."""
+    with open(os.devnull, "wb") as null:
+        done = _asm_to(null, "-o", os.devnull)
+    assert (done.returncode, done.stderr) == (0, b"")
+
+
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
 def test_asm_refuses_to_write_x_to_a_terminal(tmp_path):
     """X is binary: `-o /dev/stdout` on a terminal drew 40 KB of it there."""

@@ -201,8 +201,11 @@ def is_standard_output(path: str | Path) -> bool:
     x.npy`)? Writing it through a temporary file and a rename replaced the file the shell had
     opened (`>>` lost what it held), and a summary printed to standard output then went into
     nothing, or into a pipe after the data. False when standard output is no file (closed,
-    or captured in memory)."""
+    or captured in memory), and for a device that keeps nothing (`-o /dev/null > /dev/null`
+    silences both, as before); a terminal is standard output, for the caller to refuse."""
     try:
-        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+        status = os.stat(path)
+        return (os.path.samestat(status, os.fstat(sys.stdout.fileno()))
+                and (not stat.S_ISCHR(status.st_mode) or sys.stdout.isatty()))
     except (OSError, ValueError, AttributeError):
         return False
