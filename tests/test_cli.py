@@ -833,3 +833,29 @@ def test_a_stop_python_dropped_in_a_del_still_ends_the_command(monkeypatch, caps
     load_program = asm.load_program
     monkeypatch.setattr(asm, "load_program", load_then_drop)
     assert run_cli(capsys, "asm", FACTORIAL)[::2] == (code, f"ltvm: {message}\n")
+
+
+STOPPED_THEN_CTRL_C_AT_EXIT = """
+import atexit, signal, sys
+from vm.cli import asm, main
+
+def stopped(args):
+    raise KeyboardInterrupt
+
+def ctrl_c_again():
+    signal.raise_signal(signal.SIGINT)  # a second Ctrl-C, as the interpreter shuts down
+    print("the shutdown went on", flush=True)
+
+asm.run = stopped
+atexit.register(ctrl_c_again)
+sys.exit(main())
+"""
+
+
+def test_a_second_ctrl_c_after_the_command_was_stopped_ends_it_silently():
+    """A second Ctrl-C while a stopped command was exiting raised a KeyboardInterrupt
+    traceback out of main or out of torch's atexit callbacks, after 'ltvm: interrupted'."""
+    done = subprocess.run([sys.executable, "-c", STOPPED_THEN_CTRL_C_AT_EXIT, "asm", FACTORIAL],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (-signal.SIGINT, "",
+                                                           "ltvm: interrupted\n")

@@ -243,9 +243,11 @@ def _run(argv: list[str] | None) -> int:
         _say(message if error.located else f"ltvm: error: {message}")
         return error.exit_code
     except KeyboardInterrupt:
+        _end_at_the_next_stop(argv)
         _say("ltvm: interrupted")
         return 128 + signal.SIGINT
     except Terminated as stopped:
+        _end_at_the_next_stop(argv)
         _say(f"ltvm: terminated ({signal.Signals(stopped.signum).name})")
         return 128 + stopped.signum
     except BrokenPipeError:
@@ -265,6 +267,19 @@ def _run(argv: list[str] | None) -> int:
         where = f": {shown_path(error.filename)}" if error.filename else ""
         _say(f"ltvm: error: {error.strerror or error}{where}")
         return 2
+
+
+def _end_at_the_next_stop(argv: list[str] | None) -> None:
+    """Once a stop has ended the process's own command (`argv` None: not a caller's), a
+    further Ctrl-C or SIGTERM ends the exiting process at once, silently, with that signal's
+    status (130, 143): a second Ctrl-C raised a KeyboardInterrupt traceback out of main or
+    the interpreter's shutdown (torch's atexit callbacks), after 'ltvm: interrupted'. A
+    caller's process is left its handlers; a signal ignored (`nohup`) stays ignored."""
+    if argv is not None or threading.current_thread() is not threading.main_thread():
+        return
+    for number in (signal.SIGINT, *STOPPING_SIGNALS):
+        if callable(signal.getsignal(number)):
+            signal.signal(number, signal.SIG_DFL)
 
 
 def _say(message: str) -> None:
