@@ -160,3 +160,26 @@ def test_a_ctrl_c_as_the_hidden_file_is_made_leaves_nothing_behind(tmp_path, mon
         with written:
             pytest.fail("the block ran, though Ctrl-C came before it")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_loop_of_symbolic_links_is_refused_not_replaced(tmp_path):
+    """A plain open() fails on a loop of links ('Too many levels of symbolic links'); the
+    rename put the file in the loop's place, and the links were gone."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.symlink_to(second)
+    second.symlink_to(first)
+    with pytest.raises(InputError, match="first: it is a loop of symbolic links"):
+        with atomic_path(first) as temporary:
+            temporary.write_text("x")
+    assert first.is_symlink() and second.is_symlink()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["first", "second"]
+
+
+def test_a_link_that_cannot_be_written_is_named_as_given(tmp_path):
+    """The message named only where the link led (`-o /dev/stdout` with standard output
+    closed said 'cannot write /proc/8121/fd/1'), not the path the user gave."""
+    link = tmp_path / "x.npy"
+    link.symlink_to(tmp_path / "missing" / "x.npy")
+    with pytest.raises(InputError, match=r"cannot write .*x\.npy \(a link to .*missing/x\.npy\)"):
+        with atomic_path(link):
+            pass

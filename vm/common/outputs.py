@@ -156,17 +156,23 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     """A temporary path renamed onto `target` only if the block succeeds,
     so a failed command never leaves a half-written file. The file gets the mode a plain
     open() would give it (mkstemp's is 0600): a file it replaces keeps its own (a private
-    0600 file came back readable by all), a new one gets 0666 less the umask. A symbolic link keeps pointing where it did
-    (the file it names is replaced); a device or pipe, which has no contents to replace, is
-    written in place (`-o /dev/null`)."""
+    0600 file came back readable by all), a new one gets 0666 less the umask. A symbolic
+    link keeps pointing where it did (the file it names is replaced; a loop of links, which
+    names no file, is refused: the file took its place); a device or pipe, which
+    has no contents to replace, is written in place (`-o /dev/null`)."""
     target = Path(target)
     if target.is_dir():
         raise InputError(f"cannot write {shown_path(target)}: it is a directory")
     if target.exists() and not target.is_file():
         yield target
         return
-    target = Path(os.path.realpath(target)) if target.is_symlink() else target
-    written, parent = shown_path(target), shown_path(target.parent)
+    written = shown_path(target)
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
+        if target.is_symlink():  # where realpath stopped, going round
+            raise InputError(f"cannot write {written}: it is a loop of symbolic links")
+        written = f"{written} (a link to {shown_path(target)})"
+    parent = shown_path(target.parent)
     if not target.parent.exists():
         raise InputError(f"cannot write {written}: directory {parent} does not exist")
     if not target.parent.is_dir():
