@@ -500,6 +500,25 @@ def test_asm_refuses_to_write_x_to_a_terminal(tmp_path):
                                     "file or a pipe\n")
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_asm_into_a_pipe_whose_reader_left_early_fails(capsys, tmp_path):
+    """X cut short in a named pipe is a failed -o (exit 2), not the quiet end of a standard
+    output piped into `head`, which exits 0."""
+    import threading
+
+    pipe = tmp_path / "x.npy"
+    os.mkfifo(pipe)
+
+    def read_ten_bytes() -> None:
+        with open(pipe, "rb") as reader:
+            reader.read(10)
+    reader = threading.Thread(target=read_ten_bytes)
+    reader.start()
+    code, _, err = run_cli(capsys, "asm", FACTORIAL, "--scratch", "3000", "-o", str(pipe))
+    reader.join()
+    assert code == 2 and err.endswith(f"ltvm: error: cannot write {pipe}: Broken pipe\n")
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_asm_names_the_output_it_could_not_write(capsys):
     assert main(["asm", FACTORIAL, "-o", "/dev/full"]) == 2

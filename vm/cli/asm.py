@@ -106,20 +106,22 @@ def run(args: argparse.Namespace) -> int:
             isa.save_csv(program, str(staging), geometry.scratch)
     if to_stdout:
         sys.stdout.flush()
-        _write(npy, args.output, lambda: os.fdopen(os.dup(sys.stdout.fileno()), "wb"))
+        _write(npy, args.output, lambda: os.fdopen(os.dup(sys.stdout.fileno()), "wb"),
+               stdout=True)
     _print_summary(args, program, geometry, layout, X, isa,
                    out=sys.stderr if to_stdout else sys.stdout)
     return 0
 
 
-def _write(npy: io.BytesIO, output: str, opened: Callable[[], BinaryIO]) -> None:
+def _write(npy: io.BytesIO, output: str, opened: Callable[[], BinaryIO],
+           stdout: bool = False) -> None:
     """The .npy bytes into the file `opened` gives, a failure (/dev/full) named by -o."""
     try:
         with opened() as handle:
             handle.write(npy.getbuffer())
-    except BrokenPipeError:  # the reader had enough (`| head -c 10`), as for any output
-        raise
     except OSError as error:
+        if stdout and isinstance(error, BrokenPipeError):
+            raise  # the reader had enough (`| head -c 10`), as for any standard output
         raise InputError(f"cannot write {shown_path(output)}: {error.strerror or error}"
                          ) from None
 
