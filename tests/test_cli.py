@@ -564,6 +564,14 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def _asm_under(script: str, output) -> subprocess.Popen:
+    """`ltvm asm FACTORIAL -o OUTPUT` run by `script` (which patches the command first),
+    with pipes on its three standard streams."""
+    return subprocess.Popen([sys.executable, "-c", script, "asm", FACTORIAL, "-o", str(output)],
+                            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
 @pytest.mark.parametrize("stop, code, message", [
     (signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)"),
     (signal.SIGHUP, 129, "terminated (SIGHUP)")])
@@ -572,9 +580,7 @@ def test_a_signal_while_writing_removes_the_temporary_file(tmp_path, stop, code,
     outright and left the hidden temporary file beside the output; they end the command as
     Ctrl-C does, cleaning up."""
     output = tmp_path / "x.npy"
-    command = subprocess.Popen([sys.executable, "-c", WRITE_AND_WAIT, "asm", FACTORIAL,
-                                "-o", str(output)], cwd=ROOT, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = _asm_under(WRITE_AND_WAIT, output)
     try:
         assert command.stdout.readline() == "writing\n"
         assert len(list(tmp_path.iterdir())) == 1  # the temporary file, being written
@@ -650,9 +656,7 @@ def test_a_sigterm_after_one_python_dropped_still_ends_the_command(tmp_path):
     """A SIGTERM raised in a `__del__` is dropped by Python, and the next ones were ignored:
     the command could no longer be stopped by SIGTERM."""
     output = tmp_path / "x.npy"
-    command = subprocess.Popen([sys.executable, "-c", SWALLOW_THEN_WAIT, "asm", FACTORIAL,
-                                "-o", str(output)], cwd=ROOT, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = _asm_under(SWALLOW_THEN_WAIT, output)
     try:
         assert command.stdout.readline() == "in __del__\n"
         command.send_signal(signal.SIGTERM)
