@@ -349,3 +349,14 @@ def test_a_word_size_past_python_s_digit_limit_is_refused_with_its_magnitude(suf
     with pytest.raises(InputError) as caught:
         assemble(text, "p", bits=bits)
     assert str(caught.value) == f"--bits must be between 2 and 64, got {shown}"
+
+
+def test_parsing_a_long_line_reports_the_lines_before_it_as_it_goes(monkeypatch):
+    """A line of many tokens (a legal `.array` of 65,000 cells, or a hostile 600,000-token
+    line parsed for 17 s) kept `progress` silent until its end."""
+    monkeypatch.setattr(assembler.diagnostics, "TOKENS_BETWEEN_REPORTS", 100)
+    lines: list[int] = []
+    assemble_sq(".data\nx: .array " + ", ".join(["0"] * 1000) + "\n.code\nhalt\n", "a.sq",
+                progress=lines.append)
+    assert lines[0] == 1 and lines[-3:] == [2, 3, 4]
+    assert lines.count(1) > 10 and lines == sorted(lines)
