@@ -7,6 +7,7 @@ to the run's dtype/device, the exporter writes them, and tests read them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -77,10 +78,10 @@ class MachineWeights:
     mask_scratch: int | None = None
     meta: dict = field(default_factory=dict)
 
-    @property
+    @cached_property
     def mask(self) -> np.ndarray | None:
         """`mask[i, j]` is True where key column i may be attended by query column j
-        (`mask_matrix`), or None. Built when asked (the export reads it), not with the
+        (`mask_matrix`), or None. Built when first asked (the export reads it), not with the
         weights: columns x columns booleans, feeding 60,000 input bytes to the image REPL
         spent 7 s and 3.6 GB on a mask nothing read, and every cached machine kept one."""
         if self.mask_scratch is None:
