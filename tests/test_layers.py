@@ -320,3 +320,12 @@ def test_a_pass_refuses_x_of_another_shape_or_dtype(bad):
     X = torch.as_tensor(np.random.default_rng(1).normal(size=(1, 6, 5)))
     with pytest.raises(ValueError, match="X "):
         LoopedTransformer(machine, torch.float64)(bad(X))
+
+
+def test_the_mask_is_built_once_when_first_asked():
+    """The export reads `mask` up to three times (size check, meta, arrays); each read built
+    a columns x columns array again."""
+    machine = random_machine(np.random.default_rng(0), 8, 6, [1])
+    mask = machine.mask
+    assert machine.mask is mask and np.array_equal(mask, mask_matrix(6, 2))
+    assert MachineWeights(machine.layers, 8, 6).mask is None
