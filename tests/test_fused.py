@@ -3,6 +3,7 @@ cache it cannot mirror exactly sends the pass to the torch form instead of a gue
 
 import dataclasses
 import os
+import signal
 import threading
 import time
 from fractions import Fraction
@@ -243,13 +244,25 @@ def test_a_batch_whose_guard_fails_is_refused_in_lockstep_and_alone():
     assert run.fallbacks > 0 and proven == 0
 
 
-def test_ctrl_c_in_the_calling_thread_waits_for_the_other_share(monkeypatch):
-    """A Ctrl-C while the calling thread runs its share of blocks must not return while the
-    pool's thread still writes X: the REPL goes on with the same machine after a Ctrl-C."""
+def _two_shares(monkeypatch, lockstep) -> None:
+    """Four fused passes of two programs at two threads, each share of blocks (one program
+    each) run by `lockstep(start, ...)` in place of the compiled kernel."""
     shape = workload_geometry(64)
     executor = TransformerExecutor(shape, EngineConfig(evaluation="fused", threads=2))
     cards = executor.load(looping_programs(shape, 2, seed=3))
     pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
+    monkeypatch.setattr(fused_module, "_lockstep", lockstep)
+    with torch.inference_mode(), flush_denormals():
+        active = to_internal(cards)
+        run = executor.active.start(active, fused=True)
+        run.step(0)
+        record = torch.empty((4, len(pc), active.shape[1]), dtype=active.dtype)
+        run.fused_steps(4, record, pc, threads=2)
+
+
+def test_ctrl_c_in_the_calling_thread_waits_for_the_other_share(monkeypatch):
+    """A Ctrl-C while the calling thread runs its share of blocks must not return while the
+    pool's thread still writes X: the REPL goes on with the same machine after a Ctrl-C."""
     calling_thread, ended = threading.get_ident(), []
 
     def interrupted_or_slow(start, *arguments):
@@ -257,14 +270,31 @@ def test_ctrl_c_in_the_calling_thread_waits_for_the_other_share(monkeypatch):
             raise KeyboardInterrupt
         time.sleep(0.3)
         ended.append(start)
-    monkeypatch.setattr(fused_module, "_lockstep", interrupted_or_slow)
-    with torch.inference_mode(), flush_denormals():
-        active = to_internal(cards)
-        run = executor.active.start(active, fused=True)
-        run.step(0)
-        record = torch.empty((4, len(pc), active.shape[1]), dtype=active.dtype)
-        with pytest.raises(KeyboardInterrupt):
-            run.fused_steps(4, record, pc, threads=2)
+    with pytest.raises(KeyboardInterrupt):
+        _two_shares(monkeypatch, interrupted_or_slow)
+    assert ended == [1]
+
+
+def test_a_signal_while_waiting_for_the_other_share_is_raised_once_it_ends(monkeypatch):
+    """A signal whose handler raises (the command line's SIGTERM raises its own exception,
+    not KeyboardInterrupt) while the calling thread waits for the pool's share: the wait
+    goes on to the share's end, and the exception is raised then."""
+    calling_thread, ended = threading.get_ident(), []
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    def signalling_then_slow(start, *arguments):
+        if threading.get_ident() != calling_thread:
+            signal.pthread_kill(calling_thread, signal.SIGUSR1)
+            time.sleep(0.3)
+            ended.append(start)
+    previous = signal.signal(signal.SIGUSR1, stop)
+    try:
+        with pytest.raises(SystemExit):
+            _two_shares(monkeypatch, signalling_then_slow)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
     assert ended == [1]
 
 

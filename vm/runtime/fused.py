@@ -79,15 +79,15 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def _wait_through_interrupts(jobs: list[Future]) -> None:
-    """Return only once every job has ended, then raise a Ctrl-C that came meanwhile: a
-    thread still writing X after the caller was interrupted (the REPL goes on with the
-    same machine) would change it under the next command."""
+    """Return only once every job has ended, then raise a Ctrl-C (or the command line's
+    SIGTERM) that came meanwhile: a thread still writing X after the caller was interrupted
+    (the REPL goes on with the same machine) would change it under the next command."""
     interrupted = None
     while True:
         try:
             wait(jobs)
             break
-        except KeyboardInterrupt as interrupt:
+        except BaseException as interrupt:  # a signal's exception: raised once all end
             interrupted = interrupt
     if interrupted is not None:
         raise interrupted
