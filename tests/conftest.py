@@ -1,8 +1,9 @@
 """Test-wide settings: one torch CPU thread, so timings do not depend on what else runs;
-the fused kernels compiled once before xdist's workers start; and a fixture that records
-the engine configs a module builds its executors with."""
+stop signals as in a terminal; the fused kernels compiled once before xdist's workers
+start; and a fixture that records the engine configs a module builds its executors with."""
 
 import importlib.util
+import signal
 import subprocess
 import sys
 from typing import Callable
@@ -11,6 +12,20 @@ import pytest
 import torch
 
 torch.set_num_threads(1)
+
+
+def _stop_signals_as_in_a_terminal() -> None:
+    """Ctrl-C raises KeyboardInterrupt and SIGHUP stops, as for a command typed in a
+    terminal: a suite started in the background (`make test &`, nohup) inherits SIGINT and
+    SIGHUP ignored, passes that on to every command it starts, and the tests that stop a
+    command by a signal saw it ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+_stop_signals_as_in_a_terminal()
 
 COMPILE_FUSED_KERNELS = """
 import sys
