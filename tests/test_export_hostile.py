@@ -119,9 +119,9 @@ def test_onnx_weights_just_under_2_gib_leave_room_for_the_graph():
     from vm.common.errors import InputError
     from vm.runtime.onnx_export import check_size
 
-    check_size(SimpleNamespace(layers=[], columns=16_000, mask=True), True, "float64")
+    check_size(SimpleNamespace(layers=[], columns=16_000, has_mask=True), True, "float64")
     with pytest.raises(InputError, match="more than one ONNX file holds"):
-        check_size(SimpleNamespace(layers=[], columns=16_383, mask=True), True, "float64")
+        check_size(SimpleNamespace(layers=[], columns=16_383, has_mask=True), True, "float64")
 
 
 def test_weights_without_a_mask_export_as_dense_not_as_minus_infinity(tmp_path):
@@ -167,13 +167,19 @@ def test_a_too_large_export_names_masks_and_dense_only_where_there_are_masks(
         tmp_path, capsys, monkeypatch, attention):
     """`export --attention dense` larger than the free space (the weight matrices alone,
     e.g. every FLEQ function at d = 16: 83 GiB) said '(0 n x n attention masks at n = ...)'
-    and advised '--attention dense (no masks)', the option already given."""
+    and advised '--attention dense (no masks)', the option already given. The refusal
+    comes before any mask is built (4 GB of booleans at 65,536 columns)."""
     import collections
 
     import vm.runtime.export
+    import vm.transformer.weights
+
+    def no_mask_built(columns, scratch):
+        raise AssertionError("the size check built the n x n mask")
     usage = collections.namedtuple("usage", "total used free")
     monkeypatch.setattr(vm.runtime.export.shutil, "disk_usage",
                         lambda path: usage(10**9, 10**9, 1000))
+    monkeypatch.setattr(vm.transformer.weights, "mask_matrix", no_mask_built)
     assert main(["export", str(GCD), "-o", str(tmp_path / "x"), "--attention", attention]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ltvm: error: the export needs about ") and err.count("\n") == 1

@@ -37,7 +37,7 @@ def files(fmt: str) -> tuple[str, ...]:
 
 def weight_meta(weights: MachineWeights, masked: bool) -> dict:
     """The `meta` document of every weights file."""
-    masked = masked and weights.mask is not None  # weights without a mask are dense
+    masked = masked and weights.has_mask  # weights without a mask are dense
     return {"format": FORMAT, "layers": len(weights.layers), "heads": weights.heads,
             "rows": weights.rows, "columns": weights.columns,
             "attention": "masked" if masked else "dense", **weights.meta}
@@ -47,7 +47,7 @@ def weight_arrays(weights: MachineWeights, masked: bool) -> dict[str, np.ndarray
     """The arrays of weights.npz, `meta` first (a JSON string)."""
     arrays: dict[str, np.ndarray] = {"meta": np.array(json.dumps(weight_meta(weights, masked)))}
     mask = None
-    if masked and weights.mask is not None:  # np.where(None, ...) was one -inf: NaN scores
+    if masked and weights.has_mask:  # np.where(None, ...) was one -inf: NaN scores
         mask = np.where(weights.mask, 0.0, -np.inf)
     for l, layer in enumerate(weights.layers):
         for h, head in enumerate(layer.heads):
@@ -113,7 +113,7 @@ def _check_space(directory: Path, weights: MachineWeights, masked: bool, fmt: st
     at n = 20,000 and over 100 GB at n = 65,536, which would write for many minutes and then
     fail on a full disk."""
     matrices = sum(array.nbytes for layer in weights.layers for array in layer.arrays())
-    masks = 0 if not masked or weights.mask is None else \
+    masks = 0 if not masked or not weights.has_mask else \
         1 if fmt == "onnx" else sum(weights.heads)
     needed = matrices + masks * weights.columns ** 2 * 8
     usage = shutil.disk_usage(directory if directory.exists() else directory.parent)

@@ -49,7 +49,7 @@ def check_size(weights: MachineWeights, masked: bool, dtype: str) -> None:
     took minutes and over 10 GB of memory at n = 20,000 to end in protobuf's traceback
     ('Failed to serialize proto'), or in the out-of-memory killer for larger n."""
     count = sum(layer.parameter_count() for layer in weights.layers)  # a lam a head too
-    masks = weights.columns ** 2 if masked and weights.mask is not None else 0
+    masks = weights.columns ** 2 if masked and weights.has_mask else 0
     size = (count + masks) * np.dtype(dtype).itemsize
     if size + GRAPH_ALLOWANCE > PROTOBUF_LIMIT:
         hint = (" (the n x n attention mask at n = "
@@ -79,7 +79,7 @@ def pass_model(weights: MachineWeights, masked: bool, dtype: str,
         return output
 
     mask = None
-    if masked and weights.mask is not None:
+    if masked and weights.has_mask:
         mask = constant("mask", np.where(weights.mask, 0.0, -np.inf))
     X = INPUT
     for l, layer in enumerate(weights.layers):

@@ -89,5 +89,10 @@ class MachineWeights:
         return mask_matrix(self.columns, self.mask_scratch)
 
     @property
+    def has_mask(self) -> bool:
+        """Whether `mask` is a matrix, known without building it (4 GB at 65,536 columns)."""
+        return self.mask_scratch is not None
+
+    @property
     def heads(self) -> list[int]:
         return [len(layer.heads) for layer in self.layers]
