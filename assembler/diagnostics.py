@@ -152,18 +152,12 @@ def check_source_text(text: object) -> None:
         raise InputError(f"the source must be a str, got {type(text).__name__}")
 
 
-def unified_newlines(text: str) -> str:
-    """`text` with '\r\n' and a lone '\r' (an old Mac line end) as '\n', as reading a
-    source file gives them: assembled from a string, a lone '\r' made the whole source one
-    line, a comment to its end ("empty program"), where the same file assembled."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
 def as_read_from_file(text: str) -> str:
-    """`text` as read_source gives the same bytes from a file: newlines unified and a
-    leading byte-order mark dropped (a string that began with one was refused with a caret
-    under it, where the file it was read from assembled)."""
-    return unified_newlines(text.removeprefix("\ufeff"))
+    r"""`text` as read_source gives the same bytes from a file: a leading byte-order mark
+    dropped (a string that began with one was refused with a caret under it) and '\r\n'
+    and a lone '\r' (an old Mac line end) as '\n' (a lone '\r' made the whole string one
+    line, a comment to its end: "empty program")."""
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def check_word_size(bits: object, maximum: int) -> None:
