@@ -70,8 +70,9 @@ def thread_count(requested: int | None) -> int:
     """Threads a fused pass over many programs uses: `requested`, at most one a core."""
     if numba is None:
         return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return min(requested or cores or 1, cores or 1)
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count()) or 1
+    return min(requested or cores, cores)
 
 
 _pool: ThreadPoolExecutor | None = None
