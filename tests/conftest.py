@@ -1,11 +1,9 @@
 """Test-wide settings: one torch CPU thread, so timings do not depend on what else runs;
-stop signals as in a terminal; the fused kernels compiled once before xdist's workers
-start; and a fixture that records the engine configs a module builds its executors with."""
+stop signals as in a terminal; the fused kernels compiled before any test (and before
+xdist's workers start); and a fixture that records the engine configs a module builds its executors with."""
 
 import importlib.util
 import signal
-import subprocess
-import sys
 from typing import Callable
 
 import pytest
@@ -27,31 +25,16 @@ def _stop_signals_as_in_a_terminal() -> None:
 
 _stop_signals_as_in_a_terminal()
 
-COMPILE_FUSED_KERNELS = """
-import sys
-from vm.runtime.executor import EngineConfig, TransformerExecutor
-from vm.tools.workloads import looping_programs, workload_geometry
-shape = workload_geometry(64)
-config = EngineConfig(evaluation="fused", dtype=sys.argv[1], threads=1)
-executor = TransformerExecutor(shape, config)
-for batch in (1, 2):
-    executor.run(executor.load(looping_programs(shape, batch, seed=0)), max_steps=4)
-"""
-
-
 def pytest_configure(config) -> None:
-    """With several xdist workers, compile the fused kernels (numba, cached on disk) first,
-    float32 and float64 side by side: a cold cache otherwise costs every worker about 80 s
-    of CPU compiling the same kernels. With a warm cache this takes a few seconds."""
-    workers = getattr(config.option, "numprocesses", None)
-    if (hasattr(config, "workerinput") or not isinstance(workers, int) or workers < 2
-            or importlib.util.find_spec("numba") is None):
+    """Compile the fused kernels (numba, cached on disk) before any test, float32 and
+    float64 side by side (vm/tools/precompile.py): runs with the default evaluation use the
+    fused pass only once it is compiled, and with a cold cache every xdist worker would
+    otherwise compile the same kernels (about 80 s of CPU each). With a warm cache this
+    takes a few seconds."""
+    if hasattr(config, "workerinput") or importlib.util.find_spec("numba") is None:
         return
-    compiling = [subprocess.Popen([sys.executable, "-c", COMPILE_FUSED_KERNELS, dtype],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for dtype in ("float32", "float64")]
-    for process in compiling:
-        process.wait()
+    from vm.tools.precompile import compile_side_by_side
+    compile_side_by_side(["float32", "float64"])
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from vm.common.errors import InputError, PrecisionError
 from vm.runtime.executor import (BatchRun, EngineConfig, TransformerExecutor, run_traced,
                                  run_transformer)
 from vm.machines.subleq.reference import run_reference
+from vm.tools.workloads import looping_programs, workload_geometry
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTORIAL = assemble_file(ROOT / "programs" / "subleq" / "factorial.sq")
@@ -380,3 +381,26 @@ def test_results_refuse_a_run_whose_counts_do_not_match_its_states():
     run = executor.run(executor.load([FACTORIAL, FACTORIAL]), 10)
     with pytest.raises(InputError, match="run.X holds 2 programs but run.steps 1"):
         executor.results(BatchRun(run.X, run.steps[:1], run.halted))
+
+
+@pytest.mark.parametrize("batch, columns, expected", [(1, 64, "full"), (3, 1024, "active")])
+def test_the_default_evaluation_does_not_wait_for_a_compile(batch, columns, expected,
+                                                            monkeypatch):
+    """Where numba has not compiled the fused pass (forced here), a default run goes on as
+    it would without numba (the full pass below AUTO_ACTIVE_CELLS, else the torch active
+    pass), warns once, and ends bit-identical to the full pass."""
+    import vm.runtime.fused as fused_module
+    from vm.common.errors import NotCompiledWarning
+    pytest.importorskip("numba")
+    monkeypatch.setattr(fused_module, "_has_machine_code", lambda kernel, arguments: False)
+    shape = workload_geometry(columns)
+    executor = TransformerExecutor(shape, EngineConfig())
+    monkeypatch.setattr(executor.active.fused, "_ready_kernels", set())  # shared, maybe used
+    full = TransformerExecutor(shape, EngineConfig(evaluation="full"))
+    cards = executor.load(looping_programs(shape, batch, seed=5))
+    runner = executor.runner(cards)
+    assert runner.evaluation == "fused"
+    with pytest.warns(NotCompiledWarning, match="numba has not compiled the fused pass"):
+        runner.advance(40)
+    assert runner.evaluation == expected
+    assert torch.equal(runner.state(), full.run(cards, 40).X)

@@ -328,3 +328,46 @@ def test_a_forked_child_runs_a_batch_on_threads_of_its_own():
         os.waitpid(child, 0)
         pytest.fail("the batch in the forked child never finished")
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_machine_code_probe_finds_what_numba_has_and_compiles_nothing():
+    """`_has_machine_code` answers from the process and numba's cache; where neither has the
+    kernel's code for these types it stops numba's compile, so nothing is compiled."""
+    import numba
+
+    @numba.njit
+    def twice(x):
+        return 2 * x
+
+    assert not fused_module._has_machine_code(twice, (1.5,))
+    assert len(twice.overloads) == 0
+    assert twice(1.5) == 3.0
+    assert fused_module._has_machine_code(twice, (1.5,))
+    assert not fused_module._has_machine_code(twice, (np.ones(2),))
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_fused_form_that_may_not_compile_runs_only_kernels_numba_has(batch, monkeypatch):
+    """Without machine code (forced here) the form raises before any pass and leaves X as
+    it was; with it (the suite compiled the kernels) it makes the passes."""
+    shape = workload_geometry(64)
+    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused"))
+    form = fused_module.FusedPass(executor.active, executor.machine.weights, compiles=False)
+    assert form.unsupported is None
+    pc = np.arange(executor.layout["pc"].start, executor.layout["pc"].stop)
+    for has_code in (False, True):
+        monkeypatch.setattr(fused_module, "_has_machine_code", lambda kernel, arguments: has_code)
+        with torch.inference_mode(), flush_denormals():
+            X = to_internal(executor.load(looping_programs(shape, batch, seed=2)))
+            before = X.clone()
+            run = executor.active.start(X, fused=True)
+            run.fused = form
+            run.step(0)
+            record = torch.empty((4, len(pc), batch), dtype=X.dtype)
+            started = X.clone()
+            made = run.fused_steps(4, record, pc)
+            if has_code:
+                assert made == 4 and run.fused is form
+            else:
+                assert made == 0 and run.fused is None and torch.equal(X, started)
+        assert not torch.equal(X, before)  # the torch pass ran in either case

@@ -144,3 +144,21 @@ def test_a_loaded_card_keeps_the_evaluation_bit_identical(evaluation: str) -> No
         if full.halted:
             break
     assert full.halted and fast.active.fallbacks == 0
+
+
+def test_an_image_run_by_default_goes_on_without_a_fused_pass_numba_has_not_compiled(
+        monkeypatch) -> None:
+    """Forced here: no machine code. The default evaluation's run warns, goes on with the
+    torch active pass and gives the reference's result; `--evaluation fused` would compile."""
+    import vm.runtime.fused as fused_module
+    from vm.common.errors import NotCompiledWarning
+    pytest.importorskip("numba")
+    monkeypatch.setattr(fused_module, "_has_machine_code", lambda kernel, arguments: False)
+    image = program("hello.vsq")
+    run = TransformerRun(image, checked=False, accelerate=partial(evaluator_for,
+                                                                  evaluation="auto"))
+    assert run.evaluation == "fused"
+    with pytest.warns(NotCompiledWarning, match="numba has not compiled the fused pass"):
+        run.advance(10_000)
+    assert run.evaluation == "active" and run.halted
+    assert run.state().output == run_reference(image).output

@@ -10,12 +10,13 @@ import pkgutil
 import signal
 import sys
 import threading
+import warnings
 from contextlib import contextmanager
 from typing import Iterator
 
 from vm import __version__
 from assembler.diagnostics import shown_in_source
-from vm.common.errors import LtvmError, escaped, shown_path
+from vm.common.errors import LtvmError, NotCompiledWarning, escaped, shown_path
 from vm.common.signals import raise_dropped_stop, stops_dropped_noticed
 
 COMMAND_ORDER: list[str] = [
@@ -26,6 +27,7 @@ COMMAND_ORDER: list[str] = [
     "inspect",
     "export",
     "bench",
+    "compile",
     "attention",
     "calc",
     "repl",
@@ -232,9 +234,12 @@ def _run(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         try:
-            code = args.func(args) or 0
+            with _notes_after_the_command() as notes:
+                code = args.func(args) or 0
         finally:
             _end_progress_lines()
+            for note in notes:
+                _say(f"ltvm: note: {note}")
         raise_dropped_stop()  # one that landed in a __del__, which Python dropped
         return code
     except LtvmError as raised:
@@ -267,6 +272,25 @@ def _run(argv: list[str] | None) -> int:
         where = f": {shown_path(error.filename)}" if error.filename else ""
         _say(f"ltvm: error: {error.strerror or error}{where}")
         return 2
+
+
+@contextmanager
+def _notes_after_the_command() -> Iterator[list[str]]:
+    """The command's NotCompiledWarning messages, each once, to be printed after it (not
+    inside its progress line); other warnings are shown as Python shows them."""
+    notes: list[str] = []
+    show = warnings.showwarning
+
+    def collect(message, category, filename, lineno, file=None, line=None) -> None:
+        if not issubclass(category, NotCompiledWarning):
+            show(message, category, filename, lineno, file, line)
+        elif str(message) not in notes:
+            notes.append(str(message))
+    warnings.showwarning = collect
+    try:
+        yield notes
+    finally:
+        warnings.showwarning = show
 
 
 def _end_at_the_next_stop(argv: list[str] | None) -> None:

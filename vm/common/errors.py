@@ -115,3 +115,16 @@ class InexactMovesError(PrecisionError):
             f"machine's data moves are not exact in {dtype} (off-match softmax weights "
             f"underflow to 0 only for temperature >= {needed:g}), so moved reals would carry "
             "leakage no check can see; raise the temperature (default 800)")
+
+
+class NotCompiledWarning(UserWarning):
+    """A run with the default evaluation went on without the fused pass because numba has
+    not compiled it on this machine yet: the default does not make a run wait up to a
+    minute for a compile. The command line prints it as a note after the command."""
+
+
+NOT_COMPILED = ("numba has not compiled the fused pass on this machine yet, so runs went on "
+                "without it (the torch active pass or the full one: the same bits, slower); "
+                "`ltvm compile` compiles it once (about two minutes), or --evaluation fused "
+                "compiles what a run needs on first use")
+"""What a NotCompiledWarning says."""

@@ -223,6 +223,11 @@ class _Check:
         return offset + slot % period
 
 
+class FusedNotCompiled(Exception):
+    """Raised by a fused form that may not compile (`FusedPass.compiles`) when numba has not
+    got the machine code of a kernel it would call: the run goes on without it."""
+
+
 class _GuardFailure(Exception):
     """A pass that cannot be proven identical to the full pass."""
 
@@ -282,14 +287,19 @@ class ActiveRun:
         """Up to `count` passes by the evaluator's fused form (vm/runtime/fused.py), each
         after recording the program counters (rows `pc_rows` of the scratch column) into
         `record[i]`; 0 when there is none or the run is not ready for it (a cache to
-        build, a back-off, pending checks). After a pass the fused form could not prove,
+        build, a back-off, pending checks), and 0 with `fused` dropped to None when the
+        fused form would first have to compile and may not. After a pass it could not prove,
         the cache is marked for rebuilding when the fused form does not keep the own scores
         that the torch pass needs (`keeps_own_scores`)."""
         fused = self.fused
         if (fused is None or self.stale or self.wait
                 or not all(bool(check.ok.all()) for check in self.pending)):
             return 0
-        done, ahead = fused.passes(self, count, record, pc_rows, threads)
+        try:
+            done, ahead = fused.passes(self, count, record, pc_rows, threads)
+        except FusedNotCompiled:
+            self.fused = None  # the torch pass goes on; the caller sees fused is None
+            return 0
         if done:
             self.pending = []
             self.fused_passes += done

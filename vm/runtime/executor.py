@@ -14,6 +14,7 @@ or dtype that is not enough is reported, never returned as a wrong number.
 from __future__ import annotations
 
 import time
+import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,7 +26,8 @@ import torch
 from assembler.program import Program
 from assembler.fleq_program import FleqProgram
 from vm.common.encoding import pm1_code
-from vm.common.errors import InputError, MagnitudeError, PrecisionError
+from vm.common.errors import (NOT_COMPILED, InputError, MagnitudeError, NotCompiledWarning,
+                              PrecisionError)
 from vm.common.limits import is_whole_number
 from vm.common.geometry import Geometry
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
@@ -65,7 +67,10 @@ def _model(geometry: Geometry, temperature: float | None, dtype: str, device: st
 
 @lru_cache(maxsize=16)
 def _active(geometry: Geometry, temperature: float | None, dtype: str, device: str,
-            attention: str) -> ActiveEvaluator | FleqActiveEvaluator:
+            attention: str, compiles: bool) -> ActiveEvaluator | FleqActiveEvaluator:
+    """The machine's active evaluation; `compiles`: whether its fused form may compile
+    its kernels on first use (`--evaluation fused`) or only use them once compiled
+    (the default)."""
     machine = machine_for(geometry, temperature)
     if isinstance(geometry, FleqGeometry):
         fleq = FleqActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
@@ -77,18 +82,19 @@ def _active(geometry: Geometry, temperature: float | None, dtype: str, device: s
     evaluator = ActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
                                 machine.weights, machine.layout, geometry.scratch,
                                 machine.real_fields)
-    evaluator.fused = _compiled(evaluator, machine.weights)
+    evaluator.fused = _compiled(evaluator, machine.weights, compiles)
     return evaluator
 
 
-def _compiled(evaluator: ActiveEvaluator,
-              weights: MachineWeights) -> FusedPass | GraphedPasses | None:
-    """The compiled form of the evaluator's pass: CUDA graphs on a GPU, numba on the CPU;
-    None where it has none (numba missing, a machine the form declines)."""
+def _compiled(evaluator: ActiveEvaluator, weights: MachineWeights,
+              compiles: bool) -> FusedPass | GraphedPasses | None:
+    """The compiled form of the evaluator's pass: CUDA graphs on a GPU, numba on the CPU
+    (compiling its kernels on first use only where `compiles`); None where it has none
+    (numba missing, a machine the form declines)."""
     if evaluator.device.type == "cuda":
         form: FusedPass | GraphedPasses = GraphedPasses(evaluator)
     else:
-        form = FusedPass(evaluator, weights)
+        form = FusedPass(evaluator, weights, compiles)
     return form if form.unsupported is None else None
 
 
@@ -103,7 +109,7 @@ def evaluator_for(model: LoopedTransformer, weights: MachineWeights, layout: Lay
     if evaluator.unsupported is not None:
         return None
     if evaluation in ("auto", "fused"):
-        evaluator.fused = _compiled(evaluator, weights)
+        evaluator.fused = _compiled(evaluator, weights, evaluation == "fused")
     return evaluator
 
 
@@ -139,7 +145,7 @@ class TransformerExecutor:
         self.active: ActiveEvaluator | FleqActiveEvaluator | None = None
         if config.evaluation != "full" and not self.checked:
             active = _active(geometry, config.temperature, self.dtype_name, config.device,
-                             config.attention)
+                             config.attention, config.evaluation == "fused")
             self.active = active if active.unsupported is None else None
         self.fallbacks = 0
         """Passes of the last `run` that the active evaluation ran in full."""
@@ -420,7 +426,7 @@ class Runner:
         """The state the run started from, which checked passes are held to."""
         self.done = 0
         self._pc_rows = np.arange(executor._pc_rows.start, executor._pc_rows.stop)
-        self.evaluation = self._evaluation(executor, X)
+        self.evaluation = self._evaluation(executor, X.shape[0] * X.shape[2])
         """What this run uses: fused, active or full."""
         config = executor.config
         self.noise = (ReadNoise(config.sampling, config.seed, executor.device)
@@ -438,18 +444,27 @@ class Runner:
         """The fused pass's thread count for each call, measured likewise."""
 
     @staticmethod
-    def _evaluation(executor: TransformerExecutor, X: torch.Tensor) -> str:
+    def _evaluation(executor: TransformerExecutor, cells: int, fused: bool = True) -> str:
+        """The evaluation of a run of `cells` (batch x n), with the fused form if `fused`."""
         wanted, active = executor.config.evaluation, executor.active
         if active is None or executor.config.sampling is not None:
             return "full"
-        if wanted in ("fused", "auto") and active.fused is not None:
+        if wanted in ("fused", "auto") and active.fused is not None and fused:
             return "fused"
         if isinstance(active, FleqActiveEvaluator):
             return "active"
-        batch, _, columns = X.shape
-        if wanted == "auto" and batch * columns < AUTO_ACTIVE_CELLS:
+        if wanted == "auto" and cells < AUTO_ACTIVE_CELLS:
             return "full"
         return "active"
+
+    def _without_fused(self) -> None:
+        """The default evaluation found the fused pass not compiled (numba's cache is cold):
+        the run goes on as it would without numba, and says so (NotCompiledWarning)."""
+        self.evaluation = self._evaluation(self.executor, self.X.shape[1] * self.X.shape[2],
+                                           fused=False)
+        if self.evaluation == "full":
+            self.active = None
+        warnings.warn(NOT_COMPILED, NotCompiledWarning)
 
     def _fused_threads(self, fused_on_cpu: bool) -> MeasuredThreads:
         """One thread and the fused pass's pool (a thread a core) when a batch could use
@@ -519,6 +534,9 @@ class Runner:
             start = time.perf_counter()
             done = self.active.fused_steps(part, record[made:made + part], self._pc_rows,
                                            threads)
+            if self.active.fused is None and self.evaluation == "fused":
+                self._without_fused()
+                break
             self.fused_threads.learn(threads, time.perf_counter() - start, done)
             made += done
             if done < part:

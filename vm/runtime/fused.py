@@ -28,16 +28,18 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 import torch
 
-from vm.runtime.active import SKIP_BOUND, ActiveEvaluator, ActiveRun
+from vm.runtime.active import SKIP_BOUND, ActiveEvaluator, ActiveRun, FusedNotCompiled
 from vm.runtime.config import FUSED_CHECK_EVERY
 
 try:
     import numba
+    from numba.core import event as numba_events
 except ImportError:  # pragma: no cover - exercised where numba is not installed
     numba = None
 
@@ -188,8 +190,12 @@ class FusedPass:
     """Its passes do not update the torch pass's own scores: after them the cache is rebuilt
     before a torch pass."""
 
-    def __init__(self, evaluator: ActiveEvaluator, weights) -> None:
-        self.evaluator = evaluator
+    def __init__(self, evaluator: ActiveEvaluator, weights, compiles: bool = True) -> None:
+        """`compiles`: whether a pass may compile the kernels it calls (numba, up to a
+        minute each on a cold cache); without, a pass whose kernels numba has neither in
+        the process nor in its cache on disk raises FusedNotCompiled instead."""
+        self.evaluator, self.compiles = evaluator, compiles
+        self._ready_kernels: set = set()
         self.unsupported = self._build(evaluator, weights)
 
     def _build(self, ev: ActiveEvaluator, weights) -> str | None:
@@ -329,8 +335,10 @@ class FusedPass:
         # another compiles its callee again, and a serial or parallel (prange) wrapper
         # per kernel cost up to a minute of compiling in every fresh process.
         if batch == 1:
-            done[0] = _program(0, count, record.numpy(), pc_rows, X, cache, *self.tables,
-                               *mirror, work, *settings[:-1])
+            arguments = (0, count, record.numpy(), pc_rows, X, cache, *self.tables, *mirror,
+                         work, *settings[:-1])
+            self._ready(_program, arguments)
+            done[0] = _program(*arguments)
         else:
             workers = min(batch, thread_count(threads))
             read = (len(self.mirror_rows) + 4 * len(self.head_rows) + 12) * X.shape[2]
@@ -338,6 +346,10 @@ class FusedPass:
             blocks = -(-batch // size)
             arguments = (count, record.numpy(), pc_rows, X, cache, *self.tables,
                          *self.lane_tables, *mirror, work, self._lanes(blocks, size, rows))
+            self._ready(_lockstep, (0, min(batch, size), *arguments, 0, *settings))
+            nothing_back = (X, done, 0, log_columns, log_values, log_start)
+            if self._ready(_rollback, nothing_back):  # machine code now, not at a first
+                _rollback(*nothing_back)  # roll-back in the middle of a run
             shares = min(workers, blocks)
             bounds = [blocks * share // shares for share in range(shares + 1)]
 
@@ -361,6 +373,17 @@ class FusedPass:
             _rollback(X, done, least, log_columns, log_values, log_start)
             run.fused_state = None
         return least, ahead
+
+    def _ready(self, kernel, arguments: tuple) -> bool:
+        """Before this form's first call of `kernel`: where it may not compile, make sure
+        numba has the kernel's machine code for these arguments (raising FusedNotCompiled
+        if not). Returns whether this was the first call."""
+        if kernel in self._ready_kernels:
+            return False
+        if not self.compiles and not _has_machine_code(kernel, arguments):
+            raise FusedNotCompiled(kernel.__name__)
+        self._ready_kernels.add(kernel)
+        return True
 
     def _mirror(self, run: ActiveRun, X: np.ndarray, cache: np.ndarray) -> tuple | None:
         """The run's query and key rows as 8-bit numerators (batch, mirrored rows, n) and
@@ -455,6 +478,35 @@ class FusedPass:
                                 np.empty((batch, entries, rows), dtype),
                                 np.zeros((batch, passes + 1), np.int64))
         return self._log_arrays
+
+class _CompileRefused(Exception):
+    """Ends numba's compile of a kernel that `_has_machine_code` only asks about."""
+
+
+def _has_machine_code(kernel, arguments: tuple) -> bool:
+    """Whether numba has machine code for `kernel` on the types of `arguments` without
+    compiling: in this process already, or in its cache on disk (then loaded now, as a call
+    would load it). numba's own lookup runs (`compile`, which looks in its cache first);
+    a listener stops it where it would start compiling."""
+    types = tuple(kernel.typeof_pyval(value) for value in arguments)
+    if types in kernel.overloads:
+        return True
+    asking = threading.get_ident()
+
+    class Refuse(numba_events.Listener):
+        def on_start(self, event) -> None:
+            if event.data["dispatcher"] is kernel and threading.get_ident() == asking:
+                raise _CompileRefused
+
+        def on_end(self, event) -> None:
+            pass
+    try:
+        with numba_events.install_listener("numba:compile", Refuse()):
+            kernel.compile(types)
+    except _CompileRefused:
+        return False
+    return True
+
 
 if numba is not None:  # error_model="numpy": no division in the pass can be by zero, so
     # numba's check for one (a branch at every division) is dropped

@@ -4,6 +4,7 @@ every step."""
 
 from __future__ import annotations
 
+import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -11,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from vm.common.errors import InputError
+from vm.common.errors import NOT_COMPILED, InputError, NotCompiledWarning
 from vm.machines.stepping import check_max_steps
 from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.machine import vsubleq_machine
@@ -74,9 +75,12 @@ class TransformerRun:
                                 self.geometry.scratch)
                      if accelerate is not None and self.checker is None else None)
         self.active = evaluator.start(self.X, fused=True) if evaluator is not None else None
-        self.evaluation = ("full" if self.active is None
-                           else "fused" if evaluator.fused is not None else "active")
+
+    @property
+    def evaluation(self) -> str:
         """What runs the passes: fused, active or full."""
+        return ("full" if self.active is None
+                else "fused" if self.active.fused is not None else "active")
 
     def load_card(self, card: torch.Tensor) -> None:
         """Go on from the punchcard `card` (1, rows, n) of this geometry: X is overwritten in
@@ -105,7 +109,7 @@ class TransformerRun:
         """Up to `count` passes, stopping at the pass that halts; returns the passes made
         while running (a fused call may run a few passes past the halt: a halted machine is
         a fixed point, so they change nothing)."""
-        if self.active is None or self.active.evaluator.fused is None:
+        if self.active is None or self.active.fused is None:
             made = 0
             while made < count and not self.halted:
                 self.step()
@@ -116,7 +120,10 @@ class TransformerRun:
         made = 0
         with torch.inference_mode(), flush_denormals(), self._threads():
             while made < count and not self.halted:
+                fused = self.active.fused
                 done = self.active.fused_steps(count - made, record[made:], rows)
+                if fused is not None and self.active.fused is None:  # not compiled, and the
+                    warnings.warn(NOT_COMPILED, NotCompiledWarning)  # run may not compile it
                 if done == 0:
                     record[made].copy_(self.X[rows, :, 0])
                     self.active.step()
