@@ -462,6 +462,7 @@ class Runner:
         the run goes on as it would without numba, and says so (NotCompiledWarning)."""
         self.evaluation = self._evaluation(self.executor, self.X.shape[1] * self.X.shape[2],
                                            fused=False)
+        self.window = self.executor.config.check_every  # a halt is seen as soon as before
         if self.evaluation == "full":
             self.active = None
         warnings.warn(NOT_COMPILED, NotCompiledWarning)
