@@ -144,8 +144,10 @@ class TransformerExecutor:
             self.machine.check_exact_moves(self.dtype_name)
         self.active: ActiveEvaluator | FleqActiveEvaluator | None = None
         if config.evaluation != "full" and not self.checked:
+            # FLEQ has no numba form (its GPU graphs capture in moments): one evaluator
+            compiles = config.evaluation == "fused" and not isinstance(geometry, FleqGeometry)
             active = _active(geometry, config.temperature, self.dtype_name, config.device,
-                             config.attention, config.evaluation == "fused")
+                             config.attention, compiles)
             self.active = active if active.unsupported is None else None
         self.fallbacks = 0
         """Passes of the last `run` that the active evaluation ran in full."""
