@@ -479,6 +479,7 @@ class FusedPass:
                                 np.zeros((batch, passes + 1), np.int64))
         return self._log_arrays
 
+
 class _CompileRefused(Exception):
     """Ends numba's compile of a kernel that `_has_machine_code` only asks about."""
 
