@@ -75,7 +75,7 @@ def compile_side_by_side(dtypes: list[str]) -> list[Compiled]:
             out, err = child.communicate()
             if child.returncode != 0:
                 raise RuntimeError(f"compiling the {dtype} kernels failed:\n{err.strip()}")
-            verb, seconds = out.split()
+            verb, seconds = out.split()[-2:]  # its last line: anything numba printed before
             done.append(Compiled(dtype, verb == "compiled", float(seconds)))
     finally:
         for _, child in children:
