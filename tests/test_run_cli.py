@@ -116,3 +116,21 @@ def test_the_options_of_ltvm_sample_are_refused_by_name_as_compare_refuses_them(
     assert code == 2 and captured.out == ""
     assert captured.err == (f"ltvm: error: {named} of `ltvm sample`; run runs the exact "
                             "transformer (--temperature is the softmax's)\n")
+
+
+def test_run_works_where_numba_is_not_installed():
+    """numba is an extra (`ltvm[fast]`): without it the executor imports the fused pass's
+    module anyway, which once left a decorator undefined and broke every command. The
+    transformer's answer is checked against the program's expected memory."""
+    import json
+    import subprocess
+    import sys
+    expected = json.loads((PROGRAMS / "subleq" / "divmod.expected.json").read_text())
+    script = ("import sys; sys.modules['numba'] = None; from vm.cli import main; "
+              "sys.exit(main(['run', sys.argv[1], '--json']))")
+    done = subprocess.run([sys.executable, "-c", script, str(PROGRAMS / "subleq" / "divmod.sq")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert "Traceback" not in done.stderr
+    assert {name: result["memory"][name] for name in expected["memory"]} == expected["memory"]

@@ -518,7 +518,7 @@ if numba is not None:  # error_model="numpy": no division in the pass can be by 
 else:  # pragma: no cover
     def _jit(function):
         return function
-    _inline = _jit
+    _inline = _bare = _jit
 
 
 @_inline
