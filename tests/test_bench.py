@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -118,3 +119,47 @@ def test_bench_refuses_options_before_a_target_instead_of_ignoring_them(capsys, 
     err = capsys.readouterr().err
     assert stop.value.code == 2
     assert f"--device, --json before '{target}' would be ignored: write them after it" in err
+
+
+@pytest.mark.parametrize("window, pace, budget, one_pass, unit", [
+    (128, 32, 0.5, 0.004, 96), (128, 32, 2.0, 0.004, 128), (128, 32, 0.01, 0.004, 32),
+    (128, 1, 0.5, 0.004, 125), (128, 1, 0.001, 0.004, 1)])
+def test_a_fused_run_is_timed_in_whole_calls_of_its_compiled_form(window, pace, budget,
+                                                                  one_pass, unit):
+    """An eager first pass of 4 ms made a budget of 0.5 s hold 125 passes: a CUDA graph
+    run then made 29 of them eagerly in every timed call."""
+    assert vm.tools.bench.fused_unit(window, pace, budget, one_pass) == unit
+
+
+def test_timed_calls_of_a_graphed_run_make_no_eager_pass(monkeypatch):
+    """With the CPU form of the CUDA graphs (chunks of 32 passes as Python calls) and a
+    budget that holds 125 passes at the eager first pass's rate, every pass after the
+    starting ones is a graph's (one thread, as on a GPU: on the CPU a run tries thread
+    counts in calls of a few passes)."""
+    from vm.runtime import executor as executor_module
+    from vm.runtime.active import ActiveRun
+    from vm.runtime.graphed import GRAPH_PASSES, GraphedPasses
+    from vm.tools.workloads import looping_programs, workload_geometry
+    monkeypatch.setattr(executor_module, "_compiled",
+                        lambda evaluator, weights, compiles: GraphedPasses(evaluator))
+    executor_module._active.cache_clear()
+    eager, honest = [], ActiveRun.step
+
+    def counted(run, step=0):
+        eager.append(step)
+        return honest(run, step)
+
+    monkeypatch.setattr(ActiveRun, "step", counted)
+    ticks = iter(range(4))  # the set-up's clock: a first pass of 4 ms, as on an H100
+    monkeypatch.setattr(vm.tools.bench, "time",
+                        SimpleNamespace(perf_counter=lambda: 0.002 * next(ticks)))
+    program = looping_programs(workload_geometry(64), 1)[0]
+    config = vm.tools.bench.EngineConfig(evaluation="fused", threads=1)  # no thread tries
+    start = len(eager)
+    try:
+        timing, evaluation, _, _ = vm.tools.bench.transformer_speed(program, 4, config, 0.5)
+    finally:
+        executor_module._active.cache_clear()
+    assert evaluation == "fused"
+    assert len(eager) - start == vm.tools.bench.STARTING_PASSES + 1
+    assert timing.items % (4 * GRAPH_PASSES) == 0

@@ -32,6 +32,7 @@ from assembler.program import Program
 from vm.machines.subleq.punchcard import geometry_for
 from vm.common.errors import InputError
 from vm.runtime.executor import EngineConfig, TransformerExecutor
+from vm.runtime.graphed import chunk_of
 from vm.machines.subleq.reference import ReferenceMachine
 from vm.tools.workloads import FLEQ_WORKLOADS, looping_programs, workload_geometry
 
@@ -122,7 +123,8 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
     where one fits the budget: a short call pays for reloading each program's working
     set, about 13 us a program at n = 1024, so the doubling chunks' first calls of 1, 2, 4
     passes put batch 256 7 % below its sustained rate; a batch of 60,000, whose window
-    took minutes, is timed in chunks of as many passes as the budget holds."""
+    took minutes, is timed in chunks of as many passes as the budget holds, whole CUDA
+    graphs on a GPU (`fused_unit`)."""
     executor = TransformerExecutor(geometry_for(program), config)
     runner = executor.runner(executor.load([program] * batch))
 
@@ -135,11 +137,23 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
     one = time.perf_counter()
     work(1)
     starting, one_pass = time.perf_counter() - start, time.perf_counter() - one
-    unit = min(runner.window, max(1, int(budget / one_pass))) if runner.evaluation == "fused" \
-        else 1
+    unit = (fused_unit(runner.window, chunk_of(runner.active), budget, one_pass)
+            if runner.evaluation == "fused" else 1)
     timing = timed(work, budget, unit=unit)
     return (Timing(timing.per_second * batch, starting + timing.warmup_seconds,
                    timing.items * batch), runner.evaluation, runner.fallbacks, runner.threads)
+
+
+def fused_unit(window: int, pace: int, budget: float, one_pass: float) -> int:
+    """Passes in each timed call of a fused run: a whole window where the budget holds one
+    at the first pass's rate, else as many passes as it holds, in whole multiples of the
+    compiled form's own call (`pace`: a CUDA graph's 32 passes, 1 on the CPU), and at least
+    one such call. Without the rounding, an eager first pass of about 4 ms made a budget of
+    0.5 s hold fewer than 128 passes, and a call of, say, 125 made 96 in graphs and 29 on
+    the eager torch pass: batch 256 at n = 64 on an H100 measured 202,747-225,060 steps/s
+    in such commands and 620,265-625,738 in the others (docs/speed.md, "On an H100")."""
+    fits = min(window, int(budget / one_pass))
+    return max(pace, fits // pace * pace)
 
 
 MIN_COLUMNS = 6
