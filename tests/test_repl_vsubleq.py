@@ -364,3 +364,29 @@ def test_feeding_input_builds_no_columns_by_columns_mask():
     assert columns > 20_000
     assert peak < columns ** 2 / 4
     assert "input 97" in repl.execute("step")
+
+
+def test_the_image_repl_says_at_once_that_numba_has_not_compiled(capsys, monkeypatch):
+    """The note that the fused pass went unused came when the session ended, hours after the
+    slow steps it explains; it now comes when first warned, once, before the next command
+    is read."""
+    import io
+
+    import vm.runtime.fused as fused_module
+    from vm.cli import main
+    pytest.importorskip("numba")
+    monkeypatch.setattr(fused_module, "_has_machine_code", lambda kernel, arguments: False)
+    before_the_next_command = []
+
+    class Commands(io.StringIO):
+        def readline(self, *args) -> str:
+            line = super().readline(*args)
+            if line == "quit\n":
+                before_the_next_command.append(capsys.readouterr().err)
+            return line
+
+    monkeypatch.setattr(sys, "stdin", Commands("continue\ncontinue\nquit\n"))
+    assert main(["repl", str(PROGRAMS / "hello.vsq"), "--history", "/dev/null"]) == 0
+    said = before_the_next_command[0] + capsys.readouterr().err
+    assert before_the_next_command[0].count("numba has not compiled the fused pass") == 1
+    assert said.count("numba has not compiled the fused pass") == 1

@@ -234,7 +234,7 @@ def _run(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         try:
-            with _notes_after_the_command() as notes:
+            with _notes_after_the_command(getattr(args, "notes_at_once", False)) as notes:
                 code = args.func(args) or 0
         finally:
             _end_progress_lines()
@@ -275,17 +275,24 @@ def _run(argv: list[str] | None) -> int:
 
 
 @contextmanager
-def _notes_after_the_command() -> Iterator[list[str]]:
+def _notes_after_the_command(at_once: bool = False) -> Iterator[list[str]]:
     """The command's NotCompiledWarning messages, each once, to be printed after it (not
-    inside its progress line); other warnings are shown as Python shows them."""
+    inside its progress line), or `at_once` when first warned (an interactive session,
+    whose end may be hours after the slow steps the note explains); other warnings are
+    shown as Python shows them."""
     notes: list[str] = []
+    said: set[str] = set()
     show = warnings.showwarning
 
     def collect(message, category, filename, lineno, file=None, line=None) -> None:
         if not issubclass(category, NotCompiledWarning):
             show(message, category, filename, lineno, file, line)
-        elif str(message) not in notes:
-            notes.append(str(message))
+        elif str(message) not in said:
+            said.add(str(message))
+            if at_once:
+                _say_above_progress_lines(f"ltvm: note: {message}")
+            else:
+                notes.append(str(message))
     warnings.showwarning = collect
     try:
         yield notes
@@ -304,6 +311,19 @@ def _end_at_the_next_stop(argv: list[str] | None) -> None:
     for number in (signal.SIGINT, *STOPPING_SIGNALS):
         if callable(signal.getsignal(number)):
             signal.signal(number, signal.SIG_DFL)
+
+
+def _say_above_progress_lines(message: str) -> None:
+    """`message` on stderr while a progress line may be drawn: tqdm clears the line, prints
+    and draws it again (without tqdm loaded, no line is drawn)."""
+    tqdm = sys.modules.get("tqdm")
+    if tqdm is None:
+        _say(message)
+        return
+    try:
+        tqdm.tqdm.write(message, file=sys.stderr)
+    except OSError:
+        pass
 
 
 def _say(message: str) -> None:

@@ -48,7 +48,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="command history file (default ~/.ltvm_history)")
     add_engine_arguments(parser)
     add_sampling_refusal(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, notes_at_once=True)  # a session's notes when they arise
 
 
 def run(args: argparse.Namespace) -> int:
