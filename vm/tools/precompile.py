@@ -22,6 +22,11 @@ from vm.runtime.config import DTYPE_NAMES
 
 PASSES = 4
 """Passes each warm-up run makes: enough for the cache to be built and fused calls made."""
+SUBLEQ_BITS = (8, 32)
+"""Word sizes of the SUBLEQ programs compiled for: the machine has 4 layers up to 16 bits and
+5 above, and a batch's kernel (`_lockstep`) takes a tuple of arrays a layer, so each layer
+count is its own compile (without the 32-bit batch, a batch of 17-bit or wider programs ran
+without the fused pass after `ltvm compile`, and said to run `ltvm compile`)."""
 IMAGE_BITS = (16, 32)
 """Word sizes of the standard SUBLEQ images compiled for: the machine has 5 layers up to
 16 bits and 6 above, and the kernels take a tuple of arrays a layer, so each layer count
@@ -30,8 +35,9 @@ is its own compile."""
 
 def compile_fused(dtype: str) -> bool:
     """Compile, or load from numba's cache, every kernel a fused run in `dtype` calls: a
-    SUBLEQ program alone and in a batch (in lockstep, and the roll-back), and standard
-    SUBLEQ images, whose machines have more layers (so other argument types). Returns
+    SUBLEQ program alone and in a batch (in lockstep, and the roll-back), at narrow and
+    wide words, and standard SUBLEQ images, whose machines have more layers (so other
+    argument types). Returns
     whether anything had to be compiled."""
     from vm.machines.vsubleq.run import TransformerRun
     from vm.runtime import fused
@@ -39,11 +45,12 @@ def compile_fused(dtype: str) -> bool:
     from vm.tools.vsubleq_bench import counting_loop
     from vm.tools.workloads import looping_programs, workload_geometry
 
-    shape = workload_geometry(64)
-    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused", dtype=dtype,
-                                                       threads=1))
-    for batch in (1, 2):
-        executor.run(executor.load(looping_programs(shape, batch, seed=0)), PASSES)
+    for bits in SUBLEQ_BITS:
+        shape = workload_geometry(64, bits)
+        executor = TransformerExecutor(shape, EngineConfig(evaluation="fused", dtype=dtype,
+                                                           threads=1))
+        for batch in (1, 2):
+            executor.run(executor.load(looping_programs(shape, batch, seed=0)), PASSES)
     for bits in IMAGE_BITS:
         image = TransformerRun(counting_loop(64, bits), dtype, max_output=0, checked=False,
                                accelerate=partial(evaluator_for, evaluation="fused"))
