@@ -13,7 +13,7 @@ from vm.runtime import fused
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.tools.bench import fleq_workload
 from vm.tools.workloads import looping_programs, workload_geometry
-from vm.transformer.threads import (LONGEST_WAIT, SINGLE_THREAD_MAX_COLUMNS,
+from vm.transformer.threads import (FIRST_TRY, LONGEST_WAIT, MAX_KINDS, SINGLE_THREAD_MAX_WORK,
                                     TRY_PASSES, MeasuredThreads, cpu_threads)
 
 
@@ -28,14 +28,36 @@ def test_cpu_threads_picks_one_thread_for_small_work_and_restores():
 
 def test_only_large_unrequested_cpu_work_is_measured():
     torch.set_num_threads(2)
-    large = SINGLE_THREAD_MAX_COLUMNS + 1
+    large = SINGLE_THREAD_MAX_WORK + 1
     assert MeasuredThreads.for_torch(large, None, True).candidates == (1, 2)
     assert MeasuredThreads.for_torch(large, 3, True).candidates == (3,)
-    assert MeasuredThreads.for_torch(SINGLE_THREAD_MAX_COLUMNS, None, True).candidates == (1,)
+    assert MeasuredThreads.for_torch(SINGLE_THREAD_MAX_WORK, None, True).candidates == (1,)
     assert MeasuredThreads.for_torch(large, None, False).candidates == ()
     torch.set_num_threads(1)
     assert MeasuredThreads.for_torch(large, None, True).candidates == (1,)
     torch.set_num_threads(2)
+
+
+def test_runs_are_measured_by_the_work_of_a_pass_not_by_their_columns():
+    """FLEQ's inverse-d8 has 473 columns, far below the 32K at which SUBLEQ runs start to
+    be measured, but a pass of it is about 1e9 multiply-adds (and faster at two threads on
+    an idle 2-core machine): its runs are measured. The calculator's (4e6) and a SUBLEQ
+    program's at n = 64 run at one thread, and a SUBLEQ batch of 32K columns is within a
+    factor 2 of the bound, where its runs switched before."""
+    torch.set_num_threads(2)
+
+    def candidates(geometry, programs) -> tuple[int, ...]:
+        executor = TransformerExecutor(geometry, EngineConfig(evaluation="active",
+                                                              checked=False))
+        return executor.runner(executor.load(programs)).torch_threads.candidates
+
+    inverse, calculator = fleq_workload("inverse-d8"), fleq_workload("calculator")
+    assert candidates(fleq_geometry_for(inverse), [inverse]) == (1, 2)
+    assert candidates(fleq_geometry_for(calculator), [calculator]) == (1,)
+    program = looping_programs(workload_geometry(64), 1)[0]
+    assert candidates(geometry_for(program), [program]) == (1,)
+    work = TransformerExecutor(geometry_for(program), EngineConfig()).model.multiply_adds(512)
+    assert SINGLE_THREAD_MAX_WORK / 2 < work < 2 * SINGLE_THREAD_MAX_WORK
 
 
 def _run(threads: MeasuredThreads, seconds: dict[int, float], parts: int) -> list[int]:
@@ -46,6 +68,48 @@ def _run(threads: MeasuredThreads, seconds: dict[int, float], parts: int) -> lis
         used.append(count)
         threads.learn(count, seconds[count] * 4, passes=4)
     return used
+
+
+def _run_kinds(threads: MeasuredThreads, seconds: dict[str, dict[int, float]],
+               kinds: list[str], parts: int, keyed: bool = True) -> list[int]:
+    """The counts of `parts` single-pass parts of the kinds `kinds` in turn, a part of kind
+    k at count c taking `seconds[k][c]` (told its kind only where `keyed`)."""
+    used = []
+    for index in range(parts):
+        kind, count = kinds[index % len(kinds)], threads.next()
+        used.append(count)
+        threads.learn(count, seconds[kind][count], kind=kind if keyed else None)
+    return used
+
+
+CHEAP_AND_DEAR = {"cheap": {1: 1.0, 2: 0.6}, "dear": {1: 10.0, 2: 6.0}}
+"""Passes of two kinds, each faster at two threads (a FLEQ program alternating an
+instruction of a small block and one of a large block)."""
+
+
+def test_passes_of_differing_cost_are_compared_with_passes_of_their_kind():
+    """Cheap and dear passes in turn: told their kinds, the run chooses the pool, faster on
+    both, and keeps it; compared with the pass before them, every try paired a cheap pass
+    at one thread with a dear one at two, and the run stayed at one thread."""
+    keyed = MeasuredThreads((1, 2))
+    used = _run_kinds(keyed, CHEAP_AND_DEAR, ["cheap", "dear"], 400)
+    assert keyed.chosen == 2 and used.count(2) > 380
+    unkeyed = MeasuredThreads((1, 2))
+    used = _run_kinds(unkeyed, CHEAP_AND_DEAR, ["cheap", "dear"], 400, keyed=False)
+    assert unkeyed.chosen == 1 and used.count(2) < 20
+
+
+def test_a_try_of_a_kind_the_chosen_count_has_not_run_decides_nothing():
+    """Every part a new kind: no try has a part to be compared with, so the run stays at
+    its first count however fast the other is, trying again after the same short wait,
+    and keeps at most MAX_KINDS times."""
+    threads = MeasuredThreads((1, 2))
+    seconds = {str(i): {1: 9.0, 2: 1.0} for i in range(3 * MAX_KINDS)}
+    used = _run_kinds(threads, seconds, list(seconds), 3 * MAX_KINDS)
+    assert threads.chosen == 1
+    gaps = np.diff([i for i, count in enumerate(used) if count == 2])
+    assert set(gaps[1:]) == {FIRST_TRY + 2}
+    assert len(threads._latest) <= MAX_KINDS
 
 
 def test_a_slower_pool_is_tried_ever_more_rarely():
@@ -121,16 +185,18 @@ def test_a_single_count_is_always_used_and_other_counts_are_ignored():
 
 
 @pytest.mark.parametrize("evaluation", ["full", "active"])
-def test_torch_passes_give_the_same_bits_at_one_and_two_threads(evaluation):
-    """The FLEQ calculator's float64 passes on a batch large enough for torch to split its
-    products, at one thread and at two: X equal bit for bit after every pass."""
-    program = fleq_workload("calculator")
+@pytest.mark.parametrize("name, batch", [("calculator", 48), ("inverse-d8", 1)])
+def test_torch_passes_give_the_same_bits_at_one_and_two_threads(evaluation, name, batch):
+    """FLEQ's float64 passes large enough for torch to split its products (the calculator
+    on a batch, inverse-d8 alone, which runs measured), at one thread and at two: X equal
+    bit for bit after every pass."""
+    program = fleq_workload(name)
     states = []
     for threads in (1, 2):
         executor = TransformerExecutor(fleq_geometry_for(program),
                                        EngineConfig(evaluation=evaluation, threads=threads,
                                                     checked=False))
-        runner = executor.runner(executor.load([program] * 48))
+        runner = executor.runner(executor.load([program] * batch))
         passes = []
         for _ in range(4):
             runner.advance(1)

@@ -62,8 +62,9 @@ def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=thread_count,
                         help="CPU threads of torch and of the fused pass, 1 to 256 (default: "
                              "one or all, whichever the run measures faster; one for torch "
-                             "passes up to 32K batch x columns and for batch 1; the threads "
-                             "column shows the count most passes used)")
+                             "passes of up to 2^29 multiply-adds, such as SUBLEQ's up to about "
+                             "32K batch x columns, and for batch 1 of the fused pass; the "
+                             "threads column shows the count most passes used)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 

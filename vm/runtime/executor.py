@@ -264,7 +264,7 @@ class TransformerExecutor:
     def _threads(self, X: torch.Tensor):
         if self.device.type != "cpu":
             return nullcontext()
-        return cpu_threads(X.shape[0] * X.shape[2], self.config.threads)
+        return cpu_threads(self.model.multiply_adds(X.shape[0]), self.config.threads)
 
     def running(self, pcs: torch.Tensor) -> torch.Tensor:
         """For program-counter codes (..., B, batch): not yet at EOF? (on device)"""
@@ -439,11 +439,16 @@ class Runner:
         self.active = (executor.active.start(self.X, fused=self.evaluation == "fused")
                        if self.evaluation != "full" else None)
         on_cpu = executor.device.type == "cpu"
-        self.torch_threads = MeasuredThreads.for_torch(self.X.shape[1] * self.X.shape[2],
+        self.torch_threads = MeasuredThreads.for_torch(executor.model.multiply_adds(X.shape[0]),
                                                        config.threads, on_cpu)
         """Torch's thread count for each pass not fused, measured (vm/transformer/threads.py)."""
         self.fused_threads = self._fused_threads(on_cpu and self.evaluation == "fused")
         """The fused pass's thread count for each call, measured likewise."""
+        self._passes_differ = (isinstance(executor.active, FleqActiveEvaluator)
+                               and self.active is not None and on_cpu)
+        """Whether a torch pass's cost depends on the instructions it runs (a FLEQ active
+        pass runs only the blocks they select), so that thread tries compare passes of the
+        same program counters (`MeasuredThreads.learn`'s kind)."""
 
     @staticmethod
     def _evaluation(executor: TransformerExecutor, cells: int, fused: bool = True) -> str:
@@ -509,7 +514,8 @@ class Runner:
                         if offset == passes:
                             break
                     self.record[offset].copy_(X[pc, :, 0])
-                    with self.torch_threads.torch_pass():
+                    kind = self.record[offset].numpy().tobytes() if self._passes_differ else None
+                    with self.torch_threads.torch_pass(kind):
                         if self.active is not None:
                             self.active.step(self.done + offset)
                         else:

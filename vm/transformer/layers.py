@@ -193,6 +193,14 @@ class Attention(_RowIndexed):
             reduce = torch.as_tensor(target[None, :] == written[:, None], dtype=dtype)
         self.register_buffer("reduce", reduce)
 
+    def multiply_adds(self, score_columns: int) -> int:
+        """Multiply-adds a column of X costs these heads: the stacked projection, the scores
+        against `score_columns` keys (r each) and the value products (k each), and the sum
+        into shared rows."""
+        heads = sum(group.count * (group.r + group.k) * score_columns
+                    for group in self.writing_groups)
+        return self.QKV.numel() + heads + (0 if self.reduce is None else self.reduce.numel())
+
     def _project(self, X: torch.Tensor) -> torch.Tensor:
         """[lam Q; K; V_own] X for every head, stacked: (sum of widths, batch * n)."""
         return self.QKV @ _take_rows(X.view(X.shape[0], -1), self.read)
@@ -400,6 +408,16 @@ class FeedForward(_RowIndexed):
             update += self.b2
         _add_rows(flat, self.rows, update)
 
+    def multiply_adds(self) -> int:
+        """Multiply-adds a column of A costs this layer: its matrices' entries (the non-zero
+        ones of a CSR matrix), summed over its parts."""
+        if self.parts:
+            return sum(part.multiply_adds() for part in self.parts)
+        if self.empty:
+            return 0
+        return sum(W.values().numel() if W.layout == torch.sparse_csr else W.numel()
+                   for W in (self.W1, self.W2))
+
     def update(self, flat: torch.Tensor) -> torch.Tensor | None:
         """W2 relu(W1 A + b1) on the written rows of a part without b2, or None if empty."""
         if self.empty:
@@ -451,6 +469,13 @@ class TransformerLayer(nn.Module):
                                    for segment in self.part_heads)
         self.ffn = FeedForward(weights.ffn, dtype, sparse, columns, gate_rows)
 
+    def multiply_adds(self, score_columns: int) -> int:
+        """Multiply-adds a column of X costs this layer, each head scoring `score_columns`
+        keys."""
+        heads = list(self.parts) or ([self.attention] if self.attention is not None else [])
+        return (sum(part.multiply_adds(score_columns) for part in heads)
+                + self.ffn.multiply_adds())
+
     def attend(self, X: torch.Tensor, mode: str, scratch: int,
                bias: torch.Tensor | None, noise: ReadNoise | None = None) -> None:
         if self.parts:  # every part reads the layer's input X, as Eq. (1)'s heads do
@@ -500,8 +525,19 @@ class LoopedTransformer(nn.Module):
             allowed = mask_matrix(weights.columns, scratch)
             bias = torch.as_tensor(np.where(allowed, 0.0, -np.inf).T, dtype=dtype)
         self.register_buffer("mask_bias", bias)
+        score_columns = (weights.columns if attention == "dense" or use_bias
+                         else 2 * scratch + 1)
+        self.multiply_adds_per_column = sum(layer.multiply_adds(score_columns)
+                                            for layer in self.layers)
+        """About what a pass costs a column of X, in multiply-adds: how much work a pass is,
+        which decides whether it is worth more than one CPU thread
+        (vm/transformer/threads.py)."""
         configure_device(device)
         self.to(device)
+
+    def multiply_adds(self, batch: int) -> int:
+        """About what a full pass over `batch` programs costs, in multiply-adds."""
+        return self.multiply_adds_per_column * batch * self.columns
 
     def forward(self, X: torch.Tensor, observer: Observer | None = None) -> torch.Tensor:
         """One pass on X of shape (batch, rows, n); returns a new tensor."""

@@ -92,7 +92,7 @@ class TransformerRun:
             self.checker = Checker(self.machine, card)
 
     def _threads(self):
-        return (cpu_threads(self.X.shape[1] * self.X.shape[2]) if self.X.device.type == "cpu"
+        return (cpu_threads(self.model.multiply_adds(1)) if self.X.device.type == "cpu"
                 else nullcontext())  # small work: one thread, idle ones would spin
 
     def step(self) -> None:
