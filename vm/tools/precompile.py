@@ -37,8 +37,7 @@ def compile_fused(dtype: str) -> bool:
     """Compile, or load from numba's cache, every kernel a fused run in `dtype` calls: a
     SUBLEQ program alone and in a batch (in lockstep, and the roll-back), at narrow and
     wide words, and standard SUBLEQ images, whose machines have more layers (so other
-    argument types). Returns
-    whether anything had to be compiled."""
+    argument types). Returns whether anything had to be compiled."""
     from vm.machines.vsubleq.run import TransformerRun
     from vm.runtime import fused
     from vm.runtime.executor import EngineConfig, TransformerExecutor, evaluator_for
