@@ -85,6 +85,7 @@ def write_perf_map(kernels, path: Path) -> int:
 def main() -> int:
     options = arguments()
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="ltvm-profile-")
+    from vm.common.errors import InputError
     from vm.runtime import fused
     from vm.runtime.executor import EngineConfig, TransformerExecutor
     from vm.tools.workloads import looping_programs, workload_geometry
@@ -92,9 +93,15 @@ def main() -> int:
     if not fused.available():
         print("numba is not installed: there is no fused pass to profile", file=sys.stderr)
         return 2
-    shape = workload_geometry(options.columns)
-    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused", dtype=options.dtype,
-                                                       threads=options.threads))
+    try:
+        shape = workload_geometry(options.columns)
+        executor = TransformerExecutor(shape, EngineConfig(evaluation="fused",
+                                                           dtype=options.dtype,
+                                                           threads=options.threads))
+        executor.check_memory(options.batch)
+    except InputError as error:
+        print(f"fused_profile.py: error: {error}", file=sys.stderr)
+        return 2
     runner = executor.runner(executor.load(looping_programs(shape, options.batch, seed=0)))
     print("compiling the fused kernels (an empty numba cache) ...", file=sys.stderr)
     runner.advance(2 + runner.window)

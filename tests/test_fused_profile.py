@@ -1,5 +1,6 @@
 """examples/fused_profile.py: names numba's functions from their mangled symbols, and
-refuses what it cannot run before compiling anything."""
+refuses what it cannot run (bad arguments, too many columns, a batch beyond memory) before
+compiling anything."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def test_a_mangled_numba_symbol_is_named_by_its_function():
     (["--seconds", "nan"], "--seconds: must be above 0"),
     (["--columns", "5"], "at least 6"),
     (["--batch", "0"], "--batch: must be at least 1"),
+    (["--columns", "100000000"], "exceed the limit"),
+    (["--batch", "1000000000"], "run fewer programs at once"),
 ])
 def test_bad_arguments_are_refused_before_anything_compiles(arguments, message):
     done = subprocess.run([sys.executable, str(SCRIPT), *arguments], capture_output=True,
