@@ -1,8 +1,8 @@
 """Where the fused pass's CPU time goes, by compiled function (Linux `perf`).
 
 numba's machine code lives in anonymous memory, so `perf report` cannot name it. This
-script compiles the fused kernels in this process (into an empty numba cache, which takes
-one to three minutes, so that their object code is at hand), writes a perf map
+script compiles the fused kernels in this process (into an empty numba cache, removed at the
+end; one to three minutes, so that their object code is at hand), writes a perf map
 (/tmp/perf-PID.map) naming every function numba compiled, then runs a SUBLEQ batch while
 `perf record` samples the process, and prints each function's share of the samples. Helpers
 numba inlines count in their caller (`_lane_feed_forward` in `_lockstep`, `_top_two` in
@@ -84,7 +84,19 @@ def write_perf_map(kernels, path: Path) -> int:
 
 def main() -> int:
     options = arguments()
-    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="ltvm-profile-")
+    cache = tempfile.mkdtemp(prefix="ltvm-profile-")
+    os.environ["NUMBA_CACHE_DIR"] = cache
+    perf_map = Path(f"/tmp/perf-{os.getpid()}.map")
+    try:
+        return profile(options, perf_map)
+    finally:  # nothing left behind: the map, and the kernels compiled into the empty cache
+        perf_map.unlink(missing_ok=True)
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def profile(options: argparse.Namespace, perf_map: Path) -> int:
+    """Compile, write `perf_map`, sample a batch's passes and print the shares; 2 where the
+    batch cannot run or perf fails."""
     from vm.common.errors import InputError
     from vm.runtime import fused
     from vm.runtime.executor import EngineConfig, TransformerExecutor
@@ -106,7 +118,6 @@ def main() -> int:
     print("compiling the fused kernels (an empty numba cache) ...", file=sys.stderr)
     runner.advance(2 + runner.window)
     kernels = [value for value in vars(fused).values() if hasattr(value, "overloads")]
-    perf_map = Path(f"/tmp/perf-{os.getpid()}.map")
     print(f"{write_perf_map(kernels, perf_map)} functions in {perf_map}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch) / "perf.data"
@@ -115,16 +126,16 @@ def main() -> int:
                                      str(options.seconds)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         passes, start = 0, time.perf_counter()
-        while recorder.poll() is None:
+        while passes == 0 or recorder.poll() is None:
             runner.advance(runner.window)
             passes += runner.window
         seconds = time.perf_counter() - start
+        recorder.wait()
         if recorder.returncode != 0:
             print(f"perf record failed: {recorder.stderr.read().strip()}", file=sys.stderr)
             return 2
         report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--sort", "sym"],
                                 capture_output=True, text=True, check=True).stdout
-    perf_map.unlink()
     print(f"n = {options.columns}, batch {options.batch}, {options.threads} thread(s), "
           f"{options.dtype}: {passes * options.batch / seconds:,.0f} program steps/s, "
           f"{seconds / passes / options.batch * 1e6 * options.threads:.2f} us of a core a "

@@ -5,6 +5,7 @@ compiling anything."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,8 +39,11 @@ def test_a_mangled_numba_symbol_is_named_by_its_function():
     (["--columns", "100000000"], "exceed the limit"),
     (["--batch", "1000000000"], "run fewer programs at once"),
 ])
-def test_bad_arguments_are_refused_before_anything_compiles(arguments, message):
+def test_bad_arguments_are_refused_before_anything_compiles(arguments, message, tmp_path):
+    """Refused with exit 2, and the empty numba cache made for the compile (in TMPDIR) is
+    gone again."""
     done = subprocess.run([sys.executable, str(SCRIPT), *arguments], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 2 and message in done.stderr
     assert "compiling" not in done.stderr
+    assert not list(tmp_path.iterdir())
