@@ -174,7 +174,7 @@ def test_lanes_give_each_relu_layer_exactly_and_refuse_what_they_cannot_prove(dt
         lanes = V.shape[1]
         H = np.zeros((len(b1[L]), lanes))
         lane_bits, lane_ok = np.zeros(lanes, np.int64), np.zeros(lanes, np.bool_)
-        lane_max, lane_top, lane_bad = np.zeros(lanes), np.zeros(lanes), np.zeros(lanes, np.bool_)
+        lane_max, lane_top, lane_bad = np.zeros(lanes), np.zeros(lanes), np.zeros(lanes, np.int64)
         before = V.copy()
         _lane_feed_forward(W1_pointers[L], W1_indices[L], W1_values[L], b1[L], W2_pointers[L],
                            W2_indices[L], W2_values[L], b2[L], ffn_read[L], written[L],

@@ -444,7 +444,7 @@ class FusedPass:
                                np.zeros((blocks, lanes), np.int64),
                                np.zeros((blocks, lanes), np.int64),
                                np.zeros((blocks, lanes), np.int64), np.zeros((blocks, lanes)),
-                               np.zeros((blocks, lanes)), np.zeros((blocks, lanes), np.bool_),
+                               np.zeros((blocks, lanes)), np.zeros((blocks, lanes), np.int64),
                                np.zeros((blocks, lanes), np.bool_),
                                np.zeros((blocks, 2), np.int64),
                                np.zeros((blocks, size), np.int64),
@@ -521,11 +521,35 @@ else:  # pragma: no cover
     _inline = _bare = _jit
 
 
+POWERS_REACH = 256
+"""The largest |k| of `_two_to`: exponents in a pass are sums of at most three fraction bit
+counts (each <= MAX_FRACTION_BITS), their negatives, and -10."""
+_POWERS_OF_TWO = 2.0 ** np.arange(-POWERS_REACH, POWERS_REACH + 1)
+
+
+@_inline
+def _two_to(exponent: int) -> float:
+    """2^exponent, exactly, from a table: `2.0 ** k` on an integer k compiles to a libm call
+    (about 24 ns), and a pass takes dozens."""
+    return _POWERS_OF_TWO[exponent + POWERS_REACH]
+
+
+@_inline
+def _stored_max(old: float, new: float) -> float:
+    """max(old, new) for a cell that is written back either way, in old's or new's dtype.
+    Written as `a[i] = max(a[i], x)`, LLVM stores only where the cell changes: a masked
+    vector store (vmaskmovpd), microcoded and slow on AMD Zen. Adding +0.0 (exact: only
+    -0.0 changes, to 0.0) makes the stored value differ from the loaded one, so the store
+    stays a plain one. The lane sweeps keep their flags plain stores the same way: a test
+    joins a flag by `&`, not `and` (a branch), and failures are counted, not or-ed in."""
+    return max(old, new) + np.float32(0.0)
+
+
 @_inline
 def _scale_bits(values: np.ndarray, count: int) -> int:
     """Least F (<= 40) with values[:count] * 2^F integral, -1 if none."""
     for bits in range(MAX_FRACTION_BITS + 1):
-        scale = 2.0 ** bits
+        scale = _two_to(bits)
         exact = True
         for i in range(count):
             scaled = values[i] * scale
@@ -557,10 +581,10 @@ def _project(pointers: np.ndarray, indices: np.ndarray, values: np.ndarray, w_bi
             return False
         buffer[i] = column[read[i]]
     bits = _scale_bits(buffer, len(read))
-    if bits < 0 or not _fits(buffer, len(read), 2.0 ** bits, limit):
+    if bits < 0 or not _fits(buffer, len(read), _two_to(bits), limit):
         return False
-    scale = 2.0 ** bits
-    unscale = 2.0 ** -(bits + w_bits)
+    scale = _two_to(bits)
+    unscale = _two_to(-(bits + w_bits))
     for i in range(len(pointers) - 1):
         total = 0.0
         size = 0.0
@@ -582,9 +606,9 @@ def _feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W2_val
     for i in range(len(read)):
         buffer[i] = column[read[i]]
     bits = _scale_bits(buffer, len(read))
-    if bits < 0 or not _fits(buffer, len(read), 2.0 ** bits, limit):
+    if bits < 0 or not _fits(buffer, len(read), _two_to(bits), limit):
         return False
-    scale = 2.0 ** bits
+    scale = _two_to(bits)
     for i in range(len(pointers) - 1):
         total = b1[i] * scale
         size = abs(total)
@@ -595,8 +619,8 @@ def _feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W2_val
         if size >= limit:
             return False
         hidden[i] = total if total > 0.0 else 0.0
-    hidden_scale = 2.0 ** (first + bits)
-    out_scale = 2.0 ** second * hidden_scale
+    hidden_scale = _two_to(first + bits)
+    out_scale = _two_to(second) * hidden_scale
     for r in range(len(rows)):
         residual = column[rows[r]] * out_scale
         if residual != math.floor(residual):
@@ -628,11 +652,11 @@ def _feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W
     for i in range(len(read)):
         buffer[i] = 0.0 if junk[read[i]] else column[read[i]]
     bits = _scale_bits(buffer, len(read))
-    if bits < 0 or not _fits(buffer, len(read), 2.0 ** bits, limit):
+    if bits < 0 or not _fits(buffer, len(read), _two_to(bits), limit):
         return False
-    scale = 2.0 ** bits
-    unit_scale = 2.0 ** -(first + bits)
-    weight_scale = 2.0 ** -first
+    scale = _two_to(bits)
+    unit_scale = _two_to(-(first + bits))
+    weight_scale = _two_to(-first)
     for i in range(len(pointers) - 1):
         total = b1[i] * scale
         size = abs(total)
@@ -661,16 +685,16 @@ def _feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W
             hidden[i] = total if total > 0.0 else 0.0
             continue
         upper = total * unit_scale + junk_high
-        if upper + (size * unit_scale + junk_size) * 2.0 ** -10 < 0.0:
+        if upper + (size * unit_scale + junk_size) * _two_to(-10) < 0.0:
             hidden[i] = 0.0
         elif junk_count == 1 and size == 0.0 and abs(junk_weight) == 1.0:
             kind[i] = 1 if junk_weight > 0 else -1
             hidden[i] = 0.0
         else:
             return False
-    hidden_scale = 2.0 ** (first + bits)
-    out_scale = 2.0 ** second * hidden_scale
-    coefficient_scale = 2.0 ** -second
+    hidden_scale = _two_to(first + bits)
+    out_scale = _two_to(second) * hidden_scale
+    coefficient_scale = _two_to(-second)
     for r in range(len(rows)):
         row = rows[r]
         total = b2[r] * hidden_scale
@@ -723,7 +747,7 @@ def _numerators(P, first, count, floor_bits, out, limit) -> float:
     bits = _scale_bits(out, count)
     if bits < 0:
         return 0.0
-    scale = 2.0 ** max(bits, floor_bits)
+    scale = _two_to(max(bits, floor_bits))
     for t in range(count):
         out[t] *= scale
         if abs(out[t]) >= limit:
@@ -873,19 +897,18 @@ def _attention_layer(L, b, X, cache, att_read, att_pointers, att_indices, att_va
                 first = group_mirror[g, 0] + head * r
                 number = group_mirror[g, 2] + head
                 scale = _numerators(P, key, r, att_bits[L], numer, limit)
-                own_scale = scale * 2.0 ** -att_bits[L]
+                own_scale = scale * _two_to(-att_bits[L])
                 size = own_bound[number] * own_scale
                 for t in range(r):
                     size += abs(numer[t]) * mirror_max[first + t]
                 if scale == 0.0 or size >= FLOAT32_EXACT:
                     return 0
                 _mirror_scores(mirror, b, first, numer, mirror_max, r, n, scores)
-                unit = lams[g] / (scale * 2.0 ** att_bits[L])
+                unit = lams[g] / (scale * _two_to(att_bits[L]))
                 shift = np.float32(own_scale)
                 for j in range(n):
                     exponent = unit * (scores[j] - own[b, number, j] * shift)
-                    if exponent > mass[j]:
-                        mass[j] = exponent
+                    mass[j] = _stored_max(mass[j], exponent)
         threshold = math.log(skip_bound) - 1e-9
         j = _first_at_least(mass, 1, n, threshold)
         while j < n:
@@ -938,7 +961,7 @@ def _attention_layer(L, b, X, cache, att_read, att_pointers, att_indices, att_va
             _mirror_scores(mirror, b, first, numer, mirror_max, r, n, scores)
             for c in range(m):
                 scores[cols[c]] = NO_SCORE
-            unit = 1.0 / (scale * 2.0 ** att_bits[L])
+            unit = 1.0 / (scale * _two_to(att_bits[L]))
             top_score, second_score, winner = _top_two(scores, n)
             top = top_score * unit if top_score != NO_SCORE else -math.inf
             second = second_score * unit if second_score != NO_SCORE else -math.inf
@@ -1182,19 +1205,19 @@ def _lane_bits(V, touch, lanes, lane_bits, lane_max, lane_bad) -> None:
     for j in range(len(touch)):
         row = touch[j]
         for l in range(lanes):
-            lane_max[l] = max(lane_max[l], abs(V[row, l]))
+            lane_max[l] = _stored_max(lane_max[l], abs(V[row, l]))
     left = lanes
     for bits in range(MAX_FRACTION_BITS + 1):
-        scale = 2.0 ** bits
+        scale = _two_to(bits)
         for l in range(lanes):
-            lane_bad[l] = False
+            lane_bad[l] = 0
         for j in range(len(touch)):
             row = touch[j]
             for l in range(lanes):
                 scaled = V[row, l] * scale
-                lane_bad[l] |= scaled != np.floor(scaled)
+                lane_bad[l] += scaled != np.floor(scaled)
         for l in range(lanes):
-            if lane_bits[l] < 0 and not lane_bad[l]:
+            if lane_bits[l] < 0 and lane_bad[l] == 0:
                 lane_bits[l] = bits
                 left -= 1
         if left == 0:
@@ -1207,8 +1230,8 @@ def _first_bound(V, touch, bias1, sum1, limit, lanes, lane_bits, lane_max, lane_
     """Each lane's grid (`_lane_bits`) and whether W1's partial sums stay exact on it."""
     _lane_bits(V, touch, lanes, lane_bits, lane_max, lane_bad)
     for l in range(lanes):
-        lane_ok[l] = (lane_bits[l] >= 0
-                      and (bias1 + sum1 * lane_max[l]) * 2.0 ** lane_bits[l] < limit)
+        lane_ok[l] = (lane_bits[l] >= 0) & (
+            (bias1 + sum1 * lane_max[l]) * _two_to(lane_bits[l]) < limit)
         lane_top[l] = 0.0
 
 
@@ -1217,10 +1240,10 @@ def _second_bound(first, second, bias2, sum2, limit, lanes, lane_bits, lane_max,
                   lane_ok) -> None:
     """Whether W2's partial sums, the residual (scaled by 2^(first + second)) and the bias
     stay exact on each lane, given its largest hidden unit."""
-    both = 2.0 ** (first + second)
+    both = _two_to(first + second)
     for l in range(lanes):
-        size = lane_max[l] * both + bias2 * 2.0 ** first + sum2 * lane_top[l]
-        lane_ok[l] = lane_ok[l] and size * 2.0 ** lane_bits[l] < limit
+        size = lane_max[l] * both + bias2 * _two_to(first) + sum2 * lane_top[l]
+        lane_ok[l] = lane_ok[l] & (size * _two_to(lane_bits[l]) < limit)
 
 
 @_inline
@@ -1239,9 +1262,9 @@ def _lane_unit(u, pointers, indices, values, b1, read, V, H, lanes) -> None:
 def _lane_relu(u, H, lanes, lane_top) -> None:
     """The ReLU of hidden unit u on every lane, keeping each lane's largest unit."""
     for l in range(lanes):
-        unit = max(H[u, l], 0.0)
+        unit = _stored_max(H[u, l], np.float32(0.0))
         H[u, l] = unit
-        lane_top[l] = max(lane_top[l], unit)
+        lane_top[l] = _stored_max(lane_top[l], unit)
 
 
 @_inline
@@ -1249,8 +1272,8 @@ def _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, first, seco
                      lanes) -> None:
     """V[row] += W2[r] H + b2[r] on every lane, in units of 2^-(first + second) (exact on
     the lanes the bounds keep)."""
-    both = 2.0 ** (first + second)
-    bias = b2[r] * 2.0 ** first
+    both = _two_to(first + second)
+    bias = b2[r] * _two_to(first)
     for l in range(lanes):
         V[row, l] = V[row, l] * both + bias
     for e in range(W2_pointers[r], W2_pointers[r + 1]):
@@ -1258,7 +1281,7 @@ def _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, first, seco
         unit = W2_indices[e]
         for l in range(lanes):
             V[row, l] += weight * H[unit, l]
-    unscale = 2.0 ** -(first + second)
+    unscale = _two_to(-(first + second))
     for l in range(lanes):
         V[row, l] *= unscale
 
@@ -1304,7 +1327,7 @@ def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indic
     bias2, sum2 = bounds[2], bounds[3]
     _first_bound(V, touch, bounds[0], bounds[1], limit, lanes, lane_bits, lane_max, lane_top,
                  lane_bad, lane_ok)
-    weight_scale = 2.0 ** -first
+    weight_scale = _two_to(-first)
     for u in range(len(pointers) - 1):
         averaged = 0
         plain = 0
@@ -1341,11 +1364,11 @@ def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indic
                     size += max(abs(low), abs(high))
                 else:
                     size += abs(weight * V[row, l])
-            lane_ok[l] = lane_ok[l] and upper + size * 2.0 ** -10 < 0.0
+            lane_ok[l] = lane_ok[l] & (upper + size * _two_to(-10) < 0.0)
             H[u, l] = 0.0
     _second_bound(first, second, bias2, sum2, limit, lanes, lane_bits, lane_max, lane_top,
                   lane_ok)
-    coefficient_scale = 2.0 ** -second
+    coefficient_scale = _two_to(-second)
     for r in range(len(rows)):
         row = rows[r]
         plus = 0
@@ -1376,7 +1399,7 @@ def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indic
             for e in range(W2_pointers[r], W2_pointers[r + 1]):
                 if kind[W2_indices[e]] == 0:
                     for l in range(lanes):
-                        lane_ok[l] = lane_ok[l] and H[W2_indices[e], l] == 0.0
+                        lane_ok[l] = lane_ok[l] & (H[W2_indices[e], l] == 0.0)
             continue
         if plus != 0 or minus != 0:
             for l in range(lanes):
