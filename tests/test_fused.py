@@ -18,8 +18,8 @@ pytest.importorskip("numba")
 import vm.runtime.fused as fused_module  # noqa: E402
 from vm.runtime.executor import EngineConfig, TransformerExecutor  # noqa: E402
 from vm.runtime.fused import (MIRROR_MAX, NO_SCORE, SCAN_BLOCK,  # noqa: E402
-                              _first_at_least, _lane_feed_forward, _mirror_scores, _numerators,
-                              _scoring, _top_two)
+                              _first_at_least, _lane_feed_forward, _lanes_in, _mirror_scores,
+                              _numerators, _scoring, _top_two)
 from vm.transformer.layers import flush_denormals, to_internal  # noqa: E402
 from vm.tools.workloads import looping_programs, workload_geometry  # noqa: E402
 
@@ -154,9 +154,10 @@ def test_lanes_give_each_relu_layer_exactly_and_refuse_what_they_cannot_prove(dt
     executor = TransformerExecutor(workload_geometry(64), EngineConfig(evaluation="fused",
                                                                        dtype=dtype))
     form = executor.active.fused
-    (ffn_read, W1_pointers, W1_indices, W1_values, b1, written, W2_pointers, W2_indices,
-     W2_values, b2, bits) = form.tables[11:22]
-    touch, bounds = form.lane_tables
+    (ffn_read, W1_pointers, W1_indices, _, _, written, W2_pointers, W2_indices, _, _,
+     bits) = form.tables[11:22]
+    touch, bounds, lane_W1, lane_b1, lane_W2, lane_b2, scales = form.lane_tables
+    assert form.lane_dtype == np.dtype(dtype)
     rng = np.random.default_rng(1)
     big = 2.0 ** (25 if dtype == "float32" else 53)
     for L, layer in enumerate(executor.machine.weights.layers):
@@ -170,16 +171,17 @@ def test_lanes_give_each_relu_layer_exactly_and_refuse_what_they_cannot_prove(dt
             column = rng.choice([-1.0, 0.0, 1.0], size=rows)
             column[ffn_read[L]] = value
             refused.append(column)
-        V = np.stack(kept + refused, axis=1)
+        V = np.stack(kept + refused, axis=1).astype(dtype)
         lanes = V.shape[1]
-        H = np.zeros((len(b1[L]), lanes))
+        H = np.zeros((len(lane_b1[L]), lanes), dtype)
         lane_bits, lane_ok = np.zeros(lanes, np.int64), np.zeros(lanes, np.bool_)
         lane_max, lane_top, lane_bad = np.zeros(lanes), np.zeros(lanes), np.zeros(lanes, np.int64)
         before = V.copy()
-        _lane_feed_forward(W1_pointers[L], W1_indices[L], W1_values[L], b1[L], W2_pointers[L],
-                           W2_indices[L], W2_values[L], b2[L], ffn_read[L], written[L],
-                           touch[L], bits[L, 0], bits[L, 1], bounds[L], form.limit, V, H, lanes,
-                           lane_bits, lane_max, lane_top, lane_bad, lane_ok)
+        _lane_feed_forward(W1_pointers[L], W1_indices[L], lane_W1[L], lane_b1[L],
+                           W2_pointers[L], W2_indices[L], lane_W2[L], lane_b2[L], ffn_read[L],
+                           written[L], touch[L], bits[L, 0], bits[L, 1], bounds[L], scales[L],
+                           form.limit, V, H, lanes, lane_bits, lane_max, lane_top, lane_bad,
+                           lane_ok)
         assert lane_ok[:len(kept)].all(), f"layer {L} refused a column it can prove"
         assert not lane_ok[len(kept):].any(), f"layer {L} kept a column it cannot prove"
         for lane in range(len(kept)):
@@ -192,6 +194,35 @@ def test_lanes_give_each_relu_layer_exactly_and_refuse_what_they_cannot_prove(dt
                     Fraction(float(w)) * hidden[u] for u, w in enumerate(ffn.W2[row]) if w)
                 assert Fraction(float(V[row, lane])) == exact, (L, lane, row)
 
+
+def test_float32_lanes_refuse_a_value_float32_would_round():
+    """The lanes of a float32 run are float32, the programs' evaluated columns float64: a
+    value float32 cannot hold (1 + 2^-30, 2^30 + 1) reaches its lane as NaN, and the lane
+    is refused, where a cast would have handed the ReLU layer a rounded 1.0 or 2^30."""
+    executor = TransformerExecutor(workload_geometry(64), EngineConfig(evaluation="fused",
+                                                                       dtype="float32"))
+    form = executor.active.fused
+    (ffn_read, W1_pointers, W1_indices, _, _, written, W2_pointers, W2_indices, _, _,
+     bits) = form.tables[11:22]
+    touch, bounds, lane_W1, lane_b1, lane_W2, lane_b2, scales = form.lane_tables
+    L = next(L for L in range(len(written)) if len(written[L]) > 0)
+    rows = len(executor.machine.weights.layers[L].ffn.b2)
+    states = np.random.default_rng(2).choice([-1.0, 0.0, 1.0], size=(3, rows, 1))
+    states[1, ffn_read[L][0], 0] = 1.0 + 2.0 ** -30
+    states[2, written[L][0], 0] = 2.0 ** 30 + 1.0
+    lanes = 3
+    V = np.zeros((rows, lanes), np.float32)
+    _lanes_in(V, states, np.arange(lanes), np.zeros(lanes, np.int64), touch[L], lanes)
+    assert not np.isnan(V[:, 0]).any() and (V[touch[L], 0] == states[0, touch[L], 0]).all()
+    assert np.isnan(V[ffn_read[L][0], 1]) and np.isnan(V[written[L][0], 2])
+    H = np.zeros((len(lane_b1[L]), lanes), np.float32)
+    lane_bits, lane_ok = np.zeros(lanes, np.int64), np.zeros(lanes, np.bool_)
+    lane_max, lane_top, lane_bad = np.zeros(lanes), np.zeros(lanes), np.zeros(lanes, np.int64)
+    _lane_feed_forward(W1_pointers[L], W1_indices[L], lane_W1[L], lane_b1[L], W2_pointers[L],
+                       W2_indices[L], lane_W2[L], lane_b2[L], ffn_read[L], written[L], touch[L],
+                       bits[L, 0], bits[L, 1], bounds[L], scales[L], form.limit, V, H, lanes,
+                       lane_bits, lane_max, lane_top, lane_bad, lane_ok)
+    assert lane_ok.tolist() == [True, False, False]
 
 def _beside_the_full_pass(config: EngineConfig, programs: int, seed: int, passes: int):
     """A fused runner of `programs` looping programs (n = 64) advanced pass by pass beside

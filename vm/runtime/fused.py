@@ -147,6 +147,22 @@ def _lane_bounds(W1: np.ndarray, b1: np.ndarray, W2: np.ndarray, b2: np.ndarray,
             float(np.max(np.abs(W2).sum(axis=1), initial=0.0)) * 2.0 ** second)
 
 
+def _lane_weights(W1: list[tuple], b1: list[np.ndarray], W2: list[tuple], b2: list[np.ndarray],
+                  bits: list[tuple[int, int]], dtype: type) -> tuple:
+    """The ReLU layers' numerators and scales in the lanes' dtype (the run's: float32 lanes
+    fill twice as many a vector). A numerator that dtype cannot hold is no hazard: it is at
+    least the layer's bound (`_lane_bounds`), so a lane that reads it is refused, and one
+    whose read rows are all zero multiplies it by zero (kept finite here)."""
+    largest = np.finfo(dtype).max
+
+    def cast(values: np.ndarray) -> np.ndarray:
+        return np.clip(values, -largest, largest).astype(dtype)
+    scales = np.array([(2.0 ** (first + second), 2.0 ** first, 2.0 ** -(first + second))
+                       for first, second in bits], dtype).reshape(-1, 3)
+    return (tuple(cast(values) for _, _, values in W1), tuple(cast(part) for part in b1),
+            tuple(cast(values) for _, _, values in W2), tuple(cast(part) for part in b2), scales)
+
+
 def _columns_of(matrices: list[tuple]) -> tuple[tuple, tuple, tuple]:
     """Per-layer CSR triples as three tuples (pointers, indices, values): numba's parallel
     loops take tuples of arrays, not tuples of tuples."""
@@ -279,7 +295,10 @@ class FusedPass:
             tuple(ffn_read), *_columns_of(ffn_W1), tuple(ffn_b1), tuple(ffn_rows),
             *_columns_of(ffn_W2), tuple(ffn_b2), np.array(ffn_bits, np.int64).reshape(-1, 2),
             ev.working.cpu().numpy().astype(np.int64), reach_rows)
-        self.lane_tables = (tuple(ffn_touch), np.array(ffn_bounds, np.float64).reshape(-1, 4))
+        self.lane_dtype = np.float32 if ev.dtype == torch.float32 else np.float64
+        self.lane_tables = (tuple(ffn_touch), np.array(ffn_bounds, np.float64).reshape(-1, 4),
+                            *_lane_weights(ffn_W1, ffn_b1, ffn_W2, ffn_b2, ffn_bits,
+                                           self.lane_dtype))
         self.hidden_width = max((len(part) for part in ffn_b1), default=1)
         scoring = _scoring(mirrored, reach_rows)
         if scoring is None:
@@ -440,7 +459,8 @@ class FusedPass:
         if getattr(self, "_lanes_shape", None) != shape:
             lanes, hidden = size * (self.evaluator.capacity + 1), max(self.hidden_width, 1)
             self._lanes_shape = shape
-            self._lane_work = (np.zeros((blocks, rows, lanes)), np.zeros((blocks, hidden, lanes)),
+            self._lane_work = (np.zeros((blocks, rows, lanes), self.lane_dtype),
+                               np.zeros((blocks, hidden, lanes), self.lane_dtype),
                                np.zeros((blocks, lanes), np.int64),
                                np.zeros((blocks, lanes), np.int64),
                                np.zeros((blocks, lanes), np.int64), np.zeros((blocks, lanes)),
@@ -1268,12 +1288,13 @@ def _lane_relu(u, H, lanes, lane_top) -> None:
 
 
 @_inline
-def _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, first, second, V, H,
+def _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, scales, V, H,
                      lanes) -> None:
     """V[row] += W2[r] H + b2[r] on every lane, in units of 2^-(first + second) (exact on
-    the lanes the bounds keep)."""
-    both = _two_to(first + second)
-    bias = b2[r] * _two_to(first)
+    the lanes the bounds keep; `scales` holds 2^(first + second), 2^first and
+    2^-(first + second) in the lanes' dtype, so that a float32 sweep stays float32)."""
+    both = scales[0]
+    bias = b2[r] * scales[1]
     for l in range(lanes):
         V[row, l] = V[row, l] * both + bias
     for e in range(W2_pointers[r], W2_pointers[r + 1]):
@@ -1281,14 +1302,15 @@ def _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, first, seco
         unit = W2_indices[e]
         for l in range(lanes):
             V[row, l] += weight * H[unit, l]
-    unscale = _two_to(-(first + second))
+    unscale = scales[2]
     for l in range(lanes):
         V[row, l] *= unscale
 
 
 @_inline
 def _lane_feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W2_values, b2,
-                       read, rows, touch, first, second, bounds, limit, V, H, lanes, lane_bits,
+                       read, rows, touch, first, second, bounds, scales, limit, V, H, lanes,
+                       lane_bits,
                        lane_max, lane_top, lane_bad, lane_ok) -> None:
     """V[rows] += W2 relu(W1 V[read] + b1) + b2 on `lanes` columns at once (lanes contiguous,
     so each weight is applied to all of them in one vector sweep), exact on every lane left
@@ -1309,13 +1331,13 @@ def _lane_feed_forward(pointers, indices, values, b1, W2_pointers, W2_indices, W
                   lane_ok)
     for r in range(len(rows)):
         row = rows[r]
-        _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, first, second, V, H,
-                         lanes)
+        _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, scales, V, H, lanes)
 
 
 @_inline
 def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indices, W2_values,
-                            b2, read, rows, touch, first, second, bounds, limit, V, H, Low, High,
+                            b2, read, rows, touch, first, second, bounds, scales, limit, V, H, Low,
+                            High,
                             junk, kind, source, lanes, lane_bits, lane_max, lane_top, lane_bad,
                             lane_ok) -> None:
     """`_lane_feed_forward` on scratch columns that hold the same averaged rows (`junk`,
@@ -1404,8 +1426,22 @@ def _lane_feed_forward_junk(pointers, indices, values, b1, W2_pointers, W2_indic
         if plus != 0 or minus != 0:
             for l in range(lanes):
                 lane_ok[l] = False
-        _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, first, second, V, H,
-                         lanes)
+        _lane_output_row(r, row, W2_pointers, W2_indices, W2_values, b2, scales, V, H, lanes)
+
+
+@_inline
+def _lanes_in(V, states, lane_program, lane_slot, touch, lanes) -> None:
+    """The touched rows of each lane's column (`states`: every program's evaluated columns,
+    float64) into V. Where V's dtype cannot hold a value exactly (float32 lanes), the lane
+    gets NaN instead, which `_lane_bits` finds on no grid: the lane is refused rather than
+    computed on a rounded value."""
+    for j in range(len(touch)):
+        row = touch[j]
+        for l in range(lanes):
+            value = states[lane_program[l], row, lane_slot[l]]
+            V[row, l] = value
+            if V[row, l] != value:
+                V[row, l] = np.nan
 
 
 @_inline
@@ -1428,9 +1464,9 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
               ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
               W2_indices, W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows,
               mirror_scale, mirror_max, group_mirror, own_bound, head_rows, ffn_touch,
-              ffn_bounds, mirror, own, XT, dirty, work, lane_work, block, self_query, zero_scratch,
-              extras_layer, capacity, bound, skip_bound, limit, log, log_columns, log_values,
-              log_start, done) -> None:
+              ffn_bounds, lane_W1, lane_b1, lane_W2, lane_b2, lane_scales, mirror, own, XT,
+              dirty, work, lane_work, block, self_query, zero_scratch, extras_layer, capacity,
+              bound, skip_bound, limit, log, log_columns, log_values, log_start, done) -> None:
     """Up to `count` passes of programs start..stop-1, in lockstep: each layer's attention
     program by program, then its ReLU layer on every evaluated column of every program at
     once, the columns gathered into lanes (`_lane_feed_forward`; scratch columns holding
@@ -1516,18 +1552,18 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
                     evaluated_columns[b - start] = 0
             if lanes > 0:
                 junk = work[11][reference]
+                _lanes_in(V, work[0], lane_program, lane_slot, touch, lanes)
                 for j in range(len(touch)):
                     row = touch[j]
                     for l in range(lanes):
-                        V[row, l] = work[0][lane_program[l], row, 0]
                         Low[row, l] = work[4][lane_program[l], row]
                         High[row, l] = work[5][lane_program[l], row]
-                _lane_feed_forward_junk(W1_pointers[L], W1_indices[L], W1_values[L], ffn_b1[L],
-                                        W2_pointers[L], W2_indices[L], W2_values[L], ffn_b2[L],
+                _lane_feed_forward_junk(W1_pointers[L], W1_indices[L], lane_W1[L], lane_b1[L],
+                                        W2_pointers[L], W2_indices[L], lane_W2[L], lane_b2[L],
                                         ffn_read[L], written, touch, ffn_bits[L, 0],
-                                        ffn_bits[L, 1], ffn_bounds[L], limit, V, H, Low, High,
-                                        junk, kind, source, lanes, lane_bits, lane_max, lane_top,
-                                        lane_bad, lane_ok)
+                                        ffn_bits[L, 1], ffn_bounds[L], lane_scales[L], limit,
+                                        V, H, Low, High, junk, kind, source, lanes, lane_bits,
+                                        lane_max, lane_top, lane_bad, lane_ok)
                 _lanes_back(lanes, lane_program, lane_slot, lane_ok, written, V, work[0],
                             evaluated_columns, start)
                 for l in range(lanes):
@@ -1545,15 +1581,12 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
                     lanes += 1
             if lanes == 0:
                 continue
-            for j in range(len(touch)):
-                row = touch[j]
-                for l in range(lanes):
-                    V[row, l] = work[0][lane_program[l], row, lane_slot[l]]
-            _lane_feed_forward(W1_pointers[L], W1_indices[L], W1_values[L], ffn_b1[L],
-                               W2_pointers[L], W2_indices[L], W2_values[L], ffn_b2[L],
+            _lanes_in(V, work[0], lane_program, lane_slot, touch, lanes)
+            _lane_feed_forward(W1_pointers[L], W1_indices[L], lane_W1[L], lane_b1[L],
+                               W2_pointers[L], W2_indices[L], lane_W2[L], lane_b2[L],
                                ffn_read[L], ffn_rows[L], touch, ffn_bits[L, 0], ffn_bits[L, 1],
-                               ffn_bounds[L], limit, V, H, lanes, lane_bits, lane_max, lane_top,
-                               lane_bad, lane_ok)
+                               ffn_bounds[L], lane_scales[L], limit, V, H, lanes, lane_bits,
+                               lane_max, lane_top, lane_bad, lane_ok)
             _lanes_back(lanes, lane_program, lane_slot, lane_ok, written, V, work[0],
                         evaluated_columns, start)
         for b in range(start, stop):
