@@ -163,3 +163,28 @@ def test_timed_calls_of_a_graphed_run_make_no_eager_pass(monkeypatch):
     assert evaluation == "fused"
     assert len(eager) - start == vm.tools.bench.STARTING_PASSES + 1
     assert timing.items % (4 * GRAPH_PASSES) == 0
+
+
+def test_each_row_is_timed_between_two_timings_of_the_reference(monkeypatch):
+    """The reference was timed once for all of an n's batches, so a row's ratio could mix
+    two minutes of a machine whose speed moved 1.8x in half an hour. Now every row sits
+    between a reference timing just before it and one just after, each half the budget: the
+    row shows their mean and how far they drifted."""
+    events: list[str] = []
+    rates = iter([100.0, 200.0, 300.0, 400.0])
+
+    def reference(program, seconds: float) -> float:
+        events.append(f"reference {seconds}")
+        return next(rates)
+
+    def transformer(program, batch, config, budget):
+        events.append(f"batch {batch}")
+        return SimpleNamespace(per_second=50.0, warmup_seconds=0.1), "fused", 0, 1
+    monkeypatch.setattr(vm.tools.bench, "reference_speed", reference)
+    monkeypatch.setattr(vm.tools.bench, "transformer_speed", transformer)
+    rows = vm.tools.bench.bench([16], [1, 4], vm.tools.bench.EngineConfig(), 0.5)
+    assert events == ["reference 0.25", "batch 1", "reference 0.25",
+                      "reference 0.25", "batch 4", "reference 0.25"]
+    assert [row.reference_steps_per_second for row in rows] == [150.0, 350.0]
+    assert [row.reference_drift for row in rows] == [1.0, pytest.approx(1 / 3)]
+    assert rows[0].ratio == pytest.approx(50.0 / 150.0)

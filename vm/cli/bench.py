@@ -71,10 +71,13 @@ def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "bench", help="steps per second of the transformer and the reference interpreter",
-        description="Time the SUBLEQ looped transformer at several column counts n (N = 8-bit "
-                    "words) and batch sizes, beside the reference interpreter measured in the "
-                    "same run." + (" Other targets: " + ", ".join(BENCH_TARGETS) + "."
-                                   if BENCH_TARGETS else "") + " FLEQ: `ltvm bench fleq`.")
+        description=("Time the SUBLEQ looped transformer at several column counts n (N = "
+                     "8-bit words) and batch sizes, beside the reference interpreter timed "
+                     "just before and just after each row (their mean, and how far they "
+                     "drifted)."
+                     + (" Other targets: " + ", ".join(BENCH_TARGETS) + "."
+                        if BENCH_TARGETS else "")
+                     + " FLEQ: `ltvm bench fleq`."))
     parser.add_argument("--columns", type=_int_list, default=[64, 256, 1024], metavar="N,...",
                         help="column counts n (default 64,256,1024)")
     parser.add_argument("--batch", type=_int_list, default=[1, 256], metavar="B,...",

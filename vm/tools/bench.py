@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 import numpy as np
 import torch
@@ -75,6 +75,39 @@ def timed(work: Callable[[int], None], budget: float,
 
 
 @dataclass(frozen=True)
+class ReferenceRate:
+    """The reference interpreter's rate around one row: timed for half the budget just
+    before the row and half just after it."""
+
+    before: float
+    after: float
+
+    @property
+    def per_second(self) -> float:
+        return (self.before + self.after) / 2
+
+    @property
+    def drift(self) -> float:
+        """after / before - 1: how far the machine's own speed moved while the row ran."""
+        return self.after / self.before - 1
+
+
+Measured = TypeVar("Measured")
+
+
+def beside_the_reference(reference: Callable[[float], float], budget: float,
+                         measure: Callable[[], Measured]) -> tuple[Measured, ReferenceRate]:
+    """`measure()` between two timings of the reference interpreter (`reference(seconds)`
+    gives its steps/s), half the budget each, so that a row's ratio compares two rates of
+    the same minutes. On this project's shared machines the reference's own rate moved
+    from 256,074 to 461,825 steps/s within half an hour (2026-11-27); timed once for all
+    of an n's batches, a row's ratio mixed the speed of one minute with another's."""
+    before = reference(budget / 2)
+    result = measure()
+    return result, ReferenceRate(before, reference(budget / 2))
+
+
+@dataclass(frozen=True)
 class BenchRow:
     columns: int
     batch: int
@@ -86,6 +119,10 @@ class BenchRow:
     transformer_steps_per_second: float
     warmup_seconds: float
     reference_steps_per_second: float
+    """The mean of the reference's rate just before and just after the row."""
+    reference_drift: float
+    """The reference's rate after the row over its rate before, minus 1 (`ReferenceRate`):
+    the ratio is uncertain by about as much."""
     full_passes: int
     """Timed passes the active evaluation ran in full (its guard failed), 0 for "full"."""
 
@@ -179,14 +216,15 @@ def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: 
     rows = []
     for n in columns:
         program = looping_programs(workload_geometry(n), 1)[0]
-        reference = reference_speed(program, budget)
         for batch in batches:
             progress(f"n={n} batch={batch} on {config.device} ...")
-            timing, evaluation, full_passes, threads = transformer_speed(program, batch, config,
-                                                                         budget)
+            (timing, evaluation, full_passes, threads), reference = beside_the_reference(
+                lambda seconds: reference_speed(program, seconds), budget,
+                lambda: transformer_speed(program, batch, config, budget))
             rows.append(BenchRow(n, batch, config.device, config.dtype, config.attention,
                                  evaluation, threads, timing.per_second,
-                                 timing.warmup_seconds, reference, full_passes))
+                                 timing.warmup_seconds, reference.per_second, reference.drift,
+                                 full_passes))
     return rows
 
 
@@ -199,16 +237,23 @@ def figure(value: float, spec: str) -> str:
     return text
 
 
+def drift_cell(drift: float) -> str:
+    """A reference drift as a signed percentage."""
+    return f"{drift:+.1%}"
+
+
 def format_table(rows: list[BenchRow]) -> str:
     lines = ["| n | batch | device | dtype | attention | evaluation | threads | "
-             "transformer steps/s | warm-up s | reference steps/s | ratio | full passes |",
-             "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "transformer steps/s | warm-up s | reference steps/s | reference drift | ratio | "
+             "full passes |",
+             "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row.columns} | {row.batch} | {row.device} | {row.dtype} | "
                      f"{row.attention} | {row.evaluation} | {row.threads or '-'} | "
                      f"{figure(row.transformer_steps_per_second, ',.0f')} | "
                      f"{row.warmup_seconds:.3f} | "
                      f"{figure(row.reference_steps_per_second, ',.0f')} | "
+                     f"{drift_cell(row.reference_drift)} | "
                      f"{figure(row.ratio, '.3f')} | "
                      f"{row.full_passes} |")
     return "\n".join(lines)
@@ -258,7 +303,10 @@ class FleqBenchRow:
     full_passes: int
     """Passes of the timed runs the active evaluation ran in full (its guard failed)."""
     reference_steps_per_second: float
-    """The FLEQ reference interpreter's steps/s on one copy of the program (same restarts)."""
+    """The FLEQ reference interpreter's steps/s on one copy of the program (same restarts),
+    the mean of its rate just before and just after the row."""
+    reference_drift: float
+    """The reference's rate after the row over its rate before, minus 1."""
 
     @property
     def program_steps_per_second(self) -> float:
@@ -337,24 +385,25 @@ def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budge
     for name, program in zip(names, programs):
         for batch in batches:
             progress(f"{name} batch={batch} on {config.device} ...")
-            executor, timing, evaluation, full, threads = fleq_pass_seconds(program, batch,
-                                                                            config, budget)
+            (executor, timing, evaluation, full, threads), reference = beside_the_reference(
+                lambda seconds: fleq_reference_speed(program, seconds), budget,
+                lambda: fleq_pass_seconds(program, batch, config, budget))
             weights = executor.machine.weights
             rows.append(FleqBenchRow(name, program.d, weights.rows, weights.columns,
                                      len(weights.layers), sum(weights.heads), batch,
                                      config.device, executor.dtype_name, config.attention,
                                      evaluation, threads, 1.0 / timing.per_second,
-                                     timing.warmup_seconds, full,
-                                     fleq_reference_speed(program, budget)))
+                                     timing.warmup_seconds, full, reference.per_second,
+                                     reference.drift))
     return rows
 
 
 def format_fleq_table(rows: list[FleqBenchRow]) -> str:
     lines = ["| program | d | rows | n | layers | heads | batch | device | dtype | attention | "
              "evaluation | threads | ms per pass | warm-up ms | program steps/s | "
-             "reference steps/s | ratio | full passes |",
+             "reference steps/s | reference drift | ratio | full passes |",
              "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"
-             "---:|"]
+             "---:|---:|"]
     for row in rows:
         lines.append(f"| {row.program} | {row.d} | {row.rows} | {row.columns} | {row.layers} | "
                      f"{row.heads} | {row.batch} | {row.device} | {row.dtype} | "
@@ -362,6 +411,7 @@ def format_fleq_table(rows: list[FleqBenchRow]) -> str:
                      f"{row.seconds_per_pass * 1e3:,.3f} | {row.warmup_seconds * 1e3:,.1f} | "
                      f"{figure(row.program_steps_per_second, ',.1f')} | "
                      f"{figure(row.reference_steps_per_second, ',.1f')} | "
+                     f"{drift_cell(row.reference_drift)} | "
                      f"{figure(row.ratio, '.4f')} | "
                      f"{row.full_passes} |")
     return "\n".join(lines)

@@ -30,7 +30,7 @@ from vm.machines.vsubleq.run import DTYPES, TransformerRun
 from vm.runtime.config import EngineConfig
 from vm.runtime.executor import evaluator_for
 from vm.runtime.graphed import chunk_of
-from vm.tools.bench import STARTING_PASSES, figure, timed
+from vm.tools.bench import STARTING_PASSES, Timing, beside_the_reference, drift_cell, figure, timed
 from vm.transformer.memory import check_dense_memory
 
 COUNTING_LOOP = [6, 7, 0,   # 0: mem[7] -= mem[6] (1); <= 0: jump to 0
@@ -75,6 +75,9 @@ class VsubleqBenchRow:
     transformer_steps_per_second: float
     warmup_seconds: float
     reference_steps_per_second: float
+    """The mean of the reference's rate just before and just after the row."""
+    reference_drift: float
+    """The reference's rate after the row over its rate before, minus 1."""
 
     @property
     def ratio(self) -> float:
@@ -131,28 +134,32 @@ def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "floa
                                  f"m = {image.size}, N = {bits} ({dtype}, {run.evaluation}): "
                                  "it never halts, so this run is wrong and its rate would "
                                  "time nothing")
-        start = time.perf_counter()
-        work(STARTING_PASSES)
-        starting = time.perf_counter() - start
-        timing = timed(work, budget, unit=chunk_of(run.active))
+        def measure() -> tuple[float, Timing]:
+            start = time.perf_counter()
+            work(STARTING_PASSES)
+            return time.perf_counter() - start, timed(work, budget, unit=chunk_of(run.active))
+        (starting, timing), reference = beside_the_reference(
+            lambda seconds: reference_speed(image, seconds), budget, measure)
         weights = run.machine.weights
         rows.append(VsubleqBenchRow(
             image.size, bits, weights.columns, weights.rows, len(weights.layers),
             max(weights.heads), device, dtype, attention, run.evaluation, built,
-            timing.per_second,
-            starting + timing.warmup_seconds, reference_speed(image, budget)))
+            timing.per_second, starting + timing.warmup_seconds, reference.per_second,
+            reference.drift))
     return rows
 
 
 def format_vsubleq_table(rows: list[VsubleqBenchRow]) -> str:
     lines = ["| m | N | n | rows | layers | heads | device | dtype | attention | evaluation | "
-             "build s | transformer steps/s | warm-up s | reference steps/s | ratio |",
-             "|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|"]
+             "build s | transformer steps/s | warm-up s | reference steps/s | reference drift | "
+             "ratio |",
+             "|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row.words} | {row.bits} | {row.columns} | {row.rows} | {row.layers} | "
                      f"{row.heads} | {row.device} | {row.dtype} | {row.attention} | "
                      f"{row.evaluation} | {row.build_seconds:.2f} | "
                      f"{figure(row.transformer_steps_per_second, ',.1f')} | "
                      f"{row.warmup_seconds:.3f} | "
-                     f"{figure(row.reference_steps_per_second, ',.0f')} | {row.ratio:.2e} |")
+                     f"{figure(row.reference_steps_per_second, ',.0f')} | "
+                     f"{drift_cell(row.reference_drift)} | {row.ratio:.2e} |")
     return "\n".join(lines)
