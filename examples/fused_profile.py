@@ -4,7 +4,10 @@ numba's machine code lives in anonymous memory, so `perf report` cannot name it.
 script compiles the fused kernels in this process (into an empty numba cache, removed at the
 end; one to three minutes, so that their object code is at hand), writes a perf map
 (/tmp/perf-PID.map) naming every function numba compiled, then runs a SUBLEQ batch while
-`perf record` samples the process, and prints each function's share of the samples. Helpers
+`perf record` samples the process, and prints each function's share of the samples, then
+what `objdump` finds in each kernel's object code that its source does not show: masked
+vector stores (`vmaskmov`, microcode on AMD Zen) and calls to libm's `exp2` (numba's
+`2.0 ** k`); the pass is written to have none (docs/speed.md, "A batch in lockstep"). Helpers
 numba inlines count in their caller (`_lane_feed_forward` in `_lockstep`, `_top_two` in
 `_attention_layer`, ...); `_attention_layer`, `_pass_proven`, `_commit`, `_one_pass` and
 the kernels are functions of their own (docs/speed.md, "The fused pass").
@@ -59,24 +62,41 @@ def short_name(symbol: str) -> str:
     return found.group(2)[:int(found.group(1))] if found else symbol
 
 
-def write_perf_map(kernels, path: Path) -> int:
-    """Every function in the object code of the compiled `kernels`, at its address in this
-    process, as perf's map of JIT code; returns how many."""
-    entries = set()
+def object_listings(kernels, tool: list[str]) -> list[tuple[object, str]]:
+    """`tool` (a command taking an object file last) run on the object code of every
+    compiled overload of `kernels`: (its library, the tool's output) each."""
+    listings = []
     for kernel in kernels:
         for compiled in kernel.overloads.values():
             library = compiled.library
             with tempfile.NamedTemporaryFile(suffix=".o") as code:
                 code.write(library._get_compiled_object())
                 code.flush()
-                listing = subprocess.run(["nm", "-S", "--defined-only", code.name],
-                                         capture_output=True, text=True, check=True).stdout
-            for line in listing.splitlines():
-                parts = line.split()
-                if len(parts) == 4 and parts[2] in "tT":
-                    address = library.get_pointer_to_function(parts[3])
-                    if address:
-                        entries.add((address, int(parts[1], 16), short_name(parts[3])))
+                listings.append((library, subprocess.run([*tool, code.name],
+                                                         capture_output=True, text=True,
+                                                         check=True).stdout))
+    return listings
+
+
+def hidden_costs(disassembly: str) -> tuple[int, int]:
+    """Masked vector stores and calls to libm's exp2 in `objdump -dr` output."""
+    lines = disassembly.splitlines()
+    masked = sum(1 for line in lines if re.search(r"\svmaskmovp[sd]\s", line))
+    exp2 = sum(1 for line in lines if re.search(r"R_X86_64_\w+\s+exp2(f)?$", line.strip()))
+    return masked, exp2
+
+
+def write_perf_map(kernels, path: Path) -> int:
+    """Every function in the object code of the compiled `kernels`, at its address in this
+    process, as perf's map of JIT code; returns how many."""
+    entries = set()
+    for library, listing in object_listings(kernels, ["nm", "-S", "--defined-only"]):
+        for line in listing.splitlines():
+            parts = line.split()
+            if len(parts) == 4 and parts[2] in "tT":
+                address = library.get_pointer_to_function(parts[3])
+                if address:
+                    entries.add((address, int(parts[1], 16), short_name(parts[3])))
     path.write_text("".join(f"{address:x} {size:x} {name}\n"
                             for address, size, name in sorted(entries)))
     return len(entries)
@@ -144,7 +164,20 @@ def profile(options: argparse.Namespace, perf_map: Path) -> int:
         share = re.match(r"\s*([\d.]+)%\s+\[\.\]\s+(\S+)", line)
         if share and float(share.group(1)) >= 0.5:
             print(f"{float(share.group(1)):6.2f} %  {short_name(share.group(2))}")
+    print_hidden_costs(kernels)
     return 0
+
+
+def print_hidden_costs(kernels) -> None:
+    """Each kernel's masked vector stores and exp2 calls (`hidden_costs`), per overload."""
+    if shutil.which("objdump") is None:
+        print("objdump is not installed: object code not checked", file=sys.stderr)
+        return
+    for kernel in kernels:
+        for library, listing in object_listings([kernel], ["objdump", "-dr"]):
+            masked, exp2 = hidden_costs(listing)
+            print(f"object code of {kernel.__name__}: masked vector stores {masked}, "
+                  f"exp2 calls {exp2}")
 
 
 if __name__ == "__main__":

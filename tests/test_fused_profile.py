@@ -47,3 +47,19 @@ def test_bad_arguments_are_refused_before_anything_compiles(arguments, message, 
     assert done.returncode == 2 and message in done.stderr
     assert "compiling" not in done.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_masked_stores_and_exp2_calls_are_counted_in_a_disassembly():
+    """The two costs the pass's source does not show, as `objdump -dr` prints them (lines
+    from the kernels' object code before they were removed)."""
+    listing = """\
+    9a0f:	c4 e2 6d 2f 0c c7    	vmaskmovpd %ymm9,%ymm2,(%rdi,%rax,8)
+    9a31:	c4 62 6d 2f 44 c1 e0 	vmaskmovpd %ymm0,%ymm2,-0x20(%rcx,%rax,8)
+    93d8:	48 b8 00 00 00 00 00 	movabs $0x0,%rax
+			93da: R_X86_64_64	exp2
+    93e2:	ff d0                	call   *%rax
+    9310:	c4 c1 75 59 14 c8    	vmulpd (%r8,%r9,8),%ymm1,%ymm2
+			9400: R_X86_64_64	exp
+"""
+    assert _module().hidden_costs(listing) == (2, 1)
+    assert _module().hidden_costs("    9310:	vmulpd (%r8,%r9,8),%ymm1,%ymm2\n") == (0, 0)
