@@ -150,9 +150,9 @@ def _lane_bounds(W1: np.ndarray, b1: np.ndarray, W2: np.ndarray, b2: np.ndarray,
 def _lane_weights(W1: list[tuple], b1: list[np.ndarray], W2: list[tuple], b2: list[np.ndarray],
                   bits: list[tuple[int, int]], dtype: type) -> tuple:
     """The ReLU layers' numerators and scales in the lanes' dtype (the run's: float32 lanes
-    fill twice as many a vector). A numerator that dtype cannot hold is no hazard: it is at
-    least the layer's bound (`_lane_bounds`), so a lane that reads it is refused, and one
-    whose read rows are all zero multiplies it by zero (kept finite here)."""
+    fill twice as many a vector). A numerator that dtype cannot hold is no hazard: the
+    layer's bound (`_lane_bounds`) is at least that numerator, so a lane that reads it is
+    refused, and one whose read rows are all zero multiplies it by zero (kept finite here)."""
     largest = np.finfo(dtype).max
 
     def cast(values: np.ndarray) -> np.ndarray:
