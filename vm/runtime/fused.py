@@ -4,8 +4,8 @@ The torch active pass (vm/runtime/active.py) issues about 150 small operations a
 at batch 1 it is bound by per-operation overhead. This module runs the same pass, on the
 same columns, with the same guard, in numba: a program alone runs all of a call's passes on
 its own slices of X and the cache; a batch runs in blocks of programs (blocks on a pool of
-threads when there are several: the kernels release the GIL), whose passes go in lockstep so that each ReLU layer is one vector
-sweep over every evaluated column of the block. Programs log the columns they commit, and
+threads when there are several: the kernels release the GIL), whose passes go in lockstep
+so that each ReLU layer is one vector sweep over every evaluated column of the block. Programs log the columns they commit, and
 programs that ran ahead of another's first unproven pass are rolled back to it
 (docs/speed.md, "The fused pass").
 
