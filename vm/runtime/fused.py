@@ -5,9 +5,9 @@ at batch 1 it is bound by per-operation overhead. This module runs the same pass
 same columns, with the same guard, in numba: a program alone runs all of a call's passes on
 its own slices of X and the cache; a batch runs in blocks of programs (blocks on a pool of
 threads when there are several: the kernels release the GIL), whose passes go in lockstep
-so that each ReLU layer is one vector sweep over every evaluated column of the block. Programs log the columns they commit, and
-programs that ran ahead of another's first unproven pass are rolled back to it
-(docs/speed.md, "The fused pass").
+so that each ReLU layer is one vector sweep over every evaluated column of the block.
+Programs log the columns they commit, and programs that ran ahead of another's first
+unproven pass are rolled back to it (docs/speed.md, "The fused pass").
 
 Bit-identity with the full pass does not depend on the order of any sum here: every
 product of a weight and an input, and every sum of them, is checked at run time to be a
