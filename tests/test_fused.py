@@ -18,8 +18,9 @@ pytest.importorskip("numba")
 import vm.runtime.fused as fused_module  # noqa: E402
 from vm.runtime.executor import EngineConfig, TransformerExecutor  # noqa: E402
 from vm.runtime.fused import (MIRROR_MAX, NO_SCORE, SCAN_BLOCK,  # noqa: E402
-                              _first_at_least, _lane_feed_forward, _lanes_in, _mirror_scores,
-                              _numerators, _scoring, _top_two)
+                              _first_at_least, _lane_feed_forward, _lanes_in,
+                              _lattice_exact, _mirror_scores, _numerators, _project, _scoring,
+                              _sparse, _top_two)
 from vm.transformer.layers import flush_denormals, to_internal  # noqa: E402
 from vm.tools.workloads import looping_programs, workload_geometry  # noqa: E402
 
@@ -145,6 +146,38 @@ def test_integer_scores_are_the_exact_sums_and_ignore_rows_without_entries():
 
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_a_projection_skips_its_checks_only_where_they_cannot_fail(seed):
+    """`_project` takes its unchecked sums on a column of -1, 0 and 1 in a layer
+    `_lattice_exact` allows: its answer (proven or not, and every bit of the output) is the
+    checked path's, at limits below, at and above the layer's largest row of numerators,
+    on lattice columns and on columns holding a half or a third."""
+    rng = np.random.default_rng(seed)
+    rows, read_rows, bits = int(rng.integers(1, 12)), int(rng.integers(1, 10)), 2
+    W = rng.integers(-8, 9, size=(rows, read_rows)) * (rng.random((rows, read_rows)) < 0.5) / 4
+    pointers, indices, values = _sparse(W, bits)
+    largest = float(np.abs(W * 2 ** bits).sum(axis=1).max())
+    read = rng.permutation(read_rows + 3)[:read_rows]
+    column = rng.choice([-1.0, 0.0, 1.0], size=read_rows + 3)
+    if seed % 3 == 1:
+        column[read[0]] = 0.5
+    elif seed % 3 == 2:
+        column[read[0]] = 1 / 3
+    junk = np.zeros(read_rows + 3, np.bool_)
+    for limit in (largest, largest + 1, 2.0 ** 24, max(largest - 1, 1.0)):
+        answers = []
+        for lattice in (_lattice_exact(W, bits, limit), False):
+            out, buffer = np.full(rows, np.nan), np.empty(read_rows)
+            answers.append((_project(pointers, indices, values, bits, lattice, read, column,
+                                     out, buffer, limit, junk), out.tobytes()))
+        assert answers[0] == answers[1], limit
+        assert _lattice_exact(W, bits, limit) == (largest < limit)
+        if answers[0][0]:
+            exact = [sum(Fraction(float(W[i, j])) * Fraction(float(column[read[j]]))
+                         for j in range(read_rows)) for i in range(rows)]
+            assert [Fraction(float(v)) for v in np.frombuffer(answers[0][1])] == exact
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_lanes_give_each_relu_layer_exactly_and_refuse_what_they_cannot_prove(dtype):
     """Every ReLU layer of the n = 64 SUBLEQ machine on many columns at once: each lane it
@@ -155,7 +188,7 @@ def test_lanes_give_each_relu_layer_exactly_and_refuse_what_they_cannot_prove(dt
                                                                        dtype=dtype))
     form = executor.active.fused
     (ffn_read, W1_pointers, W1_indices, _, _, written, W2_pointers, W2_indices, _, _,
-     bits) = form.tables[11:22]
+     bits) = form.tables[12:23]
     touch, bounds, lane_W1, lane_b1, lane_W2, lane_b2, scales = form.lane_tables
     assert form.lane_dtype == np.dtype(dtype)
     rng = np.random.default_rng(1)
@@ -203,7 +236,7 @@ def test_float32_lanes_refuse_a_value_float32_would_round():
                                                                        dtype="float32"))
     form = executor.active.fused
     (ffn_read, W1_pointers, W1_indices, _, _, written, W2_pointers, W2_indices, _, _,
-     bits) = form.tables[11:22]
+     bits) = form.tables[12:23]
     touch, bounds, lane_W1, lane_b1, lane_W2, lane_b2, scales = form.lane_tables
     L = next(L for L in range(len(written)) if len(written[L]) > 0)
     rows = len(executor.machine.weights.layers[L].ffn.b2)

@@ -137,6 +137,13 @@ def _sparse(matrix: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.n
     return pointers, columns.astype(np.int64), scaled[rows, columns]
 
 
+def _lattice_exact(matrix: np.ndarray, bits: int, limit: float) -> bool:
+    """Whether W x is exact for every x on the lattice {-1, 0, 1}: each row's numerators
+    (W times 2^bits) add up, in absolute value, to less than `limit` (`_project`)."""
+    return bool(np.abs(_integral(matrix, bits)).sum(axis=1, initial=0.0).max(initial=0.0)
+                < limit)
+
+
 def _lane_bounds(W1: np.ndarray, b1: np.ndarray, W2: np.ndarray, b2: np.ndarray, first: int,
                  second: int) -> tuple[float, float, float, float]:
     """A ReLU layer's largest |bias| and absolute row sum of its integer weight numerators,
@@ -229,7 +236,7 @@ class FusedPass:
         if ev.unsupported is not None:
             return ev.unsupported
         self.limit = 2.0 ** (24 if ev.dtype == torch.float32 else 52)
-        att_read, att_W, att_bits, att_off, present = [], [], [], [], []
+        att_read, att_W, att_bits, att_off, att_lattice, present = [], [], [], [], [], []
         reach: list[np.ndarray] = []
         mirrored: list[tuple] = []
         groups: list[tuple] = []
@@ -243,6 +250,7 @@ class FusedPass:
                 att_W.append(_sparse(np.zeros((0, 0)), 0))
                 att_bits.append(0)
                 att_off.append(0)
+                att_lattice.append(False)
                 layer_groups.append((len(groups), len(groups)))
                 continue
             matrix = layer.W.double().cpu().numpy()
@@ -257,6 +265,7 @@ class FusedPass:
             att_W.append(_sparse(matrix, bits))
             att_bits.append(bits)
             att_off.append(layer.rows.start)
+            att_lattice.append(_lattice_exact(matrix, bits, self.limit))
             reach.append(np.abs(matrix).sum(axis=1))
             first = len(groups)
             offset = target_start
@@ -295,7 +304,8 @@ class FusedPass:
         reach_rows = np.concatenate(reach) if reach else np.zeros(0)
         self.tables = (
             np.array(present), tuple(att_read), *_columns_of(att_W), np.array(att_bits, np.int64),
-            np.array(att_off, np.int64), np.array(layer_groups, np.int64).reshape(-1, 2),
+            np.array(att_off, np.int64), np.array(att_lattice, np.bool_),
+            np.array(layer_groups, np.int64).reshape(-1, 2),
             np.array([g[:7] for g in groups], np.int64).reshape(-1, 7),
             np.array([g[7] for g in groups], np.float64),
             np.concatenate(targets) if targets else np.zeros(0, np.int64),
@@ -600,14 +610,27 @@ def _fits(values: np.ndarray, count: int, scale: float, limit: float) -> bool:
 
 @_inline
 def _project(pointers: np.ndarray, indices: np.ndarray, values: np.ndarray, w_bits: int,
-             read: np.ndarray, column: np.ndarray, out: np.ndarray, buffer: np.ndarray,
-             limit: float, junk: np.ndarray) -> bool:
+             lattice_exact: bool, read: np.ndarray, column: np.ndarray, out: np.ndarray,
+             buffer: np.ndarray, limit: float, junk: np.ndarray) -> bool:
     """out = W column[read] exactly (float64), or False when a float sum could round or a
-    read row holds a zero-query average."""
+    read row holds a zero-query average. Where every value read is -1, 0 or 1 and the
+    layer is `lattice_exact` (`_lattice_exact`), the checks below cannot fail and their
+    grid is 2^0, so the sums are made without them: the same terms in the same order."""
+    off_lattice = 0
     for i in range(len(read)):
         if junk[read[i]]:
             return False
-        buffer[i] = column[read[i]]
+        value = column[read[i]]
+        buffer[i] = value
+        off_lattice += (value != 0.0) & (value != 1.0) & (value != -1.0)
+    if lattice_exact and off_lattice == 0:
+        unscale = _two_to(-w_bits)
+        for i in range(len(pointers) - 1):
+            total = 0.0
+            for e in range(pointers[i], pointers[i + 1]):
+                total += values[e] * buffer[indices[e]]
+            out[i] = total * unscale
+        return True
     bits = _scale_bits(buffer, len(read))
     if bits < 0 or not _fits(buffer, len(read), _two_to(bits), limit):
         return False
@@ -899,7 +922,7 @@ def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
 
 @_bare
 def _attention_layer(L, b, X, cache, att_read, att_pointers, att_indices, att_values, att_bits,
-                     att_off, layer_groups, groups, lams, targets, reach, mirror_max,
+                     att_off, att_lattice, layer_groups, groups, lams, targets, reach, mirror_max,
                      group_mirror, own_bound, mirror, own, XT, self_query, zero_scratch,
                      extras_layer, slots, bound, skip_bound, limit, A, P, buffer, junk, clean,
                      low, high, scores, mass, cols, numer, evaluated, m) -> int:
@@ -910,8 +933,8 @@ def _attention_layer(L, b, X, cache, att_read, att_pointers, att_indices, att_va
     off = att_off[L]
     pointers, indices, values = att_pointers[L], att_indices[L], att_values[L]
     for c in range(m):
-        if not _project(pointers, indices, values, att_bits[L], att_read[L], A[:, c],
-                        P[off:, c], buffer, limit, junk if c == 0 else clean):
+        if not _project(pointers, indices, values, att_bits[L], att_lattice[L], att_read[L],
+                        A[:, c], P[off:, c], buffer, limit, junk if c == 0 else clean):
             return 0
     if L == extras_layer:
         for j in range(n):
@@ -1052,8 +1075,8 @@ def _column_feed_forward(L, c, ffn_read, W1_pointers, W1_indices, W1_values, ffn
 
 @_bare
 def _pass_proven(present, att_read, att_pointers, att_indices, att_values, att_bits, att_off,
-                 layer_groups, groups, working, self_query, limit, A, P, buffer, junk, clean,
-                 m) -> bool:
+                 att_lattice, layer_groups, groups, working, self_query, limit, A, P, buffer, junk,
+                 clean, m) -> bool:
     """After the last layer: no averaged row is left, every evaluated column is back on the
     lattice with zero working rows, and the extra columns' fresh projections (their cache
     entries once committed) leave zero the queries that were zero."""
@@ -1074,7 +1097,7 @@ def _pass_proven(present, att_read, att_pointers, att_indices, att_values, att_b
                 continue
             off = att_off[L]
             if not _project(att_pointers[L], att_indices[L], att_values[L], att_bits[L],
-                            att_read[L], A[:, c], P[off:, c], buffer, limit, clean):
+                            att_lattice[L], att_read[L], A[:, c], P[off:, c], buffer, limit, clean):
                 return False
             for g in range(layer_groups[L, 0], layer_groups[L, 1]):
                 if self_query[g]:
@@ -1087,12 +1110,12 @@ def _pass_proven(present, att_read, att_pointers, att_indices, att_values, att_b
 
 @_bare
 def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits,
-              att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers, W1_indices,
-              W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits,
-              working, reach, mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
-              head_rows, mirror, own, XT, self_query, zero_scratch, extras_layer, slots, bound,
-              skip_bound, limit, A, P, buffer, hidden, kind, source, junk, clean, low, high, scores,
-              mass, cols, numer, evaluated, scratch) -> int:
+              att_off, att_lattice, layer_groups, groups, lams, targets, ffn_read, W1_pointers,
+              W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2,
+              ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max, group_mirror,
+              own_bound, head_rows, mirror, own, XT, self_query, zero_scratch, extras_layer, slots,
+              bound, skip_bound, limit, A, P, buffer, hidden, kind, source, junk, clean, low, high,
+              scores, mass, cols, numer, evaluated, scratch) -> int:
     """One pass of program b, whose scratch column is `scratch`, computed and checked into A
     (state) and P (fresh projections) at the columns `cols`, nothing of X, the scratch or
     the cache written: the number of evaluated columns, or 0 when the pass is not proven."""
@@ -1103,11 +1126,11 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
     for L in range(len(present)):
         if present[L]:
             m = _attention_layer(L, b, X, cache, att_read, att_pointers, att_indices, att_values,
-                                 att_bits, att_off, layer_groups, groups, lams, targets, reach,
-                                 mirror_max, group_mirror, own_bound, mirror, own, XT, self_query,
-                                 zero_scratch, extras_layer, slots, bound, skip_bound, limit, A,
-                                 P, buffer, junk, clean, low, high, scores, mass, cols, numer,
-                                 evaluated, m)
+                                 att_bits, att_off, att_lattice, layer_groups, groups, lams,
+                                 targets, reach, mirror_max, group_mirror, own_bound, mirror, own,
+                                 XT, self_query, zero_scratch, extras_layer, slots, bound,
+                                 skip_bound, limit, A, P, buffer, junk, clean, low, high, scores,
+                                 mass, cols, numer, evaluated, m)
             if m == 0:
                 return 0
         if len(ffn_rows[L]) > 0:
@@ -1118,8 +1141,8 @@ def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_val
                                             hidden, kind, source, buffer, limit):
                     return 0
     if not _pass_proven(present, att_read, att_pointers, att_indices, att_values, att_bits,
-                        att_off, layer_groups, groups, working, self_query, limit, A, P, buffer,
-                        junk, clean, m):
+                        att_off, att_lattice, layer_groups, groups, working, self_query, limit, A,
+                        P, buffer, junk, clean, m):
         return 0
     return m
 
@@ -1176,12 +1199,12 @@ def _commit(b, m, X, cache, mirror, own, XT, dirty, mirror_rows, mirror_scale, h
 
 @_bare
 def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointers, att_indices,
-             att_values, att_bits, att_off, layer_groups, groups, lams, targets, ffn_read,
-             W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-             W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max,
-             group_mirror, own_bound, head_rows, mirror, own, XT, dirty, work, self_query,
-             zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log, log_columns,
-             log_values, log_start) -> int:
+             att_values, att_bits, att_off, att_lattice, layer_groups, groups, lams, targets,
+             ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
+             W2_indices, W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale,
+             mirror_max, group_mirror, own_bound, head_rows, mirror, own, XT, dirty, work,
+             self_query, zero_scratch, extras_layer, capacity, bound, skip_bound, limit, log,
+             log_columns, log_values, log_start) -> int:
     """Up to `count` passes of program b, each recorded, proven and committed to its own
     slices of X and the cache; stops before the first pass it cannot prove. With `log`,
     every committed column's old state is logged (`_rollback`), and a program whose log
@@ -1203,13 +1226,13 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
         for i in range(len(pc_rows)):
             record[done, i, b] = scratch[pc_rows[i]]
         m = _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values,
-                      att_bits, att_off, layer_groups, groups, lams, targets, ffn_read, W1_pointers,
-                      W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values,
-                      ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max,
-                      group_mirror, own_bound, head_rows, mirror, own, XT, self_query, zero_scratch,
-                      extras_layer, slots, bound, skip_bound, limit, A, P, buffer, hidden, kind,
-                      source, junk, clean, low, high, scores, mass, cols, numer, evaluated,
-                      scratch)
+                      att_bits, att_off, att_lattice, layer_groups, groups, lams, targets, ffn_read,
+                      W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
+                      W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale,
+                      mirror_max, group_mirror, own_bound, head_rows, mirror, own, XT, self_query,
+                      zero_scratch, extras_layer, slots, bound, skip_bound, limit, A, P, buffer,
+                      hidden, kind, source, junk, clean, low, high, scores, mass, cols, numer,
+                      evaluated, scratch)
         if m == 0 or (log and position + m > log_columns.shape[1]):
             made = done
             break
@@ -1468,13 +1491,13 @@ def _lanes_back(lanes, lane_program, lane_slot, lane_ok, written, V, states, eva
 
 @_bare
 def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, att_pointers,
-              att_indices, att_values, att_bits, att_off, layer_groups, groups, lams, targets,
-              ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
-              W2_indices, W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows,
-              mirror_scale, mirror_max, group_mirror, own_bound, head_rows, ffn_touch,
-              ffn_bounds, lane_W1, lane_b1, lane_W2, lane_b2, lane_scales, mirror, own, XT,
-              dirty, work, lane_work, block, self_query, zero_scratch, extras_layer, capacity,
-              bound, skip_bound, limit, log, log_columns, log_values, log_start, done) -> None:
+              att_indices, att_values, att_bits, att_off, att_lattice, layer_groups, groups, lams,
+              targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
+              W2_indices, W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale,
+              mirror_max, group_mirror, own_bound, head_rows, ffn_touch, ffn_bounds, lane_W1,
+              lane_b1, lane_W2, lane_b2, lane_scales, mirror, own, XT, dirty, work, lane_work,
+              block, self_query, zero_scratch, extras_layer, capacity, bound, skip_bound, limit,
+              log, log_columns, log_values, log_start, done) -> None:
     """Up to `count` passes of programs start..stop-1, in lockstep: each layer's attention
     program by program, then its ReLU layer on every evaluated column of every program at
     once, the columns gathered into lanes (`_lane_feed_forward`; scratch columns holding
@@ -1526,7 +1549,7 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
                         continue
                     evaluated_columns[b - start] = _attention_layer(
                         L, b, X, cache, att_read, att_pointers, att_indices, att_values,
-                        att_bits, att_off, layer_groups, groups, lams, targets, reach,
+                        att_bits, att_off, att_lattice, layer_groups, groups, lams, targets, reach,
                         mirror_max, group_mirror, own_bound, mirror, own, XT, self_query,
                         zero_scratch, extras_layer, slots, bound, skip_bound, limit, work[0][b],
                         work[1][b], work[2][b], work[11][b], work[12][b], work[4][b],
@@ -1602,25 +1625,25 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
                 continue
             A, P, cols, scratch = work[0][b], work[1][b], work[10][b], work[15][b]
             m = evaluated_columns[b - start]
-            if m > 0 and not _pass_proven(present, att_read, att_pointers, att_indices,
-                                          att_values, att_bits, att_off, layer_groups, groups,
-                                          working, self_query, limit, A, P, work[2][b],
-                                          work[11][b], work[12][b], m):
+            if m > 0 and not _pass_proven(present, att_read, att_pointers, att_indices, att_values,
+                                          att_bits, att_off, att_lattice, layer_groups, groups,
+                                          working, self_query, limit, A, P, work[2][b], work[11][b],
+                                          work[12][b], m):
                 m = 0
             if m > 0:
                 tally[0] += 1
             else:
                 tally[1] += 1
-                m = _one_pass(b, X, cache, present, att_read, att_pointers, att_indices,
-                              att_values, att_bits, att_off, layer_groups, groups, lams, targets,
+                m = _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values,
+                              att_bits, att_off, att_lattice, layer_groups, groups, lams, targets,
                               ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
-                              W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working,
-                              reach, mirror_rows, mirror_scale, mirror_max, group_mirror,
-                              own_bound, head_rows, mirror, own, XT, self_query, zero_scratch,
-                              extras_layer, slots, bound, skip_bound, limit, A, P, work[2][b],
-                              work[3][b], work[8][b], work[9][b], work[11][b], work[12][b],
-                              work[4][b], work[5][b], work[6][b], work[7][b], cols, work[13][b],
-                              work[14][b], scratch)
+                              W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
+                              mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
+                              head_rows, mirror, own, XT, self_query, zero_scratch, extras_layer,
+                              slots, bound, skip_bound, limit, A, P, work[2][b], work[3][b],
+                              work[8][b], work[9][b], work[11][b], work[12][b], work[4][b],
+                              work[5][b], work[6][b], work[7][b], cols, work[13][b], work[14][b],
+                              scratch)
             if m == 0 or (log and position[b - start] + m > log_columns.shape[1]):
                 made[b - start] = step
                 continue
