@@ -188,3 +188,53 @@ def test_each_row_is_timed_between_two_timings_of_the_reference(monkeypatch):
     assert [row.reference_steps_per_second for row in rows] == [150.0, 350.0]
     assert [row.reference_drift for row in rows] == [1.0, pytest.approx(1 / 3)]
     assert rows[0].ratio == pytest.approx(50.0 / 150.0)
+
+
+@pytest.mark.parametrize("target", [[], ["fleq"]])
+@pytest.mark.parametrize("rounds", ["0", "-2", "101", "x", "1.5"])
+def test_bench_refuses_a_round_count_out_of_range(capsys, target, rounds):
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", *target, "--rounds", rounds])
+    assert stop.value.code == 2 and "--rounds" in capsys.readouterr().err
+
+
+def test_rounds_are_reported_as_the_median_round_with_their_spread(monkeypatch):
+    """Three rounds of one cell, each between its own two reference timings: the row is the
+    round of the median ratio (the second here, although its rate is neither the median
+    nor the first), with the lowest and highest ratio, every round's full passes and the
+    first round's warm-up (the one that pays a compile)."""
+    events: list[str] = []
+    references = iter([100.0, 100.0, 60.0, 60.0, 100.0, 100.0])
+    rounds = iter([(40.0, 9.0, 1), (30.0, 0.1, 0), (60.0, 0.2, 2)])
+
+    def reference(program, seconds: float) -> float:
+        events.append("reference")
+        return next(references)
+
+    def transformer(program, batch, config, budget):
+        rate, warmup, full = next(rounds)
+        events.append(f"batch {batch}")
+        return SimpleNamespace(per_second=rate, warmup_seconds=warmup), "fused", full, 1
+    monkeypatch.setattr(vm.tools.bench, "reference_speed", reference)
+    monkeypatch.setattr(vm.tools.bench, "transformer_speed", transformer)
+    progress: list[str] = []
+    rows = vm.tools.bench.bench([16], [4], vm.tools.bench.EngineConfig(), 0.5, progress.append,
+                                rounds=3)
+    assert events == ["reference", "batch 4", "reference"] * 3
+    assert [line.split(" (")[1] for line in progress] == ["round 1/3) ...", "round 2/3) ...",
+                                                          "round 3/3) ..."]
+    [row] = rows
+    assert (row.rounds, row.transformer_steps_per_second) == (3, 30.0)
+    assert (row.ratio, row.ratio_low, row.ratio_high) == (0.5, 0.4, 0.6)
+    assert (row.full_passes, row.warmup_seconds) == (3, 9.0)
+    assert vm.tools.bench.format_table(rows).splitlines()[-1].endswith("| 3 | 3: 0.400-0.600 |")
+
+
+def test_one_round_keeps_the_row_as_it_was_measured(monkeypatch):
+    monkeypatch.setattr(vm.tools.bench, "reference_speed", lambda program, seconds: 80.0)
+    monkeypatch.setattr(vm.tools.bench, "transformer_speed",
+                        lambda program, batch, config, budget: (
+                            SimpleNamespace(per_second=20.0, warmup_seconds=0.5), "active", 0, 2))
+    [row] = vm.tools.bench.bench([16], [1], vm.tools.bench.EngineConfig(), 0.5)
+    assert (row.rounds, row.ratio, row.ratio_low, row.ratio_high) == (1, 0.25, 0.25, 0.25)
+    assert vm.tools.bench.format_table([row]).splitlines()[-1].endswith("| 0 | 1 |")

@@ -7,7 +7,7 @@ import importlib
 import json
 import sys
 
-from vm.cli.common import integer, positive_float, thread_count
+from vm.cli.common import integer, positive_float, positive_int, thread_count
 from vm.common.json_values import finite_or_null
 from vm.runtime.config import DTYPE_NAMES, EVALUATIONS, EngineConfig
 from vm.tools.workloads import FLEQ_WORKLOADS
@@ -54,6 +54,18 @@ def bench_seconds(text: str) -> float:
     return value
 
 
+MAX_ROUNDS = 100
+"""The most rounds a cell takes: each costs about twice `--seconds`."""
+
+
+def bench_rounds(text: str) -> int:
+    """argparse type: rounds a cell, 1 to MAX_ROUNDS."""
+    value = positive_int(text)
+    if value > MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_ROUNDS}, got {value}")
+    return value
+
+
 def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=bench_seconds, default=2.0,
                         help="time budget per measurement, after a warm-up (a pass, a CUDA "
@@ -65,6 +77,11 @@ def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
                              "passes of up to 2^29 multiply-adds, such as SUBLEQ's up to about "
                              "32K batch x columns, and for batch 1 of the fused pass; the "
                              "threads column shows the count most passes used)")
+    parser.add_argument("--rounds", type=bench_rounds, default=1,
+                        help="measure each row this many times in a row, each round between "
+                             "two timings of the reference, and report the round whose ratio "
+                             "is their median, with the lowest and highest ratio (default 1, "
+                             "at most 100; each round takes about twice --seconds)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 
@@ -143,7 +160,7 @@ def run_fleq(args: argparse.Namespace) -> int:
     config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
                           threads=args.threads, evaluation=args.evaluation)
     rows = bench_fleq(args.programs, args.batch, config, args.seconds,
-                      lambda message: print(message, file=sys.stderr, flush=True))
+                      lambda message: print(message, file=sys.stderr, flush=True), args.rounds)
     device = torch.cuda.get_device_name() if config.device.startswith("cuda") else "cpu"
     title = f"FLEQ looped transformer, {device}, torch {torch.__version__}"
     _report(title, [row.as_dict() for row in rows], format_fleq_table(rows), args.json)
@@ -158,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
                           threads=args.threads, evaluation=args.evaluation)
     rows = bench(args.columns, args.batch, config, args.seconds,
-                 lambda message: print(message, file=sys.stderr, flush=True))
+                 lambda message: print(message, file=sys.stderr, flush=True), args.rounds)
     device = torch.cuda.get_device_name() if config.device.startswith("cuda") else \
         f"cpu ({torch.get_num_threads()} cores available to torch)"
     title = f"SUBLEQ looped transformer, N = 8-bit words, {device}, torch {torch.__version__}"

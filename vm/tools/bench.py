@@ -16,6 +16,7 @@ warm-up + budget whatever the machine's load.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -107,6 +108,27 @@ def beside_the_reference(reference: Callable[[float], float], budget: float,
     return result, ReferenceRate(before, reference(budget / 2))
 
 
+Row = TypeVar("Row", "BenchRow", "FleqBenchRow")
+
+
+def median_round(rounds: list[Row]) -> Row:
+    """One cell's rounds as one row: the round whose ratio is the median (the lower middle
+    one of an even count), with the rounds' count, lowest and highest ratio, every round's
+    full passes, and the first round's warm-up (the one that pays a compile or a capture).
+    On a shared machine one round's ratio moved by 0.56-0.64x between two runs of the same
+    command minutes apart (2026-11-27); the median of several and their spread say more."""
+    ordered = sorted(rounds, key=lambda row: row.ratio)
+    return replace(ordered[(len(ordered) - 1) // 2], rounds=len(rounds),
+                   ratio_low=ordered[0].ratio, ratio_high=ordered[-1].ratio,
+                   full_passes=sum(row.full_passes for row in rounds),
+                   warmup_seconds=rounds[0].warmup_seconds)
+
+
+def round_label(number: int, rounds: int) -> str:
+    """' (round 2/5)' in a progress line where a cell has several rounds, else ''."""
+    return f" (round {number}/{rounds})" if rounds > 1 else ""
+
+
 @dataclass(frozen=True)
 class BenchRow:
     columns: int
@@ -125,6 +147,12 @@ class BenchRow:
     the ratio is uncertain by about as much."""
     full_passes: int
     """Timed passes the active evaluation ran in full (its guard failed), 0 for "full"."""
+    rounds: int = 1
+    """Rounds measured (`median_round`): the row is the one whose ratio is their median."""
+    ratio_low: float = math.nan
+    """The lowest ratio of the rounds (NaN where the row was not made by `median_round`)."""
+    ratio_high: float = math.nan
+    """The highest ratio of the rounds."""
 
     @property
     def ratio(self) -> float:
@@ -211,20 +239,26 @@ def check_sizes(columns: list[int], batches: list[int], config: EngineConfig) ->
 
 
 def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: float,
-          progress: Callable[[str], None] = lambda _: None) -> list[BenchRow]:
+          progress: Callable[[str], None] = lambda _: None, rounds: int = 1) -> list[BenchRow]:
+    """A row per column count and batch: `rounds` measurements in a row, each between two
+    timings of the reference, reported as their median round (`median_round`)."""
     check_sizes(columns, batches, config)
     rows = []
     for n in columns:
         program = looping_programs(workload_geometry(n), 1)[0]
         for batch in batches:
-            progress(f"n={n} batch={batch} on {config.device} ...")
-            (timing, evaluation, full_passes, threads), reference = beside_the_reference(
-                lambda seconds: reference_speed(program, seconds), budget,
-                lambda: transformer_speed(program, batch, config, budget))
-            rows.append(BenchRow(n, batch, config.device, config.dtype, config.attention,
-                                 evaluation, threads, timing.per_second,
-                                 timing.warmup_seconds, reference.per_second, reference.drift,
-                                 full_passes))
+            measured = []
+            for number in range(1, rounds + 1):
+                progress(f"n={n} batch={batch} on {config.device}"
+                         f"{round_label(number, rounds)} ...")
+                (timing, evaluation, full_passes, threads), reference = beside_the_reference(
+                    lambda seconds: reference_speed(program, seconds), budget,
+                    lambda: transformer_speed(program, batch, config, budget))
+                measured.append(BenchRow(n, batch, config.device, config.dtype,
+                                         config.attention, evaluation, threads,
+                                         timing.per_second, timing.warmup_seconds,
+                                         reference.per_second, reference.drift, full_passes))
+            rows.append(median_round(measured))
     return rows
 
 
@@ -242,11 +276,18 @@ def drift_cell(drift: float) -> str:
     return f"{drift:+.1%}"
 
 
+def spread_cell(row: BenchRow | FleqBenchRow, spec: str) -> str:
+    """'5: 0.512-0.637' (rounds, lowest and highest ratio), or '1' for a single round."""
+    if row.rounds == 1 or math.isnan(row.ratio_low):
+        return str(row.rounds)
+    return f"{row.rounds}: {figure(row.ratio_low, spec)}-{figure(row.ratio_high, spec)}"
+
+
 def format_table(rows: list[BenchRow]) -> str:
     lines = ["| n | batch | device | dtype | attention | evaluation | threads | "
              "transformer steps/s | warm-up s | reference steps/s | reference drift | ratio | "
-             "full passes |",
-             "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "full passes | rounds: ratios |",
+             "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row.columns} | {row.batch} | {row.device} | {row.dtype} | "
                      f"{row.attention} | {row.evaluation} | {row.threads or '-'} | "
@@ -255,7 +296,7 @@ def format_table(rows: list[BenchRow]) -> str:
                      f"{figure(row.reference_steps_per_second, ',.0f')} | "
                      f"{drift_cell(row.reference_drift)} | "
                      f"{figure(row.ratio, '.3f')} | "
-                     f"{row.full_passes} |")
+                     f"{row.full_passes} | {spread_cell(row, '.3f')} |")
     return "\n".join(lines)
 
 
@@ -307,6 +348,12 @@ class FleqBenchRow:
     the mean of its rate just before and just after the row."""
     reference_drift: float
     """The reference's rate after the row over its rate before, minus 1."""
+    rounds: int = 1
+    """Rounds measured (`median_round`): the row is the one whose ratio is their median."""
+    ratio_low: float = math.nan
+    """The lowest ratio of the rounds (NaN where the row was not made by `median_round`)."""
+    ratio_high: float = math.nan
+    """The highest ratio of the rounds."""
 
     @property
     def program_steps_per_second(self) -> float:
@@ -377,33 +424,41 @@ def fleq_reference_speed(program: FleqProgram, budget: float) -> float:
 
 
 def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budget: float,
-               progress: Callable[[str], None] = lambda _: None) -> list[FleqBenchRow]:
+               progress: Callable[[str], None] = lambda _: None,
+               rounds: int = 1) -> list[FleqBenchRow]:
+    """A row per program and batch: `rounds` measurements in a row, each between two timings
+    of the FLEQ reference, reported as their median round (`median_round`)."""
     programs = [fleq_workload(name) for name in names]  # every file read before any timing
     for program in programs:
         TransformerExecutor(fleq_geometry_for(program), config).check_memory(max(batches))
     rows = []
     for name, program in zip(names, programs):
         for batch in batches:
-            progress(f"{name} batch={batch} on {config.device} ...")
-            (executor, timing, evaluation, full, threads), reference = beside_the_reference(
-                lambda seconds: fleq_reference_speed(program, seconds), budget,
-                lambda: fleq_pass_seconds(program, batch, config, budget))
-            weights = executor.machine.weights
-            rows.append(FleqBenchRow(name, program.d, weights.rows, weights.columns,
-                                     len(weights.layers), sum(weights.heads), batch,
-                                     config.device, executor.dtype_name, config.attention,
-                                     evaluation, threads, 1.0 / timing.per_second,
-                                     timing.warmup_seconds, full, reference.per_second,
-                                     reference.drift))
+            measured = []
+            for number in range(1, rounds + 1):
+                progress(f"{name} batch={batch} on {config.device}"
+                         f"{round_label(number, rounds)} ...")
+                (executor, timing, evaluation, full, threads), reference = \
+                    beside_the_reference(lambda seconds: fleq_reference_speed(program, seconds),
+                                         budget,
+                                         lambda: fleq_pass_seconds(program, batch, config,
+                                                                   budget))
+                weights = executor.machine.weights
+                measured.append(FleqBenchRow(
+                    name, program.d, weights.rows, weights.columns, len(weights.layers),
+                    sum(weights.heads), batch, config.device, executor.dtype_name,
+                    config.attention, evaluation, threads, 1.0 / timing.per_second,
+                    timing.warmup_seconds, full, reference.per_second, reference.drift))
+            rows.append(median_round(measured))
     return rows
 
 
 def format_fleq_table(rows: list[FleqBenchRow]) -> str:
     lines = ["| program | d | rows | n | layers | heads | batch | device | dtype | attention | "
              "evaluation | threads | ms per pass | warm-up ms | program steps/s | "
-             "reference steps/s | reference drift | ratio | full passes |",
+             "reference steps/s | reference drift | ratio | full passes | rounds: ratios |",
              "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"
-             "---:|---:|"]
+             "---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row.program} | {row.d} | {row.rows} | {row.columns} | {row.layers} | "
                      f"{row.heads} | {row.batch} | {row.device} | {row.dtype} | "
@@ -413,5 +468,5 @@ def format_fleq_table(rows: list[FleqBenchRow]) -> str:
                      f"{figure(row.reference_steps_per_second, ',.1f')} | "
                      f"{drift_cell(row.reference_drift)} | "
                      f"{figure(row.ratio, '.4f')} | "
-                     f"{row.full_passes} |")
+                     f"{row.full_passes} | {spread_cell(row, '.4f')} |")
     return "\n".join(lines)
