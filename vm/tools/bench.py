@@ -115,8 +115,9 @@ def median_round(rounds: list[Row]) -> Row:
     """One cell's rounds as one row: the round whose ratio is the median (the lower middle
     one of an even count), with the rounds' count, lowest and highest ratio, every round's
     full passes, and the first round's warm-up (the one that pays a compile or a capture).
-    On a shared machine one round's ratio moved by 0.56-0.64x between two runs of the same
-    command minutes apart (2026-11-27); the median of several and their spread say more."""
+    On a shared machine one round of the same command gave the ratio 0.561 in one run and
+    0.637 in another minutes later (2026-11-27); the median of several and their spread
+    say more."""
     ordered = sorted(rounds, key=lambda row: row.ratio)
     return replace(ordered[(len(ordered) - 1) // 2], rounds=len(rounds),
                    ratio_low=ordered[0].ratio, ratio_high=ordered[-1].ratio,
