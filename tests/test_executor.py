@@ -11,6 +11,7 @@ import torch
 from vm.machines.subleq.punchcard import geometry_for
 from assembler.subleq import assemble, assemble_file
 from vm.common.errors import InputError, PrecisionError
+from vm.runtime.config import FUSED_CHECK_EVERY, FUSED_SOLO_WINDOW
 from vm.runtime.executor import (BatchRun, EngineConfig, TransformerExecutor, run_traced,
                                  run_transformer)
 from vm.machines.subleq.reference import run_reference
@@ -404,3 +405,46 @@ def test_the_default_evaluation_does_not_wait_for_a_compile(batch, columns, expe
         runner.advance(40)
     assert runner.evaluation == expected
     assert torch.equal(runner.state(), full.run(cards, 40).X)
+
+
+def test_a_fused_run_of_one_program_widens_its_window_and_keeps_every_step():
+    """A fused run of one program on the CPU tests for a halt less and less often: its
+    window grows to a quarter of the passes made (whole FUSED_CHECK_EVERY), up to
+    FUSED_SOLO_WINDOW; after every part its memory and pc are the reference
+    interpreter's after as many steps, and a restart begins with the first window again."""
+    pytest.importorskip("numba")
+    shape = workload_geometry(64)
+    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused"))
+    program = looping_programs(shape, 1, seed=7)[0]
+    cards = executor.load([program])
+    runner = executor.runner(cards)
+    assert runner.evaluation == "fused"
+    windows = []
+    while runner.done < 12_000:
+        windows.append(runner.window)
+        runner.advance(runner.window)
+        assert runner.window <= max(FUSED_CHECK_EVERY, runner.done // 4)
+        result, expected = executor.results(runner.result())[0], run_reference(program,
+                                                                                runner.done)
+        assert (result.memory, result.pc) == (expected.memory, expected.pc), runner.done
+    assert windows[0] == FUSED_CHECK_EVERY and windows[-1] == FUSED_SOLO_WINDOW
+    assert sorted(windows) == windows
+    runner.restart(cards)
+    assert runner.window == FUSED_CHECK_EVERY
+
+
+def test_a_wide_window_wastes_at_most_a_quarter_of_a_run_at_its_halt():
+    """Passes after the halt are no-ops at EOF, made only until the window's end: at most
+    a quarter of the passes before it (or the first window). A batch keeps its window."""
+    pytest.importorskip("numba")
+    program = assemble(COUNTDOWN.format(n=20_000), "c.sq", bits=16)
+    executor = TransformerExecutor(geometry_for(program), EngineConfig(evaluation="fused"))
+    runner = executor.runner(executor.load([program]))
+    runner.advance(10 ** 6)
+    result, expected = executor.results(runner.result())[0], run_reference(program, 10 ** 6)
+    assert result.halted and (result.memory, result.steps) == (expected.memory, expected.steps)
+    assert runner.window > FUSED_CHECK_EVERY
+    assert runner.done - result.steps <= max(FUSED_CHECK_EVERY, result.steps // 4)
+    batch = executor.runner(executor.load([program, program]))
+    batch.advance(3000)
+    assert batch.window == FUSED_CHECK_EVERY

@@ -21,6 +21,8 @@ FUSED_CHECK_EVERY = 128
 """Fused runs learn whether everything halted every this many passes: a fused pass costs
 microseconds, so the window's own host work (step counts, the halting test) would
 otherwise cost a quarter of it. Passes after a halt are no-ops at EOF and not counted."""
+FUSED_SOLO_WINDOW = 2048
+"""The longest window of a fused run of one program on the CPU (`Runner._grow_window`)."""
 MAX_CHECK_EVERY = 1 << 16
 """The longest window between halting tests: each run allocates a record of this many
 passes' program counters up front (check_every = 10**12 asked for terabytes)."""
