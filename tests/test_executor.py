@@ -448,3 +448,16 @@ def test_a_wide_window_wastes_at_most_a_quarter_of_a_run_at_its_halt():
     batch = executor.runner(executor.load([program, program]))
     batch.advance(3000)
     assert batch.window == FUSED_CHECK_EVERY
+
+
+def test_a_window_that_takes_long_stops_growing(monkeypatch):
+    """Progress lines and time limits come at a window's end: a single program's window
+    grows only while a window takes less than SOLO_WINDOW_SECONDS (here none does)."""
+    pytest.importorskip("numba")
+    import vm.runtime.executor as executor_module
+    monkeypatch.setattr(executor_module, "SOLO_WINDOW_SECONDS", 0.0)
+    shape = workload_geometry(64)
+    executor = TransformerExecutor(shape, EngineConfig(evaluation="fused"))
+    runner = executor.runner(executor.load(looping_programs(shape, 1, seed=7)))
+    runner.advance(6_000)
+    assert runner.evaluation == "fused" and runner.window == FUSED_CHECK_EVERY

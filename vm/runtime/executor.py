@@ -407,6 +407,12 @@ class TransformerExecutor:
         return self.layout.regions[name]
 
 
+SOLO_WINDOW_SECONDS = 0.05
+"""A single program's fused window grows only while a window takes less than this: its host
+work is then below 1 % of it already, and a wider machine keeps windows short enough for
+progress lines and time limits."""
+
+
 class Runner:
     """One batch's run on one executor, advanced pass by pass.
 
@@ -513,6 +519,7 @@ class Runner:
         pc, end = executor._pc_rows, self.done + max_steps
         with flush_denormals(), executor._threads(from_internal(X)):
             while self.done < end and bool(executor.running(X[pc, :, 0]).any()):
+                started = time.perf_counter()
                 passes = min(self.window, end - self.done)
                 offset = 0
                 while offset < passes:
@@ -534,18 +541,21 @@ class Runner:
                         progress(self.done + offset)  # a wide FLEQ pass may take a minute
                 self.steps += executor.running(self.record[:passes]).sum(dim=0)
                 self.done += passes
-                self._grow_window()
+                self._grow_window(passes, time.perf_counter() - started)
                 if progress is not None:
                     progress(self.done)
         executor.fallbacks = self.fallbacks
 
-    def _grow_window(self) -> None:
+    def _grow_window(self, passes: int, seconds: float) -> None:
         """A fused run of one program on the CPU widens its window to a quarter of the passes
-        made so far, in whole FUSED_CHECK_EVERY, up to FUSED_SOLO_WINDOW: a window's host
-        work (the halting test, step counts, the call) took about 0.3 ms, a fifth of a
-        window of 128 passes at n = 64, and a run that halts early wastes at most a quarter
-        of its passes on no-op passes at EOF (with the first window's 128 as before)."""
-        if self._solo and self.evaluation == "fused":
+        made so far, in whole FUSED_CHECK_EVERY, up to FUSED_SOLO_WINDOW, while a full window
+        takes less than SOLO_WINDOW_SECONDS: a window's host work (the halting test, step
+        counts, the call) took about 0.3 ms, a fifth of a window of 128 passes at n = 64; a
+        run that halts early wastes at most a quarter of its passes on no-op passes at EOF
+        (with the first window's 128 as before); and progress and time limits, seen at a
+        window's end, still come at least every 2 x SOLO_WINDOW_SECONDS."""
+        if (self._solo and self.evaluation == "fused" and passes == self.window
+                and seconds < SOLO_WINDOW_SECONDS):
             quarter = self.done // 4 // FUSED_CHECK_EVERY * FUSED_CHECK_EVERY
             self.window = max(self.window, min(FUSED_SOLO_WINDOW, quarter))
 
