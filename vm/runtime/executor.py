@@ -434,11 +434,10 @@ class Runner:
         self._first_window = self.window
         self._solo = subleq_fused and X.shape[0] == 1 and executor.device.type == "cpu"
         """A fused run of one program on the CPU, whose window grows (`_grow_window`)."""
-        longest = FUSED_SOLO_WINDOW if self._solo else max(self.window, FUSED_CHECK_EVERY)
+        longest = max(self.window, FUSED_SOLO_WINDOW if self._solo else FUSED_CHECK_EVERY)
         with torch.inference_mode():
             self.X = to_internal(X)
-            self.record = torch.empty((max(self.window, longest), executor.geometry.pos_bits,
-                                       self.X.shape[1]),
+            self.record = torch.empty((longest, executor.geometry.pos_bits, self.X.shape[1]),
                                       dtype=executor.dtype, device=executor.device)
             self.steps = torch.zeros(self.X.shape[1], dtype=torch.long, device=executor.device)
         self.initial = X.clone() if executor.checked else None
