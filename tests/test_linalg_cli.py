@@ -199,6 +199,15 @@ def test_a_truncated_file_says_so(capsys, tmp_path):
     assert code == 2 and "(truncated: its header declares 72 bytes of data, it holds 64)" in err
 
 
+def test_a_file_with_a_zip_signature_but_no_archive_is_refused(capsys, tmp_path):
+    """numpy opens a file that starts PK\\x03\\x04 as an .npz; a damaged one raised
+    BadZipFile, a traceback."""
+    path = tmp_path / "m.npz"
+    path.write_bytes(b"PK\x03\x04 not an archive")
+    code, out, err = run_cli(capsys, "linalg", "inverse", "--matrix", str(path))
+    assert code == 2 and "is not a numeric .npy array" in err and out == ""
+
+
 @pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_a_header_with_an_unmappable_shape_is_refused(capsys, tmp_path):
     """A .npy header declaring 10^11 x 10^11 made mmap raise OverflowError (a traceback),

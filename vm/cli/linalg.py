@@ -15,6 +15,7 @@ import math
 import numbers
 import os
 import sys
+import zipfile
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -62,9 +63,11 @@ def load_matrix(path: str) -> np.ndarray:
         raise InputError(f"{shown_path(path)} is empty (expected a .npy array)") from None
     except OSError as error:
         raise InputError(f"cannot read {shown_path(path)}: {error.strerror or error}") from None
-    except (ValueError, OverflowError):
+    except (ValueError, OverflowError, zipfile.BadZipFile):
         # numpy's own text advises allow_pickle, which this never does; a header whose
-        # shape is past what mmap can map (10^11 x 10^11) raises OverflowError
+        # shape is past what mmap can map (10^11 x 10^11) raises OverflowError; a file that
+        # starts as a zip archive does (a damaged .npz) is opened as one, and raises
+        # BadZipFile
         raise InputError(f"{shown_path(path)} is not a numeric .npy "
                          f"array{_shortfall(path)}") from None
     if not isinstance(matrix, np.ndarray):
