@@ -6,6 +6,7 @@ import argparse
 import csv
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -253,6 +254,15 @@ def test_bench_checks_its_output_directory_before_any_work(layout: str, out: str
                  str(tmp_path / out)]) == 2
     assert message in capsys.readouterr().err
     assert (tmp_path / "afile").read_text() == "keep"
+
+
+@pytest.mark.parametrize("out", ["/proc/ltvm-bench", "/proc/ltvm-bench/sub"])
+def test_bench_tries_its_output_directory_before_any_work(out: str, monkeypatch) -> None:
+    """access() lets root write anywhere: as root, --out /proc/x passed the check and was
+    refused only after all the measurements (minutes at the default sizes)."""
+    monkeypatch.setattr(bench_module.os, "access", lambda path, mode: True)  # root's answer
+    with pytest.raises(InputError, match="cannot create /proc/ltvm-bench"):
+        run_bench(Path(out), [256], [64], head_dim=4, worker=refuse_work)
 
 
 def test_bench_creates_missing_output_directories(tmp_path) -> None:
