@@ -557,6 +557,21 @@ def test_trace_refuses_a_pipe_or_unwritable_directory_before_running_a_pass(
     assert list(locked.iterdir()) == []
 
 
+@pytest.mark.parametrize("option, path", [("--png", "/proc/ltvm-trace"),
+                                          ("--gif", "/proc/ltvm-trace.gif")])
+def test_trace_tries_its_output_directory_before_running_a_pass(capsys, monkeypatch, option,
+                                                                path):
+    """access() lets root write anywhere: as root, --png /proc/x or --gif /proc/x.gif passed
+    the check and failed only after every pass had run."""
+    import vm.runtime.executor as executor
+
+    monkeypatch.setattr(executor, "TransformerExecutor", None)  # building it now fails
+    monkeypatch.setattr(os, "access", lambda path, mode: True)  # root's answer
+    source = str(ROOT / "programs" / "subleq" / "factorial.sq")
+    assert main(["trace", source, option, path]) == 2
+    assert capsys.readouterr().err.startswith(f"ltvm: error: cannot write {path}: ")
+
+
 def test_trace_refuses_a_picture_name_taken_by_a_directory_before_running_a_pass(
         capsys, monkeypatch, tmp_path):
     """The names were checked only when the pictures were moved in, after the passes."""

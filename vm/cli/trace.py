@@ -14,7 +14,7 @@ from vm.cli.common import (add_engine_arguments, add_program_arguments, add_samp
                            add_time_limit, directory_path, engine_config, integer, load_program,
                            positive_int, refuse_sampling_options)
 from vm.common.errors import InputError, RunFailure, shown_path
-from vm.common.outputs import atomic_path, check_directory, staged_files
+from vm.common.outputs import atomic_path, check_directory, refused_creation, staged_files
 from vm.isa import for_program
 from vm.tools.progress import Progress
 
@@ -258,6 +258,9 @@ def _check_writable(path: Path, directory: Path) -> None:
     if not os.access(directory, os.W_OK | os.X_OK):
         raise InputError(f"cannot write {shown_path(path)}: directory {shown_path(directory)} is "
                          "not writable")
+    refusal = refused_creation(directory)
+    if refusal:
+        raise InputError(f"cannot write {shown_path(path)}: {refusal}")
 
 
 def _picture_names(step: int, layers: int) -> list[str]:

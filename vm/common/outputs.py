@@ -56,6 +56,19 @@ def check_directory(directory: str | Path, names: Iterable[str]) -> Path:
     return directory
 
 
+def refused_creation(directory: str | Path) -> str:
+    """Why nothing can be created in `directory` ('' when something can), found by creating
+    and removing an empty directory there: access() lets root write anywhere, so an output
+    under /proc or /sys passed the checks and failed after all the work. Signals wait until
+    it is removed, as in `staged_files`."""
+    try:
+        with signals_held_back():
+            os.rmdir(tempfile.mkdtemp(dir=directory, prefix=".ltvm-check."))
+    except OSError as error:
+        return error.strerror or str(error)
+    return ""
+
+
 def _failure(error: OSError, staging: Path, directory: Path) -> str:
     """What went wrong, at the path the user named rather than the hidden staging one."""
     where = directory

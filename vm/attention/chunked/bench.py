@@ -29,7 +29,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -43,8 +42,7 @@ from vm.attention.chunked.reference import direct_forward, head_attention, relat
 from vm.attention.chunked.simulate import expected_calls, mode_mask, simulate
 from vm.common.errors import InputError, LtvmError, RunFailure, shown_path
 from vm.common.limits import check_threads
-from vm.common.outputs import staged_files
-from vm.common.signals import signals_held_back
+from vm.common.outputs import refused_creation, staged_files
 
 GIB = 2 ** 30
 SIMULATIONS = ("exact", "window", "sampled")
@@ -231,7 +229,7 @@ def check_out_dir(out_dir: Path) -> None:
     if out_dir.exists():
         if not out_dir.is_dir():
             raise InputError(f"cannot write into {shown_path(out_dir)}: it is not a directory")
-        refusal = _refused_write(out_dir)
+        refusal = refused_creation(out_dir)
         if refusal:
             raise InputError(f"cannot write into {shown_path(out_dir)}: {refusal}")
         for name in OUTPUTS:
@@ -242,23 +240,10 @@ def check_out_dir(out_dir: Path) -> None:
     if not ancestor.is_dir():
         raise InputError(f"cannot create {shown_path(out_dir)}: {shown_path(ancestor)} is not a "
                          "directory")
-    refusal = _refused_write(ancestor)
+    refusal = refused_creation(ancestor)
     if refusal:
         raise InputError(f"cannot create {shown_path(out_dir)} in {shown_path(ancestor)}: "
                          f"{refusal}")
-
-
-def _refused_write(directory: Path) -> str:
-    """Why nothing can be created in `directory` ('' when something can), found by creating
-    and removing an empty directory there: access() lets root write anywhere, so /proc or
-    /sys as --out passed the check and failed after all the measurements. Signals wait
-    until it is removed, as in `staged_files`."""
-    try:
-        with signals_held_back():
-            os.rmdir(tempfile.mkdtemp(dir=directory, prefix=".ltvm-check."))
-    except OSError as error:
-        return error.strerror or str(error)
-    return ""
 
 
 def _cell(value: float | None, spec: str) -> str:
