@@ -219,10 +219,15 @@ def _unique_keys(pairs: list[tuple[str, object]], path: Path) -> dict[str, objec
 
 def csv_settings(commands: str | Path) -> dict[str, int] | None:
     """The scratch width and word size saved beside a commands file by `save_csv`, or None
-    when there is no program.json there."""
+    when there is no program.json there. A program.json that is no file is an error: a
+    directory of that name was passed over with the note that there was none, and the
+    pair imported with guessed settings."""
     path = Path(commands).parent / SETTINGS_FILE
-    if not path.is_file():
+    if not path.exists():
         return None
+    if path.is_dir():
+        raise InputError(f"cannot read {shown_path(path)}: it is a directory (expected the "
+                         "pair's settings file)")
     try:
         settings = json.loads(read_source(path, encoding="utf-8-sig"),
                               object_pairs_hook=lambda pairs: _unique_keys(pairs, path))

@@ -76,6 +76,15 @@ def test_an_oversized_settings_file_is_refused_not_read_whole(tmp_path):
         csv_settings(commands)
 
 
+def test_a_directory_named_like_the_settings_file_is_refused(tmp_path):
+    """It was passed over with the note 'no program.json beside commands.csv'."""
+    commands = tmp_path / "commands.csv"
+    commands.write_text("")
+    (tmp_path / SETTINGS_FILE).mkdir()
+    with pytest.raises(InputError, match="program.json: it is a directory"):
+        csv_settings(commands)
+
+
 @pytest.mark.parametrize("bits", [1, 65, 1000])
 def test_a_settings_file_with_a_word_size_out_of_range_is_named(tmp_path, bits):
     """bits 1000 in program.json was reported as '--bits must be between 2 and 64', an option
