@@ -318,6 +318,13 @@ def test_a_reward_without_best_of_n_is_refused_before_the_reference_runs(capsys,
     assert code == 2 and "--reward applies to --strategy best-of-n" in capsys.readouterr().err
 
 
+def test_an_empty_reward_is_refused_not_taken_for_the_reference(capsys):
+    """--reward '' (an unset shell variable) rewarded the reference's answer in silence."""
+    code = main(["sample", FACTORIAL, "--cell", "fact", "--samples", "2", "--strategy",
+                 "best-of-n", "--reward", ""])
+    assert code == 2 and "--reward is empty" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("stage", ["reference steps", "checker passes"])
 def test_ltvm_sample_max_seconds_stops_the_reference_and_the_checker_too(stage, tmp_path,
                                                                           capsys):

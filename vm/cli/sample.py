@@ -123,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--samples {args.samples} exceeds the limit of {MAX_SAMPLES}")
     if args.reward is not None and args.strategy != "best-of-n":  # before the reference runs
         raise InputError("--reward applies to --strategy best-of-n (majority takes no reward)")
+    if args.reward == "":  # it was taken as no --reward: the reference's answer, in silence
+        raise InputError("--reward is empty: give 'reference', a .sq checker or a .py script")
     program, geometry = load_program(args)
     if not isinstance(program, Program):
         raise InputError("ltvm sample runs SUBLEQ programs (.sq)")
