@@ -53,6 +53,13 @@ def test_bench_fleq_refuses_an_unknown_workload(capsys):
     assert code == 2 and "no FLEQ workload or file named" in capsys.readouterr().err
 
 
+def test_bench_fleq_says_a_directory_is_one(capsys, tmp_path):
+    """A directory named x.fleq was 'no FLEQ workload or file named', as if missing."""
+    (tmp_path / "x.fleq").mkdir()
+    code = main(["bench", "fleq", str(tmp_path / "x.fleq"), "--seconds", "0.05"])
+    assert code == 2 and "Is a directory" in capsys.readouterr().err
+
+
 def test_inverse_d8_is_a_d8_machine_with_a_many_head_layer_and_runs_exactly():
     program = fleq_workload("inverse-d8")
     weights = machine_for(fleq_geometry_for(program), None).weights
