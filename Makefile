@@ -1,7 +1,7 @@
 # `make demo` and `make test` work on a fresh machine: they create .venv if it
 # is missing and install the package with its test, fast (numba), formats (safetensors) and
 # onnx (onnx, onnxruntime) extras, pinned by constraints.txt (the CPU build of torch on these
-# machines), then compile the fused pass with numba (`ltvm compile`, about three minutes on 2
+# machines), then compile the fused pass with numba (`ltvm compile`, about four minutes on 2
 # cores): runs with the default evaluation use it only once it is compiled.
 PYTHON ?= python3
 VENV   ?= .venv

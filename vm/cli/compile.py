@@ -17,7 +17,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "compile", help="compile the fused CPU pass with numba, once per machine",
         description="Compile the fused pass's kernels with numba (the CPU form of "
                     "--evaluation fused, docs/speed.md) into numba's cache on disk, for each "
-                    "dtype side by side: about three minutes on 2 cores, once per machine and "
+                    "dtype side by side: about four minutes on 2 cores, once per machine and "
                     "version of ltvm. Runs with the default evaluation use the fused pass "
                     "only once it is compiled (before that: the torch active pass or the full "
                     "one, and a note); `make install` runs this command.")
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     dtypes = list(dict.fromkeys(args.dtype or DTYPE_NAMES))
     print(f"ltvm: compiling the fused pass's kernels for {', '.join(dtypes)} with numba (about "
-          "three minutes on 2 cores where nothing is compiled yet) ...", file=sys.stderr,
+          "four minutes on 2 cores where nothing is compiled yet) ...", file=sys.stderr,
           flush=True)
     try:
         done = compile_side_by_side(dtypes)

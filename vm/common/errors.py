@@ -125,6 +125,6 @@ class NotCompiledWarning(UserWarning):
 
 NOT_COMPILED = ("numba has not compiled the fused pass on this machine yet, so runs went on "
                 "without it (the torch active pass or the full one: the same bits, slower); "
-                "`ltvm compile` compiles it once (about three minutes), or --evaluation fused "
+                "`ltvm compile` compiles it once (about four minutes), or --evaluation fused "
                 "compiles what a run needs on first use")
 """What a NotCompiledWarning says."""

@@ -920,15 +920,17 @@ def _extra_outputs(P, A, cols, m, q, key, v, r, k, targets, target) -> bool:
     return exact
 
 
-@_bare
-def _attention_layer(L, b, X, cache, att_read, att_pointers, att_indices, att_values, att_bits,
-                     att_off, att_lattice, layer_groups, groups, lams, targets, reach, mirror_max,
+@_inline
+def _attention_layer(L, b, X, cache, att, layer_groups, groups, lams, targets, reach, mirror_max,
                      group_mirror, own_bound, mirror, own, XT, self_query, zero_scratch,
-                     extras_layer, slots, bound, skip_bound, limit, A, P, buffer, junk, clean,
-                     low, high, scores, mass, cols, numer, evaluated, m) -> int:
+                     extras_layer, slots, bound, skip_bound, limit, columns, m) -> int:
     """Layer L's attention for program b on its `m` evaluated columns (in the write layer,
     first choosing the columns to evaluate apart): their new number, or 0 when a step of
-    the layer is not proven."""
+    the layer is not proven. `att` holds the attention tables (see `_one_pass`), `columns`
+    the program's work arrays; both come as tuples so that a call has at most 30 arguments,
+    which CPython passes one by one (more go as *args, which numba cannot inline)."""
+    att_read, att_pointers, att_indices, att_values, att_bits, att_off, att_lattice = att
+    A, P, buffer, junk, clean, low, high, scores, mass, cols, numer, evaluated = columns
     n = X.shape[2]
     off = att_off[L]
     pointers, indices, values = att_pointers[L], att_indices[L], att_values[L]
@@ -1073,7 +1075,7 @@ def _column_feed_forward(L, c, ffn_read, W1_pointers, W1_indices, W1_values, ffn
                          limit)
 
 
-@_bare
+@_inline
 def _pass_proven(present, att_read, att_pointers, att_indices, att_values, att_bits, att_off,
                  att_lattice, layer_groups, groups, working, self_query, limit, A, P, buffer, junk,
                  clean, m) -> bool:
@@ -1109,28 +1111,33 @@ def _pass_proven(present, att_read, att_pointers, att_indices, att_values, att_b
 
 
 @_bare
-def _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values, att_bits,
-              att_off, att_lattice, layer_groups, groups, lams, targets, ffn_read, W1_pointers,
-              W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices, W2_values, ffn_b2,
-              ffn_bits, working, reach, mirror_rows, mirror_scale, mirror_max, group_mirror,
-              own_bound, head_rows, mirror, own, XT, self_query, zero_scratch, extras_layer, slots,
-              bound, skip_bound, limit, A, P, buffer, hidden, kind, source, junk, clean, low, high,
-              scores, mass, cols, numer, evaluated, scratch) -> int:
-    """One pass of program b, whose scratch column is `scratch`, computed and checked into A
-    (state) and P (fresh projections) at the columns `cols`, nothing of X, the scratch or
-    the cache written: the number of evaluated columns, or 0 when the pass is not proven."""
+def _one_pass(b, X, cache, present, att, layer_groups, groups, lams, targets, ffn, working, reach,
+              mirror_max, group_mirror, own_bound, mirror, own, XT, self_query, zero_scratch,
+              extras_layer, slots, bound, skip_bound, limit, work) -> int:
+    """One pass of program b, from its scratch column (`work[15][b]`), computed and checked
+    into its state A and fresh projections P at the columns `cols` (its slices of `work`),
+    nothing of X, the scratch or the cache written: the number of evaluated columns, or 0
+    when the pass is not proven. `att` and `ffn` hold the attention and ReLU tables, as
+    `_lockstep` and `_program` take them one by one."""
+    att_read, att_pointers, att_indices, att_values, att_bits, att_off, att_lattice = att
+    (ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
+     W2_values, ffn_b2, ffn_bits) = ffn
+    A, P, buffer, hidden, low, high = (work[0][b], work[1][b], work[2][b], work[3][b],
+                                       work[4][b], work[5][b])
+    scores, mass, kind, source, cols = work[6][b], work[7][b], work[8][b], work[9][b], work[10][b]
+    junk, clean, numer, evaluated = work[11][b], work[12][b], work[13][b], work[14][b]
+    scratch = work[15][b]
     junk[:] = False
     for r in range(X.shape[0]):
         A[r, 0] = scratch[r]
     m = 1
     for L in range(len(present)):
         if present[L]:
-            m = _attention_layer(L, b, X, cache, att_read, att_pointers, att_indices, att_values,
-                                 att_bits, att_off, att_lattice, layer_groups, groups, lams,
-                                 targets, reach, mirror_max, group_mirror, own_bound, mirror, own,
-                                 XT, self_query, zero_scratch, extras_layer, slots, bound,
-                                 skip_bound, limit, A, P, buffer, junk, clean, low, high, scores,
-                                 mass, cols, numer, evaluated, m)
+            m = _attention_layer(
+                L, b, X, cache, att, layer_groups, groups, lams, targets, reach, mirror_max,
+                group_mirror, own_bound, mirror, own, XT, self_query, zero_scratch, extras_layer,
+                slots, bound, skip_bound, limit,
+                (A, P, buffer, junk, clean, low, high, scores, mass, cols, numer, evaluated), m)
             if m == 0:
                 return 0
         if len(ffn_rows[L]) > 0:
@@ -1160,7 +1167,7 @@ def _write_back(b, X, XT, dirty) -> None:
     counts[b] = 0
 
 
-@_bare
+@_inline
 def _commit(b, m, X, cache, mirror, own, XT, dirty, mirror_rows, mirror_scale, head_rows, A, P,
             cols, scratch, log, log_columns, log_values, position) -> int:
     """Program b's proven pass into its scratch column, its columns of X (in XT, marked
@@ -1211,11 +1218,10 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
     is full stops too. Returns the passes made."""
     rows = X.shape[0]
     slots = capacity + 1
-    A, P, buffer, hidden, low, high = (work[0][b], work[1][b], work[2][b], work[3][b],
-                                       work[4][b], work[5][b])
-    scores, mass, kind, source, cols = work[6][b], work[7][b], work[8][b], work[9][b], work[10][b]
-    junk, clean, numer, evaluated = work[11][b], work[12][b], work[13][b], work[14][b]
-    scratch = work[15][b]
+    att = (att_read, att_pointers, att_indices, att_values, att_bits, att_off, att_lattice)
+    ffn = (ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
+           W2_indices, W2_values, ffn_b2, ffn_bits)
+    A, P, cols, scratch = work[0][b], work[1][b], work[10][b], work[15][b]
     for r in range(rows):
         scratch[r] = X[r, b, 0]
     position = 0
@@ -1225,14 +1231,10 @@ def _program(b, count, record, pc_rows, X, cache, present, att_read, att_pointer
             log_start[b, done] = position
         for i in range(len(pc_rows)):
             record[done, i, b] = scratch[pc_rows[i]]
-        m = _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values,
-                      att_bits, att_off, att_lattice, layer_groups, groups, lams, targets, ffn_read,
-                      W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers, W2_indices,
-                      W2_values, ffn_b2, ffn_bits, working, reach, mirror_rows, mirror_scale,
-                      mirror_max, group_mirror, own_bound, head_rows, mirror, own, XT, self_query,
-                      zero_scratch, extras_layer, slots, bound, skip_bound, limit, A, P, buffer,
-                      hidden, kind, source, junk, clean, low, high, scores, mass, cols, numer,
-                      evaluated, scratch)
+        m = _one_pass(b, X, cache, present, att, layer_groups, groups, lams, targets, ffn,
+                      working, reach, mirror_max, group_mirror, own_bound, mirror, own, XT,
+                      self_query, zero_scratch, extras_layer, slots, bound, skip_bound, limit,
+                      work)
         if m == 0 or (log and position + m > log_columns.shape[1]):
             made = done
             break
@@ -1490,6 +1492,25 @@ def _lanes_back(lanes, lane_program, lane_slot, lane_ok, written, V, states, eva
 
 
 @_bare
+def _attention_programs(L, start, stop, made, evaluated_columns, X, cache, att, layer_groups,
+                        groups, lams, targets, reach, mirror_max, group_mirror, own_bound, mirror,
+                        own, XT, self_query, zero_scratch, extras_layer, slots, bound, skip_bound,
+                        limit, work) -> None:
+    """Layer L's attention for every running program of start..stop-1 in one call: its
+    dozens of array arguments are passed once a layer, not once a program and layer."""
+    for b in range(start, stop):
+        m = evaluated_columns[b - start]
+        if made[b - start] >= 0 or m == 0:
+            continue
+        evaluated_columns[b - start] = _attention_layer(
+            L, b, X, cache, att, layer_groups, groups, lams, targets, reach, mirror_max,
+            group_mirror, own_bound, mirror, own, XT, self_query, zero_scratch, extras_layer,
+            slots, bound, skip_bound, limit,
+            (work[0][b], work[1][b], work[2][b], work[11][b], work[12][b], work[4][b],
+             work[5][b], work[6][b], work[7][b], work[10][b], work[13][b], work[14][b]), m)
+
+
+@_bare
 def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, att_pointers,
               att_indices, att_values, att_bits, att_off, att_lattice, layer_groups, groups, lams,
               targets, ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
@@ -1507,6 +1528,9 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
     lockstep and those evaluated again in `lane_work[9][block]`."""
     rows = X.shape[0]
     slots = capacity + 1
+    att = (att_read, att_pointers, att_indices, att_values, att_bits, att_off, att_lattice)
+    ffn = (ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows, W2_pointers,
+           W2_indices, W2_values, ffn_b2, ffn_bits)
     V, H, lane_program, lane_slot = (lane_work[0][block], lane_work[1][block],
                                      lane_work[2][block], lane_work[3][block])
     lane_bits, lane_max, lane_top, lane_bad, lane_ok = (lane_work[4][block], lane_work[5][block],
@@ -1543,18 +1567,11 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
             break
         for L in range(len(present)):
             if present[L]:
-                for b in range(start, stop):
-                    m = evaluated_columns[b - start]
-                    if made[b - start] >= 0 or m == 0:
-                        continue
-                    evaluated_columns[b - start] = _attention_layer(
-                        L, b, X, cache, att_read, att_pointers, att_indices, att_values,
-                        att_bits, att_off, att_lattice, layer_groups, groups, lams, targets, reach,
-                        mirror_max, group_mirror, own_bound, mirror, own, XT, self_query,
-                        zero_scratch, extras_layer, slots, bound, skip_bound, limit, work[0][b],
-                        work[1][b], work[2][b], work[11][b], work[12][b], work[4][b],
-                        work[5][b], work[6][b], work[7][b], work[10][b], work[13][b],
-                        work[14][b], m)
+                _attention_programs(L, start, stop, made, evaluated_columns, X, cache, att,
+                                    layer_groups, groups, lams, targets, reach, mirror_max,
+                                    group_mirror, own_bound, mirror, own, XT, self_query,
+                                    zero_scratch, extras_layer, slots, bound, skip_bound, limit,
+                                    work)
             if len(ffn_rows[L]) == 0:
                 continue
             touch, written = ffn_touch[L], ffn_rows[L]
@@ -1634,16 +1651,10 @@ def _lockstep(start, stop, count, record, pc_rows, X, cache, present, att_read, 
                 tally[0] += 1
             else:
                 tally[1] += 1
-                m = _one_pass(b, X, cache, present, att_read, att_pointers, att_indices, att_values,
-                              att_bits, att_off, att_lattice, layer_groups, groups, lams, targets,
-                              ffn_read, W1_pointers, W1_indices, W1_values, ffn_b1, ffn_rows,
-                              W2_pointers, W2_indices, W2_values, ffn_b2, ffn_bits, working, reach,
-                              mirror_rows, mirror_scale, mirror_max, group_mirror, own_bound,
-                              head_rows, mirror, own, XT, self_query, zero_scratch, extras_layer,
-                              slots, bound, skip_bound, limit, A, P, work[2][b], work[3][b],
-                              work[8][b], work[9][b], work[11][b], work[12][b], work[4][b],
-                              work[5][b], work[6][b], work[7][b], cols, work[13][b], work[14][b],
-                              scratch)
+                m = _one_pass(b, X, cache, present, att, layer_groups, groups, lams, targets,
+                              ffn, working, reach, mirror_max, group_mirror, own_bound, mirror,
+                              own, XT, self_query, zero_scratch, extras_layer, slots, bound,
+                              skip_bound, limit, work)
             if m == 0 or (log and position[b - start] + m > log_columns.shape[1]):
                 made[b - start] = step
                 continue
