@@ -110,6 +110,19 @@ def test_an_error_about_a_huge_value_is_cut_to_a_readable_length(argv, capsys):
     assert len(last) < 1_100 and re.search(r"\.\.\. \([0-9,]+ characters\)$", last)
 
 
+def test_an_empty_path_is_shown_quoted():
+    """`--input-file "$UNSET"` said "cannot read : No such file or directory"."""
+    assert shown_path("") == "''"
+
+
+@pytest.mark.parametrize("option", ["--input-file", "--matrix", "--data"])
+def test_an_empty_file_option_names_the_empty_path(option, capsys):
+    command = {"--input-file": ["run", FACTORIAL], "--matrix": ["linalg", "inverse"],
+               "--data": ["train"]}[option]
+    assert main([*command, option, ""]) == 2
+    assert "cannot read '':" in capsys.readouterr().err
+
+
 def test_a_source_that_is_no_path_is_named_by_str():
     """A program built in Python may name its source None; naming it must not fail."""
     assert shown_path(None) == "None"

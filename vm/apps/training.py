@@ -32,7 +32,7 @@ from assembler.fleq import SMALLEST_NORMAL
 from assembler.fleq_program import FleqProgram
 from vm.machines.fleq.layout import MAX_COLUMNS
 from vm.machines.fleq.punchcard import fleq_geometry_for
-from vm.common.errors import InputError, RunFailure
+from vm.common.errors import InputError, RunFailure, shown_path
 from vm.common.files import require_regular_file
 from vm.common.limits import MAX_EPOCHS, is_whole_number
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
@@ -130,7 +130,7 @@ def load_dataset(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     except InputError:
         raise
     except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+        raise InputError(f"cannot read {shown_path(path)}: {error.strerror or error}") from None
     except (zipfile.BadZipFile, EOFError, ValueError, RuntimeError, NotImplementedError,
             zlib.error) as error:
         raise InputError(f"{path} is not a valid .npz of numeric arrays x and y ({error})"

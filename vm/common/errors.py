@@ -20,9 +20,10 @@ def shown_path(path: str | bytes | os.PathLike | object) -> str:
     with its unprintable characters escaped (a file named with ESC [31m turned the terminal
     red, one with a newline forged a line of the message). Anything else that names a
     source (a program built in Python with source=None) is shown by str(), not refused:
-    a message must not fail while it names where a problem is."""
+    a message must not fail while it names where a problem is. An empty path (an unset
+    shell variable) is shown as '', not as nothing ("cannot read : No such file")."""
     text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
-    return text if text.isprintable() else f"'{escaped(text)}'"
+    return text if text and text.isprintable() else f"'{escaped(text)}'"
 
 
 class LtvmError(Exception):
