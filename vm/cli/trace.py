@@ -254,7 +254,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def _check_writable(path: Path, directory: Path) -> None:
     """InputError unless `directory`, where `path` is to be made, takes new files: the
-    passes ran first, then the write failed."""
+    passes ran first, then the write failed. access() answers first, with the plainer
+    message; it says yes to root everywhere (/proc, /sys), so a directory is then made
+    and removed there (`refused_creation`)."""
     if not os.access(directory, os.W_OK | os.X_OK):
         raise InputError(f"cannot write {shown_path(path)}: directory {shown_path(directory)} is "
                          "not writable")
