@@ -38,6 +38,25 @@ def test_a_symbolic_link_to_nothing_is_refused_before_any_work(tmp_path):
         check_directory(link, ["a.csv"])
 
 
+def test_a_loop_of_symbolic_links_is_refused_as_a_loop(tmp_path):
+    """Two links naming each other were reported as a link to a directory that does not
+    exist, with the advice to create it (which the loop makes impossible)."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(InputError, match="it is a symbolic link that leads back to itself; "
+                                         "name another directory"):
+        check_directory(tmp_path / "a", ["a.csv"])
+    with pytest.raises(InputError, match=r"out: .*a is a symbolic link that leads back to"):
+        check_directory(tmp_path / "a" / "out", ["a.csv"])
+
+
+def test_a_directory_under_a_link_to_nothing_names_the_link(tmp_path):
+    (tmp_path / "link").symlink_to(tmp_path / "missing")
+    with pytest.raises(InputError, match=r"link is a symbolic link to .*missing, which does "
+                                         "not exist"):
+        check_directory(tmp_path / "link" / "out", ["a.csv"])
+
+
 def _directory_with(tmp_path, contents: dict[str, str]):
     directory = tmp_path / "out"
     directory.mkdir()

@@ -3,6 +3,7 @@ when every one of them was written, and what it replaces comes back if a move fa
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -34,9 +35,8 @@ def check_directory(directory: str | Path, names: Iterable[str]) -> Path:
         raise InputError("the output directory is an empty path")
     directory = Path(directory)
     if directory.is_symlink() and not directory.exists():
-        raise InputError(f"cannot write {shown_path(directory)}: it is a symbolic link to "
-                         f"{os.readlink(directory)}, which does not exist; create that "
-                         "directory or name another")
+        link, advice = _broken_link(directory)
+        raise InputError(f"cannot write {shown_path(directory)}: it is {link}; {advice}")
     if directory.exists():
         if not directory.is_dir():
             raise InputError(f"cannot write {shown_path(directory)}: it exists and is not a "
@@ -47,6 +47,9 @@ def check_directory(directory: str | Path, names: Iterable[str]) -> Path:
                 what = ("a symbolic link" if path.is_symlink() else
                         "a directory" if path.is_dir() else "not a regular file")
                 raise InputError(f"cannot write {shown_path(path)}: it is {what}")
+    elif directory.parent.is_symlink() and not directory.parent.exists():
+        raise InputError(f"cannot write {shown_path(directory)}: "
+                         f"{shown_path(directory.parent)} is {_broken_link(directory.parent)[0]}")
     elif not directory.parent.exists():
         raise InputError(f"cannot write {shown_path(directory)}: directory "
                          f"{shown_path(directory.parent)} does not exist")
@@ -54,6 +57,19 @@ def check_directory(directory: str | Path, names: Iterable[str]) -> Path:
         raise InputError(f"cannot write {shown_path(directory)}: {shown_path(directory.parent)} "
                          "is not a directory")
     return directory
+
+
+def _broken_link(link: Path) -> tuple[str, str]:
+    """What the symbolic link `link`, which leads nowhere, is, and what to do about it: a
+    chain of links that comes back on itself was reported as a link to a directory that
+    does not exist."""
+    try:
+        link.stat()
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "a symbolic link that leads back to itself", "name another directory"
+    return (f"a symbolic link to {os.readlink(link)}, which does not exist",
+            "create that directory or name another")
 
 
 def refused_creation(directory: str | Path) -> str:
