@@ -748,3 +748,20 @@ def test_a_ctrl_c_python_dropped_in_a_del_interrupts_that_command_only(capsys, m
     assert main(["repl", FACTORIAL, "--history", "/dev/null"]) == 0
     out = capsys.readouterr().out
     assert "\ninterrupted\n" in out and out.rstrip().endswith("fact = 1")
+
+
+def test_a_history_that_cannot_be_written_is_named_before_the_first_prompt(tmp_path, capsys):
+    """A history in a missing directory, under a file or where nothing can be created was
+    reported only as the session ended, after everything it had typed."""
+    (tmp_path / "file").write_text("")
+    places = {tmp_path / "missing" / "h": f"directory {tmp_path}/missing does not exist",
+              tmp_path / "file" / "h": f"{tmp_path}/file is not a directory"}
+    if os.path.isdir("/proc/self"):
+        places[Path("/proc/h")] = "in /proc: "
+    for history, problem in places.items():
+        assert vm.repl.terminal._usable(history) is None
+        error = capsys.readouterr().err
+        assert error.startswith(f"ltvm: history {history} cannot be written")
+        assert problem in error and error.endswith("; the history is not kept\n")
+    assert vm.repl.terminal._usable(tmp_path / "h") == tmp_path / "h"
+    assert capsys.readouterr().err == "" and list(tmp_path.iterdir()) == [tmp_path / "file"]

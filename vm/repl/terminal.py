@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vm.common.outputs import atomic_path
+from vm.common.outputs import atomic_path, refused_creation
 from vm.common.errors import InputError, shown_path
 from vm.common.signals import raise_dropped_stop
 from vm.repl.session import Repl
@@ -87,11 +87,25 @@ def _pass_undecodable_bytes(stream: TextIO) -> None:
 
 def _usable(history: Path | None) -> Path | None:
     """`history`, or None (with a line on stderr) when it is not a regular file that is or
-    can be there: readline opens it, and a named pipe held the REPL before its first
-    prompt, waiting for a writer that never came."""
-    if history is None or not os.path.lexists(history) or history.is_file():
+    can be there, or its directory takes no new file (where the history is written, then
+    renamed): readline opens it, and a named pipe held the REPL before its first prompt,
+    waiting for a writer that never came; an unwritable place was only reported as the
+    session ended, after all it had typed."""
+    if history is None:
+        return None
+    if os.path.lexists(history) and not history.is_file():
+        problem = "is not a regular file"
+    elif not history.parent.exists():
+        problem = f"cannot be written: directory {shown_path(history.parent)} does not exist"
+    elif not history.parent.is_dir():
+        problem = f"cannot be written: {shown_path(history.parent)} is not a directory"
+    else:
+        refused = refused_creation(history.parent)
+        problem = (f"cannot be written in {shown_path(history.parent)}: {refused}" if refused
+                   else "")
+    if not problem:
         return history
-    print(f"ltvm: history {history} is not a regular file; the history is not kept",
+    print(f"ltvm: history {shown_path(history)} {problem}; the history is not kept",
           file=sys.stderr)
     return None
 
