@@ -158,11 +158,14 @@ def test_sample_answers_refuses_an_unknown_cell():
 
 
 def test_ltvm_sample_returns_the_reference_answer_when_delta_is_large(capsys):
+    """Best-of-n without --reward uses the reference reward, and its JSON says so (it said
+    "reward": null)."""
     for strategy in ("majority", "best-of-n"):
         code = main(["sample", FACTORIAL, "--cell", "fact", "--noise", "0.1",
                      "--samples", "32", "--strategy", strategy, "--json"])
-        out = capsys.readouterr().out
-        assert code == 0 and '"correct": true' in out and '"answer": 720' in out
+        report = json.loads(capsys.readouterr().out)
+        assert code == 0 and report["correct"] is True and report["answer"] == 720
+        assert report.get("reward") == ("reference" if strategy == "best-of-n" else None)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     if not reference.halted:
         raise InputError(f"the reference run does not halt within {args.max_steps} steps")
     correct = reference.memory[address]
-    reward = _reward(args.reward or "reference", correct, args.max_steps) \
+    reward_name = args.reward or "reference"
+    reward = _reward(reward_name, correct, args.max_steps) \
         if args.strategy == "best-of-n" else None
     try:
         answers = sample_answers(program, geometry, args.samples, args.noise, args.seed,
@@ -186,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
               "delta": shown.gap(correct), "strategy": args.strategy, "answer": chosen,
               "correct": chosen == correct}
     if reward is not None:
-        report["reward"] = args.reward
+        report["reward"] = reward_name
         report["chosen_reward"] = reward(chosen)
     if isinstance(reward, CheckerReward):
         report["checker_unfinished"] = len(reward.unfinished)
