@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import time
@@ -152,6 +153,16 @@ def test_x_figure_is_the_punchcard(countdown):
     X = executor.load([program])[0]
     image = x_figure(X, labels, "X").axes[0].images[0].get_array()
     assert image.shape == tuple(X.shape) and (image == X.double().numpy()).all()
+
+
+def test_a_control_character_in_a_title_is_drawn_as_its_escape(countdown, recwarn):
+    """A program named with ESC [31m drew the raw character in the title, and matplotlib
+    warned 'Glyph 27 (\\x1b) missing from font(s)' on stderr while drawing it."""
+    program, executor, labels = countdown
+    figure = x_figure(executor.load([program])[0], labels, "e\x1b[31m.sq: X at step 0")
+    figure.savefig(io.BytesIO(), format="png")
+    assert figure.axes[0].get_title() == r"e\x1b[31m.sq: X at step 0"
+    assert not [warning for warning in recwarn if "Glyph" in str(warning.message)]
 
 
 def test_trace_command_writes_layer_pngs_and_a_gif_without_pyplot_or_a_display(

@@ -20,7 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from vm.common.errors import InputError, shown_path
+from vm.common.errors import InputError, escaped, shown_path
 from vm.common.limits import is_whole_number
 from vm.transformer.layers import LayerTrace, LoopedTransformer, trace_pass
 from vm.transformer.layout import Layout
@@ -91,10 +91,12 @@ def _label_regions_on_top(axes: Axes, labels: AxisLabels) -> None:
 
 def _drawable(text: str) -> str:
     """`text` as written, for a title that names a file: the bytes that are not UTF-8
-    (surrogate escapes, as Python reads them from the command line) as \\udcHH, and '$'
-    escaped. matplotlib's text renderer failed on the first with a TypeError, and read
-    `$...$` as mathematics (m$^$.sq was a ParseSyntaxException), after the passes had run."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("$", r"\$")
+    (surrogate escapes, as Python reads them from the command line) as \\udcHH, control
+    characters as their escapes (ESC as \\x1b), as messages show them, and '$' escaped.
+    matplotlib's text renderer failed on the first with a TypeError, warned 'Glyph 27
+    missing from font' on stderr for the second, and read `$...$` as mathematics
+    (m$^$.sq was a ParseSyntaxException), after the passes had run."""
+    return escaped(text).replace("$", r"\$")
 
 
 def _draw_X(axes: Axes, X: np.ndarray, labels: AxisLabels, title: str):
