@@ -262,6 +262,17 @@ def test_info_names_geometry_layers_heads_temperature_dtype_device(repl):
     assert Repl().execute("info").startswith("no program loaded")
 
 
+def test_info_shows_a_program_path_with_a_control_character_escaped(tmp_path):
+    """`info` printed the path as it was: ESC [31m in a file name turned the terminal red
+    (the `loaded` line already escaped it)."""
+    path = tmp_path / "count\x1b[31mdown.sq"
+    path.write_text(COUNTDOWN)
+    session = Repl(picture_dir=tmp_path / "pictures")
+    session.execute(f"load {path}")
+    assert session.execute("info").splitlines()[0] == (
+        f"program: '{tmp_path}/count\\x1b[31mdown.sq' (3 instructions, 7 memory cells)")
+
+
 def test_help_lists_every_command_and_explains_one(repl):
     listing = repl.execute("help")
     assert all(f"  {command.usage}" in listing for command in COMMANDS.values())

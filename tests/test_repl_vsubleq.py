@@ -60,6 +60,13 @@ def test_a_full_output_tape_grows_instead_of_stopping(monkeypatch):
     assert repl.run.geometry.outputs >= 14
 
 
+def test_the_summary_shows_a_path_with_a_control_character_escaped():
+    """`ltvm repl` printed the image's path as it was: ESC [31m in a file name turned the
+    terminal red."""
+    repl = VsubleqRepl(image("echo.dec"), "/tmp/e\x1b[31m.dec")
+    assert repl.summary().startswith("loaded '/tmp/e\\x1b[31m.dec': ")
+
+
 def test_a_tape_that_cannot_grow_past_the_column_limit_stops_before_the_step(monkeypatch):
     """It said 'the tapes must have 0 or more bytes and all columns at most ...', and the
     transformer kept the pass that found the tape full, halted, for whatever came next."""

@@ -442,8 +442,8 @@ class Repl:
                        f"attention: {config.attention}")
         transformer = machine.executor.machine
         cells = self.loaded.dialect.memory_cells(program)
-        lines = [(f"program: {self.loaded.path} ({len(program.instructions)} instructions, "
-                  f"{cells} memory cells)"),
+        lines = [(f"program: {shown_path(self.loaded.path)} ({len(program.instructions)} "
+                  f"instructions, {cells} memory cells)"),
                  f"geometry: {machine.geometry.describe()}",
                  f"punchcard X: {machine.layout.rows} rows x {machine.layout.columns} columns",
                  (f"transformer: {len(transformer.weights.layers)} layers, heads per layer "

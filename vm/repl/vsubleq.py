@@ -16,7 +16,7 @@ import unicodedata
 
 import torch
 
-from vm.common.errors import InputError, PrecisionError
+from vm.common.errors import InputError, PrecisionError, shown_path
 from vm.isa import VSUBLEQ
 from vm.isa.vsubleq import engine_settings
 from vm.machines.stepping import check_max_steps
@@ -77,8 +77,8 @@ class VsubleqRepl:
         self.run = self._build(None, OUTPUT_SLACK, self.fed)
 
     def summary(self) -> str:
-        return (f"loaded {self.path}: {self.image.length} words in {self.image.size} cells, "
-                f"{self.image.bits}-bit words")
+        return (f"loaded {shown_path(self.path)}: {self.image.length} words in "
+                f"{self.image.size} cells, {self.image.bits}-bit words")
 
     def _build(self, state: VState | None, outputs: int, fed: bytes) -> TransformerRun:
         """A transformer for the input `fed` and `outputs` output bytes, in `state`."""
