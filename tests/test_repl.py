@@ -510,6 +510,19 @@ def test_a_picture_folder_that_is_a_file_is_one_plain_error(tmp_path, capsys):
                                        "directory\n")
 
 
+@pytest.mark.parametrize("directory", ["/proc/self", "/proc/ltvm-pictures"])
+def test_a_picture_folder_nothing_can_be_made_in_is_named_as_given(directory):
+    """In /proc/self the message named the hidden folder `show` stages its pictures in
+    ('error: No such file or directory: /proc/self/.show-7db0gpdh'), which the user never
+    named and which does not exist. /proc refuses even root."""
+    session = Repl(picture_dir=directory)
+    session.execute(f"load {FACTORIAL}")
+    out = session.execute("show X")
+    assert out.startswith(f"error: cannot write pictures into {directory}: ")
+    assert out.endswith(" (--out)") and ".show-" not in out
+    assert session.execute("step").startswith("step 1")
+
+
 def test_show_attn_writes_all_its_pictures_or_none(countdown, tmp_path):
     """A layer's picture that cannot be written (its name is taken by a folder) used to
     leave the layers before it written and unreported; now the set goes in whole."""

@@ -511,8 +511,12 @@ class Repl:
         if self.picture_dir.exists() and not self.picture_dir.is_dir():  # 'File exists: DIR'
             raise InputError(f"cannot write pictures into {self.picture_dir}: it is not a "
                              "directory (--out)")
-        self.picture_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=self.picture_dir, prefix=".show-"))
+        try:
+            self.picture_dir.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(dir=self.picture_dir, prefix=".show-"))
+        except OSError as error:  # in /proc/self it named the hidden folder it tried to make
+            raise InputError(f"cannot write pictures into {shown_path(self.picture_dir)}: "
+                             f"{error.strerror or error} (--out)") from None
         try:
             drawn = draw(staging)
             targets = [self.picture_dir / path.name for path in drawn]
