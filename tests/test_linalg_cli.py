@@ -220,6 +220,32 @@ def test_a_header_with_an_unmappable_shape_is_refused(capsys, tmp_path):
     assert code == 2 and "is not a numeric .npy array" in err and out == ""
 
 
+MALFORMED_HEADERS = [
+    b"{(desc': '<f8', 'fortran_order': False, 'shape': (2, 2), }",  # tokenize.TokenError
+    b"{'descr': ',6<f8', 'fortran_order': False, 'shape': (2, 2), }",  # SyntaxError
+    b"{'descr': '<f8'], 'fortra]_order'\n  F\n alse, 'shape': (2, 2), }",  # IndentationError
+]
+"""Headers numpy's fallback parser fails on with more than a ValueError."""
+
+
+def malformed_npy(header: bytes) -> bytes:
+    """A version 1.0 .npy with `header` (padded as numpy pads it) and 32 bytes of data."""
+    padding = -(len(header) + 11) % 64
+    return (np.lib.format.MAGIC_PREFIX + b"\x01\x00" + (len(header) + padding + 1).to_bytes(
+        2, "little") + header + b" " * padding + b"\n" + bytes(32))
+
+
+@pytest.mark.parametrize("header", MALFORMED_HEADERS, ids=["brace", "descr", "indent"])
+def test_a_header_numpy_cannot_tokenize_is_refused(header, capsys, tmp_path):
+    """An unclosed '{', an unparsable descr or a line indented less than the one before
+    raised tokenize.TokenError, SyntaxError or IndentationError out of np.load: a
+    traceback, exit 1."""
+    path = tmp_path / "m.npy"
+    path.write_bytes(malformed_npy(header))
+    code, out, err = run_cli(capsys, "linalg", "inverse", "--matrix", str(path))
+    assert (code, out, err) == (2, "", f"ltvm: error: {path} is not a numeric .npy array\n")
+
+
 def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
     """open() of a FIFO with no writer blocked forever."""
     fifo = tmp_path / "m.npy"

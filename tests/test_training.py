@@ -9,12 +9,14 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from tests.test_linalg_cli import MALFORMED_HEADERS, malformed_npy
 from vm.isa import FLEQ
 from vm.cli import main
 from vm.common.errors import InputError, RunFailure
@@ -250,6 +252,19 @@ def test_cli_a_damaged_archive_is_an_input_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"ltvm: error: {path} is not a valid .npz of numeric arrays x and y")
     assert "Traceback" not in err and "allow_pickle" not in err
+
+
+@pytest.mark.parametrize("header", MALFORMED_HEADERS, ids=["brace", "descr", "indent"])
+def test_cli_a_header_numpy_cannot_tokenize_is_an_input_error(header, tmp_path, capsys):
+    """x.npy's header with an unclosed '{' (tokenize.TokenError), an unparsable descr
+    (SyntaxError) or a badly indented line (IndentationError): a traceback, exit 1."""
+    path = tmp_path / "data.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("x.npy", malformed_npy(header))
+        archive.writestr("y.npy", malformed_npy(header))
+    assert main(["train", "--data", str(path)]) == 2
+    assert capsys.readouterr().err == (f"ltvm: error: {path} is not a valid .npz of numeric "
+                                       "arrays x and y (the header of x.npy cannot be read)\n")
 
 
 def test_complex_and_boolean_data_are_refused_like_linalg(tmp_path):

@@ -33,7 +33,7 @@ from assembler.fleq_program import FleqProgram
 from vm.machines.fleq.layout import MAX_COLUMNS
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.common.errors import InputError, RunFailure, shown_path
-from vm.common.files import require_regular_file
+from vm.common.files import NPY_FORMAT_ERRORS, require_regular_file
 from vm.common.limits import MAX_EPOCHS, is_whole_number
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.runtime.config import DTYPE_NAMES
@@ -160,14 +160,19 @@ def _read_xy(archive: zipfile.ZipFile, where: str) -> tuple[np.ndarray, np.ndarr
 
 
 def _array_header(member: IO[bytes]) -> tuple[tuple[int, ...], np.dtype]:
-    """The shape and dtype an .npy member declares, read without its data."""
+    """The shape and dtype an .npy member declares, read without its data; ValueError when
+    the header cannot be read (an unclosed '{' raised tokenize.TokenError, a traceback)."""
     version = np.lib.format.read_magic(member)
     if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+        read = np.lib.format.read_array_header_1_0
     elif version == (2, 0):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+        read = np.lib.format.read_array_header_2_0
     else:
         raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+    try:
+        shape, _, dtype = read(member)
+    except NPY_FORMAT_ERRORS:
+        raise ValueError(f"the header of {member.name} cannot be read") from None
     return shape, dtype
 
 

@@ -27,7 +27,7 @@ from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli.common import (add_engine_arguments, add_time_limit, block_parameters,
                            engine_config, integer)
 from vm.common.errors import InputError, StepLimitExceeded, shown_path
-from vm.common.files import require_regular_file
+from vm.common.files import NPY_FORMAT_ERRORS, require_regular_file
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.common.json_values import finite_or_null
 from vm.machines.fleq.domains import first_domain_violation
@@ -63,11 +63,9 @@ def load_matrix(path: str) -> np.ndarray:
         raise InputError(f"{shown_path(path)} is empty (expected a .npy array)") from None
     except OSError as error:
         raise InputError(f"cannot read {shown_path(path)}: {error.strerror or error}") from None
-    except (ValueError, OverflowError, zipfile.BadZipFile):
-        # numpy's own text advises allow_pickle, which this never does; a header whose
-        # shape is past what mmap can map (10^11 x 10^11) raises OverflowError; a file that
-        # starts as a zip archive does (a damaged .npz) is opened as one, and raises
-        # BadZipFile
+    except (*NPY_FORMAT_ERRORS, zipfile.BadZipFile):
+        # numpy's own text advises allow_pickle, which this never does; a file that starts
+        # as a zip archive does (a damaged .npz) is opened as one, and raises BadZipFile
         raise InputError(f"{shown_path(path)} is not a numeric .npy "
                          f"array{_shortfall(path)}") from None
     if not isinstance(matrix, np.ndarray):
@@ -87,7 +85,7 @@ def _shortfall(path: str) -> str:
                     else np.lib.format.read_array_header_2_0)
             shape, _, dtype = read(file)
             held = os.fstat(file.fileno()).st_size - file.tell()
-    except (OSError, ValueError):
+    except (OSError, *NPY_FORMAT_ERRORS):
         return ""
     declared = dtype.itemsize * math.prod(shape)
     return (f" (truncated: its header declares {declared} bytes of data, it holds {held})"

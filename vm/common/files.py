@@ -1,5 +1,5 @@
 """Opening the files users name: inputs that must be regular files, and named pipes, which
-are opened without blocking in silence."""
+are opened without blocking in silence; what a malformed .npy raises."""
 
 from __future__ import annotations
 
@@ -8,10 +8,19 @@ import os
 import select
 import stat
 import sys
+import tokenize
 from pathlib import Path
 from typing import BinaryIO
 
 from vm.common.errors import InputError, shown_path
+
+
+NPY_FORMAT_ERRORS: tuple[type[Exception], ...] = (ValueError, OverflowError, SyntaxError,
+                                                  tokenize.TokenError)
+"""What numpy raises on a malformed .npy header: its own ValueError, an OverflowError for a
+shape past what can be mapped, and from the parser it falls back to, tokenize.TokenError (an
+unclosed '{') and SyntaxError or IndentationError (a descr of ',6<f8', a line indented
+less than the one before): the last three reached the user as a traceback."""
 
 
 def require_regular_file(path: str | Path, expected: str) -> None:
