@@ -720,6 +720,15 @@ def test_a_control_character_in_a_typed_line_is_escaped_in_the_error(line, shown
     assert repl.execute(line) == shown
 
 
+@pytest.mark.parametrize("separator", ["\r", "\x0b", "\x1c", "\u2028"])
+def test_a_line_separator_inside_a_typed_line_is_escaped_not_a_cut(repl, separator):
+    """A CR inside a line (a pasted 'print n\\rfact') cut the error at it: "error: no memory
+    named 'n", its quote left open and the rest of what was typed not shown."""
+    shown = ascii(separator)[1:-1]
+    assert repl.execute(f"print n{separator}fact") == (f"error: no memory named "
+                                                       f"'n{shown}fact'")
+
+
 def test_a_history_that_cannot_be_written_is_named_escaped(tmp_path, monkeypatch, capsys):
     """`--history $'h\\e[31m'` on a full disk printed the ESC of the name as it was."""
     from vm.repl import terminal

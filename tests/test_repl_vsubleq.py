@@ -219,6 +219,12 @@ def test_continue_says_when_max_steps_stopped_it():
     assert "without a halt" not in VsubleqRepl(image("hello.dec"), "hello.dec").execute("continue")
 
 
+def test_a_carriage_return_inside_a_typed_line_is_escaped_not_a_cut():
+    """'print 3\\r5' said "error: expected an address, got '3": the CR ended the line."""
+    repl = VsubleqRepl(image("echo.dec"), "echo.dec")
+    assert repl.execute("print 3\r5") == "error: expected an address, got '3\\r5'"
+
+
 def test_an_error_line_echoing_a_huge_word_is_cut():
     repl = VsubleqRepl(image("hello.dec"), "hello.dec")
     out = repl.execute("y" * 2_000_000)

@@ -36,8 +36,10 @@ class Location:
 
 
 def error_line(text: str) -> str:
-    """The first line of an error message, as `shortened` shows it."""
-    return shortened(text.splitlines()[0] if text else "")
+    """The first line of an error message, as `shortened` shows it. Lines end at '\\n' only:
+    a CR or another line separator typed inside a line ('print n\\rx') is shown escaped,
+    not taken as the message's end ("no memory named 'n")."""
+    return shortened(text.split("\n", 1)[0])
 
 
 def shortened(line: str) -> str:
