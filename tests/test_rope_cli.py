@@ -33,7 +33,8 @@ def test_skip_exact_runs_only_the_fast_path(capsys):
     (["--n", "8", "--d", "5"], "--d must be even"),
     (["--n", "8", "--degree", "9"], "--degree must be between 0 and 8"),
     (["--n", "8", "--bound", "inf"], "--bound must be finite and positive"),
-    (["--n", "8", "--bound", "-1"], "--bound must be finite and positive"),
+    (["--n", "8", "--bound", "-1"], "--bound must be finite and positive, got -1\n"),
+    (["--n", "8", "--bound", "0"], "--bound must be finite and positive, got 0\n"),  # was 0.0
     (["--n", "64", "--bound", "1000"], "--bound must be between 1e-30 and 350"),
     (["--n", "64", "--bound", "1e308"], "--bound must be between 1e-30 and 350"),
     (["--n", "64", "--bound", "351", "--json"], "--bound must be between 1e-30 and 350"),

@@ -87,7 +87,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     if not 0 <= args.degree <= MAX_DEGREE:
         raise InputError(f"--degree must be between 0 and {MAX_DEGREE}, got {args.degree}")
     if not (math.isfinite(args.bound) and args.bound > 0):
-        raise InputError(f"--bound must be finite and positive, got {args.bound}")
+        raise InputError(f"--bound must be finite and positive, got {args.bound:g}")
     if not MIN_BOUND <= args.bound <= MAX_BOUND:
         raise InputError(f"--bound must be between {MIN_BOUND:g} and {MAX_BOUND:g}, got "
                          f"{args.bound:g}: beyond them the polynomial method's coefficients "
