@@ -477,3 +477,13 @@ def test_progress_and_the_time_limit_are_checked_every_pass(tmp_path, monkeypatc
     np.savez(path, x=np.zeros((3, 2)), y=np.zeros((3, 1)))
     assert main(["train", "--data", str(path), "--epochs", "1"]) == 0
     assert seen[:3] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("content", [b"not a zip", b"PK\x03\x04 damaged"])
+def test_cli_names_a_bad_file_as_every_message_does(tmp_path, capsys, content):
+    """An ESC in the name of a file that is not an .npz was written raw (the printer's
+    escaping kept the terminal safe, but the name read unlike every other message's)."""
+    path = tmp_path / "bad\x1b.npz"
+    path.write_bytes(content)
+    assert main(["train", "--data", str(path)]) == 2
+    assert f"'{tmp_path}/bad\\x1b.npz' is not " in capsys.readouterr().err

@@ -117,7 +117,7 @@ def load_dataset(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """x (n x d_in) and y (n x d_out) from an .npz file, checked. The arrays' headers are
     checked before their data is read: a (compressed) archive of millions of samples is
     refused at once, not decompressed into memory, and nothing is unpickled."""
-    not_npz = f"{path} is not an .npz file (a zip archive of arrays x and y)"
+    not_npz = f"{shown_path(path)} is not an .npz file (a zip archive of arrays x and y)"
     require_regular_file(path, "an .npz archive of arrays x and y")
     try:
         with open(path, "rb") as stream:
@@ -126,16 +126,16 @@ def load_dataset(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
             except zipfile.BadZipFile:
                 raise InputError(not_npz) from None
             with archive:
-                x, y = _read_xy(archive, str(path))
+                x, y = _read_xy(archive, shown_path(path))
     except InputError:
         raise
     except OSError as error:
         raise InputError(f"cannot read {shown_path(path)}: {error.strerror or error}") from None
     except (zipfile.BadZipFile, EOFError, ValueError, RuntimeError, NotImplementedError,
             zlib.error) as error:
-        raise InputError(f"{path} is not a valid .npz of numeric arrays x and y ({error})"
-                         ) from None
-    return check_dataset(x, y, str(path))
+        raise InputError(f"{shown_path(path)} is not a valid .npz of numeric arrays x and y "
+                         f"({error})") from None
+    return check_dataset(x, y, shown_path(path))
 
 
 def _read_xy(archive: zipfile.ZipFile, where: str) -> tuple[np.ndarray, np.ndarray]:
