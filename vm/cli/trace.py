@@ -14,7 +14,8 @@ from vm.cli.common import (add_engine_arguments, add_program_arguments, add_samp
                            add_time_limit, directory_path, engine_config, integer, load_program,
                            positive_int, refuse_sampling_options)
 from vm.common.errors import InputError, RunFailure, shown_path
-from vm.common.outputs import atomic_path, check_directory, refused_creation, staged_files
+from vm.common.outputs import (atomic_path, check_directory, refused_creation,
+                               refused_directory, staged_files)
 from vm.isa import for_program
 from vm.tools.progress import Progress
 
@@ -243,12 +244,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
                              "is written by seeking back to its start")
         if _gif_in_png(args):  # checked with the pictures' names
             return
-        if gif.parent.exists() and not gif.parent.is_dir():  # a file, not a missing folder
-            raise InputError(f"cannot write {shown_path(gif)}: {shown_path(gif.parent)} is not a "
-                             "directory")
-        if not gif.parent.is_dir():
-            raise InputError(f"cannot write {shown_path(gif)}: directory {shown_path(gif.parent)} "
-                             "does not exist")
+        refusal = refused_directory(gif.parent)
+        if refusal:
+            raise InputError(f"cannot write {shown_path(gif)}: {refusal}")
         _check_writable(gif, Path(os.path.realpath(gif)).parent)  # a link's target is replaced
 
 
@@ -257,10 +255,7 @@ def _check_writable(path: Path, directory: Path) -> None:
     passes ran first, then the write failed. access() answers first, with the plainer
     message; it says yes to root everywhere (/proc, /sys), so a directory is then made
     and removed there (`refused_creation`)."""
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write {shown_path(path)}: directory {shown_path(directory)} is "
-                         "not writable")
-    refusal = refused_creation(directory)
+    refusal = refused_directory(directory) or refused_creation(directory)
     if refusal:
         raise InputError(f"cannot write {shown_path(path)}: {refusal}")
 

@@ -50,12 +50,8 @@ def check_directory(directory: str | Path, names: Iterable[str]) -> Path:
     elif directory.parent.is_symlink() and not directory.parent.exists():
         raise InputError(f"cannot write {shown_path(directory)}: "
                          f"{shown_path(directory.parent)} is {_broken_link(directory.parent)[0]}")
-    elif not directory.parent.exists():
-        raise InputError(f"cannot write {shown_path(directory)}: directory "
-                         f"{shown_path(directory.parent)} does not exist")
-    elif not directory.parent.is_dir():
-        raise InputError(f"cannot write {shown_path(directory)}: {shown_path(directory.parent)} "
-                         "is not a directory")
+    elif refusal := refused_directory(directory.parent):
+        raise InputError(f"cannot write {shown_path(directory)}: {refusal}")
     return directory
 
 
@@ -70,6 +66,19 @@ def _broken_link(link: Path) -> tuple[str, str]:
             return "a symbolic link that leads back to itself", "name another directory"
     return (f"a symbolic link to {os.readlink(link)}, which does not exist",
             "create that directory or name another")
+
+
+def refused_directory(directory: Path) -> str:
+    """Why no file can be made in `directory` as far as its type and mode say ('' when
+    one can): missing, not a directory, or not writable. Root passes the last anywhere;
+    `refused_creation` asks the file system itself."""
+    if not directory.exists():
+        return f"directory {shown_path(directory)} does not exist"
+    if not directory.is_dir():
+        return f"{shown_path(directory)} is not a directory"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"directory {shown_path(directory)} is not writable"
+    return ""
 
 
 def refused_creation(directory: str | Path) -> str:
@@ -201,13 +210,9 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         if target.is_symlink():  # where realpath stopped, going round
             raise InputError(f"cannot write {written}: it is a loop of symbolic links")
         written = f"{written} (a link to {shown_path(target)})"
-    parent = shown_path(target.parent)
-    if not target.parent.exists():
-        raise InputError(f"cannot write {written}: directory {parent} does not exist")
-    if not target.parent.is_dir():
-        raise InputError(f"cannot write {written}: {parent} is not a directory")
-    if not os.access(target.parent, os.W_OK):
-        raise InputError(f"cannot write {written}: directory {parent} is not writable")
+    refusal = refused_directory(target.parent)
+    if refusal:
+        raise InputError(f"cannot write {written}: {refusal}")
     temporary = None
     try:
         with signals_held_back():  # a Ctrl-C as mkstemp returned left its file behind

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vm.common.outputs import atomic_path, refused_creation
+from vm.common.outputs import atomic_path, refused_creation, refused_directory
 from vm.common.errors import InputError, shown_path
 from vm.common.signals import raise_dropped_stop
 from vm.repl.session import Repl
@@ -95,14 +95,12 @@ def _usable(history: Path | None) -> Path | None:
         return None
     if os.path.lexists(history) and not history.is_file():
         problem = "is not a regular file"
-    elif not history.parent.exists():
-        problem = f"cannot be written: directory {shown_path(history.parent)} does not exist"
-    elif not history.parent.is_dir():
-        problem = f"cannot be written: {shown_path(history.parent)} is not a directory"
+    elif refusal := refused_directory(history.parent):
+        problem = f"cannot be written: {refusal}"
+    elif refusal := refused_creation(history.parent):
+        problem = f"cannot be written in {shown_path(history.parent)}: {refusal}"
     else:
-        refused = refused_creation(history.parent)
-        problem = (f"cannot be written in {shown_path(history.parent)}: {refused}" if refused
-                   else "")
+        problem = ""
     if not problem:
         return history
     print(f"ltvm: history {shown_path(history)} {problem}; the history is not kept",
