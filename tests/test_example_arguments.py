@@ -4,13 +4,9 @@ printed nan, and test_time_scaling.py --samples -1 printed tables of zeros."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+from example_scripts import run_example
 
 
 @pytest.mark.parametrize("script, arguments, message", [
@@ -20,7 +16,6 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
     ("test_time_scaling.py", ["--samples", "-1"], "--samples: must be at least 1"),
 ])
 def test_an_example_refuses_arguments_it_cannot_run_with(script, arguments, message):
-    done = subprocess.run([sys.executable, str(EXAMPLES / script), *arguments],
-                          capture_output=True, text=True, timeout=120)
+    done = run_example(script, *arguments, timeout=120)
     assert done.returncode == 2 and message in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""

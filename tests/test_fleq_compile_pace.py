@@ -4,35 +4,19 @@ before printing anything."""
 
 from __future__ import annotations
 
-import importlib.util
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
+from example_scripts import example_module, run_example
 from vm.runtime.executor import EngineConfig, TransformerExecutor, machine_for
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.tools.bench import fleq_workload
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "fleq_compile_pace.py"
-
-
-def run(*arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *arguments], capture_output=True,
-                          text=True, timeout=300)
-
-
-def script_module():
-    spec = importlib.util.spec_from_file_location("fleq_compile_pace", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = "fleq_compile_pace.py"
 
 
 def test_the_traced_halves_leave_x_equal_to_the_full_pass_on_the_cpu():
-    done = run("--device", "cpu", "--backend", "eager", "--seconds", "0.1", "calculator")
+    done = run_example(SCRIPT, "--device", "cpu", "--backend", "eager", "--seconds", "0.1", "calculator")
     assert done.returncode == 0, done.stderr
     rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith("| ")]
     compiled = [row for row in rows if "halves compiled (eager)" in row[1]]
@@ -43,7 +27,7 @@ def test_the_traced_halves_leave_x_equal_to_the_full_pass_on_the_cpu():
 
 
 def test_lockstep_counts_only_the_passes_before_the_first_difference():
-    module = script_module()
+    module = example_module(SCRIPT)
     program = fleq_workload("calculator")
     config = EngineConfig(device="cpu", dtype="float64", checked=False, evaluation="full")
     executor = TransformerExecutor(fleq_geometry_for(program), config)
@@ -63,6 +47,6 @@ def test_lockstep_counts_only_the_passes_before_the_first_difference():
     (["--device", "cpu", "no_such_workload"], "no FLEQ workload or file named"),
 ])
 def test_it_refuses_what_it_cannot_run_before_printing_anything(arguments, message):
-    done = run(*arguments)
+    done = run_example(SCRIPT, *arguments)
     assert done.returncode == 2 and message in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""

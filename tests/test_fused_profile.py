@@ -4,26 +4,17 @@ compiling anything."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "fused_profile.py"
+from example_scripts import example_module, run_example
 
-
-def _module():
-    spec = importlib.util.spec_from_file_location("fused_profile", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = "fused_profile.py"
 
 
 def test_a_mangled_numba_symbol_is_named_by_its_function():
-    short_name = _module().short_name
+    short_name = example_module(SCRIPT).short_name
     assert short_name("_ZN2vm7runtime5fused9_lockstepB2v2B52c8tJTIeFIjxB2Ex5ArrayIf") == \
         "_lockstep"
     assert short_name("cfunc._ZN2vm7runtime5fused16_attention_layerB3v22Exx") == \
@@ -42,8 +33,8 @@ def test_a_mangled_numba_symbol_is_named_by_its_function():
 def test_bad_arguments_are_refused_before_anything_compiles(arguments, message, tmp_path):
     """Refused with exit 2, and the empty numba cache made for the compile (in TMPDIR) is
     gone again."""
-    done = subprocess.run([sys.executable, str(SCRIPT), *arguments], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "TMPDIR": str(tmp_path)})
+    done = run_example(SCRIPT, *arguments, timeout=60,
+                       env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 2 and message in done.stderr
     assert "compiling" not in done.stderr
     assert not list(tmp_path.iterdir())
@@ -61,5 +52,5 @@ def test_masked_stores_and_exp2_calls_are_counted_in_a_disassembly():
     9310:	c4 c1 75 59 14 c8    	vmulpd (%r8,%r9,8),%ymm1,%ymm2
 			9400: R_X86_64_64	exp
 """
-    assert _module().hidden_costs(listing) == (2, 1)
-    assert _module().hidden_costs("    9310:	vmulpd (%r8,%r9,8),%ymm1,%ymm2\n") == (0, 0)
+    assert example_module(SCRIPT).hidden_costs(listing) == (2, 1)
+    assert example_module(SCRIPT).hidden_costs("    9310:	vmulpd (%r8,%r9,8),%ymm1,%ymm2\n") == (0, 0)

@@ -3,22 +3,15 @@ what it cannot run before printing anything."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "graph_pace.py"
+from example_scripts import run_example
 
-
-def run(*arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *arguments], capture_output=True,
-                          text=True, timeout=300)
+SCRIPT = "graph_pace.py"
 
 
 def test_it_times_the_eager_pass_in_graphs_on_the_cpu():
-    done = run("--device", "cpu", "--batch", "1,3", "--columns", "16")
+    done = run_example(SCRIPT, "--device", "cpu", "--batch", "1,3", "--columns", "16")
     assert done.returncode == 0, done.stderr
     rows = [line.split("|") for line in done.stdout.splitlines() if "| eager |" in line]
     assert [row[1].strip() for row in rows] == ["1", "3"]
@@ -31,6 +24,6 @@ def test_it_times_the_eager_pass_in_graphs_on_the_cpu():
     (["--device", "cpu", "--columns", "4096", "--batch", "100000000"], "run fewer programs"),
 ])
 def test_it_refuses_what_it_cannot_run_before_printing_anything(arguments, message):
-    done = run(*arguments)
+    done = run_example(SCRIPT, *arguments)
     assert done.returncode == 2 and message in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
