@@ -172,6 +172,27 @@ def test_inspect_shows_layers_beside_the_paper(capsys):
     assert payload["totals"]["layers"] == 5 and payload["geometry"]["columns"] == 241
 
 
+def test_inspect_bounds_are_those_of_the_machine_its_dtype_builds(capsys):
+    """A float32 machine has its own block parameters (larger product eps, no Newton steps
+    in the sigmoid sums): its bounds are those `ltvm blocks` documents for float32. inspect
+    built the float64 machine and printed a float32 bound for its parameters (inv: inf)."""
+    calculator = str(ROOT / "programs" / "fleq" / "calculator.fleq")
+    documented = {}
+    for dtype in ("float32", "float64"):
+        code, out, _ = run_cli(capsys, "inspect", calculator, "--dtype", dtype, "--json")
+        payload = json.loads(out)
+        assert code == 0 and payload["dtype"] == dtype
+        code, out, _ = run_cli(capsys, "blocks", "--json")
+        documented = {entry["name"]: entry["error_bound"][dtype] for entry in json.loads(out)
+                      if entry["kind"] == "block"}
+        for block in payload["blocks"]:
+            assert block["error_bound"] == documented[block["function"]]["absolute"]
+            assert block["relative_error_bound"] == documented[block["function"]]["relative"]
+    code, out, _ = run_cli(capsys, "inspect", calculator, "--dtype", "float32")
+    inv = next(line for line in out.splitlines() if line.lstrip().startswith("inv "))
+    assert "error <= 0.014|f| (float32);" in inv and "float64" not in inv
+
+
 def test_inspect_needs_a_program_or_a_geometry(capsys):
     code, _, err = run_cli(capsys, "inspect")
     assert code == 2 and "give PROG" in err

@@ -488,7 +488,7 @@ def test_inspect_json_stays_json_when_a_block_has_no_bound(capsys):
     out = capsys.readouterr().out
     inverse = [b for b in json.loads(out, parse_constant=pytest.fail)["blocks"]
                if b["function"] == "inv"]
-    assert inverse[0]["relative_error_bound_float64"] is None
+    assert inverse[0]["relative_error_bound"] is None
 
 
 @pytest.mark.parametrize("name, text", [

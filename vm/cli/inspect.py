@@ -11,6 +11,7 @@ from vm.common.errors import InputError
 from vm.common.json_values import finite_or_null
 from vm.common.geometry import Geometry
 from vm.isa import for_program
+from vm.runtime.config import DTYPE_NAMES
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
@@ -25,6 +26,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="instruction columns, EOF included (without PROG)")
     parser.add_argument("--temperature", type=temperature_value, metavar="LAM",
                         help="softmax temperature (default: the exact-read rule)")
+    parser.add_argument("--dtype", choices=list(DTYPE_NAMES),
+                        help="the machine of this dtype: FLEQ blocks take other parameters, "
+                             "and so other bounds and depths, in float32 (default float32 "
+                             "for SUBLEQ, float64 for FLEQ)")
     parser.add_argument("--json", action="store_true", help="print the table as JSON")
     parser.set_defaults(func=run)
 
@@ -52,9 +57,20 @@ def summarize_roles(roles: list[str]) -> list[str]:
     return [stem if count == 1 else f"{stem} x{count}" for stem, count in counts.items()]
 
 
+def bounds_of(block: dict, dtype: str) -> dict:
+    """A block's row (`isa.paper(...).blocks`) with the bounds of `dtype` only: the machine
+    inspected is built with that dtype's parameters, for which the other dtype's bound means
+    nothing."""
+    row = {key: value for key, value in block.items()
+           if not key.startswith(("error_bound_", "relative_error_bound_"))}
+    return {**row, "error_bound": block[f"error_bound_{dtype}"],
+            "relative_error_bound": block[f"relative_error_bound_{dtype}"]}
+
+
 def run(args: argparse.Namespace) -> int:
     program, geometry = _geometry(args)
     isa = for_program(geometry)
+    dtype = args.dtype or isa.default_dtype
     machine = isa.machine(geometry, args.temperature)
     layers = machine.weights.layers
     rows = [{"layer": i, "role": layer.role, "heads": len(layer.heads),
@@ -71,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         # a block whose parameters leave it no bound has an infinite one: null in JSON
         print(json.dumps(finite_or_null(
-            {"geometry": geometry.as_dict(), "layers": rows, "totals": totals,
-             "blocks": blocks,
+            {"geometry": geometry.as_dict(), "dtype": dtype, "layers": rows, "totals": totals,
+             "blocks": [bounds_of(block, dtype) for block in blocks],
              "paper": {"layers": paper.layers, "heads": paper.heads, "statement": lemma},
              "paper_routines": paper.routines}), indent=2, allow_nan=False))
         return 0
@@ -91,8 +107,7 @@ def run(args: argparse.Namespace) -> int:
         for block in blocks:
             shown = ", ".join(f"{k}={v:g}" for k, v in block["parameters"].items())
             print(f"  {block['function']:<11} {block['layers']} layers  {block['lemma']:<24} "
-                  f"domain {block['domain']}; error <= {bound_text(block, 'float32')} "
-                  f"(float32), {bound_text(block, 'float64')} (float64)"
+                  f"domain {block['domain']}; error <= {bound_text(block, dtype)} ({dtype})"
                   + (f"; {shown}" if shown else ""))
         print(f"paper ({lemma}): {paper.layers} layers")
         for routine in paper.routines:
