@@ -270,6 +270,25 @@ def test_compare_json_turns_non_finite_figures_into_null():
     assert data["writes"][0]["transformer"] == [[None]] and not data["ok"]
 
 
+def test_a_write_whose_exact_value_is_0_does_not_make_the_max_relative_error_infinite():
+    """power_to_convergence's step 283 writes 6.5e-12 where the exact value is 0: the OK
+    line said "max rel error inf". Such writes have no relative error (as in `ltvm calc`):
+    they are counted apart, with their absolute error."""
+    from vm.runtime.compare import FleqComparison, FleqStepError
+    close = FleqStepError(0, 0, "y = mul(a, b)", "y", 2e-12, 1e-12, 2e-12,
+                          np.array([[2.0]]), np.array([[2.0 + 2e-12]]))
+    zero = FleqStepError(1, 1, "z = sub(a, a)", "z", 6.5e-12, math.inf, 6.5e-12,
+                         np.array([[6.5e-12]]), np.array([[0.0]]))
+    result = FleqComparison(2, True, [close, zero], None)
+    assert result.max_relative == 1e-12 and result.exact_zero_writes == [zero]
+    *rows, last = FLEQ.compare_report(result, False).splitlines()
+    assert ROW.match(rows[-1]).group(6) == "none"
+    assert last.endswith("max rel error 1e-12 (1 write of an exact 0 not counted: "
+                         "abs error 6.5e-12)")
+    data = json.loads(FLEQ.compare_report(result, True))
+    assert data["max_rel_error"] == 1e-12 and data["exact_zero_writes"] == 1
+
+
 def test_compare_fleq_refuses_a_subleq_program_and_a_negative_max_steps():
     """The SUBLEQ program failed with "'Program' object has no attribute 'variables'"."""
     from assembler.subleq import assemble

@@ -135,14 +135,16 @@ class Fleq(InstructionSet):
             return json.dumps(finite_or_null(
                 {"ok": result.ok, "steps": result.steps, "halted": result.halted,
                  "max_abs_error": result.max_absolute, "max_rel_error": result.max_relative,
+                 "exact_zero_writes": len(result.exact_zero_writes),
                  "writes": steps, "domain": result.domain or "ok",
                  "branch_divergence": result.branch.__dict__ if result.branch else None}),
                 indent=2, allow_nan=False)
         lines = [f"{'step':>6} {'pc':>4}  {'instruction':<32} {'cell':<8} {'abs error':>10} "
                  f"{'rel error':>10} {'block alone':>11}"]
         for e in result.errors:
+            relative = "none" if e.exact_zero else f"{e.relative:.3g}"
             lines.append(f"{e.step:>6} {e.pc:>4}  {e.instruction:<32} {e.cell:<8} "
-                         f"{e.absolute:>10.3g} {e.relative:>10.3g} {e.local_absolute:>11.3g}")
+                         f"{e.absolute:>10.3g} {relative:>10} {e.local_absolute:>11.3g}")
         if result.domain is not None:
             lines.append(f"domain: {result.domain}")
         elif result.branch is not None:
@@ -151,7 +153,7 @@ class Fleq(InstructionSet):
         else:
             lines.append(f"{agreement_line('branches agree', result.steps, result.halted)}; "
                          f"max abs error {result.max_absolute:.3g}, max rel error "
-                         f"{result.max_relative:.3g}")
+                         f"{result.max_relative:.3g}{_exact_zeros(result)}")
         return "\n".join(lines)
 
     def run_checks(self, program: FleqProgram, steps: int, dtype: str | None = None
@@ -222,6 +224,16 @@ class Fleq(InstructionSet):
         deepest = max((b["layers"] for b in blocks), default=0)
         return PaperComparison(9 + deepest, None, "Theorem 2: 9 + max(l_i)", blocks,
                                paper_routines(program))
+
+
+def _exact_zeros(result: FleqComparison) -> str:
+    """The writes of an exact 0 that the max relative error leaves out, if any."""
+    writes = result.exact_zero_writes
+    if not writes:
+        return ""
+    largest = max(e.absolute for e in writes)
+    return (f" ({len(writes)} write{'s' if len(writes) > 1 else ''} of an exact 0 not counted: "
+            f"abs error {'up to ' if len(writes) > 1 else ''}{largest:.3g})")
 
 
 def _block_row(block, d: int) -> dict:

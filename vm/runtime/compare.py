@@ -146,6 +146,11 @@ class FleqStepError:
     transformer: np.ndarray
     reference: np.ndarray
 
+    @property
+    def exact_zero(self) -> bool:
+        """A non-zero value written where the exact one is 0 (its relative error is inf)."""
+        return self.absolute > 0 and not np.any(self.reference)
+
 
 @dataclass(frozen=True)
 class FleqComparison:
@@ -167,7 +172,14 @@ class FleqComparison:
 
     @property
     def max_relative(self) -> float:
-        return max((e.relative for e in self.errors), default=0.0)
+        """Over the writes whose exact value is not 0 (`exact_zero_writes` have none)."""
+        return max((e.relative for e in self.errors if not e.exact_zero), default=0.0)
+
+    @property
+    def exact_zero_writes(self) -> list[FleqStepError]:
+        """Writes of a non-zero value where the exact one is 0: no error is relative to it
+        (one such write made the maximum infinite)."""
+        return [e for e in self.errors if e.exact_zero]
 
 
 def _damaged_cell(program, before: list[np.ndarray], after: list[np.ndarray],
