@@ -17,6 +17,10 @@ from vm.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     arguments = sys.argv[1:]
+    if any(a in ("-h", "--help") for a in arguments):
+        print("python examples/rope_gradient.py [OPTIONS] runs `ltvm bench rope "
+              "--out examples/out [OPTIONS]` with BLAS at one thread; the options:\n",
+              flush=True)
     if not any(a == "--out" or a.startswith("--out=") for a in arguments):
         arguments = ["--out", "examples/out", *arguments]
     sys.exit(main(["bench", "rope", *arguments]))

@@ -1,7 +1,7 @@
 """An independent executor of `ltvm export` directories, shared by the export tests.
 
-It imports nothing from the project: it is what a reader of DESIGN.md §3, README's
-"Exported weights" and `ltvm export --help` would write. It reads the weights from
+It imports nothing from the project: it is what a reader of README's "Exported weights" and `ltvm export --help`
+would write. It reads the weights from
 weights.npz or weights.safetensors (the same tensors; safetensors keeps `meta` in its
 header's metadata).
 """

@@ -19,3 +19,12 @@ def test_an_example_refuses_arguments_it_cannot_run_with(script, arguments, mess
     done = run_example(script, *arguments, timeout=120)
     assert done.returncode == 2 and message in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_rope_gradient_help_names_the_script_before_the_command_it_runs():
+    """Its --help was `ltvm bench rope`'s alone: usage and default --out of another
+    program."""
+    done = run_example("rope_gradient.py", "--help", timeout=120)
+    first, *rest = done.stdout.splitlines()
+    assert done.returncode == 0 and first.startswith("python examples/rope_gradient.py")
+    assert "--out examples/out" in first and any(line.startswith("usage:") for line in rest)

@@ -1,7 +1,7 @@
 """The export contract: three files that a 20-line numpy Eq. (1) can run.
 
 The executor (tests/export_executor.py) imports nothing from the project: it is
-what a reader of DESIGN.md §3 would write.
+what a reader of README's "Exported weights" would write.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Weight export (DESIGN.md §3): weights, layout.json and punchcard.npy.
+"""Weight export (README, "Exported weights"): weights, layout.json and punchcard.npy.
 
 Anyone with numpy and these three files can run the program with a short
 implementation of Eq. (1) and read the result; nothing is pickled. The weights
