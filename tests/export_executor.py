@@ -1,9 +1,8 @@
 """An independent executor of `ltvm export` directories, shared by the export tests.
 
-It imports nothing from the project: it is what a reader of README's "Exported weights" and `ltvm export --help`
-would write. It reads the weights from
-weights.npz or weights.safetensors (the same tensors; safetensors keeps `meta` in its
-header's metadata).
+It imports nothing from the project: it is what a reader of README's "Exported weights"
+and `ltvm export --help` would write. It reads the weights from weights.npz or
+weights.safetensors (the same tensors; safetensors keeps `meta` in its header's metadata).
 """
 
 from __future__ import annotations
