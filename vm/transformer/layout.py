@@ -51,9 +51,6 @@ class Layout:
                    if span.start <= row < span.stop)
         return best[1], row - self.fields[best[1]].start
 
-    def region_of_column(self, column: int) -> str:
-        return next(name for name, span in self.regions.items() if column in span)
-
     def to_json(self) -> dict:
         return {
             "fields": {name: [span.start, span.stop] for name, span in self.fields.items()},
