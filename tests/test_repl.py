@@ -177,6 +177,21 @@ def test_numbers_and_offsets_are_ascii_digits_as_the_assembler_reads_them(countd
     assert countdown.execute("print x") == "x = 3" and countdown.machine.steps == 0
 
 
+@pytest.mark.parametrize("line", ["step 1_0", "set x 1_0", "break 0x_1", "print 0o2",
+                                  "delete 1_0"])
+def test_underscores_and_octal_are_refused_as_the_assembler_refuses_them(countdown, line):
+    """int(text, 0) took them: `step 1_0` ran 10 steps and `set x 1_0` stored 10, numbers
+    that a source file cannot hold."""
+    assert countdown.execute(line) == f"error: '{line.split()[-1]}' is not a number"
+    assert countdown.execute("print x") == "x = 3" and countdown.machine.steps == 0
+
+
+def test_leading_zeros_are_read_as_the_assembler_reads_them(countdown):
+    """int(text, 0) refused '010', which a source file holds as 10."""
+    assert countdown.execute("set x 010") == "x = 10 (was 3)"
+    assert countdown.execute("set x -0x0A") == "x = -10 (was 10)"
+
+
 def test_pc_and_list_mark_the_program_counter_and_breakpoints(repl):
     repl.execute("step 4")
     assert repl.execute("pc") == "step 4  pc 4  subleq m, t"

@@ -52,15 +52,24 @@ def shortened(line: str) -> str:
     return f"{line[:SHOWN_ERROR]}... ({len(line):,} characters)"
 
 
+INTEGER = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+)")
+"""An integer as the assembler reads one (its NUMBER), with an optional sign."""
+
+
 def parse_int(text: str) -> int:
     """A decimal, 0x or 0b integer with an optional sign, as typed by a user, in ASCII
-    digits as the assembler reads them (int() took other scripts' digits: '٣' was 3)."""
+    digits as the assembler reads them. int(text, 0) took more: other scripts' digits ('٣'
+    was 3), underscores (`step 1_0` ran 10 steps) and 0o octal, and refused the leading
+    zeros the assembler takes ('010')."""
+    if not INTEGER.fullmatch(text):
+        raise InputError(f"'{text}' is not a number")
+    digits = text.lstrip("+-")
+    base = {"0x": 16, "0b": 2}.get(digits[:2].lower(), 10)
     try:
-        if not text.isascii():
-            raise ValueError(text)
-        return int(text, 0)
-    except ValueError:
+        value = int(digits[2:] if base != 10 else digits, base)
+    except ValueError:  # more digits than int() converts
         raise InputError(f"'{text}' is not a number") from None
+    return -value if text.startswith("-") else value
 
 
 def resolve_location(program: Program, text: str) -> Location:
