@@ -301,9 +301,12 @@ def test_a_huge_step_count_stops_at_max_steps(monkeypatch):
 @pytest.mark.parametrize("line,message", [
     ("step \u0663", "error: expected a number of steps, got '\u0663'"),
     ("print \u0661", "error: expected an address, got '\u0661'"),
-    ("print 0:\uff12", "error: expected an address, got '\uff12'")])
+    ("print 0:\uff12", "error: expected an address, got '\uff12'"),
+    ("step 1_0", "error: expected a number of steps, got '1_0'"),
+    ("print 1_0", "error: expected an address, got '1_0'")])
 def test_numbers_in_other_scripts_digits_are_refused(line, message):
-    """int() read Arabic-Indic and full-width digits: 'step ٣' ran 3 steps."""
+    """int() read Arabic-Indic and full-width digits, 'step ٣' ran 3 steps, and
+    underscores: 'step 1_0' ran 10."""
     repl = VsubleqRepl(image("hello.dec"), "hello.dec")
     assert repl.execute(line) == message and repl.reference.steps == 0
 

@@ -262,10 +262,15 @@ class VsubleqRepl:
         return ""
 
 
+DECIMAL = re.compile(r"[+-]?[0-9]+")
+"""An integer as this REPL reads one: decimal, in ASCII digits, with an optional sign."""
+
+
 def _decimal(text: str) -> int:
     """A decimal integer in ASCII digits, else ValueError (int() took other scripts'
-    digits: 'step ٣' ran 3 steps, where the .sq REPL and the assembler refuse it)."""
-    if not text.isascii():
+    digits, 'step ٣' ran 3 steps, and underscores, 'step 1_0' ran 10, where the .sq REPL
+    and the assembler refuse them)."""
+    if not DECIMAL.fullmatch(text):
         raise ValueError(text)
     return int(text)
 
