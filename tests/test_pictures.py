@@ -272,6 +272,17 @@ def test_trace_refuses_an_empty_output_path(option, kind, capsys, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_trace_refuses_an_animation_path_that_names_a_directory(capsys, tmp_path):
+    """`--gif out.gif/` wrote a file out.gif, where the '/' names a directory (asm -o
+    refuses it too)."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["trace", str(ROOT / "programs" / "subleq" / "gcd.sq"), "--gif",
+              f"{tmp_path / 'out.gif'}/", "--steps", "1"])
+    assert stopped.value.code == 2
+    assert "ends in '/', which names a directory; give a file" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_trace_refuses_pictures_and_animation_at_one_path(capsys, tmp_path):
     """--png P --gif P made the directory P, wrote the pictures into it, and only then
     failed to write the animation over it (exit 2, half the output written)."""

@@ -72,6 +72,18 @@ def directory_path(text: str) -> Path:
     return Path(text)
 
 
+def file_path(text: str) -> str:
+    """argparse type: an output file. '' is refused (trace took it as no --gif at all, and
+    said there was nothing to draw), and so is a path ending in '/', which names a
+    directory: `--gif out.gif/` wrote a file out.gif."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(f"{shown_path(text)} ends in '/', which names a "
+                                         "directory; give a file")
+    return text
+
+
 def thread_count(text: str) -> int:
     """argparse type: a CPU thread count, 1 to MAX_THREADS."""
     value = _int_at_least(text, 1)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_sampling_refusal,
-                           add_time_limit, directory_path, engine_config, integer, load_program,
-                           positive_int, refuse_sampling_options)
+                           add_time_limit, directory_path, engine_config, file_path, integer,
+                           load_program, positive_int, refuse_sampling_options)
 from vm.common.errors import InputError, RunFailure, shown_path
 from vm.common.outputs import (atomic_path, check_directory, refused_creation,
                                refused_directory, staged_files)
@@ -46,7 +46,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="passes to run before drawing (default 0: the first pass)")
     parser.add_argument("--png", type=directory_path, metavar="DIR",
                         help="directory for the per-layer PNGs")
-    parser.add_argument("--gif", type=_file_path, metavar="FILE",
+    parser.add_argument("--gif", type=file_path, metavar="FILE",
                         help="animated GIF of X over --steps steps")
     parser.add_argument("--steps", type=positive_int, metavar="S",
                         help=f"steps the GIF covers, at most {MAX_GIF_STEPS} (default "
@@ -58,14 +58,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_time_limit(parser)
     add_sampling_refusal(parser)
     parser.set_defaults(func=run)
-
-
-def _file_path(text: str) -> str:
-    """argparse type: an output file; '' is refused (it was taken as no --gif at all, and
-    the command said there was nothing to draw)."""
-    if not text:
-        raise argparse.ArgumentTypeError("an empty path names no file")
-    return text
 
 
 def run(args: argparse.Namespace) -> int:
