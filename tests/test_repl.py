@@ -454,6 +454,20 @@ def test_a_session_through_a_pseudo_terminal(tmp_path):
     assert history.read_text().splitlines()[:2] == ["break done", "run"]
 
 
+@pytest.mark.parametrize("directory", [True, False])
+def test_a_history_path_that_names_no_file_is_refused(tmp_path, capsys, directory):
+    """`--history h/` kept the history in a file h, and `--history ''` was named '.': 'history
+    . is not a regular file'."""
+    history = f"{tmp_path}/history/" if directory else ""
+    with pytest.raises(SystemExit) as stopped:
+        main(["repl", FACTORIAL, "--history", history])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"argument --history: {history} ends in '/', which names a directory; give a file\n"
+        if directory else "argument --history: an empty path names no file\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_history_write_that_fails_part_way_leaves_the_history_as_it_was(
         tmp_path, monkeypatch, capsys):
     """readline wrote the history in place: a crash or a full disk part-way left the

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from vm.cli.common import (add_engine_arguments, add_sampling_refusal, engine_config,
-                           positive_float, positive_int, refuse_sampling_options)
+                           file_path, positive_float, positive_int, refuse_sampling_options)
 from vm.common.errors import InputError, shown_path
 from vm.isa import VSUBLEQ
 from vm.isa.base import ProgramOptions
@@ -44,7 +44,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", metavar="DIR",
                         help=f"directory for `show` pictures (default {DEFAULT_PICTURE_DIR}; "
                              f"not for standard SUBLEQ images, whose REPL draws none)")
-    parser.add_argument("--history", default=DEFAULT_HISTORY, metavar="FILE",
+    parser.add_argument("--history", type=file_path, default=DEFAULT_HISTORY, metavar="FILE",
                         help="command history file (default ~/.ltvm_history)")
     add_engine_arguments(parser)
     add_sampling_refusal(parser)
