@@ -53,6 +53,13 @@ def test_bench_fleq_refuses_an_unknown_workload(capsys):
     assert code == 2 and "no FLEQ workload or file named" in capsys.readouterr().err
 
 
+def test_bench_fleq_names_an_empty_path_as_given(capsys):
+    """'' was read as the current directory: 'cannot read .: Is a directory'."""
+    code = main(["bench", "fleq", "", "--seconds", "0.05"])
+    assert code == 2 and capsys.readouterr().err == (
+        "ltvm: error: no FLEQ workload or file named '' (built-in: calculator, inverse-d8)\n")
+
+
 def test_bench_fleq_says_a_directory_is_one(capsys, tmp_path):
     """A directory named x.fleq was 'no FLEQ workload or file named', as if missing."""
     (tmp_path / "x.fleq").mkdir()

@@ -315,13 +315,14 @@ def inverse_workload(d: int = 8, seed: int = 0) -> str:
 
 def fleq_workload(name: str) -> FleqProgram:
     """A built-in workload by name, or a .fleq file by path. A path that exists but is no
-    file (a directory) is read, and so refused as it is, not as 'no file named'."""
+    file (a directory) is read, and so refused as it is, not as 'no file named'; '' names
+    none (as Path('') it was the current directory: 'cannot read .: Is a directory')."""
     if name == "calculator":
         return FLEQ.assemble_file(PROGRAMS / "calculator.fleq")
     if name == "inverse-d8":
         return FLEQ.assemble_text(inverse_workload(), "inverse-d8.fleq")
     path = Path(name)
-    if not path.exists():
+    if not name or not path.exists():
         raise InputError(f"no FLEQ workload or file named '{name}' (built-in: "
                          f"{', '.join(FLEQ_WORKLOADS)})")
     return FLEQ.assemble_file(path)
