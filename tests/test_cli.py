@@ -350,6 +350,17 @@ def test_asm_refuses_to_save_x_over_the_settings_a_csv_import_reads(capsys, tmp_
     assert code == 2 and "is the input" in err and settings.read_bytes() == before
 
 
+@pytest.mark.parametrize("pair", [("", "memory.csv"), ("commands.csv", "")])
+def test_an_empty_csv_path_is_refused_as_one(capsys, tmp_path, pair):
+    """--csv '' MEM read '' as the current directory: 'cannot read .: Is a directory'."""
+    assert run_cli(capsys, "asm", FACTORIAL, "--export-csv", str(tmp_path))[0] == 0
+    paths = [str(tmp_path / name) if name else "" for name in pair]
+    with pytest.raises(SystemExit) as stopped:
+        main(["run", "--csv", *paths])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.endswith("argument --csv: an empty path names no file\n")
+
+
 INFINITE_LOOP = """.code
 loop:   subleq z, z, loop
 .data

@@ -73,9 +73,9 @@ def directory_path(text: str) -> Path:
 
 
 def file_path(text: str) -> str:
-    """argparse type: an output file. '' is refused (trace took it as no --gif at all, and
-    said there was nothing to draw), and so is a path ending in '/', which names a
-    directory: `--gif out.gif/` wrote a file out.gif."""
+    """argparse type: a file to read or write. '' is refused (trace took it as no --gif at
+    all, and said there was nothing to draw; --csv read it as the current directory), and so
+    is a path ending in '/', which names a directory: `--gif out.gif/` wrote a file out.gif."""
     if not text:
         raise argparse.ArgumentTypeError("an empty path names no file")
     if text.endswith(("/", os.sep)):
@@ -175,7 +175,7 @@ def add_program_arguments(parser: argparse.ArgumentParser) -> None:
     --block-size/--param/--functions for FLEQ)."""
     parser.add_argument("program", nargs="?", metavar="PROG",
                         help="assembly source (.sq for SUBLEQ, .fleq for FLEQ)")
-    parser.add_argument("--csv", nargs=2, metavar=("CMDS", "MEM"),
+    parser.add_argument("--csv", nargs=2, type=file_path, metavar=("CMDS", "MEM"),
                         help="run a column-index CSV pair instead of a source file")
     parser.add_argument("--bits", type=positive_int, metavar="N",
                         help="memory word size N (default: the program's .bits, else the "
