@@ -56,3 +56,12 @@ def test_demo_obeys_max_seconds(capsys):
     captured = capsys.readouterr()
     assert "stopped by --max-seconds 0.01 after" in captured.err
     assert "Traceback" not in captured.err
+
+
+def test_demo_shows_the_program_name_escaped(capsys, tmp_path):
+    """An ESC in the file's name was printed raw and drove the terminal."""
+    source = tmp_path / "e\x1b[31m.sq"
+    source.write_text(".data\nx: 1\n.code\nsubleq x, x\n")
+    assert main(["demo", str(source)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("assembled 'e\\x1b[31m.sq': 1 instructions, ") and "\x1b" not in out

@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     geometry = geometry_for(program)
     machine = subleq_machine(geometry)
     X = encode(program, geometry, machine.layout)
-    print(f"assembled {Path(args.program).name}: {len(program.instructions)} instructions, "
-          f"{len(program.memory)} memory cells")
+    print(f"assembled {shown_path(Path(args.program).name)}: {len(program.instructions)} "
+          f"instructions, {len(program.memory)} memory cells")
     print(f"punchcard X: {X.shape[0]} rows x {X.shape[1]} columns ({geometry.describe()})")
     print(f"transformer: {len(machine.weights.layers)} layers, heads per layer "
           f"{machine.weights.heads}, temperature {machine.temperature:.3g}")
