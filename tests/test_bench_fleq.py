@@ -48,6 +48,17 @@ def test_bench_fleq_sets_the_reference_interpreter_beside_every_row(capsys):
         assert np.isclose(row["program_steps_per_second"], row["batch"] / row["seconds_per_pass"])
 
 
+def test_bench_fleq_shows_a_file_name_escaped(capsys, tmp_path):
+    """An ESC in a .fleq file's name was printed raw in the progress line and the table, and
+    drove the terminal."""
+    source = tmp_path / "c\x1b[31m.fleq"
+    source.write_text(".data\nx: 1.0\n.code\nx = add(x, x)\nhalt\n")
+    assert main(["bench", "fleq", str(source), "--seconds", "0.05"]) == 0
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.out + captured.err
+    assert f"| '{tmp_path}/c\\x1b[31m.fleq' | 1 |" in captured.out
+
+
 def test_bench_fleq_refuses_an_unknown_workload(capsys):
     code = main(["bench", "fleq", "no-such-workload", "--seconds", "0.05"])
     assert code == 2 and "no FLEQ workload or file named" in capsys.readouterr().err

@@ -31,7 +31,7 @@ from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.machines.fleq.reference import FleqReference
 from assembler.program import Program
 from vm.machines.subleq.punchcard import geometry_for
-from vm.common.errors import InputError
+from vm.common.errors import InputError, shown_path
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.runtime.graphed import chunk_of
 from vm.machines.subleq.reference import ReferenceMachine
@@ -439,7 +439,7 @@ def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budge
         for batch in batches:
             measured = []
             for number in range(1, rounds + 1):
-                progress(f"{name} batch={batch} on {config.device}"
+                progress(f"{shown_path(name)} batch={batch} on {config.device}"
                          f"{round_label(number, rounds)} ...")
                 (executor, timing, evaluation, full, threads), reference = \
                     beside_the_reference(lambda seconds: fleq_reference_speed(program, seconds),
@@ -463,8 +463,8 @@ def format_fleq_table(rows: list[FleqBenchRow]) -> str:
              "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"
              "---:|---:|---:|"]
     for row in rows:
-        lines.append(f"| {row.program} | {row.d} | {row.rows} | {row.columns} | {row.layers} | "
-                     f"{row.heads} | {row.batch} | {row.device} | {row.dtype} | "
+        lines.append(f"| {shown_path(row.program)} | {row.d} | {row.rows} | {row.columns} | "
+                     f"{row.layers} | {row.heads} | {row.batch} | {row.device} | {row.dtype} | "
                      f"{row.attention} | {row.evaluation} | {row.threads or '-'} | "
                      f"{row.seconds_per_pass * 1e3:,.3f} | {row.warmup_seconds * 1e3:,.1f} | "
                      f"{figure(row.program_steps_per_second, ',.1f')} | "
