@@ -139,10 +139,12 @@ def test_set_scalars_and_matrices_then_the_blocks_use_them(session):
         assert session.execute(bad).startswith("error: "), bad
 
 
-@pytest.mark.parametrize("value", ["True", '"5"', "None", "[[3], [True]]", "1j"])
+@pytest.mark.parametrize("value", ["True", '"5"', "None", "[[3], [True]]", "1j", "0x10",
+                                   "1_0", "0o7", "[0b1, 2]"])
 def test_set_takes_numbers_only(session, value):
     """`set x True` stored 1 and `set x "5"` stored 5 (numpy converts both); `set x None`
-    said "values must be finite"."""
+    said "values must be finite"; `set x 0x10` stored 16 and `set x 1_0` 10, as Python reads
+    them, where a .fleq source holds no such number."""
     name = "v" if value.startswith("[") else "x"
     assert session.execute(f"set {name} {value}") == (f"error: '{value}' is not a number or "
                                                       "a list of numbers")

@@ -150,9 +150,16 @@ def _numbers_only(literal: object) -> bool:
     return isinstance(literal, (int, float)) and not isinstance(literal, bool)
 
 
+LITERAL = re.compile(r"[\s\[\],0-9.eE+-]*")
+"""The characters a value may hold: those of the assembler's decimal numbers (digits, a
+point, an exponent, signs) and a list's brackets and commas."""
+
+
 def parse_real_value(text: str, shape: tuple[int, int]) -> np.ndarray:
     """A number, or a literal list such as [[1, 2], [3, 4]], as a matrix of `shape`."""
     try:
+        if not LITERAL.fullmatch(text):  # Python's 0x10, 1_0 and 0o7, which no source holds
+            raise ValueError(text)
         literal = ast.literal_eval(text.strip())
         if not _numbers_only(literal):  # True, "5" and None were taken as 1, 5 and NaN
             raise ValueError(text)
