@@ -136,6 +136,7 @@ def test_watch_stops_when_the_value_changes(repl):
     assert out.startswith("watch 1: fact = 0 (was 1)\nstep 43  pc 19")
     assert repl.execute("step 100").startswith("watch 1: fact = 6 (was 0)\nstep 45")
     assert repl.execute("watch") == "  1  watch fact"
+    assert repl.execute("watch fact") == "error: watch 1 is already on fact"
     assert repl.execute("watch nothing") == "error: no memory named 'nothing'"
     assert repl.execute("delete 1") == "deleted watch 1"
 

@@ -92,6 +92,7 @@ def test_break_on_a_label_watch_run_continue_delete(session):
     first = session.execute("continue")
     assert first.startswith("breakpoint 1 at 0 (top)") and "step 3  pc 0 (top)" in first
     assert session.execute("watch w").startswith("watch 2: w = [[1.] [2.]]")
+    assert session.execute("watch w") == "error: watch 2 is already on w"
     session.execute("delete 1")
     out = session.execute("continue")
     assert out.startswith("watch 2: w = [[2.] [4.]] (was [[1.] [2.]])")

@@ -15,7 +15,7 @@ import re
 import shutil
 import tempfile
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, TextIO
 
@@ -352,6 +352,9 @@ class Repl:
         if not argument:
             return self._stop_list()
         location = self._resolve(argument)
+        for stop in self.stops.values():  # a second watch reported every change twice
+            if isinstance(stop, Watch) and replace(stop.location, name=location.name) == location:
+                raise InputError(f"watch {stop.number} is already on {stop.location.name}")
         stop = Watch(self._new_stop_number(), location)
         self.stops[stop.number] = stop
         value = location.read(self.machine.state().memory)
