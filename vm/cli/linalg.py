@@ -159,6 +159,12 @@ def power_norms(matrix: np.ndarray, iters: int) -> np.ndarray:
     return np.array(norms)
 
 
+def _overflow(what: str) -> InputError:
+    """A norm past float64's range: no widening of rsqrt's domain holds it (the domain's
+    message advised one), only a smaller A."""
+    return InputError(f"{what} overflows float64 (inf); scale A by a power of 2 first")
+
+
 def check_domain(kind: str, matrix: np.ndarray, iters: int,
                  parameters: dict[str, dict[str, float]] | None = None) -> None:
     """Refuse matrices whose norms leave rsqrt's domain or whose result leaves the products'
@@ -171,6 +177,8 @@ def check_domain(kind: str, matrix: np.ndarray, iters: int,
     if kind == "inverse":
         with np.errstate(over="ignore"):  # 1e308 squared: inf, refused below without a warning
             frobenius2 = float(np.sum(matrix ** 2))
+        if not np.isfinite(frobenius2):
+            raise _overflow("||A||_F^2")
         if not rsqrt.contains(np.array([frobenius2])):
             raise InputError(f"||A||_F^2 = {frobenius2:.4g} is outside rsqrt's domain "
                              f"{rsqrt.explained()}; scale A by a power of 2 first")
@@ -193,6 +201,8 @@ def check_domain(kind: str, matrix: np.ndarray, iters: int,
         norms = power_norms(matrix, iters)
     if not rsqrt.contains(norms):
         step = int(np.flatnonzero(~((norms >= rsqrt.low) & (norms <= rsqrt.high)))[0])
+        if not np.isfinite(norms[step]):
+            raise _overflow(f"||A v||^2 at iteration {step + 1}")
         if norms[step] == 0:  # no rescaling helps: A maps the iterate to 0
             raise InputError(f"A v = 0 at iteration {step + 1} from the start (1, ..., 1) / "
                              "sqrt(n): power iteration has no vector to normalize")
