@@ -26,6 +26,8 @@ def check_device(name: str) -> None:
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise InputError(f"device {name!r} requested but no CUDA device is available")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise InputError(f"device {name!r}: there are {torch.cuda.device_count()} CUDA "
-                             f"devices")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            present = ("is 1 CUDA device (cuda:0)" if count == 1 else
+                       f"are {count} CUDA devices (cuda:0 to cuda:{count - 1})")
+            raise InputError(f"device {name!r}: there {present}")
