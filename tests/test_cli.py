@@ -843,6 +843,20 @@ def test_an_option_given_twice_is_refused(argv, option, capsys, tmp_path, monkey
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv, shown", [
+    (["run", FACTORIAL, "--max-seconds", "5", "--max-seconds", "6"], "(5 and 6)"),
+    (["bench", "--columns", "64,128", "--columns", "256"], "(64,128 and 256)"),
+    (["run", "--csv", "c.csv", "m.csv", "--csv", "d.csv", "n.csv"],
+     "(c.csv m.csv and d.csv n.csv)"),
+])
+def test_an_option_given_twice_shows_both_values_as_typed(argv, shown, capsys):
+    """The values were shown as Python had converted them: (5.0 and 6.0), ([64, 128] and
+    [256]), (['c.csv', 'm.csv'] and ...)."""
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"given twice {shown}; give it once")
+
+
 def test_a_repeatable_option_is_not_taken_as_given_twice(capsys):
     assert main(["calc", "x+y", "--set", "x=1", "--set", "y=2"]) == 0
     assert "3" in capsys.readouterr().out

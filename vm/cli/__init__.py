@@ -44,6 +44,17 @@ def command_modules() -> list[str]:
     return known + sorted(set(names) - set(known))
 
 
+def _as_typed(value: object, nargs: int | str | None) -> str:
+    """An option's converted value written as a user types it: 5.0 as 5, the list a
+    comma-separated type made as 64,128, the words of an option of several (nargs) apart."""
+    if isinstance(value, (list, tuple)):
+        separator = "," if nargs is None else " "
+        return separator.join(_as_typed(item, None) for item in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 class _StoreOnce(argparse.Action):
     """argparse's plain store, refusing an option given twice: argparse kept the last value in
     silence, so `ltvm asm p.sq --bits 8 --bits 16` assembled 16-bit words."""
@@ -51,8 +62,9 @@ class _StoreOnce(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         if self.option_strings and self.dest in parser.options_given:
             first = getattr(namespace, self.dest)
-            raise argparse.ArgumentError(self, f"given twice ({first!s:.60} and {values!s:.60}); "
-                                               "give it once")
+            raise argparse.ArgumentError(
+                self, f"given twice ({_as_typed(first, self.nargs):.60} and "
+                      f"{_as_typed(values, self.nargs):.60}); give it once")
         parser.options_given.add(self.dest)
         setattr(namespace, self.dest, values)
 
