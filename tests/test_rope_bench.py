@@ -57,3 +57,31 @@ def test_a_time_sweep_with_one_exact_size_is_refused_before_the_sweeps(tmp_path,
     assert main(["bench", "rope", "--sections", "time", "--out", str(out), *options]) == 2
     assert capsys.readouterr().err.startswith("ltvm: error: --max-exact-n must be at least 512")
     assert not out.exists()
+
+
+def test_a_failed_sweep_leaves_no_directory_behind(tmp_path, capsys, monkeypatch):
+    """A missing --out (and its missing parents) was made before the sweeps and stayed,
+    empty, when a sweep failed."""
+    def failing_sweep(*args, **kwargs):
+        raise MemoryError
+    monkeypatch.setattr(rope_bench, "error_sweep", failing_sweep)
+    out = tmp_path / "new" / "out"
+    assert main(["bench", "rope", "--quick", "--sections", "error", "--out", str(out)]) == 2
+    assert "out of memory" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("parent, message", [("file", "is not a directory"),
+                                             ("/proc", "cannot create /proc/x")])
+def test_an_out_that_cannot_be_made_is_refused_before_the_sweeps(tmp_path, capsys, monkeypatch,
+                                                                 parent, message):
+    """Under /proc (where root passes access()) mkdir failed as 'No such file or directory:
+    /proc/x', not as the other refusals of an output path."""
+    def no_sweep(*args, **kwargs):
+        raise AssertionError("a sweep ran")
+    monkeypatch.setattr(rope_bench, "error_sweep", no_sweep)
+    (tmp_path / "file").write_text("")
+    base = tmp_path / parent if parent == "file" else parent
+    out = f"{base}/x"
+    assert main(["bench", "rope", "--quick", "--sections", "error", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ltvm: error: cannot create") and message in err

@@ -94,6 +94,33 @@ def refused_creation(directory: str | Path) -> str:
     return ""
 
 
+def check_output_directory(directory: Path, names: Iterable[str]) -> None:
+    """InputError unless `directory` is a writable directory or can be made one, with no
+    directory in the way of the files `names`: for work of minutes that writes them at its
+    end (`staged_files`), checked before it, without making anything, so that work which
+    fails leaves no empty directory behind."""
+    if directory.exists():
+        if not directory.is_dir():
+            raise InputError(f"cannot write into {shown_path(directory)}: it is not a "
+                             "directory")
+        refusal = refused_creation(directory)
+        if refusal:
+            raise InputError(f"cannot write into {shown_path(directory)}: {refusal}")
+        for name in names:
+            if (directory / name).is_dir():
+                raise InputError(f"cannot write {shown_path(directory / name)}: it is a "
+                                 "directory")
+        return
+    ancestor = next(parent for parent in directory.absolute().parents if parent.exists())
+    if not ancestor.is_dir():
+        raise InputError(f"cannot create {shown_path(directory)}: {shown_path(ancestor)} is "
+                         "not a directory")
+    refusal = refused_creation(ancestor)
+    if refusal:
+        raise InputError(f"cannot create {shown_path(directory)} in {shown_path(ancestor)}: "
+                         f"{refusal}")
+
+
 def _failure(error: OSError, staging: Path, directory: Path) -> str:
     """What went wrong, at the path the user named rather than the hidden staging one."""
     where = directory

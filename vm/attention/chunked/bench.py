@@ -42,7 +42,7 @@ from vm.attention.chunked.reference import direct_forward, head_attention, relat
 from vm.attention.chunked.simulate import expected_calls, mode_mask, simulate
 from vm.common.errors import InputError, LtvmError, RunFailure, shown_path
 from vm.common.limits import check_threads
-from vm.common.outputs import refused_creation, staged_files
+from vm.common.outputs import check_output_directory, staged_files
 
 GIB = 2 ** 30
 SIMULATIONS = ("exact", "window", "sampled")
@@ -171,7 +171,7 @@ def run_bench(out_dir: Path, n_values: list[int], m_values: list[int],
     configs = _configs(sorted(set(n_values)), sorted(set(m_values)), head_dim, seed,
                        error_limit, threads)
     check_bench_sizes(configs)
-    check_out_dir(out_dir)
+    check_output_directory(out_dir, OUTPUTS)
     rows = []
     for index, config in enumerate(configs, 1):
         label = f"[{index}/{len(configs)}] {config.method} N={config.n}" + (
@@ -221,29 +221,6 @@ def check_bench_sizes(configs: list[Config]) -> None:
 
 
 OUTPUTS = ("attention.md", "attention.csv", "attention.png")
-
-
-def check_out_dir(out_dir: Path) -> None:
-    """InputError unless `out_dir` is a writable directory or can be made one: checked
-    before the measurements, which take seconds to minutes, not after them."""
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise InputError(f"cannot write into {shown_path(out_dir)}: it is not a directory")
-        refusal = refused_creation(out_dir)
-        if refusal:
-            raise InputError(f"cannot write into {shown_path(out_dir)}: {refusal}")
-        for name in OUTPUTS:
-            if (out_dir / name).is_dir():
-                raise InputError(f"cannot write {shown_path(out_dir / name)}: it is a directory")
-        return
-    ancestor = next(parent for parent in out_dir.absolute().parents if parent.exists())
-    if not ancestor.is_dir():
-        raise InputError(f"cannot create {shown_path(out_dir)}: {shown_path(ancestor)} is not a "
-                         "directory")
-    refusal = refused_creation(ancestor)
-    if refusal:
-        raise InputError(f"cannot create {shown_path(out_dir)} in {shown_path(ancestor)}: "
-                         f"{refusal}")
 
 
 def _cell(value: float | None, spec: str) -> str:

@@ -37,7 +37,7 @@ from vm.attention.rope.gradient import exact_gradient, exact_rotary_gradient  # 
 from vm.attention.rope.instance import random_instance  # noqa: E402
 from vm.attention.rope.polynomial import exp_error_bound, rank  # noqa: E402
 from vm.common.errors import InputError  # noqa: E402
-from vm.common.outputs import check_directory, staged_files  # noqa: E402
+from vm.common.outputs import check_output_directory, staged_files  # noqa: E402
 
 TARGET = 1e-6
 D8_TARGETS = (1e-4, 1e-6)
@@ -348,10 +348,7 @@ def run(args: argparse.Namespace) -> int:
                          "runs: the exponent that extrapolates the exact time is fitted to the "
                          f"sizes measured (256, 512, ...), and one size fits none; got "
                          f"{args.max_exact_n}")
-    if args.out.exists():  # before the sweeps, which take minutes, not after them
-        check_directory(args.out, OUTPUTS)
-    else:
-        args.out.mkdir(parents=True)
+    check_output_directory(args.out, OUTPUTS)  # before the sweeps, which take minutes
     rows: list[dict] = []
     slopes: dict[str, float] = {}
     if "time" in args.sections:
@@ -372,6 +369,7 @@ def run(args: argparse.Namespace) -> int:
                f"--degree {args.degree} --sections {','.join(args.sections)}"
                + (" --quick" if quick else ""))
     keys = sorted({key for row in rows for key in row})
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with staged_files(args.out, OUTPUTS) as staging:  # all three files or none
         (staging / "rope_gradient.md").write_text(markdown(rows, slopes, command))
         with open(staging / "rope_gradient.csv", "w", newline="") as handle:
