@@ -828,3 +828,14 @@ def test_a_history_that_cannot_be_written_is_named_before_the_first_prompt(tmp_p
         assert problem in error and error.endswith("; the history is not kept\n")
     assert vm.repl.terminal._usable(tmp_path / "h") == tmp_path / "h"
     assert capsys.readouterr().err == "" and list(tmp_path.iterdir()) == [tmp_path / "file"]
+
+
+@pytest.mark.parametrize("line", ["c = add(a, b)", "q = add(a, b)", "x = add(a, b)",
+                                  "n = t"])
+def test_a_fleq_instruction_typed_at_a_subleq_program_says_so(repl, line):
+    """It ran into the aliases: 'continue' takes no argument, 'quit' takes no argument,
+    unknown command 'x'."""
+    before = repl.execute("pc")
+    assert repl.execute(line) == (f"error: '{line}' is a FLEQ instruction; the loaded program "
+                                  "is SUBLEQ (subleq A, B[, C] | goto L | halt)")
+    assert repl.execute("pc") == before

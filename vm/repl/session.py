@@ -25,7 +25,7 @@ from vm.isa import for_path
 from vm.machines.stepping import check_max_steps
 from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, check_max_seconds
 from vm.repl.assemble import MNEMONICS, is_instruction
-from vm.repl.dialects import DIALECTS, ReplDialect
+from vm.repl.dialects import DIALECTS, FLEQ_INSTRUCTION, ReplDialect
 from vm.repl.fleq import FleqLockstep, same_value
 from vm.repl.names import (Location, error_line, instruction_place, listing, location_line,
                            parse_int, resolve_instruction, shortened)
@@ -180,6 +180,10 @@ class Repl:
         try:
             if self.loaded is not None and self.loaded.dialect.typed_before_commands(line):
                 return self._typed(line.strip())
+            if self.loaded is not None and FLEQ_INSTRUCTION.match(line):
+                # `c = ...` and `q = ...` ran into the aliases ('continue' takes no argument)
+                raise InputError(f"'{shortened(line.strip())}' is a FLEQ instruction; the "
+                                 "loaded program is SUBLEQ (subleq A, B[, C] | goto L | halt)")
             if name in COMMANDS:
                 return self._handler(name)(argument)
             if is_instruction(line):
