@@ -857,6 +857,18 @@ def test_an_option_given_twice_shows_both_values_as_typed(argv, shown, capsys):
     assert capsys.readouterr().err.splitlines()[-1].endswith(f"given twice {shown}; give it once")
 
 
+@pytest.mark.parametrize("command", ["run", "compare", "asm", "inspect", "export", "trace",
+                                     "sample", "demo"])
+def test_an_empty_prog_is_refused_as_an_empty_path(command, capsys):
+    """`run ""` said 'no program given' (and inspect asked for --memory), while `repl ""`
+    said the path is empty: one message for all."""
+    with pytest.raises(SystemExit) as stopped:
+        main([command, ""])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "argument PROG: an empty path names no file")
+
+
 def test_a_repeatable_option_is_not_taken_as_given_twice(capsys):
     assert main(["calc", "x+y", "--set", "x=1", "--set", "y=2"]) == 0
     assert "3" in capsys.readouterr().out

@@ -373,8 +373,11 @@ def test_an_empty_picture_folder_is_refused(capsys):
 def test_an_empty_program_path_is_refused(capsys):
     """`ltvm repl ''` started a session with nothing loaded, as if no PROG were given
     (`ltvm run ''` refuses it)."""
-    assert main(["repl", "", "--history", "/dev/null"]) == 2
-    assert capsys.readouterr() == ("", "ltvm: error: PROG is an empty path\n")
+    with pytest.raises(SystemExit) as stopped:
+        main(["repl", "", "--history", "/dev/null"])
+    out, err = capsys.readouterr()
+    assert stopped.value.code == 2 and out == ""
+    assert err.splitlines()[-1].endswith("argument PROG: an empty path names no file")
 
 
 def test_show_attn_reports_progress_on_stderr(countdown, monkeypatch):

@@ -173,7 +173,7 @@ def non_negative_int(text: str) -> int:
 def add_program_arguments(parser: argparse.ArgumentParser) -> None:
     """PROG or --csv CMDS MEM, with the geometry overrides (--bits/--scratch for SUBLEQ,
     --block-size/--param/--functions for FLEQ)."""
-    parser.add_argument("program", nargs="?", metavar="PROG",
+    parser.add_argument("program", nargs="?", type=file_path, metavar="PROG",
                         help="assembly source (.sq for SUBLEQ, .fleq for FLEQ)")
     parser.add_argument("--csv", nargs=2, type=file_path, metavar=("CMDS", "MEM"),
                         help="run a column-index CSV pair instead of a source file")

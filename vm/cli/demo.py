@@ -12,7 +12,7 @@ from pathlib import Path
 
 from vm.machines.subleq.punchcard import encode, geometry_for
 from assembler.subleq import assemble_file
-from vm.cli.common import add_time_limit, format_value
+from vm.cli.common import add_time_limit, file_path, format_value
 from vm.common.errors import InputError, shown_path
 from vm.isa import SUBLEQ, for_path
 from vm.tools.progress import Progress
@@ -28,7 +28,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Assemble programs/subleq/factorial.sq into its punchcard X, run it on the "
                     "looped transformer, run it on the reference interpreter, and compare the "
                     "two step by step.")
-    parser.add_argument("program", nargs="?", default=str(FACTORIAL), metavar="PROG",
+    parser.add_argument("program", nargs="?", default=str(FACTORIAL), type=file_path,
+                        metavar="PROG",
                         help="program to demonstrate (default: factorial)")
     add_time_limit(parser)  # any PROG may be given: a wide one runs for hours
     parser.set_defaults(func=run)

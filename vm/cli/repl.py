@@ -25,7 +25,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "execute it in lockstep; step, run to breakpoints, watch and edit memory, "
                     "type instructions, compare the engines and draw X and attention. Type "
                     "`help` inside for the commands; Ctrl-D quits.")
-    parser.add_argument("program", nargs="?", metavar="PROG",
+    parser.add_argument("program", nargs="?", type=file_path, metavar="PROG",
                         help="assembly source (.sq or .fleq), or a standard SUBLEQ image "
                              "(.dec, .vsq: step, watch pc, memory and output, feed input)")
     parser.add_argument("--bits", type=positive_int, metavar="N",
@@ -56,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
     from vm.repl.terminal import interact
 
     refuse_sampling_options(args)
-    if args.program == "":  # started with nothing loaded, as if PROG had not been given
-        raise InputError("PROG is an empty path")
     if args.out == "":  # Path("") is the current directory: show wrote pictures there
         raise InputError("--out is an empty path")
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):

@@ -16,8 +16,8 @@ from typing import Callable
 import numpy as np
 
 from assembler.program import Program
-from vm.cli.common import (add_time_limit, load_program, positive_int, seed_value,
-                            temperature_value)
+from vm.cli.common import (add_time_limit, file_path, load_program, positive_int,
+                            seed_value, temperature_value)
 from vm.common.errors import InputError, shown_path
 from vm.common.files import require_regular_file
 from vm.isa import ProgramOptions, for_path, for_program
@@ -40,7 +40,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "interpreter's answer, and the answer a strategy picks: majority "
                     "(self-consistency) or best-of-n under --reward. Exit 0 when the pick is "
                     "the reference's answer, 1 when not. docs/test_time_scaling.md.")
-    parser.add_argument("program", metavar="PROG", help="SUBLEQ source (.sq)")
+    parser.add_argument("program", type=file_path, metavar="PROG", help="SUBLEQ source (.sq)")
     parser.add_argument("--cell", required=True, metavar="NAME",
                         help="the memory cell whose final value is the answer")
     parser.add_argument("--noise", type=temperature_value, default=0.2, metavar="T",
