@@ -165,6 +165,9 @@ def test_cli_json_and_show(capsys):
     (["calc", "x", "--set", "x"], "--set x: expected NAME=NUMBER"),
     (["calc", "x", "--set", "x=1", "--set", "y=2"], "the expression has no input 'y'"),
     (["calc", "x", "--set", "x=inf"], "must be finite"),
+    # a finite literal past float64 said "the value must be finite, got inf", a value not typed
+    (["calc", "x", "--set", "x=1e309"], "--set x: the number is too large for float64 (at most"),
+    (["calc", "x", "--set", "x=" + "9" * 400], "--set x: the number is too large for float64"),
     # float() reads other scripts' digits: x=٥ (Arabic-Indic five) ran as 5
     (["calc", "x", "--set", "x=\u0665"], "--set x=\u0665: expected NAME=NUMBER"),
     (["calc", "x", "--set", "x=1_0"], "--set x=1_0: expected NAME=NUMBER"),

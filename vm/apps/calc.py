@@ -60,6 +60,9 @@ class Compiled:
     """Every input and constant cell with its exact value."""
 
 
+OVERFLOW = f"the number is too large for float64 (at most {np.finfo(np.float64).max:.4g})"
+
+
 UNDERFLOW = (f"the number is too small for float64 (it rounds to 0, or lies below the "
              f"smallest normal number {np.finfo(np.float64).tiny:.4g}, which the machine "
              f"flushes to 0)")
@@ -90,8 +93,7 @@ class _Compiler:
     def number(self, node: Number) -> str:
         """A literal's constant cell; a literal float64 cannot hold is refused at itself."""
         if not math.isfinite(node.value):
-            raise self.error(f"the number is too large for float64 (at most "
-                             f"{np.finfo(np.float64).max:.4g})", node)
+            raise self.error(OVERFLOW, node)
         text = self.expression[node.column - 1:node.column - 1 + node.width]
         if underflows(text, node.value):
             raise self.error(UNDERFLOW, node)

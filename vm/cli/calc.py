@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import time
@@ -46,7 +47,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def parse_inputs(settings: list[str]) -> dict[str, float]:
-    from vm.apps.calc import UNDERFLOW, underflows
+    from vm.apps.calc import OVERFLOW, UNDERFLOW, underflows
 
     inputs: dict[str, float] = {}
     for setting in settings:
@@ -59,6 +60,8 @@ def parse_inputs(settings: list[str]) -> dict[str, float]:
             raise InputError(f"--set {setting}: expected NAME=NUMBER")
         if name.strip() in inputs:
             raise InputError(f"--set {name.strip()} given twice")
+        if math.isinf(number) and "inf" not in value.lower():  # 1e309: "must be finite, got inf"
+            raise InputError(f"--set {name.strip()}: {OVERFLOW}")
         if underflows(value, number):
             raise InputError(f"--set {setting}: {UNDERFLOW}")
         inputs[name.strip()] = number
