@@ -102,6 +102,31 @@ def test_step_executes_one_or_k_instructions_and_shows_what_changed(repl):
     assert repl.execute("step many") == "error: 'many' is not a number"
 
 
+@pytest.mark.parametrize("line, message", [
+    ("break " + "9" * 5000, "instruction about 10^5000 outside the program (0..25)"),
+    ("break -" + "9" * 5000, "instruction about -10^5000 outside the program (0..25)"),
+    ("break 0x" + "f" * 4000, "instruction about 10^4816 outside the program (0..25)"),
+    ("print " + "0" * 10 + "9" * 5000, "address about 10^5000 outside memory (cells 0..9)"),
+    ("watch 0x" + "f" * 4000, "address about 10^4816 outside memory (cells 0..9)"),
+    ("set n 0b" + "1" * 20000,
+     "value about 10^6021 does not fit a 16-bit word (range -32768..32767)"),
+    ("delete " + "9" * 5000, "no breakpoint or watch about 10^5000"),
+    ("step -" + "9" * 5000, "expected a positive count, got about -10^5000"),
+])
+def test_numbers_past_4300_digits_are_numbers_out_of_range(repl, line, message):
+    """int() converts at most 4,300 digits: 'break 999...' said "is not a number", and a
+    hex number past them (0xfff...) failed in the message as "ValueError: Exceeds the limit
+    (4300 digits) for integer string conversion"."""
+    assert repl.execute(line) == f"error: {message}"
+
+
+def test_a_step_count_past_4300_digits_stops_at_max_steps(tmp_path):
+    session = Repl(picture_dir=tmp_path / "pictures", max_steps=3)
+    session.execute(f"load {FACTORIAL}")
+    out = session.execute("step 0x" + "f" * 4000)
+    assert "stopped after 3 steps (--max-steps; step asked for about 10^4816)" in out
+
+
 def test_run_restarts_and_stops_at_eof(repl):
     repl.execute("step 5")
     repl.execute("set n 5")

@@ -230,7 +230,23 @@ def test_an_error_line_echoing_a_huge_word_is_cut():
     out = repl.execute("y" * 2_000_000)
     assert out.startswith("error: unknown command 'yyy") and len(out) < 400
     out = repl.execute("print " + "9" * 100_000)
-    assert out.startswith("error: expected an address") and len(out) < 400
+    assert out == "error: address about 10^100000 is outside 0..31"
+
+
+@pytest.mark.parametrize("line, message", [
+    ("step -" + "9" * 5000, "the number of steps must be positive, got about -10^5000"),
+    ("print " + "9" * 5000, "address about 10^5000 is outside 0..31"),
+    ("print 0:" + "9" * 5000, "address about 10^5000 is outside 0..32"),
+])
+def test_numbers_past_4300_digits_are_numbers_out_of_range(line, message):
+    """int() converts at most 4,300 digits: 'print 999...' said "expected an address"."""
+    assert VsubleqRepl(image("hello.dec"), "hello.dec").execute(line) == f"error: {message}"
+
+
+def test_a_step_count_past_4300_digits_stops_at_max_steps():
+    loop = Image.from_words([3, 3, 0, 0], 8)
+    out = VsubleqRepl(loop, "loop.dec", max_steps=5).execute("step " + "9" * 5000)
+    assert out.endswith("stopped after --max-steps (5) steps; step asked for about 10^5000")
 
 
 def test_quit_takes_no_argument_as_in_the_sq_repl():

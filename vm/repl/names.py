@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from assembler.diagnostics import shown_integer
 from assembler.fleq_program import FleqProgram
 from assembler.program import RESERVED_NAMES, Program
 from vm.common.errors import InputError, escaped
@@ -65,11 +66,29 @@ def parse_int(text: str) -> int:
         raise InputError(f"'{text}' is not a number")
     digits = text.lstrip("+-")
     base = {"0x": 16, "0b": 2}.get(digits[:2].lower(), 10)
-    try:
-        value = int(digits[2:] if base != 10 else digits, base)
-    except ValueError:  # more digits than int() converts
-        raise InputError(f"'{text}' is not a number") from None
+    value = integer_value(digits[2:] if base != 10 else digits, base)
     return -value if text.startswith("-") else value
+
+
+def integer_value(digits: str, base: int = 10) -> int:
+    """int(digits, base) of unsigned ASCII digits, also past the 4,300 decimal digits int()
+    converts (it raised ValueError, and 'break 999...' said the number was not a number):
+    such a number keeps its first 20 digits and its magnitude, all that a range check needs
+    and a message shows of it (shown_int: 'about 10^5000')."""
+    significant = digits.lstrip("0") or "0"
+    try:
+        return int(significant, base)
+    except ValueError:
+        return int(significant[:20]) * 10 ** (len(significant) - 20)
+
+
+def shown_int(value: int, grouped: bool = False) -> str:
+    """An integer the user typed, for a message: its digits (`grouped` in thousands) up to
+    100 of them, else its order of magnitude, 'about 10^5000' (str() raises ValueError past
+    4,300 digits: "ValueError: Exceeds the limit" was the error line)."""
+    if abs(value) >= 10 ** 100:
+        return shown_integer(value)
+    return f"{value:,}" if grouped else str(value)
 
 
 def resolve_location(program: Program, text: str) -> Location:
@@ -78,7 +97,7 @@ def resolve_location(program: Program, text: str) -> Location:
     if text[:1].isdigit() or text[:1] == "-":
         address = parse_int(text)
         if not 0 <= address < len(program.memory):
-            raise InputError(f"address {address} outside memory "
+            raise InputError(f"address {shown_int(address)} outside memory "
                              f"(cells 0..{len(program.memory) - 1})")
         return Location(program.address_name(address), address, 1)
     reserved = {name: address for address, name in RESERVED_NAMES.items()}
@@ -108,7 +127,8 @@ def resolve_instruction(program: Program | FleqProgram, text: str) -> int:
         raise InputError(f"no label '{text}'")
     index = parse_int(text)
     if not 0 <= index <= program.eof:
-        raise InputError(f"instruction {index} outside the program (0..{program.eof})")
+        raise InputError(f"instruction {shown_int(index)} outside the program "
+                         f"(0..{program.eof})")
     return index
 
 

@@ -28,7 +28,7 @@ from vm.repl.assemble import MNEMONICS, is_instruction
 from vm.repl.dialects import DIALECTS, FLEQ_INSTRUCTION, ReplDialect
 from vm.repl.fleq import FleqLockstep, same_value
 from vm.repl.names import (Location, error_line, instruction_place, listing, location_line,
-                           parse_int, resolve_instruction, shortened)
+                           parse_int, resolve_instruction, shortened, shown_int)
 from vm.repl.state import ENGINES, LockstepMachine
 from vm.runtime.compare import check_exact
 from vm.runtime.config import EngineConfig
@@ -254,7 +254,7 @@ class Repl:
         # step 10**30 ran on past --max-steps for as long as the program did not halt
         return self._advance(self.max_steps, stop_at_start=False,
                              limit_reason=f"stopped after {self.max_steps} steps (--max-steps; "
-                                          f"step asked for {count})")
+                                          f"step asked for {shown_int(count)})")
 
     def _run(self, argument: str) -> str:
         _no_argument("run", argument)
@@ -385,7 +385,7 @@ class Repl:
         number = parse_int(argument)  # a number, not a count: 0 is one that does not exist
         stop = self.stops.pop(number, None)
         if stop is None:
-            raise InputError(f"no breakpoint or watch {number}")
+            raise InputError(f"no breakpoint or watch {shown_int(number)}")
         return f"deleted {'breakpoint' if isinstance(stop, Breakpoint) else 'watch'} {number}"
 
     # -- state ----------------------------------------------------------------
@@ -608,14 +608,14 @@ def _paths(prefix: str) -> list[str]:
 def _positive(text: str) -> int:
     value = parse_int(text)
     if value < 1:
-        raise InputError(f"expected a positive count, got {value}")
+        raise InputError(f"expected a positive count, got {shown_int(value)}")
     return value
 
 
 def _layer(text: str, layers: int) -> int:
     value = parse_int(text)
     if not 0 <= value < layers:
-        raise InputError(f"layer {value} does not exist (layers 0..{layers - 1})")
+        raise InputError(f"layer {shown_int(value)} does not exist (layers 0..{layers - 1})")
     return value
 
 

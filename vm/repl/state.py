@@ -26,6 +26,7 @@ from vm.transformer.layout import Layout
 from vm.machines.fleq.layout import FleqGeometry
 from vm.machines.subleq.reference import ReferenceMachine
 from vm.repl import ENGINES
+from vm.repl.names import shown_int
 
 
 @dataclass(frozen=True)
@@ -212,10 +213,10 @@ class LockstepMachine(Lockstep):
         """Store `value` at `address` on both engines (between passes)."""
         low, high = word_range(self.program.bits)
         if not low <= value <= high:
-            raise InputError(f"value {value} does not fit a {self.program.bits}-bit word "
-                             f"(range {low}..{high})")
+            raise InputError(f"value {shown_int(value)} does not fit a "
+                             f"{self.program.bits}-bit word (range {low}..{high})")
         if not 0 <= address < len(self.program.memory):
-            raise InputError(f"address {address} outside memory "
+            raise InputError(f"address {shown_int(address)} outside memory "
                              f"(cells 0..{len(self.program.memory) - 1})")
         if address in self.program.eof_operands:
             raise InputError(f"cell {address} is reserved (the EOF instruction needs it "

@@ -25,7 +25,7 @@ from vm.machines.vsubleq.punchcard import VState, encode_state
 from vm.machines.vsubleq.reference import Image, Reference, Step
 from vm.machines.vsubleq.run import TransformerRun
 from vm.repl import check_max_seconds
-from vm.repl.names import error_line
+from vm.repl.names import error_line, integer_value, shown_int
 from vm.runtime.compare import check_exact
 from vm.runtime.config import EngineConfig
 from vm.tools.progress import Progress, TimeLimitExceeded
@@ -206,7 +206,7 @@ class VsubleqRepl:
         report = self._advance(self.max_steps, SHOWN_STEPS)
         if not self.reference.halted and self.reference.steps - start == self.max_steps:
             report += (f"\nstopped after --max-steps ({self.max_steps:,}) steps; step asked "
-                       f"for {count:,}")
+                       f"for {shown_int(count, grouped=True)}")
         return report
 
     def _continue(self, argument: str) -> str:
@@ -272,7 +272,8 @@ def _decimal(text: str) -> int:
     and the assembler refuse them)."""
     if not DECIMAL.fullmatch(text):
         raise ValueError(text)
-    return int(text)
+    value = integer_value(text.lstrip("+-"))
+    return -value if text.startswith("-") else value
 
 
 def _count(text: str) -> int:
@@ -281,7 +282,7 @@ def _count(text: str) -> int:
     except ValueError:
         raise InputError(f"expected a number of steps, got '{text}'") from None
     if value < 1:
-        raise InputError(f"the number of steps must be positive, got {value}")
+        raise InputError(f"the number of steps must be positive, got {shown_int(value)}")
     return value
 
 
@@ -291,7 +292,7 @@ def _address(text: str, limit: int) -> int:
     except ValueError:
         raise InputError(f"expected an address, got '{text}'") from None
     if not 0 <= value < limit:
-        raise InputError(f"address {value} is outside 0..{limit - 1}")
+        raise InputError(f"address {shown_int(value)} is outside 0..{limit - 1}")
     return value
 
 
