@@ -151,6 +151,35 @@ def test_set_takes_numbers_only(session, value):
                                                       "a list of numbers")
 
 
+@pytest.mark.parametrize("line, stored", [
+    ("set x 007", [7]), ("set k -007", [-7]), ("set v [01, 002.5]", [1, 2.5]),
+    ("set x 1" + "0" * 14, [1e14]), ("set x +3", [3]), ("set x 5.", [5]), ("set x .5", [0.5]),
+])
+def test_set_reads_numbers_as_the_assembler_does(session, line, stored):
+    """`set x 007` said "'007' is not a number or a list of numbers" (Python's literals
+    refuse leading zeros), where a .fleq source holds `x: 007` as 7."""
+    name = line.split()[1]
+    assert session.execute(line).startswith(f"{name} = ")
+    assert printed(session, name).ravel().tolist() == stored
+
+
+@pytest.mark.parametrize("line, message", [
+    ("set x 1e-400", "1e-400 is below 2.23e-308, the smallest normal double: the machine "
+                     "flushes it to 0 (write 0)"),
+    ("set v [1, -5e-999]", "5e-999 is below 2.23e-308"),
+    ("set x 1" + "0" * 5000, "values must lie within |x| <= 2^50"),
+    ("set v [1, -1" + "0" * 5000 + "]", "values must lie within |x| <= 2^50"),
+    ("set x - 3", "'- 3' is not a number or a list of numbers"),
+    ("set x 1e5e5", "'1e5e5' is not a number or a list of numbers"),
+])
+def test_set_refuses_numbers_the_assembler_refuses(session, line, message):
+    """`set x 1e-400` stored 0 without a word, where the assembler refuses the literal (it is
+    0 only after float64 rounds it away); an integer past 4,300 digits was "not a number"."""
+    out = session.execute(line)
+    assert out.startswith("error: ") and message in out and "\n" not in out
+    assert printed(session, "x") == [4] and printed(session, "v").ravel().tolist() == [1, 2]
+
+
 def test_typed_instructions_run_once_through_the_machine_and_keep_the_pc(session):
     session.execute("step")
     out = session.execute("w = add(v, v)")

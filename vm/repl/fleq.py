@@ -143,33 +143,39 @@ def inline_real(value: float | np.ndarray) -> str:
     return " ".join(format_real(value).split())
 
 
-def _numbers_only(literal: object) -> bool:
-    """Whether a parsed literal is an int or float (not a bool), or lists of them."""
-    if isinstance(literal, (list, tuple)):
-        return all(_numbers_only(item) for item in literal)
-    return isinstance(literal, (int, float)) and not isinstance(literal, bool)
+NUMBER = re.compile(r"[+-]?(([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+([eE][+-]?[0-9]+)?)")
+"""A number as the assembler reads one (SIGNED_FLOAT or SIGNED_INT of assembler/fleq.lark)."""
+WORD = re.compile(r"[^\s\[\],]+")
+"""What stands between a list's brackets, commas and blanks: each must be a NUMBER (Python's
+0x10, 1_0, 0o7, True, "5" and None, which no source holds, are not)."""
+BEYOND = (f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about {MAGNITUDE:.3g}), the "
+          "magnitudes the machine keeps exact (docs/fleq_machine.md)")
 
 
-LITERAL = re.compile(r"[\s\[\],0-9.eE+-]*")
-"""The characters a value may hold: those of the assembler's decimal numbers (digits, a
-point, an exponent, signs) and a list's brackets and commas."""
+def _as_read(word: re.Match) -> str:
+    """One typed number as the assembler reads it, float(text), written back for
+    ast.literal_eval: Python's own literals refused leading zeros ('007', which a source holds
+    as 7) and integers past 4,300 digits ("not a number"), and took 1e-400 as 0, which the
+    assembler refuses."""
+    text = word.group()
+    if not NUMBER.fullmatch(text):
+        raise ValueError(text)
+    value = float(text)
+    if not np.isfinite(value):  # 1e999: finite as typed, past float64
+        raise InputError(BEYOND)
+    if abs(value) < SMALLEST_NORMAL and re.search(r"[1-9]", re.split(r"[eE]", text)[0]):
+        raise InputError(f"{text} is below {SMALLEST_NORMAL:.3g}, the smallest normal double: "
+                         "the machine flushes it to 0 (write 0)")
+    return repr(value)
 
 
 def parse_real_value(text: str, shape: tuple[int, int]) -> np.ndarray:
     """A number, or a literal list such as [[1, 2], [3, 4]], as a matrix of `shape`."""
     try:
-        if not LITERAL.fullmatch(text):  # Python's 0x10, 1_0 and 0o7, which no source holds
-            raise ValueError(text)
-        literal = ast.literal_eval(text.strip())
-        if not _numbers_only(literal):  # True, "5" and None were taken as 1, 5 and NaN
-            raise ValueError(text)
+        literal = ast.literal_eval(WORD.sub(_as_read, text).strip())
         value = np.asarray(literal, dtype=float)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         raise InputError(f"'{text}' is not a number or a list of numbers") from None
-    except OverflowError:  # an integer literal beyond float's range
-        raise InputError(f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about "
-                         f"{MAGNITUDE:.3g}), the magnitudes the machine keeps exact "
-                         "(docs/fleq_machine.md)") from None
     if value.ndim == 1 and shape[1] == 1:
         value = value[:, None]
     if value.ndim == 0 and shape == (1, 1):
@@ -177,16 +183,8 @@ def parse_real_value(text: str, shape: tuple[int, int]) -> np.ndarray:
     if value.shape != shape:
         raise InputError(f"the value has shape {'x'.join(map(str, value.shape)) or 'scalar'}, "
                          f"the variable is {shape[0]}x{shape[1]}")
-    if not np.isfinite(value).all():
-        raise InputError("values must be finite")
     if value.size and np.abs(value).max() > MAGNITUDE:  # as the assembler refuses them
-        raise InputError(f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about "
-                         f"{MAGNITUDE:.3g}), the magnitudes the machine keeps exact "
-                         "(docs/fleq_machine.md)")
-    tiny = value[(value != 0) & (np.abs(value) < SMALLEST_NORMAL)]
-    if tiny.size:  # as the assembler refuses them: the transformer held 0, the reference not
-        raise InputError(f"{tiny[0]:g} is below {SMALLEST_NORMAL:.3g}, the smallest normal "
-                         "double: the machine flushes it to 0 (write 0)")
+        raise InputError(BEYOND)
     return value
 
 
