@@ -192,31 +192,38 @@ class _FleqAssembler:
                              "double: the machine flushes it to 0 (write 0)", node)
         return value
 
+    def literal_value(self, node: lark.Tree) -> float:
+        """A value's literal (a cell's, an entry's, an operand's), refused at itself when
+        float64 cannot hold it or the machine cannot keep it exact: a matrix's 1e999 was
+        marked under the whole matrix."""
+        value = self.number(node)
+        if not np.isfinite(value):
+            raise self.error("values must be finite", node)
+        self.check_magnitude(np.array([value]), node)
+        return value
+
     def data_line(self, line: lark.Tree) -> None:
         name, value = line.children
         self.check_new_name(name)
         integer = False
         if value.data == "scalar":
             literal = value.children[0]
-            array = np.array([[self.number(literal)]])
+            array = np.array([[self.literal_value(literal)]])
             integer = literal.data == "integer"
         elif value.data == "zeros":
             array = np.zeros(self.shape(value.children[1]))
         elif value.data == "vector":
             entries = value.children[1]
             self.fitting_shape(len(entries.children), 1, entries)
-            array = np.array([[self.number(n)] for n in entries.children])
+            array = np.array([[self.literal_value(n)] for n in entries.children])
         else:
-            rows = [[self.number(n) for n in row.children] for row in
+            rows = [[self.literal_value(n) for n in row.children] for row in
                     value.children[2].children]
             shape = self.shape(value.children[1])
             if len(rows) != shape[0] or any(len(row) != shape[1] for row in rows):
                 raise self.error(f"matrix literal does not have the declared shape "
                                  f"{shape[0]}x{shape[1]}", value.children[2])
             array = np.array(rows)
-        if not np.isfinite(array).all():
-            raise self.error("values must be finite", value)
-        self.check_magnitude(array, value)
         cell = len(RESERVED) + len(self.variables)
         self.variables[str(name)] = Variable(str(name), cell, array.shape, integer,
                                              self.pos(name))
@@ -427,10 +434,7 @@ class _FleqAssembler:
     def constant(self, literal: lark.Tree) -> Variable:
         """The read-only cell holding `literal` (one per distinct value and kind)."""
         integer = literal.data == "integer"
-        value = self.number(literal)
-        if not np.isfinite(value):
-            raise self.error("values must be finite", literal)
-        self.check_magnitude(np.array([value]), literal)
+        value = self.literal_value(literal)
         key = (integer, value)
         if key not in self.constants:
             name = f"_const_{int(value) if integer else repr(value)}"

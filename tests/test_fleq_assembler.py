@@ -220,6 +220,11 @@ BAD = [
      "matrix literal does not have the declared shape 2x3", 2, 16),
     (".data\nM: .zeros 0x2\n.code\nhalt\n", "shapes need at least one row and one column", 2, 11),
     (".data\nx: 1e999\n.code\nhalt\n", "values must be finite", 2, 4),
+    # at the entry, not under the whole matrix (as a subnormal entry already was)
+    (".data\nM: .matrix 2x2 [[1, 1e999], [3, 4]]\n.code\nhalt\n", "values must be finite",
+     2, 21),
+    (".data\nv: .vector [1, -2e20]\n.code\nhalt\n", "values must lie within |x| <= 2^50",
+     2, 16),
     (".d 1\n.data\nx: 1.0\nM: .zeros 2x2\n.code\nhalt\n",
      "'M' is 2x2, larger than the block size d=1", 4, 1),
     # names
