@@ -261,8 +261,9 @@ def parse_located(parser: lark.Lark, text: str, file: str, directives: str | Non
         elif word.startswith("."):
             hint = f" (expected {directives})" if directives else ""
             message = f"unknown directive '{word}'{hint}"
-        else:
+        else:  # the character and the non-ASCII ones after it (漢字), not the ')' of '漢)'
             message = f"unexpected character '{error.char}'"
+            word = rest[:1] + re.match(r"[^\s!-~]*", rest[1:]).group()
         raise SourceError(message, file, text, error.line, error.column, len(word) or 1) from None
     except lark.UnexpectedToken as error:
         token = error.token

@@ -304,6 +304,18 @@ def test_a_caret_under_wide_characters_spans_both_columns_of_each():
     assert str(caught.value).split("\n")[2] == " " * 4 + " " * 5 + "^~~~"
 
 
+@pytest.mark.parametrize("line, caret", [
+    ("subleq x, y$z", "^"), ("subleq x, \x00x", "^"), ("subleq x, \u6f22)", "^~"),
+    ("subleq x, \u6f22\u5b57\u00e9x", "^~~~~"),
+])
+def test_an_unexpected_character_is_marked_without_the_text_after_it(line, caret):
+    """The caret ran to the next blank: under '$z' of 'y$z' and '漢)' of '漢)', though
+    'z' and ')' read well."""
+    with pytest.raises(SourceError) as caught:
+        assemble_sq(f".data\nx: 1\ny: 1\n.code\n{line}\n", "c.sq")
+    assert str(caught.value).split("\n")[2] == " " * (4 + 10 + (1 if "$" in line else 0)) + caret
+
+
 def test_a_source_of_comment_lines_past_the_token_limit_says_comments_count(tmp_path, capsys):
     path = tmp_path / "notes.sq"
     path.write_text("; a note\n" * 400_000 + ".code\nhalt\n")
