@@ -147,8 +147,21 @@ class _FleqAssembler:
         try:
             self.catalogue.make_block(str(name), **values)
         except InputError as error:
-            raise self.error(str(error), node) from None
+            # at the `key=value` that fails alone (an unknown key, a value out of range), at
+            # the directive when only the values together fail: it was always the directive
+            where = next((parameter for parameter in node.children[2:]
+                          if not self.block_takes(str(name), parameter)), node)
+            raise self.error(str(error), where) from None
         self.function_parameters[str(name)] = values
+
+    def block_takes(self, name: str, parameter: lark.Tree) -> bool:
+        """Whether block `name` takes the one setting `parameter` (key=value) alone."""
+        key, literal = parameter.children
+        try:
+            self.catalogue.make_block(name, **{str(key): self.number(literal)})
+        except InputError:
+            return False
+        return True
 
     def parameters(self, name: str) -> dict[str, float]:
         """Block `name`'s parameters as the run builds it: the defaults, then the file's

@@ -209,9 +209,16 @@ BAD = [
      f"block size must be between 1 and {MAX_BLOCK}", 1, 4),
     (".d 0\n.data\nx: 1.0\n.code\nhalt\n", "block size must be between", 1, 4),
     (".function foo\n.data\nx: 1.0\n.code\nhalt\n", "unknown function 'foo'", 1, 11),
-    (".function mul bogus=1\n.data\nx: 1.0\n.code\nhalt\n", "mul has no parameter 'bogus'", 1, 1),
-    (".function mul scale=2\n.data\nx: 1.0\n.code\nhalt\n", "mul.scale must be in (0, 1]", 1, 1),
+    # at the parameter that fails, not at the start of the directive
+    (".function mul bogus=1\n.data\nx: 1.0\n.code\nhalt\n", "mul has no parameter 'bogus'",
+     1, 15),
+    (".function mul scale=2\n.data\nx: 1.0\n.code\nhalt\n", "mul.scale must be in (0, 1]",
+     1, 15),
+    (".function inv terms=16 terms2=2.5\n.data\nx: 1.0\n.code\nhalt\n",
+     "inv has no parameter 'terms2'", 1, 24),
     (".function inv terms=2.5\n.data\nx: 1.0\n.code\nhalt\n", "inv.terms must be an integer",
+     1, 15),
+    (".function inv low=5 high=1\n.data\nx: 1.0\n.code\nhalt\n", "inv needs 0 < low < high",
      1, 1),
     # data
     (".data\nM: .matrix 2x2 [[1, 2], [3]]\n.code\nhalt\n",
