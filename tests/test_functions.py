@@ -25,3 +25,11 @@ def test_a_parameter_that_is_not_a_number_is_an_input_error(value):
     not convert string to float", naming no parameter."""
     with pytest.raises(InputError, match="inv.steps must be a number"):
         make_block("inv", steps=value)
+
+
+@pytest.mark.parametrize("name, listed", [("mul", "anchor, scale, span"), ("add", "none")])
+def test_an_unknown_parameter_names_the_block_s_parameters_as_words(name, listed):
+    """They were a Python list: "parameters: ['anchor', 'scale', 'span']"."""
+    with pytest.raises(InputError) as caught:
+        make_block(name, bogus=1)
+    assert str(caught.value) == f"{name} has no parameter 'bogus'; parameters: {listed}"

@@ -141,7 +141,7 @@ class FunctionBlock:
         unknown = set(values) - set(known)
         if unknown:
             raise ValueError(f"{self.name} has no parameter {sorted(unknown)[0]!r}; "
-                             f"parameters: {sorted(known) or 'none'}")
+                             f"parameters: {', '.join(sorted(known)) or 'none'}")
         for key, value in values.items():  # inv.high = inf divided by zero in the bound
             number = _parameter_value(value)
             if number is None:
