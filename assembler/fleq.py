@@ -370,8 +370,13 @@ class _FleqAssembler:
         try:
             result = routine.expand(call)
         except ValueError as error:
-            # a routine's KeywordError names the keyword: point at it when the user gave it
-            where = given.get(getattr(error, "keyword", ""), assignment)
+            # a routine's KeywordError names the keyword: point at it when the user gave it;
+            # its OperandError holds one of the call's operands: point at that one
+            culprit = getattr(error, "operand", None)
+            where = next((node for operand, node in zip((call.destination, *call.arguments),
+                                                        (destination, *positional))
+                          if operand is culprit),
+                         given.get(getattr(error, "keyword", ""), assignment))
             raise self.error(f"{routine.name}: {error}", where) from None
         # after the routine's own checks, so `iters=1e27` (or 1e999, inf) gets the keyword's
         # range rather than the machine's; a keyword the routine lets through must still fit

@@ -219,6 +219,20 @@ def test_bad_calls_are_located_errors(line, message):
     assert f"bad.fleq:{line_number}:" in str(caught.value)
 
 
+@pytest.mark.parametrize("line, column", [
+    ("Y0 = chunked_attention(X1, Wq, Wk, Wv)", 24), ("Y1 = chunked_attention(X0, Wq, Wk, Wv)", 1),
+    ("Y0 = chunked_attention(X0, Wq, Wk, Wq2)", 36),
+])
+def test_a_bad_operand_is_marked_at_the_operand(line, column):
+    """The caret ran under the whole call, though the message names one operand."""
+    source = PROGRAM.read_text().replace(
+        "    Y0 = chunked_attention(X0, Wq, Wk, Wv, n=16, m=4, score=2)", line)
+    source = source.replace(".data\n", ".data\nWq2: .zeros 4x3\n", 1)
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(source, "bad.fleq")
+    assert caught.value.column == column
+
+
 @pytest.mark.parametrize("score", [0.5, 1.0, 2.0, 3.0])
 def test_newton_steps_reach_the_unit_roundoff_for_the_worst_diagonal(score):
     """From X_0 = I / cosh(score), d in [e^-score, e^score] has error tanh(score)^(2^k):

@@ -142,6 +142,21 @@ def test_bad_routine_calls_are_located(line, message):
     assert message in str(caught.value) and "bad.fleq:8:" in str(caught.value)
 
 
+@pytest.mark.parametrize("line, caret", [
+    ("X = inverse(R, iters=3)", "            ^"), ("v = inverse(A, iters=3)", "^"),
+    ("X = power_iteration(A)", "^"), ("s = rayleigh(A, X)", "                ^"),
+    ("s = rayleigh(v, v)", "             ^"),
+])
+def test_a_bad_routine_operand_is_marked_at_the_operand(line, caret):
+    """The caret ran under the whole call, though the message names one operand."""
+    source = (".data\nA: .matrix 2x2 [[1.0, 0.0], [0.0, 2.0]]\n"
+              "R: .matrix 2x3 [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]\nX: .zeros 2x2\n"
+              f"v: .zeros 2x1\ns: 0.0\n.code\n{line}\nhalt\n")
+    with pytest.raises(SourceError) as caught:
+        FLEQ.assemble_text(source, "bad.fleq")
+    assert str(caught.value).split("\n")[2] == "    " + caret
+
+
 @pytest.mark.parametrize("line, message", [
     ("X = inverse(A, iters=1e400)", "inverse: iters must be an integer from 1 to 1000000, got inf"),
     # the keyword's own range, not the machine's magnitudes, past 2^50 too

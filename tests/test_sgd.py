@@ -239,5 +239,5 @@ def test_an_integer_counter_as_weights_is_refused_at_the_call(line):
               f"{line}\nhalt\n")
     with pytest.raises(SourceError) as caught:
         FLEQ.assemble_text(source, "bad.fleq")
-    assert str(caught.value).startswith("bad.fleq:8:1: error: ")
+    assert str(caught.value).startswith(f"bad.fleq:8:{line.index('k,') + 1}: error: ")  # at k
     assert "the weight matrix 'k' is an integer counter" in caught.value.message

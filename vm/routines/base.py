@@ -31,19 +31,19 @@ def matrix_literal(values: np.ndarray | list[list[float]]) -> str:
 
 
 def expect_shape(operand: "Operand", shape: Shape, role: str) -> None:
-    """ValueError naming the operand by its role unless it has `shape`."""
+    """OperandError naming the operand by its role unless it has `shape`."""
     if operand.shape != shape:
-        raise ValueError(f"{role} '{operand.name}' must be {shape[0]}x{shape[1]}, is "
-                         f"{operand.shape[0]}x{operand.shape[1]}")
+        raise OperandError(operand, f"{role} '{operand.name}' must be {shape[0]}x{shape[1]}, "
+                                    f"is {operand.shape[0]}x{operand.shape[1]}")
 
 
 def expect_real(operand: "Operand", role: str) -> None:
-    """ValueError naming the operand by its role when it is an integer counter the expansion
+    """OperandError naming the operand by its role when it is an integer counter the expansion
     writes real values to: `k = rayleigh(A, v)` failed inside the expansion, at a line of a
     program the user never wrote."""
     if operand.integer:
-        raise ValueError(f"{role} '{operand.name}' is an integer counter; the routine writes "
-                         "real values to it")
+        raise OperandError(operand, f"{role} '{operand.name}' is an integer counter; the "
+                                    "routine writes real values to it")
 
 
 class KeywordError(ValueError):
@@ -53,6 +53,16 @@ class KeywordError(ValueError):
     def __init__(self, keyword: str, message: str) -> None:
         super().__init__(message)
         self.keyword = keyword
+
+
+class OperandError(ValueError):
+    """A bad operand (its shape, its kind): the assembler points at it in the user's source
+    rather than at the whole call. `operand` is the call's own Operand (the destination or
+    an argument), so a name passed twice is told apart by position."""
+
+    def __init__(self, operand: "Operand", message: str) -> None:
+        super().__init__(message)
+        self.operand = operand
 
 
 def count_keyword(call: "RoutineCall", name: str, maximum: int) -> int:
@@ -75,8 +85,8 @@ def register_routine(routine: Routine) -> Routine:
     return routine
 
 
-__all__ = ["ROUTINES", "Expansion", "KeywordError", "Operand", "Routine", "RoutineCall",
-           "count_keyword", "expect_real", "expect_shape", "matrix_literal",
+__all__ = ["ROUTINES", "Expansion", "KeywordError", "Operand", "OperandError", "Routine",
+           "RoutineCall", "count_keyword", "expect_real", "expect_shape", "matrix_literal",
            "register_routine"]
 """What a routine module needs, in one import (the signature types live in
 `vm.common.signatures`, where the assembler reads them)."""

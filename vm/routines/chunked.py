@@ -56,8 +56,8 @@ import math
 import numpy as np
 
 from vm.common.geometry import MAX_COLUMNS
-from vm.routines.base import (Expansion, KeywordError, Operand, Routine, RoutineCall,
-                              expect_real, expect_shape, matrix_literal)
+from vm.routines.base import (Expansion, KeywordError, Operand, OperandError, Routine,
+                              RoutineCall, expect_real, expect_shape, matrix_literal)
 from vm.routines import register_routine
 
 TOLERANCE = 2.0 ** -53
@@ -78,8 +78,9 @@ def newton_iterations(score: float) -> int:
 
 def _stem(operand: Operand, role: str) -> str:
     if not operand.name.endswith("0"):
-        raise ValueError(f"the {role} '{operand.name}' must name chunk 0 (a name ending in 0; "
-                         f"the other chunks are the same name ending in 1, 2, ...)")
+        raise OperandError(operand, f"the {role} '{operand.name}' must name chunk 0 (a name "
+                                    "ending in 0; the other chunks are the same name ending "
+                                    "in 1, 2, ...)")
     return operand.name[:-1]
 
 
@@ -94,7 +95,7 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
         raise KeywordError("n", f"n={n:g} must be a positive multiple of m={m:g}")
     width, length = x0.shape
     if length != m:
-        raise ValueError(f"the chunk '{x0.name}' has {length} tokens (columns), m is {m:g}")
+        raise OperandError(x0, f"the chunk '{x0.name}' has {length} tokens (columns), m is {m:g}")
     heads = wq.shape[1]
     for weight in (wq, wk, wv):
         expect_shape(weight, (width, heads), "the weight")

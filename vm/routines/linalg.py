@@ -29,8 +29,8 @@ import math
 import numpy as np
 
 from vm.functions.base import FunctionBlock
-from vm.routines.base import (Expansion, Operand, Routine, RoutineCall, count_keyword,
-                              expect_real, matrix_literal, register_routine)
+from vm.routines.base import (Expansion, Operand, OperandError, Routine, RoutineCall,
+                              count_keyword, expect_real, matrix_literal, register_routine)
 
 NEWTON_STEPS = 3
 """Newton steps after rsqrt's ~1 % guess: the relative error goes 1e-2, 1.5e-4, 3e-8, 1e-15."""
@@ -39,9 +39,10 @@ NEWTON_STEPS = 3
 def _square(operand: Operand) -> int:
     rows, columns = operand.shape
     if rows != columns:
-        raise ValueError(f"'{operand.name}' must be a square matrix, got {rows}x{columns}")
+        raise OperandError(operand, f"'{operand.name}' must be a square matrix, got "
+                                    f"{rows}x{columns}")
     if operand.integer:
-        raise ValueError(f"'{operand.name}' is an integer counter, not a matrix")
+        raise OperandError(operand, f"'{operand.name}' is an integer counter, not a matrix")
     return rows
 
 
@@ -60,8 +61,8 @@ def _iterations(call: RoutineCall, name: str = "iters") -> int:
 
 def _expect(operand: Operand, shape: tuple[int, int], what: str) -> None:
     if operand.shape != shape:
-        raise ValueError(f"'{operand.name}' must be {what} ({shape[0]}x{shape[1]}), got "
-                         f"{operand.shape[0]}x{operand.shape[1]}")
+        raise OperandError(operand, f"'{operand.name}' must be {what} ({shape[0]}x{shape[1]}), "
+                                    f"got {operand.shape[0]}x{operand.shape[1]}")
 
 
 def _counter(call: RoutineCall, iterations: int) -> tuple[list[str], str, str]:

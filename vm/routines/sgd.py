@@ -27,8 +27,8 @@ cell, named with its unique `_` prefix.
 from __future__ import annotations
 
 from vm.functions.activations import ACTIVATIONS
-from vm.routines.base import (Expansion, KeywordError, Routine, RoutineCall, expect_real,
-                              expect_shape)
+from vm.routines.base import (Expansion, KeywordError, OperandError, Routine, RoutineCall,
+                              expect_real, expect_shape)
 from vm.routines import register_routine
 
 ACTIVATION_CODES = {0: "tanh", 1: "sigmoid", 2: "relu"}
@@ -46,8 +46,8 @@ def activation_code(name: str) -> int:
 def _loss_destination(call: RoutineCall) -> None:
     destination = call.destination
     if destination.shape != (1, 1) or destination.integer:
-        raise ValueError(f"the destination '{destination.name}' receives the loss: a real "
-                         "scalar (like 0.0)")
+        raise OperandError(destination, f"the destination '{destination.name}' receives the "
+                                        "loss: a real scalar (like 0.0)")
 
 
 def _learning_rate(call: RoutineCall) -> float:
