@@ -142,7 +142,7 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
     low, high = word_range(bits)
     for line_number, row in memory_rows:
         if not low <= row[0] <= high:
-            raise SourceError(f"value {row[0]} does not fit in a {bits}-bit word "
+            raise SourceError(f"value {row[0]} does not fit in {bits}-bit words "
                               f"(range {low}..{high})", str(memory), memory_text, line_number,
                               *_field_span(memory_text, line_number, 0))
     text, rows = _read(commands, ["a", "b", "c"])

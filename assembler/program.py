@@ -79,7 +79,7 @@ class Program:
         low, high = word_range(self.bits)
         if not all(low <= value <= high for value in self.memory):
             bad = next(v for v in self.memory if not low <= v <= high)
-            raise InputError(f"{source}: memory value {bad} does not fit a {self.bits}-bit word")
+            raise InputError(f"{source}: memory value {bad} does not fit in {self.bits}-bit words")
         eof_a, eof_b = self.eof_operands
         if not (0 <= eof_a < cells and 0 <= eof_b < cells):
             raise InputError(f"{source}: EOF operands {self.eof_operands} outside memory")

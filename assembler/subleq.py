@@ -298,7 +298,7 @@ class _Assembler:
         low, high = word_range(bits)
         for value, node in self.literals:
             if not low <= value <= high:
-                raise self.error(f"value {value} does not fit in a {bits}-bit word "
+                raise self.error(f"value {value} does not fit in {bits}-bit words "
                                  f"(range {low}..{high})", node)
         return bits
 

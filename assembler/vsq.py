@@ -185,7 +185,7 @@ class _Assembler:
         low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
         for value, node in words:
             if not low <= value <= high:
-                raise self.error(f"value {value} does not fit in a {bits}-bit word "
+                raise self.error(f"value {value} does not fit in {bits}-bit words "
                                  f"(range {low}..{high})", node)
         symbols = {name: address for name, (address, _) in self.labels.items()}
         if self.zero_use is not None:

@@ -90,7 +90,7 @@ def test_geometry_overrides_apply(capsys):
     (["run", "missing.sq"], "cannot read missing.sq"),
     (["run"], "no program given"),
     (["run", "x.txt"], "unknown program type"),
-    (["asm", FACTORIAL, "--bits", "3"], "does not fit in a 3-bit word"),
+    (["asm", FACTORIAL, "--bits", "3"], "does not fit in 3-bit words"),
 ])
 def test_console_script_reports_bad_input_with_exit_2_and_no_traceback(argv, message):
     done = subprocess.run([sys.executable, "-m", "vm.cli", *argv], capture_output=True,

@@ -51,7 +51,7 @@ def test_bad_csv_is_reported_at_its_line(tmp_path, commands, memory, line, messa
 
 def test_memory_value_out_of_range_for_given_bits(tmp_path):
     cmds, mem = write_pair(tmp_path, "a,b,c\n2,3,5\n", "mem\n0\n-1\n300\n")
-    with pytest.raises(SourceError, match="value 300 does not fit in a 8-bit word"):
+    with pytest.raises(SourceError, match="value 300 does not fit in 8-bit words"):
         load_csv(cmds, mem, scratch=2, bits=8)
     assert load_csv(cmds, mem, scratch=2).bits == 10
 
@@ -105,7 +105,7 @@ def test_a_value_no_word_holds_is_named_at_its_line_not_as_bits(tmp_path):
     with pytest.raises(SourceError) as caught:
         load_csv(cmds, mem)
     message = str(caught.value)
-    assert "value " + "9" * 30 + " does not fit in a 64-bit word" in message
+    assert "value " + "9" * 30 + " does not fit in 64-bit words" in message
     assert ":4:" in message and "--bits" not in message
 
 

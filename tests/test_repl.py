@@ -109,7 +109,7 @@ def test_step_executes_one_or_k_instructions_and_shows_what_changed(repl):
     ("print " + "0" * 10 + "9" * 5000, "address about 10^5000 outside memory (cells 0..9)"),
     ("watch 0x" + "f" * 4000, "address about 10^4816 outside memory (cells 0..9)"),
     ("set n 0b" + "1" * 20000,
-     "value about 10^6021 does not fit a 16-bit word (range -32768..32767)"),
+     "value about 10^6021 does not fit in 16-bit words (range -32768..32767)"),
     ("delete " + "9" * 5000, "no breakpoint or watch about 10^5000"),
     ("step -" + "9" * 5000, "expected a positive count, got about -10^5000"),
 ])
@@ -184,7 +184,7 @@ def test_set_edits_both_engines_within_the_word_size(countdown):
     assert value(countdown, "x") == "127"
     assert countdown.execute("set xs+1 -128") == "xs+1 = -128 (was 5)"
     assert countdown.execute("set x 128") == \
-        "error: value 128 does not fit a 8-bit word (range -128..127)"
+        "error: value 128 does not fit in 8-bit words (range -128..127)"
     assert countdown.execute("set xs 1").startswith("error: 'xs' is an array of 3 cells")
     assert countdown.execute("set 0 5").startswith("error: cell 0 is reserved")
     assert countdown.execute("set x") == "error: usage: set NAME VALUE"

@@ -73,7 +73,7 @@ def test_mnemonics_and_directives_ignore_case_and_bits_sets_the_word_size() -> N
     ("x: .word 0\nx: .word 1\n", "t.vsq:2:1:", "duplicate label 'x' (first defined at "
                                                "t.vsq:1:1)"),
     ("subleq x, y $\n", "t.vsq:1:13:", "unexpected character '$'"),
-    (".bits 8\nx: .word 5, 128\n", "t.vsq:2:13:", "value 128 does not fit in a 8-bit word"),
+    (".bits 8\nx: .word 5, 128\n", "t.vsq:2:13:", "value 128 does not fit in 8-bit words"),
     (".bits 8\nsubleq x, x, -129\nx: .word 0\n", "t.vsq:2:14:", "value -129 does not fit"),
     ("move x, y\n", "t.vsq:1:1:", "unknown mnemonic 'move'"),
     ("subleq x\n", "t.vsq:1:1:", "'subleq' takes 2 or 3 operands, got 1"),

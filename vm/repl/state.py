@@ -213,8 +213,8 @@ class LockstepMachine(Lockstep):
         """Store `value` at `address` on both engines (between passes)."""
         low, high = word_range(self.program.bits)
         if not low <= value <= high:
-            raise InputError(f"value {shown_int(value)} does not fit a "
-                             f"{self.program.bits}-bit word (range {low}..{high})")
+            raise InputError(f"value {shown_int(value)} does not fit in "
+                             f"{self.program.bits}-bit words (range {low}..{high})")
         if not 0 <= address < len(self.program.memory):
             raise InputError(f"address {shown_int(address)} outside memory "
                              f"(cells 0..{len(self.program.memory) - 1})")
