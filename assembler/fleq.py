@@ -210,8 +210,9 @@ class _FleqAssembler:
         float64 cannot hold it or the machine cannot keep it exact: a matrix's 1e999 was
         marked under the whole matrix."""
         value = self.number(node)
-        if not np.isfinite(value):
-            raise self.error("values must be finite", node)
+        if not np.isfinite(value):  # the grammar has no inf: a literal past float64's range
+            raise self.error("the number is too large for float64 (at most "
+                             f"{np.finfo(np.float64).max:.4g})", node)
         self.check_magnitude(np.array([value]), node)
         return value
 

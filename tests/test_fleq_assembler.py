@@ -226,10 +226,10 @@ BAD = [
     (".data\nM: .matrix 2x3 [[1, 2], [3, 4]]\n.code\nhalt\n",
      "matrix literal does not have the declared shape 2x3", 2, 16),
     (".data\nM: .zeros 0x2\n.code\nhalt\n", "shapes need at least one row and one column", 2, 11),
-    (".data\nx: 1e999\n.code\nhalt\n", "values must be finite", 2, 4),
+    (".data\nx: 1e999\n.code\nhalt\n", "too large for float64 (at most 1.798e+308)", 2, 4),
     # at the entry, not under the whole matrix (as a subnormal entry already was)
-    (".data\nM: .matrix 2x2 [[1, 1e999], [3, 4]]\n.code\nhalt\n", "values must be finite",
-     2, 21),
+    (".data\nM: .matrix 2x2 [[1, 1e999], [3, 4]]\n.code\nhalt\n",
+     "too large for float64 (at most 1.798e+308)", 2, 21),
     (".data\nv: .vector [1, -2e20]\n.code\nhalt\n", "values must lie within |x| <= 2^50",
      2, 16),
     (".d 1\n.data\nx: 1.0\nM: .zeros 2x2\n.code\nhalt\n",
@@ -274,7 +274,7 @@ BAD = [
      "'n' is written by this instruction and tested by its branch", 7, 20),
     # literals, copies and comparisons
     (DATA + "2.0 = add(x, x)\n", "cannot assign to the literal 2.0", 7, 1),
-    (DATA + "x = add(x, 1e400)\n", "values must be finite", 7, 12),
+    (DATA + "x = add(x, 1e400)\n", "too large for float64 (at most 1.798e+308)", 7, 12),
     (DATA + "n = add(n, 1.0)\n", "write the integer literal 1.0 without a fraction", 7, 12),
     (DATA + "n = add(n, x)\n", "'n' is an integer counter; add of these operands", 7, 1),
     (DATA + "n = 2.5\n", "'n' is an integer counter; 2.5 is a real literal", 7, 5),
