@@ -126,6 +126,14 @@ def test_power_iteration_and_rayleigh_agree_with_numpy(n, iters):
     assert abs(got["lam"] - lam[0]) <= lam_bound + abs(exact["lam"] - lam[0])
 
 
+def call_source(line: str) -> str:
+    """A program whose 8th line is `line`, a routine call on A (2x2), R (2x3), X (2x2),
+    v (2x1) or s (a real)."""
+    return (".data\nA: .matrix 2x2 [[1.0, 0.0], [0.0, 2.0]]\n"
+            "R: .matrix 2x3 [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]\nX: .zeros 2x2\n"
+            f"v: .zeros 2x1\ns: 0.0\n.code\n{line}\nhalt\n")
+
+
 @pytest.mark.parametrize("line, message", [
     ("X = inverse(R, iters=3)", "'R' must be a square matrix, got 2x3"),
     ("v = inverse(A, iters=3)", "'v' must be the shape of A (2x2), got 2x1"),
@@ -134,11 +142,8 @@ def test_power_iteration_and_rayleigh_agree_with_numpy(n, iters):
     ("s = rayleigh(A, X)", "'X' must be a vector as long as A (2x1), got 2x2"),
 ])
 def test_bad_routine_calls_are_located(line, message):
-    source = (".data\nA: .matrix 2x2 [[1.0, 0.0], [0.0, 2.0]]\n"
-              "R: .matrix 2x3 [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]\nX: .zeros 2x2\n"
-              f"v: .zeros 2x1\ns: 0.0\n.code\n{line}\nhalt\n")
     with pytest.raises(SourceError) as caught:
-        FLEQ.assemble_text(source, "bad.fleq")
+        FLEQ.assemble_text(call_source(line), "bad.fleq")
     assert message in str(caught.value) and "bad.fleq:8:" in str(caught.value)
 
 
@@ -149,11 +154,8 @@ def test_bad_routine_calls_are_located(line, message):
 ])
 def test_a_bad_routine_operand_is_marked_at_the_operand(line, caret):
     """The caret ran under the whole call, though the message names one operand."""
-    source = (".data\nA: .matrix 2x2 [[1.0, 0.0], [0.0, 2.0]]\n"
-              "R: .matrix 2x3 [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]\nX: .zeros 2x2\n"
-              f"v: .zeros 2x1\ns: 0.0\n.code\n{line}\nhalt\n")
     with pytest.raises(SourceError) as caught:
-        FLEQ.assemble_text(source, "bad.fleq")
+        FLEQ.assemble_text(call_source(line), "bad.fleq")
     assert str(caught.value).split("\n")[2] == "    " + caret
 
 
