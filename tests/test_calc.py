@@ -136,6 +136,17 @@ def test_inputs_outside_the_blocks_are_refused_with_a_caret(expression, inputs, 
     assert message in caught.value.message
 
 
+@pytest.mark.parametrize("expression, inputs, caret", [
+    ("1/0", {}, "      ^"), ("2/(a-a)", {"a": 3.0}, "       ^~~"), ("1/x", {"x": 0.0}, "      ^"),
+])
+def test_division_by_an_exact_zero_is_named_at_the_divisor(expression, inputs, caret):
+    """It was inv's domain, 'here its operands can lie in [0, 0]', under the whole `1/0`."""
+    with pytest.raises(SourceError) as caught:
+        calculate(expression, inputs)
+    assert caught.value.message.startswith("division by zero")
+    assert str(caught.value).splitlines()[2] == caret
+
+
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     captured = capsys.readouterr()
@@ -171,7 +182,7 @@ def test_cli_json_and_show(capsys):
     # float() reads other scripts' digits: x=٥ (Arabic-Indic five) ran as 5
     (["calc", "x", "--set", "x=\u0665"], "--set x=\u0665: expected NAME=NUMBER"),
     (["calc", "x", "--set", "x=1_0"], "--set x=1_0: expected NAME=NUMBER"),
-    (["calc", "1/x", "--set", "x=0"], "inv is accurate only for"),
+    (["calc", "1/x", "--set", "x=0"], "<expression>:1:3: error: division by zero"),
     (["calc", "1e400+1"], "<expression>:1:1: error: the number is too large for float64"),
     (["calc", "2*-1e999", "--show"], "<expression>:1:4: error: the number is too large"),
     (["calc", "1+1e-400"], "<expression>:1:3: error: the number is too small for float64"),

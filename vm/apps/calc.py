@@ -120,7 +120,7 @@ class _Compiler:
         assert isinstance(node, Operation)
         op, operands = node.op, node.operands
         if op == "div" and isinstance(operands[0], Number) and operands[0].value == 1:
-            return self.emit(node, "inv", self.cell(operands[1]))
+            return self.emit(operands[1], "inv", self.cell(operands[1]))  # at the divisor
         if op == "div" and isinstance(operands[1], Number) and operands[1].value == 100:
             return self.emit(node, "percentage", self.cell(operands[0]))
         if op == "div":
@@ -268,6 +268,9 @@ def error_bound(compiled: Compiled, blocks: dict[str, FunctionBlock], exact: dic
         if flushed is not None:
             raise SourceError(flushed, SOURCE_NAME, compiled.expression, 1, step.node.column,
                               step.node.width)
+        if step.function == "inv" and x[0] == 0:  # inv's domain, 'in [0, 0]', said it
+            raise SourceError("division by zero: the divisor is exactly 0", SOURCE_NAME,
+                              compiled.expression, 1, step.node.column, step.node.width)
         domain = block.domain()
         if domain.applies_to == "operands":
             intervals = [(v - w, v + w) for v, w in zip(x, e)]
