@@ -55,6 +55,27 @@ def _parser() -> lark.Lark:
     return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 
+@lru_cache(maxsize=1)
+def _number_patterns() -> tuple[re.Pattern, ...]:
+    parser = _parser()
+    return tuple(re.compile(parser.get_terminal(name).pattern.to_regexp())
+                 for name in ("SIGNED_FLOAT", "SIGNED_INT"))
+
+
+def is_number(text: str) -> bool:
+    """Whether `text` is a number as a .fleq source writes one (the grammar's SIGNED_FLOAT or
+    SIGNED_INT): what other readers of typed values (the REPL's `set`) accept."""
+    return any(pattern.fullmatch(text) for pattern in _number_patterns())
+
+
+def underflows(text: str, value: float) -> bool:
+    """Whether the decimal `text`, read as `value`, is nonzero and below float64's smallest
+    normal number: 1e-400 reads as 0 and 1e-310 is subnormal, and the machine flushes both
+    to 0, so sources, the calculator and the REPL refuse them."""
+    return (abs(value) < SMALLEST_NORMAL
+            and re.search(r"[1-9]", re.split(r"[eE]", text)[0]) is not None)
+
+
 @dataclass
 class _Statement:
     """A code statement waiting for pass 2: its tree, the labels naming it, and the
@@ -199,8 +220,7 @@ class _FleqAssembler:
         Python reads as 0) is an error: the machine flushes such values to 0."""
         text = str(node.children[0])
         value = float(text)
-        digits = text.lower().split("e")[0]
-        if abs(value) < SMALLEST_NORMAL and any(d in digits for d in "123456789"):
+        if underflows(text, value):
             raise self.error(f"{text} is below {SMALLEST_NORMAL:.3g}, the smallest normal "
                              "double: the machine flushes it to 0 (write 0)", node)
         return value

@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from assembler.diagnostics import SourceError
+from assembler.fleq import underflows
 from assembler.expression import SOURCE_NAME, Name, Node, Number, Operation, parse_expression
 from vm.isa import FLEQ
 from assembler.fleq_program import FleqProgram
@@ -70,14 +71,6 @@ UNDERFLOW = (f"the number is too small for float64 (it rounds to 0, or lies belo
 
 BEYOND = (f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about {MAGNITUDE:.3g}), the "
           f"magnitudes the machine keeps exact (docs/fleq_machine.md)")
-
-
-def underflows(text: str, value: float) -> bool:
-    """Whether `text`, a nonzero decimal, is below float64's smallest normal number: 1e-400
-    became 0 and printed 0 as the exact value; 1e-320 is subnormal, the machine flushes it
-    to 0, and the blocks' bounds (which assume normal numbers) said the error exceeded 0."""
-    return (abs(value) < np.finfo(np.float64).tiny
-            and re.search(r"[1-9]", re.split(r"[eE]", text)[0]) is not None)
 
 
 class _Compiler:

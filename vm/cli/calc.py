@@ -47,7 +47,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def parse_inputs(settings: list[str]) -> dict[str, float]:
-    from vm.apps.calc import OVERFLOW, UNDERFLOW, underflows
+    from assembler.fleq import underflows
+    from vm.apps.calc import OVERFLOW, UNDERFLOW
 
     inputs: dict[str, float] = {}
     for setting in settings:

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import COMPARE_CELL, DIFFERENCE_CELL, SMALLEST_NORMAL
+from assembler.fleq import (COMPARE_CELL, DIFFERENCE_CELL, SMALLEST_NORMAL, is_number,
+                            underflows)
 from vm.isa import FLEQ
 from assembler.fleq_program import (ONE_CELL, RESERVED, FleqInstruction, FleqProgram,
                                     Variable, padded)
@@ -143,11 +144,9 @@ def inline_real(value: float | np.ndarray) -> str:
     return " ".join(format_real(value).split())
 
 
-NUMBER = re.compile(r"[+-]?(([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+([eE][+-]?[0-9]+)?)")
-"""A number as the assembler reads one (SIGNED_FLOAT or SIGNED_INT of assembler/fleq.lark)."""
 WORD = re.compile(r"[^\s\[\],]+")
 """What stands between a list's brackets, commas and blanks: each must be a NUMBER (Python's
-0x10, 1_0, 0o7, True, "5" and None, which no source holds, are not)."""
+0x10, 1_0, 0o7, True, "5" and None, which no source holds, are not: `is_number`)."""
 BEYOND = (f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about {MAGNITUDE:.3g}), the "
           "magnitudes the machine keeps exact (docs/fleq_machine.md)")
 
@@ -158,12 +157,12 @@ def _as_read(word: re.Match) -> str:
     as 7) and integers past 4,300 digits ("not a number"), and took 1e-400 as 0, which the
     assembler refuses."""
     text = word.group()
-    if not NUMBER.fullmatch(text):
+    if not is_number(text):
         raise ValueError(text)
     value = float(text)
     if not np.isfinite(value):  # 1e999: finite as typed, past float64
         raise InputError(BEYOND)
-    if abs(value) < SMALLEST_NORMAL and re.search(r"[1-9]", re.split(r"[eE]", text)[0]):
+    if underflows(text, value):
         raise InputError(f"{text} is below {SMALLEST_NORMAL:.3g}, the smallest normal double: "
                          "the machine flushes it to 0 (write 0)")
     return repr(value)
