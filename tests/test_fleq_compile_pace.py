@@ -16,7 +16,8 @@ SCRIPT = "fleq_compile_pace.py"
 
 
 def test_the_traced_halves_leave_x_equal_to_the_full_pass_on_the_cpu():
-    done = run_example(SCRIPT, "--device", "cpu", "--backend", "eager", "--seconds", "0.1", "calculator")
+    done = run_example(SCRIPT, "--device", "cpu", "--backend", "eager", "--seconds", "0.1",
+                       "calculator")
     assert done.returncode == 0, done.stderr
     rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith("| ")]
     compiled = [row for row in rows if "halves compiled (eager)" in row[1]]
