@@ -25,7 +25,7 @@ from vm.machines.vsubleq.punchcard import VState, encode_state
 from vm.machines.vsubleq.reference import Image, Reference, Step
 from vm.machines.vsubleq.run import TransformerRun
 from vm.repl import check_max_seconds
-from vm.repl.names import error_line, integer_value, shown_int
+from vm.repl.names import error_line, parse_int, shown_int
 from vm.runtime.compare import check_exact
 from vm.runtime.config import EngineConfig
 from vm.tools.progress import Progress, TimeLimitExceeded
@@ -272,8 +272,7 @@ def _decimal(text: str) -> int:
     and the assembler refuse them)."""
     if not DECIMAL.fullmatch(text):
         raise ValueError(text)
-    value = integer_value(text.lstrip("+-"))
-    return -value if text.startswith("-") else value
+    return parse_int(text)
 
 
 def _count(text: str) -> int:
