@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -47,6 +48,20 @@ def test_bench_json_rows_carry_the_reference_and_the_ratio(capsys):
     assert row["ratio"] == pytest.approx(row["transformer_steps_per_second"]
                                          / row["reference_steps_per_second"])
     assert row["threads"] >= 1 and row["warmup_seconds"] > 0
+
+
+def test_bench_reports_how_a_pass_grows_with_n_from_its_own_rows(capsys):
+    """Issue 14's n^0.3 target was read off the table by hand; the bench now says it, from
+    the rates it printed."""
+    assert main(["bench", "--columns", "16,24", "--batch", "1", "--seconds", "0.05",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    rates = {row["columns"]: row["transformer_steps_per_second"] for row in report["rows"]}
+    [found] = report["growth"]
+    assert (found["batch"], found["fewest"], found["most"]) == (1, 16, 24)
+    assert found["exponent"] == pytest.approx(math.log(rates[16] / rates[24]) / math.log(1.5))
+    assert main(["bench", "--columns", "16,24", "--batch", "1", "--seconds", "0.05"]) == 0
+    assert "batch 1: a pass costs ~ n^" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("seconds", ["-1", "0", "inf", "nan", "x", "1e308", "3601"])

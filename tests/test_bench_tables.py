@@ -3,7 +3,10 @@ that is not zero as such, the way the JSON gives it."""
 
 from __future__ import annotations
 
-from vm.tools.bench import BenchRow, FleqBenchRow, format_fleq_table, format_table
+import math
+
+from vm.tools.bench import (BenchRow, FleqBenchRow, format_fleq_table, format_growth,
+                            format_table, growth)
 from vm.tools.vsubleq_bench import VsubleqBenchRow, format_vsubleq_table
 
 
@@ -34,3 +37,21 @@ def test_a_slow_vsubleq_row_shows_its_rate_instead_of_zero():
                           0.02, 80.0, 322_955.0, 0.5)
     assert cells(format_vsubleq_table([row]))[11:16] == ["0.02", "80.000", "322,955", "+50.0%",
                                                           "6.19e-08"]
+
+
+def rate_row(columns: int, batch: int, steps_per_second: float) -> BenchRow:
+    return BenchRow(columns, batch, "cpu", "float32", "masked", "fused", 1, steps_per_second,
+                    0.1, 400_000.0, 0.0, 0)
+
+
+def test_growth_reads_the_exponent_between_the_fewest_and_the_most_columns():
+    """Batch 1 halves its rate from n = 64 to 4096 (64x the columns): cost ~ n^(1/6); the
+    middle n does not enter. Batch 256 measured at one n has no growth; a rate of 0 gives
+    NaN, not a division error."""
+    rows = [rate_row(4096, 1, 50_000.0), rate_row(64, 1, 100_000.0), rate_row(1024, 1, 1.0),
+            rate_row(64, 256, 300_000.0), rate_row(16, 4, 0.0), rate_row(64, 4, 10.0)]
+    found = growth(rows)
+    assert [(item.batch, item.fewest, item.most) for item in found] == [(1, 64, 4096),
+                                                                         (4, 16, 64)]
+    assert math.isclose(found[0].exponent, 1 / 6) and math.isnan(found[1].exponent)
+    assert format_growth(found[:1]) == "batch 1: a pass costs ~ n^0.17 from n = 64 to 4096"

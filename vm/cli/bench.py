@@ -170,7 +170,7 @@ def run_fleq(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import torch  # see `run_fleq`
 
-    from vm.tools.bench import bench, format_table
+    from vm.tools.bench import bench, format_growth, format_table, growth
 
     config = EngineConfig(dtype=args.dtype, device=args.device, attention=args.attention,
                           threads=args.threads, evaluation=args.evaluation)
@@ -179,14 +179,21 @@ def run(args: argparse.Namespace) -> int:
     device = torch.cuda.get_device_name() if config.device.startswith("cuda") else \
         f"cpu ({torch.get_num_threads()} cores available to torch)"
     title = f"SUBLEQ looped transformer, N = 8-bit words, {device}, torch {torch.__version__}"
-    _report(title, [row.as_dict() for row in rows], format_table(rows), args.json)
+    grows = growth(rows)
+    _report(title, [row.as_dict() for row in rows], format_table(rows), args.json,
+            {"growth": [item.as_dict() for item in grows]}, format_growth(grows))
     return 0
 
 
-def _report(title: str, rows: list[dict], table: str, as_json: bool) -> None:
+def _report(title: str, rows: list[dict], table: str, as_json: bool, more: dict | None = None,
+            footer: str = "") -> None:
+    """The table under its title, then `footer` if any; or one JSON object of the title,
+    the rows and `more`."""
     if as_json:
-        print(json.dumps(finite_or_null({"title": title, "rows": rows}), indent=2,
-                         allow_nan=False))
-    else:
-        print(title)
-        print(table)
+        print(json.dumps(finite_or_null({"title": title, "rows": rows, **(more or {})}),
+                         indent=2, allow_nan=False))
+        return
+    print(title)
+    print(table)
+    if footer:
+        print(footer)

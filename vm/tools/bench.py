@@ -263,6 +263,48 @@ def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: 
     return rows
 
 
+@dataclass(frozen=True)
+class Growth:
+    """How the cost of a pass grows with n at one batch size: cost ~ n^exponent between the
+    fewest and the most columns measured (issue 14's target reads the exponent from
+    n = 64 to 4096 at batch 1; the rows' own rates, so it moves with the machine as they
+    do)."""
+    batch: int
+    fewest: int
+    most: int
+    exponent: float
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def growth(rows: list[BenchRow]) -> list[Growth]:
+    """A `Growth` for each batch size measured at two or more column counts, in the rows'
+    order. A pass's cost is batch / steps per second, so at one batch the ratio of two
+    rates is the inverse ratio of their costs; a rate that is not a positive finite
+    number gives NaN."""
+    by_batch: dict[int, list[BenchRow]] = {}
+    for row in rows:
+        by_batch.setdefault(row.batch, []).append(row)
+    found = []
+    for batch, measured in by_batch.items():
+        fewest = min(measured, key=lambda row: row.columns)
+        most = max(measured, key=lambda row: row.columns)
+        if fewest.columns == most.columns:
+            continue
+        rates = (fewest.transformer_steps_per_second, most.transformer_steps_per_second)
+        exponent = (math.log(rates[0] / rates[1]) / math.log(most.columns / fewest.columns)
+                    if all(0 < rate < math.inf for rate in rates) else math.nan)
+        found.append(Growth(batch, fewest.columns, most.columns, exponent))
+    return found
+
+
+def format_growth(found: list[Growth]) -> str:
+    """One line a batch size: 'batch 1: a pass costs ~ n^0.29 from n = 64 to 4096'."""
+    return "\n".join(f"batch {item.batch}: a pass costs ~ n^{item.exponent:.2f} from "
+                     f"n = {item.fewest} to {item.most}" for item in found)
+
+
 def figure(value: float, spec: str) -> str:
     """`value` in `spec`, or to 3 significant digits where `spec` would show a figure that is
     not zero as 0 (a ratio of 4.8e-05 read 0.000, 0.3 steps/s read 0)."""
