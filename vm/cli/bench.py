@@ -91,7 +91,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         description=("Time the SUBLEQ looped transformer at several column counts n (N = "
                      "8-bit words) and batch sizes, beside the reference interpreter timed "
                      "just before and just after each row (their mean, and how far they "
-                     "drifted)."
+                     "drifted). Under the table: how a pass's cost grows with n at each "
+                     "batch (cost ~ n^x from the fewest to the most columns)."
                      + (" Other targets: " + ", ".join(BENCH_TARGETS) + "."
                         if BENCH_TARGETS else "")
                      + " FLEQ: `ltvm bench fleq`."))
