@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 HELD_BACK = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
                   if hasattr(signal, name))
@@ -32,7 +33,7 @@ def signals_held_back() -> Iterator[None]:
     noted: list[int] = []
     holding = True
 
-    def hold(signum: int, frame) -> None:
+    def hold(signum: int, frame: FrameType | None) -> None:
         if holding:
             noted.append(signum)
         else:
@@ -62,7 +63,7 @@ def stops_dropped_noticed(stops: tuple[type[BaseException], ...]) -> Iterator[No
     if never stopped. `raise_dropped_stop` raises the noted one where the command can act."""
     previous = sys.unraisablehook
 
-    def notice(unraisable) -> None:
+    def notice(unraisable: sys.UnraisableHookArgs) -> None:
         if isinstance(unraisable.exc_value, stops):
             _dropped.append(unraisable.exc_value)
         else:

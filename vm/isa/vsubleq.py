@@ -8,7 +8,7 @@ from functools import partial
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from vm.machines.vsubleq.reference import (MAX_BITS, Image, Result, Step, check_
                                            run_reference)
 from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
+
+if TYPE_CHECKING:  # torch: only runs that compare import it
+    from vm.machines.vsubleq.run import Comparison
 
 DEFAULT_BITS = 16
 """Word size of an image unless --bits says otherwise (that of the eForth SUBLEQ image)."""
@@ -124,14 +127,14 @@ class Vsubleq(InstructionSet):
 
     def compare(self, program: Image, geometry: VGeometry, max_steps: int,
                 config: EngineConfig, progress: Callable[[int], None] | None = None,
-                input_bytes: bytes = b"", max_output: int | None = None):
+                input_bytes: bytes = b"", max_output: int | None = None) -> Comparison:
         """Memory, pc, halted, bytes read and output compared after every step."""
         from vm.machines.vsubleq.run import compare  # torch: only runs that compare pay it
         return compare(program, max_steps, progress=progress,
                        input_bytes=_tapes(input_bytes, max_output), max_output=max_output,
                        **engine_settings(config))
 
-    def compare_report(self, result, as_json: bool) -> str:
+    def compare_report(self, result: Comparison, as_json: bool) -> str:
         if as_json:
             return json.dumps({"ok": result.ok, "steps": result.steps, "halted": result.halted,
                                "divergence": result.divergence}, indent=2)

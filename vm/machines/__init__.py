@@ -7,11 +7,15 @@ models (`assembler.program`, `assembler.fleq_program`); never a parser.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from vm.common.errors import InputError
 from vm.common.geometry import Geometry
 from vm.machines.fleq.layout import FleqGeometry
+
+if TYPE_CHECKING:  # the machines import torch; only a run that builds one pays it
+    from vm.machines.fleq.machine import FleqMachine
+    from vm.machines.subleq.machine import SubleqMachine
 
 
 def _subleq(geometry: Geometry, temperature: float | None) -> Any:
@@ -29,7 +33,8 @@ BUILDERS: dict[type, Callable[[Any, float | None], Any]] = {Geometry: _subleq,
 """The machine builder of each geometry type (one entry per instruction set)."""
 
 
-def machine_for(geometry: Geometry | FleqGeometry, temperature: float | None = None):
+def machine_for(geometry: Geometry | FleqGeometry, temperature: float | None = None
+                ) -> SubleqMachine | FleqMachine:
     """The (cached) machine of a geometry the batched executor runs; other machines (standard
     SUBLEQ, `vm.machines.vsubleq`) have their own runner, and commands built on the executor
     refuse them."""

@@ -12,16 +12,20 @@ function of the transformer's own operands); a branch that differs fails.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from assembler.fleq_program import FleqProgram
 from assembler.program import Program
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.common.errors import InputError
 from vm.common.geometry import Geometry
 from vm.machines.stepping import check_max_steps, check_progress
 from vm.machines.subleq.reference import ReferenceMachine
+
+if TYPE_CHECKING:
+    from vm.machines.fleq.layout import FleqGeometry
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,8 @@ def _relative(error: np.ndarray, exact: np.ndarray) -> float:
     return largest / scale
 
 
-def compare_fleq(program, geometry, max_steps: int, config: EngineConfig = EngineConfig(),
+def compare_fleq(program: FleqProgram, geometry: FleqGeometry, max_steps: int,
+                 config: EngineConfig = EngineConfig(),
                  progress: Callable[[int], None] | None = None) -> FleqComparison:
     """Run a FLEQ program on the transformer and the reference side by side; stop at a
     branch that differs, a damaged cell, a value either side writes outside the machine's

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from vm.common.errors import InputError
 from vm.transformer.weights import MachineWeights
@@ -70,7 +71,7 @@ def pass_model(weights: MachineWeights, masked: bool, dtype: str,
     initializers: list = []
     nodes: list = []
 
-    def constant(name: str, value) -> str:
+    def constant(name: str, value: ArrayLike) -> str:
         initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
         return name
 

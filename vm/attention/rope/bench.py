@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import csv
 from pathlib import Path
+from typing import Callable
 
 import matplotlib
 
@@ -30,10 +31,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from vm.attention.chunked.memory import measure  # noqa: E402
+from vm.attention.chunked.memory import Measurement, Result, measure  # noqa: E402
 from vm.attention.rope.boundary import MAX_SEARCH_DEGREE, smallest_degree  # noqa: E402
 from vm.attention.rope.fast import fast_gradient  # noqa: E402
-from vm.attention.rope.gradient import exact_gradient, exact_rotary_gradient  # noqa: E402
+from vm.attention.rope.gradient import (Gradient, Instance, exact_gradient,  # noqa: E402
+                                        exact_rotary_gradient)
 from vm.attention.rope.instance import random_instance  # noqa: E402
 from vm.attention.rope.polynomial import exp_error_bound, rank  # noqa: E402
 from vm.common.errors import InputError  # noqa: E402
@@ -54,13 +56,13 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
-def best_of(repeats: int, run):
+def best_of(repeats: int, run: Callable[[], Result]) -> tuple[Result, Measurement]:
     """The fastest of `repeats` runs (time) with its result and peak memory."""
     results = [measure(run) for _ in range(repeats)]
     return min(results, key=lambda item: item[1].seconds)
 
 
-def exact_route(inst, form: str):
+def exact_route(inst: Instance, form: str) -> Gradient:
     block = max(1, BLOCK_ENTRIES // inst.a1.shape[0])
     if form == "rotary":
         return exact_rotary_gradient(inst, block)
@@ -76,7 +78,8 @@ def fit(ns: list[int], times: list[float], smallest: int = 1 << 11) -> float:
     return float(np.polyfit(x, y, 1)[0])
 
 
-def time_sweep(ns, max_exact, d, bound, degree, rows):
+def time_sweep(ns: list[int], max_exact: int, d: int, bound: float, degree: int,
+               rows: list[dict]) -> tuple[float, float]:
     fast_t, exact_t, exact_n = [], [], []
     for n in ns:
         inst = random_instance(n, d, bound, "rotary", seed=n)
@@ -103,7 +106,8 @@ def time_sweep(ns, max_exact, d, bound, degree, rows):
     return fit(ns, fast_t), slope
 
 
-def error_sweep(n, d, bounds, degrees, rows):
+def error_sweep(n: int, d: int, bounds: list[float], degrees: list[int],
+                rows: list[dict]) -> None:
     for bound in bounds:
         inst = random_instance(n, d, bound, "rotary", seed=11)
         exact = exact_route(inst, "rotary")
@@ -115,7 +119,7 @@ def error_sweep(n, d, bounds, degrees, rows):
                          "exp_error": exp_error_bound(bound, degree)})
 
 
-def boundary_sweep(n_error, n_time, bounds, rows):
+def boundary_sweep(n_error: int, n_time: int, bounds: list[float], rows: list[dict]) -> None:
     """Task: the B where the fast gradient stops beating the exact one at error TARGET.
 
     Per B (rotary, d = 4): the smallest degree reaching TARGET, measured at n_error, then
@@ -143,7 +147,7 @@ def boundary_sweep(n_error, n_time, bounds, rows):
             break
 
 
-def d8_sweep(n_error, n_time, targets, rows):
+def d8_sweep(n_error: int, n_time: int, targets: tuple[float, ...], rows: list[dict]) -> None:
     """d = 8 (rotary, B = 1): error per degree up to the one reaching min(targets), and
     the time of each against the exact gradient at n_time."""
     inst = random_instance(n_error, 8, 1.0, "rotary", seed=8)
@@ -166,7 +170,8 @@ def d8_sweep(n_error, n_time, targets, rows):
             break
 
 
-def general_sweep(ns, degrees, rows):
+def general_sweep(ns: list[int], degrees: tuple[int, ...], rows: list[dict]
+                  ) -> tuple[float, float]:
     """The general form (d = 4, B = 1): FFT route at each degree against the exact closed
     form per n; returns the fitted exponents (fast at the largest degree, exact)."""
     for n in ns:
@@ -204,8 +209,8 @@ def error_table(errors: list[dict]) -> list[str]:
     return lines + ["", f"Smallest degree reaching {TARGET:g}: " + "; ".join(reach) + "."]
 
 
-def markdown(rows, slopes, command) -> str:
-    def f(value, spec=".3g"):
+def markdown(rows: list[dict], slopes: dict[str, float], command: str) -> str:
+    def f(value: float | None, spec: str = ".3g") -> str:
         return "" if value is None else format(value, spec)
 
     lines = [f"Produced by `{command}` (torch {torch.__version__}, 1 thread, float64)."]
@@ -283,7 +288,7 @@ def markdown(rows, slopes, command) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(rows, path: Path) -> None:
+def plot(rows: list[dict], path: Path) -> None:
     fig, (left, right, third) = plt.subplots(1, 3, figsize=(16, 4.2))
     timing = [r for r in rows if r["table"] == "time"]
     measured = [r for r in timing if r.get("exact_measured")]
