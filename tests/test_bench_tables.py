@@ -39,6 +39,13 @@ def test_a_slow_vsubleq_row_shows_its_rate_instead_of_zero():
                                                           "6.19e-08"]
 
 
+def test_a_vsubleq_ratio_reads_as_the_other_benches_ratios():
+    """`bench vsubleq` printed 9.79e-02 where `bench` prints 0.190 and `bench fleq` 0.0055."""
+    row = VsubleqBenchRow(256, 16, 258, 947, 5, 3, "cpu", "float32", "masked", "fused", 1.0,
+                          45_360.0, 0.5, 463_300.0, 0.0)
+    assert cells(format_vsubleq_table([row]))[15] == "0.098"
+
+
 def rate_row(columns: int, batch: int, steps_per_second: float) -> BenchRow:
     return BenchRow(columns, batch, "cpu", "float32", "masked", "fused", 1, steps_per_second,
                     0.1, 400_000.0, 0.0, 0)

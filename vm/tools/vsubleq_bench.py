@@ -161,5 +161,5 @@ def format_vsubleq_table(rows: list[VsubleqBenchRow]) -> str:
                      f"{figure(row.transformer_steps_per_second, ',.1f')} | "
                      f"{row.warmup_seconds:.3f} | "
                      f"{figure(row.reference_steps_per_second, ',.0f')} | "
-                     f"{drift_cell(row.reference_drift)} | {row.ratio:.2e} |")
+                     f"{drift_cell(row.reference_drift)} | {figure(row.ratio, '.3f')} |")
     return "\n".join(lines)
