@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vm.cli import main
+from vm.cli import build_parser, main
 from fleq_sources import GROW
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -940,3 +941,18 @@ def test_a_second_ctrl_c_after_the_command_was_stopped_ends_it_silently():
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (-signal.SIGINT, "",
                                                            "ltvm: interrupted\n")
+
+
+def test_every_option_and_argument_of_every_command_has_a_help_text():
+    """bench's --dtype and --attention and sample's --strategy had none: --help listed
+    them with nothing to say what they do or what they default to."""
+    def undescribed(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, command in action.choices.items():
+                    found += undescribed(command, f"{path} {name}")
+            elif not action.help:
+                found.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+        return found
+    assert undescribed(build_parser(), "ltvm") == []

@@ -27,11 +27,17 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+ATTENTION_HELP = ("masked (default): scratch columns attend to every column, the others to "
+                  "the scratchpad and themselves; dense: every column to every column")
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """Device, dtype, attention and evaluation of a benchmark of the looped transformer."""
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--dtype", choices=list(DTYPE_NAMES), default="float32")
-    parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
+    parser.add_argument("--dtype", choices=list(DTYPE_NAMES), default="float32",
+                        help="the machine's float type (default float32)")
+    parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked",
+                        help=ATTENTION_HELP)
     parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
                         help="fused, active: only the columns a pass can change (fused: "
                              "compiled with numba on the CPU, CUDA graphs on a GPU; active: "
@@ -140,7 +146,8 @@ def _register_fleq(targets: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--dtype", choices=list(DTYPE_NAMES),
                         help="default: the machine's (float64 for FLEQ)")
-    parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked")
+    parser.add_argument("--attention", choices=list(ATTENTION_MODES), default="masked",
+                        help=ATTENTION_HELP)
     parser.add_argument("--evaluation", choices=list(EVALUATIONS), default="auto",
                         help="active: skip the function blocks the instruction does not "
                              "select, bit-identical to full and falling back to it when its "

@@ -48,7 +48,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "(default 0.2)")
     parser.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES, metavar="N",
                         help=f"runs (default {DEFAULT_SAMPLES}, at most {MAX_SAMPLES})")
-    parser.add_argument("--strategy", choices=["majority", "best-of-n"], default="majority")
+    parser.add_argument("--strategy", choices=["majority", "best-of-n"], default="majority",
+                        help="majority (default): the most frequent answer of the samples; "
+                             "best-of-n: the sampled answer with the highest --reward")
     parser.add_argument("--reward", metavar="R",
                         help="best-of-n's reward: 'reference' (1 for the reference "
                              "interpreter's answer, else 0; the default), CHECK.sq (a SUBLEQ "
