@@ -47,7 +47,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("workload", nargs="?", default="calculator",
                         help=f"{' or '.join(FLEQ_WORKLOADS)}, or a .fleq file "
                              "(default calculator)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="cpu or cuda (default cuda where there is a GPU, else cpu)")
     parser.add_argument("--batch", type=int, default=1, help="copies of the program (default 1)")
     parser.add_argument("--seconds", type=float, default=2.0,
                         help="timing budget of each row (default 2)")

@@ -43,7 +43,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--columns", type=positive, default=64, help="n (default 64)")
     parser.add_argument("--batch", type=positive, default=256, help="programs (default 256)")
     parser.add_argument("--threads", type=positive, default=1, help="threads (default 1)")
-    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                        help="the machine's float type (default float32)")
     parser.add_argument("--seconds", type=float, default=10.0,
                         help="seconds sampled (default 10, at most 600)")
     options = parser.parse_args()

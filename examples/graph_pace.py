@@ -45,10 +45,12 @@ def batches(text: str) -> list[int]:
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="cpu or cuda (default cuda where there is a GPU, else cpu)")
     parser.add_argument("--columns", type=positive, default=64, help="n (default 64)")
     parser.add_argument("--batch", type=batches, default=[1, 256], help="B,... (default 1,256)")
-    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                        help="the machine's float type (default float32)")
     parser.add_argument("--compile", action="store_true",
                         help="also the pass compiled by torch.compile (inductor)")
     parser.add_argument("--passes", type=positive, default=200,

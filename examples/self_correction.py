@@ -62,12 +62,20 @@ def success_rates(data: list[int], clauses: list, noise: float, seed: int) -> li
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--instances", type=positive_int, default=20)
-    parser.add_argument("--rounds", type=positive_int, default=36)
-    parser.add_argument("--explore", type=positive_int, default=12)
-    parser.add_argument("--noise", type=positive_float, default=0.35)
-    parser.add_argument("--seed", type=seed_value, default=0)
-    parser.add_argument("--out", type=directory_path, default=ROOT / "examples" / "out")
+    parser.add_argument("--instances", type=positive_int, default=20,
+                        help="task instances, half of them satisfiable (default 20)")
+    parser.add_argument("--rounds", type=positive_int, default=36,
+                        help="rounds of the bandit on each instance (default 36)")
+    parser.add_argument("--explore", type=positive_int, default=12,
+                        help="rounds of round robin before it commits, at most --rounds "
+                             "(default 12)")
+    parser.add_argument("--noise", type=positive_float, default=0.35,
+                        help="temperature of the experts' stochastic reads (default 0.35)")
+    parser.add_argument("--seed", type=seed_value, default=0,
+                        help="seed of the instances (default 0)")
+    parser.add_argument("--out", type=directory_path, default=ROOT / "examples" / "out",
+                        help="directory for self_correction.png and .json (default "
+                             "examples/out)")
     args = parser.parse_args()
     if args.explore > args.rounds:  # no round left to commit: the rates were NaN
         parser.error(f"--explore {args.explore} leaves no round of --rounds {args.rounds} "

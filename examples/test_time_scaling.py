@@ -110,8 +110,11 @@ def survey(samples: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=directory_path, default=ROOT / "examples" / "out")
-    parser.add_argument("--samples", type=positive_int, default=512)
+    parser.add_argument("--out", type=directory_path, default=ROOT / "examples" / "out",
+                        help="directory for test_time_scaling.png and .json (default "
+                             "examples/out)")
+    parser.add_argument("--samples", type=positive_int, default=512,
+                        help="transformer runs per noise temperature (default 512)")
     args = parser.parse_args()
     hard = hard_instances()
     print(f"Hard instances, samples needed for success >= {1 - DELTA}:")
