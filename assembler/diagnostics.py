@@ -44,8 +44,8 @@ def source_lines(text: str) -> list[str]:
 
 
 SHOWN_LINE = 160
-"""Most characters of a source line an error shows: a 300 KB line is cut around the column,
-not printed whole."""
+"""Most terminal columns of a source line an error shows: a 300 KB line is cut around the
+column, not printed whole (a line of wide characters is cut at half as many of them)."""
 SHOWN_MESSAGE = 400
 """Most characters of an error message (one that quotes a huge token is cut)."""
 
@@ -53,15 +53,31 @@ SHOWN_MESSAGE = 400
 def _window(line: str, column: int) -> tuple[str, int]:
     """The part of `line` shown around `column` (1-based), and the caret's offset in it;
     a tab shows as a space and other unprintable characters as '?', one column each, so
-    the caret stays under its character and no control byte reaches the terminal."""
-    line = "".join(c if c.isprintable() else " " if c == "\t" else "?" for c in line)
-    if len(line) <= SHOWN_LINE:
-        return line, column - 1
-    start = max(0, min(column - 1 - SHOWN_LINE // 3, len(line) - SHOWN_LINE))
-    stop = start + SHOWN_LINE
-    prefix = "..." if start else ""
-    suffix = "..." if stop < len(line) else ""
-    return prefix + line[start:stop] + suffix, len(prefix) + column - 1 - start
+    the caret stays under its character and no control byte reaches the terminal. The
+    part takes at most SHOWN_LINE terminal columns, a third of them before the caret:
+    counted in characters, 160 CJK characters took 320 columns."""
+    at = column - 1
+    near = line[max(0, at - 2 * SHOWN_LINE):at + 2 * SHOWN_LINE]
+    first = max(0, at - 2 * SHOWN_LINE)
+    near = "".join(c if c.isprintable() else " " if c == "\t" else "?" for c in near)
+    widths = [_columns(c) for c in near]
+    if len(near) == len(line) and sum(widths) <= SHOWN_LINE:
+        return near, at
+    start = stop = min(max(at - first, 0), len(near))
+    room = SHOWN_LINE // 3
+    while start > 0 and widths[start - 1] <= room:
+        start -= 1
+        room -= widths[start]
+    room = SHOWN_LINE - (SHOWN_LINE // 3 - room)
+    while stop < len(near) and widths[stop] <= room:
+        room -= widths[stop]
+        stop += 1
+    while start > 0 and widths[start - 1] <= room:  # the line ends first: show more before
+        start -= 1
+        room -= widths[start]
+    prefix = "..." if first + start > 0 else ""
+    suffix = "..." if first + stop < len(line) else ""
+    return prefix + near[start:stop] + suffix, len(prefix) + at - first - start
 
 
 def _columns(text: str) -> int:

@@ -16,7 +16,8 @@ import pytest
 import assembler.diagnostics
 import vm.common.files
 from assembler.dec import load_image
-from assembler.diagnostics import MAX_SOURCE_BYTES, SourceError, read_source, shown_in_source
+from assembler.diagnostics import (MAX_SOURCE_BYTES, SHOWN_LINE, SourceError, _columns,
+                                  read_source, shown_in_source)
 from assembler.subleq import assemble as assemble_sq
 from assembler.vsq import assemble as assemble_vsq
 from vm.cli import main
@@ -132,6 +133,21 @@ def test_an_error_on_a_huge_line_shows_a_window_with_the_caret_under_its_column(
     assert len(str(error)) < 1_000
     assert shown[caret.index("^")] == line[column - 1]
     assert caret.strip() == "^~~"
+
+
+@pytest.mark.parametrize("column", [1, 150, 400, 599])
+def test_a_long_line_of_wide_characters_is_cut_to_as_many_terminal_columns(column):
+    """The cut counted characters: 160 CJK characters took 320 terminal columns."""
+    line = "漢字かな" * 150
+    error = SourceError("bad", "wide.sq", f"{line}\n", 1, column)
+    _, shown, caret = str(error).split("\n")
+    assert _columns(shown.strip(" .")) <= SHOWN_LINE and shown.strip(" .") in line
+    width, under = 0, None
+    for character in shown:
+        if width == caret.index("^"):
+            under = character
+        width += _columns(character)
+    assert under == line[column - 1]
 
 
 def test_bytes_that_are_not_utf8_are_located(tmp_path):
