@@ -18,7 +18,7 @@ import numpy as np
 from assembler.program import Program
 from vm.cli.common import (add_time_limit, file_path, load_program, positive_int,
                             seed_value, temperature_value)
-from vm.common.errors import InputError, shown_path
+from vm.common.errors import InputError, PlacedInputError, shown_path
 from vm.common.files import require_regular_file
 from vm.isa import ProgramOptions, for_path, for_program
 from vm.tools.progress import Progress
@@ -74,11 +74,17 @@ def script_reward(path: Path) -> Callable[[Answer], float]:
     a handful of answers). What the script prints goes to stderr: on stdout it broke the
     --json object."""
     require_regular_file(path, "a Python file defining reward(answer)")
-    spec = importlib.util.spec_from_file_location(f"ltvm_reward_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
+    module = importlib.util.module_from_spec(
+        importlib.util.spec_from_file_location(f"ltvm_reward_{path.stem}", path))
+    try:
+        code = compile(importlib.util.decode_source(path.read_bytes()), str(path), "exec")
+    except SyntaxError as error:
+        raise _located(error, path) from None
+    except ValueError as error:  # not UTF-8 (or its coding line's encoding), a NUL byte
+        raise InputError(f"{shown_path(path)}: {type(error).__name__}: {error}") from None
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            spec.loader.exec_module(module)
+            exec(code, module.__dict__)
     except (Exception, SystemExit) as error:  # the user's code: any failure is bad input
         raise InputError(f"{shown_path(path)}: {type(error).__name__}: {error}") from None
     reward = getattr(module, "reward", None)
@@ -105,6 +111,17 @@ def script_reward(path: Path) -> Callable[[Answer], float]:
         return value
 
     return functools.cache(checked)
+
+
+def _located(error: SyntaxError, path: Path) -> InputError:
+    """A syntax error of the script at its line and column, shown with a caret as a source
+    error of a program is ('SyntaxError: invalid syntax (reward.py, line 1)' named no
+    column). The script is compiled from its text, not its bytes: Python counts the column
+    of bytes in UTF-8, and the caret stood two places right of an 'é' line's error."""
+    if not error.lineno:
+        return InputError(f"{shown_path(path)}: {type(error).__name__}: {error}")
+    return PlacedInputError(f"{type(error).__name__}: {error.msg}", str(path), error.lineno,
+                            max(1, error.offset or 1))
 
 
 def _reward(spec: str, correct: Answer, max_steps: int) -> Callable[[Answer], float]:
