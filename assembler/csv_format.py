@@ -228,11 +228,12 @@ def csv_settings(commands: str | Path) -> dict[str, int] | None:
     if path.is_dir():
         raise InputError(f"cannot read {shown_path(path)}: it is a directory (expected the "
                          "pair's settings file)")
+    text = read_source(path, encoding="utf-8-sig")
     try:
-        settings = json.loads(read_source(path, encoding="utf-8-sig"),
-                              object_pairs_hook=lambda pairs: _unique_keys(pairs, path))
-    except json.JSONDecodeError as error:
-        raise InputError(f"cannot read {shown_path(path)}: {error}") from None
+        settings = json.loads(text, object_pairs_hook=lambda pairs: _unique_keys(pairs, path))
+    except json.JSONDecodeError as error:  # at its line and column: it was 'cannot read'
+        raise SourceError(f"not JSON: {error.msg}", str(path), text, error.lineno,
+                          error.colno) from None
     except (ValueError, RecursionError):  # past Python's 4,300 digits; nested thousands deep
         raise InputError(f"cannot read {shown_path(path)}: a number too long or arrays nested too "
                          "deep for a settings file") from None

@@ -249,3 +249,15 @@ def test_a_word_size_that_is_no_bit_count_is_named(tmp_path, bits, message):
     with pytest.raises(InputError) as caught:
         load_csv(cmds, mem, scratch=2, bits=bits)
     assert str(caught.value) == message
+
+
+def test_settings_that_are_not_json_are_shown_at_line_and_column(tmp_path):
+    """A settings file with a stray comma said 'cannot read program.json: Expecting
+    property name ...: line 2 column 15 (char 40)', as if the file could not be read."""
+    cmds, _ = write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n0\n-1\n")
+    (tmp_path / SETTINGS_FILE).write_text('{"format": "ltvm-csv/1",\n "scratch": 2,,}')
+    with pytest.raises(SourceError) as caught:
+        csv_settings(cmds)
+    assert str(caught.value).splitlines() == [
+        f"{tmp_path / SETTINGS_FILE}:2:15: error: not JSON: Expecting property name "
+        "enclosed in double quotes", '     "scratch": 2,,}', " " * 18 + "^"]
