@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from vm.cli import main
 from vm.cli import demo
 
@@ -65,3 +67,12 @@ def test_demo_shows_the_program_name_escaped(capsys, tmp_path):
     assert main(["demo", str(source)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("assembled 'e\\x1b[31m.sq': 1 instructions, ") and "\x1b" not in out
+
+
+def test_demo_help_says_prog_is_a_path(capsys):
+    """'program to demonstrate (default: factorial)' read as a name to pick, and `ltvm demo
+    gcd` then said 'cannot read gcd: No such file or directory'."""
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "a path (default: programs/subleq/factorial.sq)" in text

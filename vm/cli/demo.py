@@ -30,7 +30,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "two step by step.")
     parser.add_argument("program", nargs="?", default=str(FACTORIAL), type=file_path,
                         metavar="PROG",
-                        help="program to demonstrate (default: factorial)")
+                        help="SUBLEQ source (.sq) to demonstrate, a path (default: "
+                             "programs/subleq/factorial.sq)")
     add_time_limit(parser)  # any PROG may be given: a wide one runs for hours
     parser.set_defaults(func=run)
 
