@@ -126,3 +126,14 @@ def test_bench_fleq_warms_up_with_the_run_that_measures_its_length(monkeypatch):
     length = int(made[0].result().steps.max())
     assert advanced[0] == vm.tools.bench.FLEQ_BENCH_STEPS and advanced[1:] == [length]
     assert row.warmup_seconds > 0 and row.seconds_per_pass > 0
+
+
+def test_bench_fleq_refuses_a_file_of_another_instruction_set_by_its_suffix(capsys, tmp_path):
+    """A .sq file was parsed as FLEQ and refused at its first instruction: "unexpected 'b';
+    expected ':', '='"."""
+    source = tmp_path / "p.sq"
+    source.write_text(".data\na: 3\nb: 0\n.code\n  subleq b, a\nhalt\n")
+    code = main(["bench", "fleq", str(source), "--seconds", "0.05"])
+    assert code == 2 and capsys.readouterr().err == (
+        f"ltvm: error: {source}: ltvm bench fleq times FLEQ programs (.fleq), not '.sq' "
+        "files\n")

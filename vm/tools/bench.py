@@ -358,7 +358,9 @@ def inverse_workload(d: int = 8, seed: int = 0) -> str:
 def fleq_workload(name: str) -> FleqProgram:
     """A built-in workload by name, or a .fleq file by path. A path that exists but is no
     file (a directory) is read, and so refused as it is, not as 'no file named'; '' names
-    none (as Path('') it was the current directory: 'cannot read .: Is a directory')."""
+    none (as Path('') it was the current directory: 'cannot read .: Is a directory'). A
+    file without the .fleq suffix is refused by it: a .sq file was parsed as FLEQ and
+    refused at its first instruction ("unexpected 'b'; expected ':', '='")."""
     if name == "calculator":
         return FLEQ.assemble_file(PROGRAMS / "calculator.fleq")
     if name == "inverse-d8":
@@ -367,6 +369,10 @@ def fleq_workload(name: str) -> FleqProgram:
     if not name or not path.exists():
         raise InputError(f"no FLEQ workload or file named '{name}' (built-in: "
                          f"{', '.join(FLEQ_WORKLOADS)})")
+    if path.suffix not in FLEQ.suffixes:
+        kind = repr(path.suffix) if path.suffix else "suffix-less"
+        raise InputError(f"{shown_path(path)}: ltvm bench fleq times FLEQ programs (.fleq), "
+                         f"not {kind} files")
     return FLEQ.assemble_file(path)
 
 
