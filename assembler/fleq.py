@@ -68,6 +68,11 @@ def is_number(text: str) -> bool:
     return any(pattern.fullmatch(text) for pattern in _number_patterns())
 
 
+UNDERFLOW = (f"the number is too small for float64 (it rounds to 0, or lies below the "
+             f"smallest normal number {SMALLEST_NORMAL:.4g}, which the machine flushes to 0)")
+"""Why a typed value `underflows` refuses is refused (calc's --set, --param)."""
+
+
 def underflows(text: str, value: float) -> bool:
     """Whether the decimal `text`, read as `value`, is nonzero and below float64's smallest
     normal number: 1e-400 reads as 0 and 1e-310 is subnormal, and the machine flushes both

@@ -826,6 +826,18 @@ def test_a_block_parameter_takes_ascii_digits_only(value, capsys):
     assert err == f"ltvm: error: --param mul.scale={value}: expected FUNC.KEY=NUMBER\n"
 
 
+@pytest.mark.parametrize("value", ["1e-310", "1e-400"])
+def test_a_block_parameter_below_the_smallest_normal_number_is_refused(value, capsys):
+    """A .function header refuses it; `--param mul.scale=1e-310` built weights past float64
+    ('not finite'), and 1e-400, read as 0, said 'mul.scale must be in (0, 1]'."""
+    code, out, err = run_cli(capsys, "asm", str(ROOT / "programs" / "fleq" /
+                                                 "newton_reciprocal.fleq"),
+                             "--param", f"mul.scale={value}")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"ltvm: error: --param mul.scale={value}: the number is too small "
+                          "for float64")
+
+
 @pytest.mark.parametrize("argv, option", [
     (["asm", FACTORIAL, "--bits", "8", "--bits", "16"], "--bits"),
     (["asm", FACTORIAL, "--bits", "8", "--bit", "16"], "--bits"),  # an abbreviation

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from assembler.diagnostics import SourceError
-from assembler.fleq import underflows
+from assembler.fleq import UNDERFLOW, underflows
 from assembler.expression import SOURCE_NAME, Name, Node, Number, Operation, parse_expression
 from vm.isa import FLEQ
 from assembler.fleq_program import FleqProgram
@@ -64,9 +64,6 @@ class Compiled:
 OVERFLOW = f"the number is too large for float64 (at most {np.finfo(np.float64).max:.4g})"
 
 
-UNDERFLOW = (f"the number is too small for float64 (it rounds to 0, or lies below the "
-             f"smallest normal number {np.finfo(np.float64).tiny:.4g}, which the machine "
-             f"flushes to 0)")
 
 
 BEYOND = (f"values must lie within |x| <= 2^{MAGNITUDE_BITS} (about {MAGNITUDE:.3g}), the "

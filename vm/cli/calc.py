@@ -47,8 +47,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def parse_inputs(settings: list[str]) -> dict[str, float]:
-    from assembler.fleq import underflows
-    from vm.apps.calc import OVERFLOW, UNDERFLOW
+    from assembler.fleq import UNDERFLOW, underflows
+    from vm.apps.calc import OVERFLOW
 
     inputs: dict[str, float] = {}
     for setting in settings:

@@ -201,7 +201,12 @@ def _names(text: str) -> list[str]:
 
 
 def block_parameters(settings: list[str]) -> dict[str, dict[str, float]]:
-    """Parse FUNC.KEY=VALUE settings into {FUNC: {KEY: VALUE}}."""
+    """Parse FUNC.KEY=VALUE settings into {FUNC: {KEY: VALUE}}. A value below float64's
+    smallest normal number is refused, as a `.function` header refuses it: 1e-310 built
+    mul's weights past float64 ('not finite'), and 1e-400, read as 0, was 'must be in
+    (0, 1]'."""
+    from assembler.fleq import UNDERFLOW, underflows  # lark: not for every `ltvm` call
+
     parameters: dict[str, dict[str, float]] = {}
     for setting in settings:
         name, _, value = setting.partition("=")
@@ -214,6 +219,8 @@ def block_parameters(settings: list[str]) -> dict[str, dict[str, float]]:
             raise InputError(f"--param {setting}: expected FUNC.KEY=NUMBER")
         if not math.isfinite(number):
             raise InputError(f"--param {setting}: the value must be a finite number")
+        if underflows(value, number):
+            raise InputError(f"--param {setting}: {UNDERFLOW}")
         given = parameters.setdefault(function, {})
         if key in given:  # the last one won in silence; a .function header refuses it too
             raise InputError(f"--param {function}.{key} is given twice ({given[key]:g} and "
