@@ -197,17 +197,6 @@ class _FleqAssembler:
         return {**self.default_parameters.get(name, {}), **self.function_parameters.get(name, {}),
                 **self.cli_parameters.get(name, {})}
 
-    def check_cli_parameters(self) -> None:
-        """--param settings name registered blocks and their parameters, used or not."""
-        for name, values in self.cli_parameters.items():
-            if name in self.catalogue.routines:
-                raise InputError(f"--param {name}.{next(iter(values), '')}: "
-                                 f"{_not_a_block(self.catalogue, name)}")
-            if name not in self.catalogue.blocks:
-                raise InputError(f"--param {name}.{next(iter(values), '')}: unknown function "
-                                 f"'{name}' (registered: {self.catalogue.block_names()})")
-            self.catalogue.make_block(name, **values)
-
     def check_new_name(self, name: lark.Token) -> None:
         first = (self.variables[name].pos if name in self.variables
                  else self.label_pos.get(name))
@@ -736,6 +725,7 @@ class _FleqAssembler:
         return tree
 
     def run(self) -> FleqProgram:
+        check_parameters(self.catalogue, self.cli_parameters)  # before the blocks are built
         self.check_line_count()
         check_token_count(self.text, self.file)
         tree = self.parse(self.text, self.file)
@@ -756,7 +746,6 @@ class _FleqAssembler:
                 raise SourceError(message, self.file, self.text, widest.pos.line,
                                   widest.pos.column, len(widest.name))
             raise InputError(f"{self.file}: {message}")
-        self.check_cli_parameters()
         used = {i.function for i in instructions if i.function} | set(self.forced_functions)
         functions = []
         for name in sorted(used):
@@ -793,6 +782,29 @@ def parse_fleq(text: str, file: str, progress: Callable[[int], None] | None = No
     return parse_located(_parser(), text, file,
                          ".d, .function, .data, .code, .matrix, .vector or .zeros",
                          EXPECTED_NAMES, progress)
+
+
+def check_parameters(catalogue: Catalogue, parameters: dict[str, dict[str, float]]) -> None:
+    """--param settings name registered blocks and their parameters, used or not. A
+    setting the block refuses alone is named with its value ('inv.terms must be an integer
+    in 1..512' said neither that --param gave it nor what it gave)."""
+    for name, values in parameters.items():
+        if name in catalogue.routines:
+            raise InputError(f"--param {name}.{next(iter(values), '')}: "
+                             f"{_not_a_block(catalogue, name)}")
+        if name not in catalogue.blocks:
+            raise InputError(f"--param {name}.{next(iter(values), '')}: unknown function "
+                             f"'{name}' (registered: {catalogue.block_names()})")
+        try:
+            catalogue.make_block(name, **values)
+        except InputError as error:  # at the one setting that fails alone, if one does
+            for key, value in values.items():
+                try:
+                    catalogue.make_block(name, **{key: value})
+                except InputError as alone:
+                    raise InputError(f"--param {name}.{key}={value:.15g}: {alone}") from None
+            given = ", ".join(f"{name}.{key}={value:.15g}" for key, value in values.items())
+            raise InputError(f"--param {given}: {error}") from None
 
 
 def _not_a_block(catalogue: Catalogue, routine: str) -> str:

@@ -162,6 +162,21 @@ def test_a_routine_named_as_a_block_is_called_a_routine():
     assert str(caught.value) == f"--functions inverse: {ROUTINE_SETTINGS}"
 
 
+@pytest.mark.parametrize("parameters, message", [
+    ({"inv": {"terms": 3.5}}, "--param inv.terms=3.5: inv.terms must be an integer in 1..512"),
+    ({"mul": {"scale": 0.0}}, "--param mul.scale=0: mul.scale must be in (0, 1]"),
+    ({"inv": {"terms": 1e8}}, "--param inv.terms=100000000: inv.terms must be an integer "
+                              "in 1..512"),
+])
+def test_a_param_the_block_refuses_is_named_with_its_value(parameters, message):
+    """'inv.terms must be an integer in 1..512' said neither that --param gave it nor
+    what it gave (the block was first built by the instruction that calls it)."""
+    source = ".data\nx: 2.0\n.code\nx = inv(x)\nx = mul(x, x)\nhalt\n"
+    with pytest.raises(InputError) as caught:
+        FLEQ.assemble_text(source, "p.fleq", parameters=parameters)
+    assert str(caught.value) == message
+
+
 def test_comments_blank_lines_crlf_and_a_missing_final_newline_are_accepted():
     source = "# c\r\n\r\n.data ; c\r\nx: 1.0 # c\r\n.code\r\nx = add(x, x) ; c\r\nhalt"
     program = FLEQ.assemble_text(source)

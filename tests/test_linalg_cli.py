@@ -331,6 +331,16 @@ def test_the_domain_check_uses_the_param_values_the_program_runs_with(capsys, sa
     assert code == 0 and lines(out)["domain"] == "ok"
 
 
+def test_a_param_the_block_refuses_is_named_before_the_domain_check(capsys, saved):
+    """The domain check built rsqrt first: 'rsqrt.terms must be an integer in 1..512'."""
+    path = saved("m.npy", np.array([[2.0, 0.5], [0.3, 1.5]]))
+    code, out, err = run_cli(capsys, "linalg", "inverse", "--matrix", path,
+                             "--param", "rsqrt.terms=0")
+    assert (code, out) == (2, "")
+    assert err == ("ltvm: error: --param rsqrt.terms=0: rsqrt.terms must be an integer in "
+                   "1..512\n")
+
+
 def test_the_eigenvector_bound_uses_the_modulus_of_a_complex_second_eigenvalue():
     """Eigenvalues 2 and +-1.9i: the bound took lam2 = Re(1.9i) = 0, as if power iteration
     converged at once, instead of |lam2| = 1.9."""

@@ -21,8 +21,9 @@ from typing import Callable
 
 import numpy as np
 
-from assembler.fleq import MAX_BLOCK
+from assembler.fleq import MAX_BLOCK, check_parameters
 from vm.isa import FLEQ
+from vm.isa.fleq import CATALOGUE
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.cli.common import (add_engine_arguments, add_time_limit, block_parameters,
                            engine_config, integer)
@@ -282,6 +283,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
     matrix = as_matrix(matrix)
     dtype = config.dtype or "float64"
     defaults, given = dtype_parameters(dtype), given or {}
+    check_parameters(CATALOGUE, given)  # each named, before the domain check builds blocks
     check_domain(kind, matrix, iters, {name: {**defaults.get(name, {}), **given.get(name, {})}
                                        for name in ("rsqrt", "matmul_tn")})
     check_representable(matrix, dtype)  # after: the domain's advice to scale A comes first
