@@ -70,3 +70,16 @@ def test_a_fast_measurement_is_not_written_as_zero_seconds(tmp_path):
     assert "| full | 64 |  |  | 0.00012 | 1.0 |  |  |" in (tmp_path / "attention.md").read_text()
     with open(tmp_path / "attention.csv") as handle:
         assert {row["seconds"] for row in csv.DictReader(handle)} == {"0.000123456"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n-values", "64,1,-3"], "--n-values must be at least 2, got 1,-3"),
+    (["--m-values", ","], "--m-values names no size: give comma-separated integers"),
+    (["--head-dim", "0"], "--head-dim must be positive, got 0"),
+])
+def test_a_bad_size_is_named_with_its_option(tmp_path, capsys, argv, message):
+    """Each said 'bench sizes must be at least 2 and the head dimension positive'."""
+    out = tmp_path / "out"
+    assert main(["bench", "attention", "--out", str(out), *argv]) == 2
+    assert capsys.readouterr().err == f"ltvm: error: {message}\n"
+    assert not out.exists()

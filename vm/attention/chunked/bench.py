@@ -148,6 +148,16 @@ def _configs(n_values: list[int], m_values: list[int], head_dim: int, seed: int,
     return configs
 
 
+def _check_sizes(option: str, values: list[int]) -> None:
+    """Every N (or M) of `option` at least 2, and one at least: 'bench sizes must be at
+    least 2 and the head dimension positive' named neither the option nor the value."""
+    if not values:
+        raise InputError(f"{option} names no size: give comma-separated integers")
+    small = [value for value in values if value < 2]
+    if small:
+        raise InputError(f"{option} must be at least 2, got {','.join(map(str, small))}")
+
+
 def run_bench(out_dir: Path, n_values: list[int], m_values: list[int],
               full_limit_gib: float = 4.0, head_dim: int = 16, seed: int = 0,
               error_limit: int = 4096, threads: int = 1,
@@ -156,8 +166,10 @@ def run_bench(out_dir: Path, n_values: list[int], m_values: list[int],
 
     `worker` measures one configuration; the default runs it in a fresh process.
     """
-    if not n_values or not m_values or min(n_values + m_values) < 2 or head_dim < 1:
-        raise InputError("bench sizes must be at least 2 and the head dimension positive")
+    for option, values in (("--n-values", n_values), ("--m-values", m_values)):
+        _check_sizes(option, values)
+    if head_dim < 1:
+        raise InputError(f"--head-dim must be positive, got {head_dim}")
     if not 0 < full_limit_gib < math.inf:
         raise InputError(f"--full-limit-gib must be positive and finite, got {full_limit_gib}")
     check_threads(threads, "--threads")
