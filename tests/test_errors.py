@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vm.cli import main
-from vm.common.errors import PlacedInputError, escaped, shown_path
+from vm.common.errors import PlacedInputError, counted, escaped, shown_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTORIAL = str(ROOT / "programs" / "subleq" / "factorial.sq")
@@ -137,3 +137,8 @@ def test_a_disassembly_names_its_source_on_one_comment_line():
     text = disassemble(program)
     assert text.splitlines()[0] == r"; disassembly of 'two\nlines.sq'"
     assert SUBLEQ.assemble_text(text, "again.sq").memory == program.memory
+
+
+def test_a_count_names_its_noun_in_the_singular_only_for_one():
+    assert [counted(n, "step") for n in (0, 1, 2, 4096)] == ["0 steps", "1 step", "2 steps",
+                                                            "4096 steps"]

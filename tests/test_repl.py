@@ -127,6 +127,14 @@ def test_a_step_count_past_4300_digits_stops_at_max_steps(tmp_path):
     assert "stopped after 3 steps (--max-steps; step asked for about 10^4816)" in out
 
 
+def test_a_limit_of_one_step_says_one_step(tmp_path):
+    """'stopped after 1 steps (--max-steps)'."""
+    session = Repl(picture_dir=tmp_path / "pictures", max_steps=1)
+    session.execute(f"load {FACTORIAL}")
+    assert "stopped after 1 step (--max-steps)" in session.execute("run")
+    assert "stopped after 1 step (--max-steps; step asked for 5)" in session.execute("step 5")
+
+
 def test_run_restarts_and_stops_at_eof(repl):
     repl.execute("step 5")
     repl.execute("set n 5")

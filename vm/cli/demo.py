@@ -13,7 +13,7 @@ from pathlib import Path
 from vm.machines.subleq.punchcard import encode, geometry_for
 from assembler.subleq import assemble_file
 from vm.cli.common import add_time_limit, file_path, format_value
-from vm.common.errors import InputError, shown_path
+from vm.common.errors import InputError, counted, shown_path
 from vm.isa import SUBLEQ, for_path
 from vm.tools.progress import Progress
 from vm.machines.subleq.machine import subleq_machine
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_transformer(program, geometry, config=EngineConfig(), progress=progress)
     progress.done()
     elapsed = time.perf_counter() - start
-    print(f"transformer run: halted={result.halted} after {result.steps} steps "
+    print(f"transformer run: halted={result.halted} after {counted(result.steps, 'step')} "
           f"({elapsed:.2f} s)")
     print(f"{'name':<8} {'transformer':>12} {'reference':>12}")
     named = program.named_memory(result.memory)

@@ -13,7 +13,7 @@ from typing import Callable
 from vm.cli.common import (add_engine_arguments, add_program_arguments, add_sampling_refusal,
                            add_time_limit, directory_path, engine_config, file_path, integer,
                            load_program, positive_int, refuse_sampling_options)
-from vm.common.errors import InputError, RunFailure, shown_path
+from vm.common.errors import InputError, RunFailure, counted, shown_path
 from vm.common.outputs import (atomic_path, check_directory, refused_creation,
                                refused_directory, staged_files)
 from vm.isa import for_program
@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     progress.done()
     X = runner.state()
     if executor.decode(X)[0][1] == program.eof:
-        print(f"note: the program reached EOF after {int(runner.steps[0])} steps; the pictures "
+        print(f"note: the program reached EOF after {counted(int(runner.steps[0]), 'step')}; the "
+              "pictures "
               f"at step {args.step} show the EOF pass, which changes nothing")
     drawn, frames = X[0], []
     if args.gif:
@@ -176,7 +177,7 @@ def _trace_image(args: argparse.Namespace, image) -> int:
     progress = Progress("steps", args.step, max_seconds=args.max_seconds, since=args.started)
     for step in range(args.step):
         if run.halted:
-            print(f"note: the image halted after {step} steps; the pictures at step "
+            print(f"note: the image halted after {counted(step, 'step')}; the pictures at step "
                   f"{args.step} show a halted machine, which changes nothing")
             break
         progress(step)

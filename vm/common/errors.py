@@ -26,6 +26,12 @@ def shown_path(path: str | bytes | os.PathLike | object) -> str:
     return text if text and text.isprintable() else f"'{escaped(text)}'"
 
 
+def counted(number: int, noun: str) -> str:
+    """'1 step', '0 steps', '4096 steps': a count and its noun as a message says them
+    ('stopped after 1 steps')."""
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
 class LtvmError(Exception):
     """Base of every error the tool reports to a user as one clear message."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from assembler.diagnostics import read_source
-from vm.common.errors import InputError, LtvmError, shown_path
+from vm.common.errors import InputError, LtvmError, counted, shown_path
 from vm.isa import for_path
 from vm.machines.stepping import check_max_steps
 from vm.repl import DEFAULT_MAX_STEPS, DEFAULT_PICTURE_DIR, check_max_seconds
@@ -253,19 +253,22 @@ class Repl:
             return self._advance(count, stop_at_start=False, limit_reason=None)
         # step 10**30 ran on past --max-steps for as long as the program did not halt
         return self._advance(self.max_steps, stop_at_start=False,
-                             limit_reason=f"stopped after {self.max_steps} steps (--max-steps; "
-                                          f"step asked for {shown_int(count)})")
+                             limit_reason=f"{self._stopped_at_the_limit()[:-1]}; step asked "
+                                          f"for {shown_int(count)})")
 
     def _run(self, argument: str) -> str:
         _no_argument("run", argument)
         self.machine.reset()
         return self._advance(self.max_steps, stop_at_start=True,
-                             limit_reason=f"stopped after {self.max_steps} steps (--max-steps)")
+                             limit_reason=self._stopped_at_the_limit())
 
     def _continue(self, argument: str) -> str:
         _no_argument("continue", argument)
         return self._advance(self.max_steps, stop_at_start=False,
-                             limit_reason=f"stopped after {self.max_steps} steps (--max-steps)")
+                             limit_reason=self._stopped_at_the_limit())
+
+    def _stopped_at_the_limit(self) -> str:
+        return f"stopped after {counted(self.max_steps, 'step')} (--max-steps)"
 
     def _advance(self, limit: int, stop_at_start: bool, limit_reason: str | None) -> str:
         """Step both engines up to `limit` times; stop at a breakpoint, EOF, a watch that
@@ -301,7 +304,7 @@ class Repl:
                         reasons.append("the engines disagree from this step on (see diff)")
                     progress(executed)  # last: --max-seconds keeps the step's own reasons
         except KeyboardInterrupt:
-            reasons.append(f"interrupted after {executed} steps")
+            reasons.append(f"interrupted after {counted(executed, 'step')}")
         except TimeLimitExceeded as error:  # raised after a whole step, as Ctrl-C ends one
             reasons.append(str(error))
         finally:

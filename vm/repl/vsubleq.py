@@ -16,7 +16,7 @@ import unicodedata
 
 import torch
 
-from vm.common.errors import InputError, PrecisionError, shown_path
+from vm.common.errors import InputError, PrecisionError, counted, shown_path
 from vm.isa import VSUBLEQ
 from vm.isa.vsubleq import engine_settings
 from vm.machines.stepping import check_max_steps
@@ -139,7 +139,8 @@ class VsubleqRepl:
                     break
                 except KeyboardInterrupt:
                     self.run = self._build(before, self.run.geometry.outputs, self.fed)
-                    lines.append(f"interrupted after {self.reference.steps - start} steps")
+                    done = self.reference.steps - start
+                    lines.append(f"interrupted after {counted(done, 'step')}")
                     break
                 except TapeLimit as error:  # the pass ran on X in place: take it back
                     self.run = self._build(before, self.run.geometry.outputs, self.fed)
