@@ -709,8 +709,14 @@ def test_run_on_the_reference_refuses_the_transformers_options(option, capsys):
     """They were silently ignored: `--engine reference --device garbage` exited 0."""
     code, out, err = run_cli(capsys, "run", FACTORIAL, "--engine", "reference", *option)
     assert code == 2 and out == ""
-    assert err == (f"ltvm: error: {option[0]}: transformer options, but --engine reference "
+    assert err == (f"ltvm: error: {option[0]}: a transformer option, but --engine reference "
                    "runs no transformer\n")
+
+
+def test_run_on_the_reference_names_several_transformer_options_in_the_plural(capsys):
+    code, _, err = run_cli(capsys, "run", FACTORIAL, "--engine", "reference", "--checked",
+                           "--dtype", "float64")
+    assert code == 2 and "--dtype, --checked: transformer options, but" in err
 
 
 @pytest.mark.parametrize("option, reason", [(["--checked"], "--checked"),

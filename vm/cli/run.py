@@ -95,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "reference":
         ignored = engine_options_given(args)
         if ignored:  # silently ignored before, --device garbage included
-            raise InputError(f"{', '.join(ignored)}: transformer options, but --engine "
-                             "reference runs no transformer")
+            kind = "a transformer option" if len(ignored) == 1 else "transformer options"
+            raise InputError(f"{', '.join(ignored)}: {kind}, but --engine reference runs no "
+                             "transformer")
         given = input_options(args, isa, transformer=False)
         progress = Progress("steps", args.max_steps, max_seconds=args.max_seconds,
                             since=started)
