@@ -64,6 +64,13 @@ def test_bench_reports_how_a_pass_grows_with_n_from_its_own_rows(capsys):
     assert "batch 1: a pass costs ~ n^" in capsys.readouterr().out
 
 
+def test_bench_measures_a_size_named_twice_once(capsys):
+    assert main(["bench", "--columns", "16,16", "--batch", "1,1", "--seconds", "0.05",
+                 "--json"]) == 0
+    assert [(row["columns"], row["batch"]) for row in
+            json.loads(capsys.readouterr().out)["rows"]] == [(16, 1)]
+
+
 @pytest.mark.parametrize("seconds", ["-1", "0", "inf", "nan", "x", "1e308", "3601"])
 def test_bench_refuses_a_budget_that_is_not_a_positive_number_up_to_an_hour(capsys, seconds):
     with pytest.raises(SystemExit) as stop:

@@ -8,6 +8,8 @@ import sys
 
 from vm.cli.bench import add_engine_arguments, bench_seconds
 from vm.cli.common import integer
+from vm.machines.vsubleq.layout import MAX_MEMORY
+from vm.machines.vsubleq.reference import MAX_BITS
 
 DEFAULT_WORDS = [256, 4096]
 DEFAULT_BITS = 16
@@ -28,10 +30,11 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
                     "loop that never halts, padded to m memory words, beside the reference "
                     "interpreter measured in the same run. Tapes are empty.")
     parser.add_argument("--words", type=_words, default=DEFAULT_WORDS, metavar="M,...",
-                        help="memory sizes m, powers of two (default "
-                             + ",".join(map(str, DEFAULT_WORDS)) + ")")
+                        help=f"memory sizes m, powers of two up to {MAX_MEMORY} that hold the "
+                             "loop (default " + ",".join(map(str, DEFAULT_WORDS)) + ")")
     parser.add_argument("--bits", type=integer, default=DEFAULT_BITS, metavar="N",
-                        help=f"word size N; m <= 2^(N-1) (default {DEFAULT_BITS})")
+                        help=f"word size N, 4 to {MAX_BITS}; m <= 2^(N-1) (default "
+                             f"{DEFAULT_BITS})")
     parser.add_argument("--seconds", type=bench_seconds, default=2.0,
                         help="time budget per measurement (transformer, then reference), "
                              "after a one-pass warm-up timed apart (default 2, at most 3600)")

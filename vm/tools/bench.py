@@ -241,8 +241,10 @@ def check_sizes(columns: list[int], batches: list[int], config: EngineConfig) ->
 
 def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: float,
           progress: Callable[[str], None] = lambda _: None, rounds: int = 1) -> list[BenchRow]:
-    """A row per column count and batch: `rounds` measurements in a row, each between two
-    timings of the reference, reported as their median round (`median_round`)."""
+    """A row per column count and batch, each once (`--columns 64,64` measured and printed
+    n = 64 twice): `rounds` measurements in a row, each between two timings of the
+    reference, reported as their median round (`median_round`)."""
+    columns, batches = list(dict.fromkeys(columns)), list(dict.fromkeys(batches))
     check_sizes(columns, batches, config)
     rows = []
     for n in columns:
@@ -478,7 +480,9 @@ def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budge
                progress: Callable[[str], None] = lambda _: None,
                rounds: int = 1) -> list[FleqBenchRow]:
     """A row per program and batch: `rounds` measurements in a row, each between two timings
-    of the FLEQ reference, reported as their median round (`median_round`)."""
+    of the FLEQ reference, reported as their median round (`median_round`). A program or
+    batch named twice is measured once."""
+    names, batches = list(dict.fromkeys(names)), list(dict.fromkeys(batches))
     programs = [fleq_workload(name) for name in names]  # every file read before any timing
     for program in programs:
         TransformerExecutor(fleq_geometry_for(program), config).check_memory(max(batches))
