@@ -14,8 +14,8 @@ import math
 from pathlib import Path
 
 from vm.attention.chunked import MODES
-from vm.attention.chunked.limits import (check_calls, check_limits, check_memory,
-                                         check_score_scale)
+from vm.attention.chunked.limits import (BANDED_MAX_N, MAX_M, MAX_N, check_calls,
+                                         check_limits, check_memory, check_score_scale)
 from vm.cli.common import (directory_path, integer, non_negative_float, positive_float,
                            seed_value, thread_count)
 from vm.common.errors import InputError, RunFailure, shown_path
@@ -31,8 +31,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "attention", help="simulate N-token attention with oracle calls of length M",
         description="Run one random instance of a chunked-attention variant and report its "
         "oracle calls, error against direct attention, time and peak memory.")
-    parser.add_argument("--n", type=integer, required=True, help="sequence length N")
-    parser.add_argument("--m", type=integer, required=True, help="oracle input length M")
+    parser.add_argument("--n", type=integer, required=True, metavar="N",
+                        help=f"sequence length N, up to {MAX_N} (window and sink: "
+                             f"{BANDED_MAX_N})")
+    parser.add_argument("--m", type=integer, required=True, metavar="M",
+                        help=f"oracle input length M, at most N and {MAX_M}")
     parser.add_argument("--mode", required=True, help=f"one of {', '.join(MODES)}")
     parser.add_argument("--heads", type=integer, default=1, help="heads per layer H (default 1)")
     parser.add_argument("--layers", type=integer, default=1, help="layers L (default 1)")
@@ -66,11 +69,12 @@ def register_bench(targets: argparse._SubParsersAction) -> None:
         description="Measure full attention and the exact, window and sampled simulations "
         "for every N and M, each in a fresh process; write a table and a plot.")
     parser.add_argument("--out", type=directory_path, default=Path("out/bench-attention"),
-                        help="output directory (default out/bench-attention)")
+                        metavar="DIR", help="output directory (default out/bench-attention)")
     parser.add_argument("--n-values", type=_int_list, default=[4096, 16384, 65536],
-                        help="comma-separated N values (default 4096,16384,65536)")
-    parser.add_argument("--m-values", type=_int_list, default=[256, 1024],
-                        help="comma-separated M values (default 256,1024)")
+                        metavar="N,...",
+                        help=f"sequence lengths N, 2 to {MAX_N} (default 4096,16384,65536)")
+    parser.add_argument("--m-values", type=_int_list, default=[256, 1024], metavar="M,...",
+                        help=f"oracle input lengths M, 2 to {MAX_M} (default 256,1024)")
     parser.add_argument("--full-limit-gib", type=positive_float, default=4.0,
                         help="skip full attention above this estimated memory (default 4)")
     parser.add_argument("--head-dim", type=integer, default=16, help="head dimension (default 16)")
