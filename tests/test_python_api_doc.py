@@ -17,7 +17,7 @@ import contextlib
 import io
 import re
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -49,29 +49,29 @@ class Block:
 
 
 def blocks(text: str) -> list[Block]:
-    """Every fenced block of the guide, with its section (the `## ` heading above it)."""
+    """Every fenced block of the guide, with its section (the `## ` heading above it); a
+    ```text block right after a python block (blank lines between at most) is its `after`."""
+    lines = text.splitlines()
     found: list[Block] = []
-    section, language, start, body = "", None, 0, []
-    last_end, gap_blank = None, False
-    for number, line in enumerate(text.splitlines(), 1):
+    section, language, opened, closed, body = "", None, 0, None, []
+    for number, line in enumerate(lines, 1):
         if language is None:
             if line.startswith("```"):
-                language, start, body = line[3:].strip(), number + 1, []
-                gap_blank = last_end is not None and all(
-                    not between.strip() for between in text.splitlines()[last_end:number - 1])
+                language, opened, body = line[3:].strip(), number, []
             elif line.startswith("## "):
                 section = line[3:].strip()
             continue
-        if line.startswith("```"):
-            block = Block(section, language, start, "\n".join(body) + "\n")
-            if (language == "text" and gap_blank and found
-                    and found[-1].language == "python" and found[-1].after is None):
-                found[-1] = Block(**{**found[-1].__dict__, "after": block})
-            found.append(block)
-            language, last_end = None, number
+        if not line.startswith("```"):
+            body.append(line)
             continue
-        body.append(line)
-    assert language is None, f"docs/python_api.md: a block opened at line {start - 1} never closes"
+        block = Block(section, language, opened + 1, "\n".join(body) + "\n")
+        follows = closed is not None and not "".join(lines[closed:opened - 1]).strip()
+        if (language == "text" and follows and found and found[-1].language == "python"
+                and found[-1].after is None):
+            found[-1] = replace(found[-1], after=block)
+        found.append(block)
+        language, closed = None, number
+    assert language is None, f"docs/python_api.md: the block opened at line {opened} never closes"
     return found
 
 
