@@ -70,3 +70,29 @@ def test_load_needs_no_options(source):
     path = Path(__file__).resolve().parents[1] / "programs" / source
     program, geometry = for_path(path).load(path)
     assert for_program(program).geometry_for(program) == geometry
+
+
+@pytest.mark.parametrize("source", ["subleq/gcd.sq", "fleq/calculator.fleq",
+                                    "vsubleq/hello.dec", "vsubleq/hello.vsq"])
+def test_every_instruction_set_assembles_a_file_and_a_text_as_it_loads_them(source):
+    """SUBLEQ had no assemble_file and standard SUBLEQ neither method, where FLEQ had both:
+    a library caller had to know which instruction set offered which."""
+    path = Path(__file__).resolve().parents[1] / "programs" / source
+    isa = for_path(path)
+    loaded, _ = isa.load(path)
+    listing = isa.listing(loaded)
+    assert isa.listing(isa.assemble_file(path)) == listing
+    assert isa.listing(isa.assemble_text(path.read_text(), str(path))) == listing
+
+
+@pytest.mark.parametrize("source", ["subleq/factorial.sq", "vsubleq/hello.vsq"])
+def test_runs_and_comparisons_need_no_step_limit_or_engine_settings(source):
+    """`SUBLEQ.run_transformer(program, geometry)` and `SUBLEQ.compare(program, geometry)`
+    raised TypeError (no config), where vm.runtime's functions take the defaults."""
+    path = Path(__file__).resolve().parents[1] / "programs" / source
+    isa = for_path(path)
+    program, geometry = isa.load(path)
+    reference = isa.run_reference(program)
+    assert reference.halted
+    assert isa.run_transformer(program, geometry).memory == reference.memory
+    assert isa.compare(program, geometry).ok

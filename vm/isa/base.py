@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from vm.common.errors import InputError
+from vm.machines.stepping import DEFAULT_MAX_STEPS
 from vm.machines.subleq.reference import RunResult
 from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
@@ -113,6 +114,15 @@ class InstructionSet(ABC):
         """(program, geometry) of a source file, assembled with the options that apply."""
 
     @abstractmethod
+    def assemble_text(self, text: str, file: str = "<source>", **options: Any) -> Any:
+        """The program of a source text; `file` names it in errors (and, where the ISA
+        reads two formats, says which by its suffix). Options as `load`'s, by keyword."""
+
+    @abstractmethod
+    def assemble_file(self, path: str | Path, **options: Any) -> Any:
+        """The program of a source file (`load` without the geometry)."""
+
+    @abstractmethod
     def geometry_for(self, program: Any) -> Any:
         """The smallest geometry that fits the program."""
 
@@ -136,7 +146,7 @@ class InstructionSet(ABC):
 
     # -- the reference and comparison -------------------------------------------------------
     @abstractmethod
-    def run_reference(self, program: Any, max_steps: int, trace: bool = False,
+    def run_reference(self, program: Any, max_steps: int = DEFAULT_MAX_STEPS, trace: bool = False,
                       progress: Callable[[int], None] | None = None) -> RunResult:
         """Run the exact interpreter; `progress` gets the step count now and then and may
         end the run by raising (TimeLimitExceeded)."""
@@ -146,7 +156,8 @@ class InstructionSet(ABC):
         has some (FLEQ: the machine's domain)."""
         return RunChecks()
 
-    def run_transformer(self, program: Any, geometry: Any, max_steps: int, config: EngineConfig,
+    def run_transformer(self, program: Any, geometry: Any, max_steps: int = DEFAULT_MAX_STEPS,
+                        config: EngineConfig = EngineConfig(),
                         progress: Callable[[int], None] | None = None,
                         trace: bool = False) -> RunResult:
         """Run on the looped transformer: the shared batched executor unless the ISA has
@@ -157,7 +168,8 @@ class InstructionSet(ABC):
         return run_transformer(program, geometry, max_steps, config, progress)
 
     @abstractmethod
-    def compare(self, program: Any, geometry: Any, max_steps: int, config: EngineConfig,
+    def compare(self, program: Any, geometry: Any, max_steps: int = DEFAULT_MAX_STEPS,
+                config: EngineConfig = EngineConfig(),
                 progress: Callable[[int], None] | None = None) -> Any:
         """Transformer and reference in lockstep; the result has `ok` and `halted`."""
 

@@ -24,7 +24,7 @@ from vm.machines.fleq.layout import FleqGeometry, fleq_layout
 from vm.machines.fleq.machine import FleqMachine, fleq_machine
 from vm.machines.fleq.punchcard import encode_fleq, fleq_geometry_for
 from vm.machines.fleq.reference import FleqStep, run_fleq_reference
-from vm.machines.stepping import check_max_steps
+from vm.machines.stepping import DEFAULT_MAX_STEPS, check_max_steps
 from vm.machines.subleq.reference import RunResult
 from vm.routines import ROUTINES
 from vm.runtime.config import DTYPE_NAMES, EngineConfig
@@ -103,7 +103,8 @@ class Fleq(InstructionSet):
     def default_dtype(self) -> str:
         return FleqMachine.default_dtype
 
-    def run_reference(self, program: FleqProgram, max_steps: int, trace: bool = False,
+    def run_reference(self, program: FleqProgram, max_steps: int = DEFAULT_MAX_STEPS,
+                      trace: bool = False,
                       progress: Callable[[int], None] | None = None) -> FleqRun:
         """Stops at the first value outside the machine's domain (`FleqRun.domain`)."""
         self.check_program(program)
@@ -116,8 +117,10 @@ class Fleq(InstructionSet):
         return RunChecks({"domain": "ok" if result.domain is None
                           else result.domain.describe()}, result.domain is None)
 
-    def compare(self, program: FleqProgram, geometry: FleqGeometry, max_steps: int,
-                config: EngineConfig, progress: Callable[[int], None] | None = None
+    def compare(self, program: FleqProgram, geometry: FleqGeometry,
+                max_steps: int = DEFAULT_MAX_STEPS,
+                config: EngineConfig = EngineConfig(),
+                progress: Callable[[int], None] | None = None
                 ) -> FleqComparison:
         from vm.runtime.compare import compare_fleq  # torch: only runs that compare pay it
         return compare_fleq(program, geometry, max_steps, config, progress)

@@ -18,6 +18,7 @@ from vm.common.geometry import Geometry
 from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions, agreement_line
 from vm.machines.subleq.layout import subleq_layout
 from vm.machines.subleq.machine import SubleqMachine, subleq_machine
+from vm.machines.stepping import DEFAULT_MAX_STEPS
 from vm.machines.subleq.punchcard import encode, geometry_for
 from vm.machines.subleq.reference import RunResult, TraceStep, run_reference
 from vm.runtime.config import EngineConfig
@@ -40,12 +41,16 @@ class Subleq(InstructionSet):
              ) -> tuple[Program, Geometry]:
         if options.block_size or options.parameters or options.functions:
             raise InputError("--block-size, --param and --functions apply to .fleq programs")
-        program = assemble_file(path, bits=options.bits, progress=options.progress)
+        program = self.assemble_file(path, bits=options.bits, progress=options.progress)
         return program, geometry_for(program, options.scratch)
 
     def assemble_text(self, text: str, file: str = "<source>", bits: int | None = None,
                       progress: Callable[[int], None] | None = None) -> Program:
         return assemble(text, file, bits=bits, progress=progress)
+
+    def assemble_file(self, path: str | Path, bits: int | None = None,
+                      progress: Callable[[int], None] | None = None) -> Program:
+        return assemble_file(path, bits=bits, progress=progress)
 
     def geometry_for(self, program: Program, scratch: int | None = None) -> Geometry:
         return geometry_for(program, scratch)
@@ -67,13 +72,15 @@ class Subleq(InstructionSet):
     def default_dtype(self) -> str:
         return SubleqMachine.default_dtype
 
-    def run_reference(self, program: Program, max_steps: int, trace: bool = False,
+    def run_reference(self, program: Program, max_steps: int = DEFAULT_MAX_STEPS,
+                      trace: bool = False,
                       progress: Callable[[int], None] | None = None) -> RunResult:
         self.check_program(program)
         return run_reference(program, max_steps, trace=trace, progress=progress)
 
-    def compare(self, program: Program, geometry: Geometry, max_steps: int,
-                config: EngineConfig, progress: Callable[[int], None] | None = None
+    def compare(self, program: Program, geometry: Geometry, max_steps: int = DEFAULT_MAX_STEPS,
+                config: EngineConfig = EngineConfig(),
+                progress: Callable[[int], None] | None = None
                 ) -> Comparison:
         from vm.runtime.compare import compare_program  # torch: only runs that compare pay it
         return compare_program(program, geometry, max_steps, config, progress)

@@ -18,6 +18,7 @@ from assembler.vsq import assemble as assemble_vsq
 from vm.common.errors import InputError
 from vm.isa.base import (OUTPUT_FORMATS, InstructionSet, PaperComparison, ProgramOptions,
                          agreement_line)
+from vm.machines.stepping import DEFAULT_MAX_STEPS
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
 from vm.machines.vsubleq.punchcard import check_max_output, encode, geometry_for
@@ -73,17 +74,25 @@ class Vsubleq(InstructionSet):
         if options.block_size or options.parameters or options.functions or options.scratch:
             raise InputError("--block-size, --param, --functions and --scratch do not apply "
                              "to standard SUBLEQ images (.dec, .vsq)")
-        text = read_source(path)
-        if Path(path).suffix == ".vsq":
-            assembled = assemble_vsq(text, str(path), options.bits)
+        image = self.assemble_file(path, bits=options.bits)
+        return image, geometry_for(image)
+
+    def assemble_text(self, text: str, file: str = "<source>.vsq", bits: int | None = None
+                      ) -> Image:
+        """A .vsq assembly source, or the words of a .dec image where `file` ends in .dec
+        (`bits`: the word size, else the source's .bits or DEFAULT_BITS)."""
+        if Path(file).suffix != ".dec":
+            assembled = assemble_vsq(text, file, bits)
             words, bits = assembled.words, assembled.bits
         else:  # the word size is checked before the words are checked against it, as
             # for .vsq: 0 ran as the default 16, '8' and 8.0 failed with TypeErrors
-            check_word_size(options.bits, MAX_BITS)
-            bits = DEFAULT_BITS if options.bits is None else int(options.bits)
-            words = load_image(text, str(path), bits)
-        image = Image.from_words(words, bits, str(path))
-        return image, geometry_for(image)
+            check_word_size(bits, MAX_BITS)
+            bits = DEFAULT_BITS if bits is None else int(bits)
+            words = load_image(text, file, bits)
+        return Image.from_words(words, bits, file)
+
+    def assemble_file(self, path: str | Path, bits: int | None = None) -> Image:
+        return self.assemble_text(read_source(path), str(path), bits)
 
     def geometry_for(self, program: Image) -> VGeometry:
         self.check_program(program)
@@ -106,14 +115,17 @@ class Vsubleq(InstructionSet):
     def default_dtype(self) -> str:
         return VsubleqMachine.default_dtype
 
-    def run_reference(self, program: Image, max_steps: int, trace: bool = False,
+    def run_reference(self, program: Image, max_steps: int = DEFAULT_MAX_STEPS,
+                      trace: bool = False,
                       progress: Callable[[int], None] | None = None,
                       input_bytes: bytes = b"") -> Result:
         self.check_program(program)
         return run_reference(program, max_steps, _tapes(input_bytes), trace, progress)
 
-    def run_transformer(self, program: Image, geometry: VGeometry, max_steps: int,
-                        config: EngineConfig, progress: Callable[[int], None] | None = None,
+    def run_transformer(self, program: Image, geometry: VGeometry,
+                        max_steps: int = DEFAULT_MAX_STEPS,
+                        config: EngineConfig = EngineConfig(),
+                        progress: Callable[[int], None] | None = None,
                         trace: bool = False, input_bytes: bytes = b"",
                         max_output: int | None = None) -> Result:
         """The tapes are sized by the input and `max_output` (a full output tape is an
@@ -125,8 +137,9 @@ class Vsubleq(InstructionSet):
                                max_output=max_output,
                                **engine_settings(config))
 
-    def compare(self, program: Image, geometry: VGeometry, max_steps: int,
-                config: EngineConfig, progress: Callable[[int], None] | None = None,
+    def compare(self, program: Image, geometry: VGeometry, max_steps: int = DEFAULT_MAX_STEPS,
+                config: EngineConfig = EngineConfig(),
+                progress: Callable[[int], None] | None = None,
                 input_bytes: bytes = b"", max_output: int | None = None) -> Comparison:
         """Memory, pc, halted, bytes read and output compared after every step."""
         from vm.machines.vsubleq.run import compare  # torch: only runs that compare pay it

@@ -8,6 +8,9 @@ from typing import Any, Callable, Protocol
 from vm.common.errors import InputError
 from vm.common.limits import is_whole_number
 
+DEFAULT_MAX_STEPS = 100_000
+"""The step limit of a run a library caller starts without one (the command line's is
+--max-steps)."""
 CLOCK_EVERY = 4096
 """Steps between calls of `progress`: often enough that --max-seconds stops a run within
 milliseconds, rarely enough that reading the clock costs nothing next to the steps."""

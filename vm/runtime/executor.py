@@ -41,7 +41,7 @@ from vm.transformer.weights import MachineWeights
 from vm.machines import BUILDERS, machine_for
 from vm.machines.subleq.machine import STATE_TOLERANCE
 from vm.machines.subleq.reference import RunResult
-from vm.machines.stepping import check_max_steps, check_progress
+from vm.machines.stepping import DEFAULT_MAX_STEPS, check_max_steps, check_progress
 from vm.machines.fleq.layout import FleqGeometry
 from vm.machines.vsubleq.layout import VGeometry
 from vm.runtime.active import ActiveEvaluator
@@ -620,7 +620,7 @@ def _ordinary(X: torch.Tensor) -> torch.Tensor:
         return X.clone(memory_format=torch.contiguous_format)
 
 
-def run_transformer(program: Program, geometry: Geometry, max_steps: int = 100_000,
+def run_transformer(program: Program, geometry: Geometry, max_steps: int = DEFAULT_MAX_STEPS,
                     config: EngineConfig = EngineConfig(),
                     progress: Callable[[int], None] | None = None) -> RunResult:
     """Run one program on the transformer and decode its final memory and pc."""
@@ -628,8 +628,8 @@ def run_transformer(program: Program, geometry: Geometry, max_steps: int = 100_0
     return executor.results(executor.run(executor.load([program]), max_steps, progress))[0]
 
 
-def run_traced(program: Program | FleqProgram, geometry: Geometry, max_steps: int = 100_000,
-               config: EngineConfig = EngineConfig(),
+def run_traced(program: Program | FleqProgram, geometry: Geometry,
+               max_steps: int = DEFAULT_MAX_STEPS, config: EngineConfig = EngineConfig(),
                progress: Callable[[int], None] | None = None) -> RunResult:
     """Run on the transformer decoding every pass, to report what each step did; `progress`
     hears of every step (and may stop the run: --max-seconds)."""

@@ -17,7 +17,7 @@ import numpy as np
 from assembler.fleq_program import FleqProgram, padded
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.functions import make_block
-from vm.machines.stepping import step_until_halted
+from vm.machines.stepping import DEFAULT_MAX_STEPS, step_until_halted
 
 if TYPE_CHECKING:
     from vm.machines.fleq.domains import DomainViolation
@@ -129,6 +129,7 @@ class FleqReference:
                           records, self.left_domain)
 
 
-def run_fleq_reference(program: FleqProgram, max_steps: int = 100_000, trace: bool = False,
-                       progress: Callable[[int], None] | None = None) -> FleqResult:
+def run_fleq_reference(program: FleqProgram, max_steps: int = DEFAULT_MAX_STEPS,
+                       trace: bool = False, progress: Callable[[int], None] | None = None
+                       ) -> FleqResult:
     return FleqReference(program).run(max_steps, trace, progress)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from assembler.program import Program, wrap
-from vm.machines.stepping import step_until_halted
+from vm.machines.stepping import DEFAULT_MAX_STEPS, step_until_halted
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class ReferenceMachine:
         return RunResult(list(self.memory), self.pc, self.steps, self.halted, records)
 
 
-def run_reference(program: Program, max_steps: int = 100_000, trace: bool = False,
+def run_reference(program: Program, max_steps: int = DEFAULT_MAX_STEPS, trace: bool = False,
                   progress: Callable[[int], None] | None = None) -> RunResult:
     """Run `program` from its initial state on the reference interpreter."""
     return ReferenceMachine(program).run(max_steps, trace, progress)

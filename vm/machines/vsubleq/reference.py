@@ -18,7 +18,7 @@ from typing import Callable
 
 from vm.common.errors import InputError
 from vm.common.limits import is_whole_number
-from vm.machines.stepping import step_until_halted
+from vm.machines.stepping import DEFAULT_MAX_STEPS, step_until_halted
 
 MIN_MEMORY = 4
 MAX_BITS = 64
@@ -192,7 +192,7 @@ class Reference:
                       bytes(self.output), records)
 
 
-def run_reference(image: Image, max_steps: int = 100_000, input_bytes: bytes = b"",
+def run_reference(image: Image, max_steps: int = DEFAULT_MAX_STEPS, input_bytes: bytes = b"",
                   trace: bool = False, progress: Callable[[int], None] | None = None
                   ) -> Result:
     """Run `image` from its initial state on the reference interpreter."""
