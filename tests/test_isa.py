@@ -96,3 +96,16 @@ def test_runs_and_comparisons_need_no_step_limit_or_engine_settings(source):
     assert reference.halted
     assert isa.run_transformer(program, geometry).memory == reference.memory
     assert isa.compare(program, geometry).ok
+
+
+def test_a_fleq_transformer_run_names_a_step_outside_its_blocks_domains():
+    """The calculator assembled with float64's block parameters and run in float32 came
+    back halted, with no word that its inv step's error was unbounded in float32."""
+    from vm.isa import FLEQ
+    from vm.runtime.config import EngineConfig
+    path = Path(__file__).resolve().parents[1] / "programs" / "fleq" / "calculator.fleq"
+    program, geometry = FLEQ.load(path)
+    assert FLEQ.run_transformer(program, geometry).domain is None
+    mixed = FLEQ.run_transformer(program, geometry, config=EngineConfig(dtype="float32"))
+    assert mixed.halted and "inv" in mixed.domain.describe()
+    assert "float32" in mixed.domain.describe()

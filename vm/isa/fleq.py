@@ -48,7 +48,9 @@ PAPER_PROGRAMS = {"matrix_inverse.fleq": "inverse", "power_iteration.fleq": "pow
 
 @dataclass
 class FleqRun(RunResult):
-    """A reference run, and the step that left the machine's domain (None: none did)."""
+    """A run, and the first step that left a domain (None: none did): for the reference the
+    machine's, for the transformer also the domain a block's error bound covers in the
+    run's dtype (`Fleq.run_transformer`)."""
 
     domain: DomainViolation | None = None
 
@@ -111,6 +113,22 @@ class Fleq(InstructionSet):
         fleq = run_fleq_reference(program, max_steps, trace=trace, progress=progress)
         domain = fleq.left_domain.violation(program) if fleq.left_domain else None
         return FleqRun(fleq.cells, fleq.pc, fleq.steps, fleq.halted, fleq.trace, domain)
+
+    def run_transformer(self, program: FleqProgram, geometry: FleqGeometry,
+                        max_steps: int = DEFAULT_MAX_STEPS,
+                        config: EngineConfig = EngineConfig(),
+                        progress: Callable[[int], None] | None = None,
+                        trace: bool = False) -> FleqRun:
+        """The shared executor's run, with its `domain`: the first step whose block call
+        left the domain its error bound covers in the run's dtype, or whose value left the
+        machine's (an exact replay of the steps, as `run_checks`). A program assembled with
+        float64's block parameters and run in float32 came back halted, with no word that
+        its errors were unbounded; `ltvm run` prints the same on its `domain:` line."""
+        result = super().run_transformer(program, geometry, max_steps, config, progress, trace)
+        violation = first_domain_violation(program, result.steps,
+                                           config.dtype or self.default_dtype)
+        return FleqRun(result.memory, result.pc, result.steps, result.halted, result.trace,
+                       violation)
 
     def reference_checks(self, program: FleqProgram, result: FleqRun) -> RunChecks:
         """The machine's domain, as the transformer run's `domain:` line names it."""
