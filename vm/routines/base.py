@@ -9,6 +9,8 @@ not use), so they never collide with the program's own.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from vm.common.signatures import Expansion, Operand, Routine, RoutineCall, Shape
@@ -71,8 +73,15 @@ def count_keyword(call: "RoutineCall", name: str, maximum: int) -> int:
     run) to a size that fits the machine."""
     value = call.keywords[name]
     if not 1 <= value <= maximum or value != int(value):
-        raise KeywordError(name, f"{name} must be an integer from 1 to {maximum}, got {value:.15g}")
+        raise KeywordError(name, f"{name} must be an integer from 1 to {maximum}, got "
+                                 f"{shown_keyword(value)}")
     return int(value)
+
+
+def shown_keyword(value: float) -> str:
+    """A keyword's value as a message names it: a literal past float64's range (1e999,
+    read as inf) as such, not as 'inf', which nobody typed."""
+    return f"{value:.15g}" if math.isfinite(value) else "a number past float64's range"
 
 
 ROUTINES: dict[str, Routine] = {}

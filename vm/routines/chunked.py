@@ -57,7 +57,8 @@ import numpy as np
 
 from vm.common.geometry import MAX_COLUMNS
 from vm.routines.base import (Expansion, KeywordError, Operand, OperandError, Routine,
-                              RoutineCall, expect_real, expect_shape, matrix_literal)
+                              RoutineCall, expect_real, expect_shape, matrix_literal,
+                              shown_keyword)
 from vm.routines import register_routine
 
 TOLERANCE = 2.0 ** -53
@@ -90,9 +91,10 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
     n, m = call.keywords["n"], call.keywords["m"]
     # finite first: int() of an inf (a literal past float64, 1e999) raised OverflowError
     if not math.isfinite(m) or m != int(m) or m < 1:
-        raise KeywordError("m", f"m must be a positive integer, got {m:g}")
+        raise KeywordError("m", f"m must be a positive integer, got {shown_keyword(m)}")
     if not math.isfinite(n) or n != int(n) or not m <= n or int(n) % int(m):
-        raise KeywordError("n", f"n={n:g} must be a positive multiple of m={m:g}")
+        raise KeywordError("n", f"n must be a positive multiple of m={m:g}, got "
+                                f"{shown_keyword(n)}")
     width, length = x0.shape
     if length != m:
         raise OperandError(x0, f"the chunk '{x0.name}' has {length} tokens (columns), m is {m:g}")
@@ -104,9 +106,10 @@ def _sizes(call: RoutineCall) -> tuple[int, int, int, int]:
     score = call.keywords["score"]
     if not 0 < score <= MAX_SCORE:
         raise KeywordError("score", f"score must be positive and at most {MAX_SCORE:g}, got "
-                           f"{score:g}")
+                           f"{shown_keyword(score)}")
     if call.keywords["rope"] not in (0, 1):
-        raise KeywordError("rope", f"rope must be 0 or 1, got {call.keywords['rope']:g}")
+        raise KeywordError("rope", f"rope must be 0 or 1, got "
+                                   f"{shown_keyword(call.keywords['rope'])}")
     chunks, steps = int(n) // int(m), newton_iterations(score)
     if chunks > MAX_COLUMNS:  # checked first: a 300-digit count filled the message below
         raise KeywordError("n", f"n/m = {n / m:g} chunks, more than the machine's "

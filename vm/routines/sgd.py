@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from vm.functions.activations import ACTIVATIONS
 from vm.routines.base import (Expansion, KeywordError, OperandError, Routine, RoutineCall,
-                              expect_real, expect_shape)
+                              expect_real, expect_shape, shown_keyword)
 from vm.routines import register_routine
 
 ACTIVATION_CODES = {0: "tanh", 1: "sigmoid", 2: "relu"}
@@ -53,7 +53,7 @@ def _loss_destination(call: RoutineCall) -> None:
 def _learning_rate(call: RoutineCall) -> float:
     rate = call.keywords["lr"]
     if not rate > 0:
-        raise KeywordError("lr", f"lr must be positive, got {rate:g}")
+        raise KeywordError("lr", f"lr must be positive, got {shown_keyword(rate)}")
     return rate
 
 
