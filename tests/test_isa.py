@@ -109,3 +109,15 @@ def test_a_fleq_transformer_run_names_a_step_outside_its_blocks_domains():
     mixed = FLEQ.run_transformer(program, geometry, config=EngineConfig(dtype="float32"))
     assert mixed.halted and "inv" in mixed.domain.describe()
     assert "float32" in mixed.domain.describe()
+
+
+def test_export_in_one_call_refuses_an_attention_mode_before_writing(tmp_path):
+    from vm.isa import SUBLEQ
+    path = Path(__file__).resolve().parents[1] / "programs" / "subleq" / "gcd.sq"
+    program, geometry = SUBLEQ.load(path)
+    with pytest.raises(InputError, match="attention must be one of dense, masked"):
+        SUBLEQ.export(program, geometry, tmp_path / "out", attention="sparse")
+    assert not (tmp_path / "out").exists()
+    written = SUBLEQ.export(program, geometry, tmp_path / "out", attention="dense")
+    assert sorted(path.name for path in written.iterdir()) == ["layout.json", "punchcard.npy",
+                                                               "weights.npz"]

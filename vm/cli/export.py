@@ -8,7 +8,7 @@ import sys
 from vm.cli.common import add_program_arguments, load_program, temperature_value
 from vm.common.errors import shown_path
 from vm.isa import for_program
-from vm.runtime.export import FLEQ_DTYPE, FORMATS, check_export_directory, export, files
+from vm.runtime.export import FORMATS, check_export_directory, files
 from vm.transformer.modes import ATTENTION_MODES
 DESCRIPTION = """\
 Write DIR/weights.npz (every Q, K, V, lam, mask, W1, b1, W2, b2 and a JSON meta string),
@@ -65,15 +65,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_export_directory(args.output)  # a bad -o is refused before the machine is built
+    check_export_directory(args.output)  # a bad -o is refused before the program is read
     program, geometry = load_program(args)
     isa = for_program(program)
-    machine = isa.machine(geometry, args.temperature)
-    machine.check_exact_moves(FLEQ_DTYPE)
+    directory = isa.export(program, geometry, args.output, args.temperature, args.attention,
+                           args.format)
+    machine = isa.machine(geometry, args.temperature)  # the one the export built (cached)
     punchcard = machine.encode(program)
-    bits, extra = isa.export_fields(program, geometry)
-    directory = export(args.output, machine.weights, machine.layout, punchcard, bits,
-                       args.attention == "masked", extra, args.format)
     if not machine.temperature_is_safe(isa.default_dtype):
         print(f"warning: at temperature {machine.temperature:g} the reads of these weights are "
               "not provably exact (ltvm runs check every pass there; an executor of the "

@@ -21,6 +21,7 @@ from vm.machines.stepping import DEFAULT_MAX_STEPS
 from vm.machines.subleq.reference import RunResult
 from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
+from vm.transformer.modes import ATTENTION_MODES
 
 OUTPUT_FORMATS = ("text", "decimal", "hex")
 """How `ltvm run` shows an output stream: bytes as text, or their values."""
@@ -209,6 +210,24 @@ class InstructionSet(ABC):
     @abstractmethod
     def export_fields(self, program: Any, geometry: Any) -> tuple[int, dict]:
         """(bits of the pc code, the ISA's part of layout.json) for `ltvm export`."""
+
+    def export(self, program: Any, geometry: Any, directory: str | Path,
+               temperature: float | None = None, attention: str = "masked",
+               fmt: str = "npz") -> Path:
+        """What `ltvm export` writes, in one call (vm/runtime/export.py: the weights, layout.json
+        and punchcard.npy, all or nothing): the machine is built at `temperature` and, for
+        FLEQ, its moves are checked exact in the dtype the export names. Returns the
+        directory."""
+        from vm.runtime.export import FLEQ_DTYPE, check_export_directory, export
+        if attention not in ATTENTION_MODES:
+            raise InputError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got "
+                             f"{attention!r}")
+        check_export_directory(directory)  # before the machine is built
+        machine = self.machine(geometry, temperature)
+        machine.check_exact_moves(FLEQ_DTYPE)
+        bits, extra = self.export_fields(program, geometry)
+        return export(directory, machine.weights, machine.layout, machine.encode(program), bits,
+                      attention == "masked", extra, fmt)
 
     @abstractmethod
     def paper(self, program: Any, geometry: Any) -> PaperComparison:
