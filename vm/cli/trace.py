@@ -104,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
     progress.done()
     X = runner.state()
     if executor.decode(X)[0][1] == program.eof:
-        print(f"note: the program reached EOF after {counted(int(runner.steps[0]), 'step')}; the "
-              "pictures "
-              f"at step {args.step} show the EOF pass, which changes nothing")
+        steps = counted(int(runner.steps[0]), "step")
+        print(f"note: the program reached EOF after {steps}; the pictures at step {args.step} "
+              "show the EOF pass, which changes nothing")
     drawn, frames = X[0], []
     if args.gif:
         progress = _animation_progress("steps animated", args)

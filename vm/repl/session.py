@@ -253,8 +253,8 @@ class Repl:
             return self._advance(count, stop_at_start=False, limit_reason=None)
         # step 10**30 ran on past --max-steps for as long as the program did not halt
         return self._advance(self.max_steps, stop_at_start=False,
-                             limit_reason=f"{self._stopped_at_the_limit()[:-1]}; step asked "
-                                          f"for {shown_int(count)})")
+                             limit_reason=self._stopped_at_the_limit(
+                                 f"; step asked for {shown_int(count)}"))
 
     def _run(self, argument: str) -> str:
         _no_argument("run", argument)
@@ -267,8 +267,8 @@ class Repl:
         return self._advance(self.max_steps, stop_at_start=False,
                              limit_reason=self._stopped_at_the_limit())
 
-    def _stopped_at_the_limit(self) -> str:
-        return f"stopped after {counted(self.max_steps, 'step')} (--max-steps)"
+    def _stopped_at_the_limit(self, detail: str = "") -> str:
+        return f"stopped after {counted(self.max_steps, 'step')} (--max-steps{detail})"
 
     def _advance(self, limit: int, stop_at_start: bool, limit_reason: str | None) -> str:
         """Step both engines up to `limit` times; stop at a breakpoint, EOF, a watch that
