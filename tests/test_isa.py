@@ -121,3 +121,25 @@ def test_export_in_one_call_refuses_an_attention_mode_before_writing(tmp_path):
     written = SUBLEQ.export(program, geometry, tmp_path / "out", attention="dense")
     assert sorted(path.name for path in written.iterdir()) == ["layout.json", "punchcard.npy",
                                                                "weights.npz"]
+
+
+def test_every_method_refuses_another_instruction_sets_program_or_geometry():
+    """Methods without a check failed on a missing attribute (SUBLEQ.named_memory(fleq):
+    "no attribute 'symbols'", FLEQ.run_transformer(subleq) "no attribute 'variables'") or
+    answered for the wrong machine: FLEQ.listing(subleq) printed a SUBLEQ listing and
+    SUBLEQ.run_transformer(fleq, fleq_geometry) ran the FLEQ program."""
+    from assembler.subleq import assemble
+    from vm.isa import FLEQ, SUBLEQ
+    fleq = FLEQ.assemble_text(".data\na: 3.0\nc: 0.0\n.code\nc = mul(a, a)\nhalt\n")
+    subleq = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
+    fleq_geometry, subleq_geometry = FLEQ.geometry_for(fleq), SUBLEQ.geometry_for(subleq)
+    calls = [lambda: FLEQ.listing(subleq), lambda: SUBLEQ.named_memory(fleq, [0.0] * 4),
+             lambda: SUBLEQ.run_transformer(fleq, fleq_geometry, 10),
+             lambda: FLEQ.run_transformer(subleq, subleq_geometry, 10),
+             lambda: FLEQ.run_checks(subleq, 1), lambda: SUBLEQ.trace_line(fleq, None),
+             lambda: SUBLEQ.column_names(fleq, subleq_geometry, SUBLEQ.layout(subleq_geometry)),
+             lambda: FLEQ.paper(fleq, subleq_geometry),
+             lambda: SUBLEQ.export_fields(subleq, fleq_geometry)]
+    for call in calls:
+        with pytest.raises(InputError, match="takes a [A-Z]+ (program|geometry)"):
+            call()

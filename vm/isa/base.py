@@ -9,6 +9,8 @@ compare, print a state, name columns. Adding an instruction set is a grammar in
 
 from __future__ import annotations
 
+import functools
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,37 @@ from vm.transformer.modes import ATTENTION_MODES
 
 OUTPUT_FORMATS = ("text", "decimal", "hex")
 """How `ltvm run` shows an output stream: bytes as text, or their values."""
+
+CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
+    "geometry_for": ("program",), "machine": ("geometry",), "layout": ("geometry",),
+    "encode": ("program", "geometry"), "run_reference": ("program",),
+    "reference_checks": ("program",), "run_transformer": ("program", "geometry"),
+    "compare": ("program", "geometry"), "run_checks": ("program",),
+    "named_memory": ("program",), "trace_line": ("program",), "listing": ("program",),
+    "column_names": ("program", "geometry"), "export_fields": ("program", "geometry"),
+    "export": ("program", "geometry"), "paper": ("geometry",), "save_csv": ("program",)}
+"""The methods of an instruction set whose program and geometry it refuses when they are
+another instruction set's (or None), and which of the two each takes (`paper` takes None
+for the program). Checked in one place, `InstructionSet.__init_subclass__`: calls that
+missed a check failed on a missing attribute (SUBLEQ.named_memory(fleq_program)) or
+answered for the wrong machine (FLEQ.listing(subleq_program) printed a SUBLEQ listing)."""
+
+
+def _checking(method: Callable, arguments: tuple[str, ...]) -> Callable:
+    """`method` calling the instruction set's check_program/check_geometry on `arguments`
+    first."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def checked(self: InstructionSet, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind_partial(self, *args, **kwargs).arguments
+        for name in arguments:
+            if name in bound:
+                getattr(self, f"check_{name}")(bound[name])
+        return method(self, *args, **kwargs)
+
+    checked.checks_arguments = True
+    return checked
 
 
 def format_value(value: int | float | list) -> str:
@@ -94,6 +127,14 @@ class InstructionSet(ABC):
     reads_input: bool = False
     """Whether its programs read an input stream and write an output tape
     (`run_reference(..., input_bytes=)`, `run_transformer(..., input_bytes=, max_output=)`)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wrap each of CHECKED_ARGUMENTS' methods in the checks of its arguments."""
+        super().__init_subclass__(**kwargs)
+        for name, arguments in CHECKED_ARGUMENTS.items():
+            method = getattr(cls, name)
+            if not getattr(method, "checks_arguments", False):
+                setattr(cls, name, _checking(method, arguments))
 
     def check_program(self, program: Any) -> None:
         """Refuse what is not this instruction set's program (another ISA's, None) by name:

@@ -88,17 +88,13 @@ class Fleq(InstructionSet):
 
     def machine(self, geometry: FleqGeometry, temperature: float | None = None
                 ) -> FleqMachine:
-        self.check_geometry(geometry)
         return fleq_machine(geometry, temperature)
 
     def layout(self, geometry: FleqGeometry) -> Layout:
-        self.check_geometry(geometry)
         return fleq_layout(geometry)
 
     def encode(self, program: FleqProgram, geometry: FleqGeometry,
                layout: Layout) -> np.ndarray:
-        self.check_program(program)
-        self.check_geometry(geometry)
         return encode_fleq(program, geometry, layout)
 
     @property
@@ -109,7 +105,6 @@ class Fleq(InstructionSet):
                       trace: bool = False,
                       progress: Callable[[int], None] | None = None) -> FleqRun:
         """Stops at the first value outside the machine's domain (`FleqRun.domain`)."""
-        self.check_program(program)
         fleq = run_fleq_reference(program, max_steps, trace=trace, progress=progress)
         domain = fleq.left_domain.violation(program) if fleq.left_domain else None
         return FleqRun(fleq.cells, fleq.pc, fleq.steps, fleq.halted, fleq.trace, domain)

@@ -56,16 +56,12 @@ class Subleq(InstructionSet):
         return geometry_for(program, scratch)
 
     def machine(self, geometry: Geometry, temperature: float | None = None) -> SubleqMachine:
-        self.check_geometry(geometry)
         return subleq_machine(geometry, temperature)
 
     def layout(self, geometry: Geometry) -> Layout:
-        self.check_geometry(geometry)
         return subleq_layout(geometry)
 
     def encode(self, program: Program, geometry: Geometry, layout: Layout) -> np.ndarray:
-        self.check_program(program)
-        self.check_geometry(geometry)
         return encode(program, geometry, layout)
 
     @property
@@ -75,7 +71,6 @@ class Subleq(InstructionSet):
     def run_reference(self, program: Program, max_steps: int = DEFAULT_MAX_STEPS,
                       trace: bool = False,
                       progress: Callable[[int], None] | None = None) -> RunResult:
-        self.check_program(program)
         return run_reference(program, max_steps, trace=trace, progress=progress)
 
     def compare(self, program: Program, geometry: Geometry, max_steps: int = DEFAULT_MAX_STEPS,

@@ -95,20 +95,15 @@ class Vsubleq(InstructionSet):
         return self.assemble_text(read_source(path), str(path), bits)
 
     def geometry_for(self, program: Image) -> VGeometry:
-        self.check_program(program)
         return geometry_for(program)
 
     def machine(self, geometry: VGeometry, temperature: float | None = None) -> VsubleqMachine:
-        self.check_geometry(geometry)
         return vsubleq_machine(geometry, temperature)
 
     def layout(self, geometry: VGeometry) -> Layout:
-        self.check_geometry(geometry)
         return vsubleq_layout(geometry)
 
     def encode(self, program: Image, geometry: VGeometry, layout: Layout) -> np.ndarray:
-        self.check_program(program)
-        self.check_geometry(geometry)
         return encode(program, geometry, layout)
 
     @property
@@ -119,7 +114,6 @@ class Vsubleq(InstructionSet):
                       trace: bool = False,
                       progress: Callable[[int], None] | None = None,
                       input_bytes: bytes = b"") -> Result:
-        self.check_program(program)
         return run_reference(program, max_steps, _tapes(input_bytes), trace, progress)
 
     def run_transformer(self, program: Image, geometry: VGeometry,
