@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from assembler.program import SourcePos
+from assembler.program import SourcePos, check_memory
 from vm.common.errors import InputError, PlacedInputError, shown_path
 from vm.common.signatures import Shape
 
@@ -117,7 +117,13 @@ class FleqProgram:
                 raise InputError(f"{where}: writes reserved cell {RESERVED[instruction.c]}")
 
     def named_memory(self, cells: list[np.ndarray]) -> dict[str, float | list]:
-        """Values by variable name: scalars as numbers, others as nested lists."""
+        """Values by variable name: scalars as numbers, others as nested lists; `cells` as a
+        run's memory holds them, each a d x d array."""
+        check_memory(cells, len(self.cells), "cell")
+        shapes = {np.shape(cell) for cell in cells} - {(self.d, self.d)}
+        if shapes:  # a flat list of floats failed with "too many indices for array"
+            raise InputError(f"memory cells must be {self.d} x {self.d} arrays, got one of "
+                             f"shape {shapes.pop()}")
         named: dict[str, float | list] = {}
         for variable in sorted(self.variables.values(), key=lambda v: v.cell):
             rows, columns = variable.shape

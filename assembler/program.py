@@ -6,16 +6,30 @@ punchcard encoder, so both engines run exactly the same thing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from vm.common.errors import InputError, shown_path
+import numpy as np
+
+from vm.common.errors import InputError, counted, shown_path
 
 ZERO_CELL = 0
 """Reserved memory cell holding 0 (paper, Step 7 of Lemma 4); also used by `goto`."""
 MINUS_ONE_CELL = 1
 """Reserved memory cell holding -1, the EOF instruction's `b` operand."""
 RESERVED_NAMES = {ZERO_CELL: "@zero", MINUS_ONE_CELL: "@minus_one"}
+
+
+def check_memory(memory: object, size: int, unit: str) -> None:
+    """Refuse a memory to name that is not a list of the program's `size` entries (`unit`:
+    what one is): a shorter one failed with an IndexError, None with a TypeError, and a
+    longer one (another program's) was named as if it were this program's."""
+    if isinstance(memory, (str, bytes)) or not isinstance(memory, (Sequence, np.ndarray)):
+        raise InputError(f"memory must be a list of the program's {counted(size, unit)}, "
+                         f"got {type(memory).__name__}")
+    if len(memory) != size:
+        raise InputError(f"memory holds {counted(len(memory), unit)}, the program has {size}")
 
 
 @dataclass(frozen=True)
@@ -104,6 +118,7 @@ class Program:
 
     def named_memory(self, memory: list[int]) -> dict[str, int | list[int]]:
         """Memory values by symbol name (arrays as lists), in address order."""
+        check_memory(memory, len(self.memory), "word")
         named: dict[str, int | list[int]] = {}
         for symbol in sorted(self.symbols.values(), key=lambda s: s.address):
             values = memory[symbol.address:symbol.address + symbol.size]

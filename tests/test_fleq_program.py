@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
+from vm.common.errors import InputError
 from vm.isa import FLEQ
 
 SOURCE = ".data\nx: 1.0\nn: 2\n.code\ntop: x = add(x, 1.0)\nagain:\nnext: goto top\n"
@@ -39,3 +43,15 @@ def test_naming_every_cell_and_instruction_scans_each_table_once():
         assert [program.label_at(i) for i in range(program.eof)] == ["top", "again"]
         assert [program.cell_name(c) for c in (2, 3)] == ["x", "n"]
     assert CountingDict.scans <= 2
+
+
+@pytest.mark.parametrize("cells,message", [
+    ([np.zeros((1, 1))], "memory holds 1 cell, the program has 5"),
+    ([0.0] * 5, r"memory cells must be 1 x 1 arrays, got one of shape \(\)"),
+    (None, "must be a list of the program's 5 cells, got NoneType")])
+def test_named_memory_refuses_cells_of_another_count_or_shape(cells, message):
+    """Too few cells failed with an IndexError, flat floats with "too many indices for
+    array", None with a TypeError."""
+    program = FLEQ.assemble_text(SOURCE, "names.fleq")
+    with pytest.raises(InputError, match=message):
+        program.named_memory(cells)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from vm.cli import main
+from vm.common.errors import InputError
 from vm.isa import VSUBLEQ, for_path
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs" / "vsubleq"
@@ -236,3 +237,10 @@ def test_loading_an_image_refuses_what_is_no_word_size(bits, message: str) -> No
     from vm.isa import ProgramOptions
     with pytest.raises(InputError, match=message):
         VSUBLEQ.load(Path(ECHO), ProgramOptions(bits=bits))
+
+
+def test_named_memory_refuses_a_memory_of_another_size() -> None:
+    """Any list was shown as the image's memory, None failed with a TypeError."""
+    image = VSUBLEQ.assemble_file(HELLO)
+    with pytest.raises(InputError, match=f"memory holds 2 words, the program has {image.size}"):
+        VSUBLEQ.named_memory(image, [1, 2])

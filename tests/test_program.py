@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from assembler.subleq import assemble
+from vm.common.errors import InputError
+from vm.isa import SUBLEQ
 
 SOURCE = """.data
 x: 5
@@ -41,3 +45,18 @@ def test_naming_every_instruction_scans_the_labels_once_not_once_a_name():
     CountingDict.scans = 0
     names = [program.label_at(i) for i in range(program.eof)] * 100
     assert names[:3] == ["top", "again", None] and CountingDict.scans <= 1
+
+
+@pytest.mark.parametrize("memory,message", [
+    ([0, -1], "memory holds 2 words, the program has 6"),
+    ([0] * 20, "memory holds 20 words, the program has 6"),
+    (None, "must be a list of the program's 6 words, got NoneType")])
+def test_named_memory_refuses_a_memory_of_another_length(memory, message):
+    """A short memory failed with an IndexError, None with a TypeError, and a longer one
+    (another program's) was named as if it were this program's."""
+    program = assemble(SOURCE, "names.sq")
+    with pytest.raises(InputError, match=message):
+        program.named_memory(memory)
+    unnamed = assemble(".code\nhalt\n", "unnamed.sq")  # SUBLEQ names none of it: `mem`
+    with pytest.raises(InputError, match="memory holds 1 word, the program has 2"):
+        SUBLEQ.named_memory(unnamed, [0])

@@ -11,7 +11,7 @@ import numpy as np
 
 from assembler.csv_format import save_csv
 from assembler.disassemble import disassemble
-from assembler.program import Program
+from assembler.program import Program, check_memory
 from assembler.subleq import assemble, assemble_file
 from vm.common.errors import InputError
 from vm.common.geometry import Geometry
@@ -92,7 +92,10 @@ class Subleq(InstructionSet):
 
     def named_memory(self, program: Program, memory: list) -> dict:
         """By name; the whole memory as `mem` for programs without names (CSV)."""
-        return program.named_memory(memory) if program.symbols else {"mem": list(memory)}
+        if program.symbols:
+            return program.named_memory(memory)
+        check_memory(memory, len(program.memory), "word")
+        return {"mem": list(memory)}
 
     def trace_line(self, program: Program, record: TraceStep) -> str:
         where = program.label_at(record.pc)

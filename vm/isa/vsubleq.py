@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from assembler.dec import load_image
+from assembler.program import check_memory
 from assembler.diagnostics import check_word_size, read_source
 from assembler.vsq import assemble as assemble_vsq
 from vm.common.errors import InputError
@@ -172,6 +173,7 @@ class Vsubleq(InstructionSet):
         return {"output": shown}
 
     def named_memory(self, program: Image, memory: list) -> dict:
+        check_memory(memory, program.size, "word")
         return {"mem": list(memory)}
 
     def trace_line(self, program: Image, record: Step) -> str:
