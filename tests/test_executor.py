@@ -466,3 +466,15 @@ def test_a_window_that_takes_long_stops_growing(monkeypatch):
     runner = executor.runner(executor.load(looping_programs(shape, 1, seed=7)))
     runner.advance(6_000)
     assert runner.evaluation == "fused" and runner.window == FUSED_CHECK_EVERY
+
+
+def test_numpy_step_counts_leave_the_runners_count_a_python_int():
+    """advance(np.int64(2)) made the pass count a numpy int: a later np.uint64 count turned
+    it into a float (a TypeError in slicing), a later 10**30 overflowed int64."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    for later in (np.uint64(3), 10**30):
+        runner = executor.runner(executor.load([FACTORIAL]))
+        runner.advance(np.int64(2))
+        runner.advance(later)
+        assert type(runner.done) is int
+        assert runner.result().steps[0] == min(2 + later, run_reference(FACTORIAL, 10**6).steps)

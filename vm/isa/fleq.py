@@ -177,7 +177,7 @@ class Fleq(InstructionSet):
         """Every block call of the run inside the domain its error bound covers, every value
         inside the machine's magnitude domain and every counter exact in `dtype` (found by
         an exact replay of the same steps)."""
-        check_max_steps(steps)  # None failed in `<`, and dtype "float16" in a KeyError
+        steps = check_max_steps(steps)  # None failed in `<`, and dtype "float16" in a KeyError
         if dtype is not None and dtype not in DTYPE_NAMES:
             raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
         violation = first_domain_violation(program, steps, dtype or self.default_dtype)

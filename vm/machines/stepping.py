@@ -17,11 +17,14 @@ milliseconds, rarely enough that reading the clock costs nothing next to the ste
 
 
 def check_max_steps(max_steps: int) -> int:
-    """`max_steps` if it is a whole number of passes, 0 or more, else InputError: a float
-    failed deep in slicing or range(), and -1 or NaN ran nothing and reported "not halted"."""
+    """`max_steps` as a Python int if it is a whole number of passes, 0 or more, else
+    InputError: a float failed deep in slicing or range(), and -1 or NaN ran nothing and
+    reported "not halted". Callers count with the int returned: a numpy count made the
+    runner's pass count a numpy int, which a later np.uint64 count turned into a float
+    (a TypeError in slicing) and a later 10**30 overflowed."""
     if not is_whole_number(max_steps) or max_steps < 0:
         raise InputError(f"max_steps must be a whole number, 0 or more, got {max_steps!r}")
-    return max_steps
+    return int(max_steps)
 
 
 def check_progress(progress: Callable[[int], None] | None) -> None:
@@ -48,7 +51,7 @@ def step_until_halted(machine: Stepper, max_steps: int, trace: bool = False,
     """Step `machine` until it halts, has made `max_steps` steps in all, or `stop()` is true
     after a step; `progress` gets the step count every CLOCK_EVERY steps (it raises to end
     the run: TimeLimitExceeded). The records of the steps made when `trace`, else []."""
-    check_max_steps(max_steps)
+    max_steps = check_max_steps(max_steps)
     check_progress(progress)
     records = []
     while not machine.halted and machine.steps < max_steps:

@@ -147,7 +147,8 @@ class Repl:
                  ) -> None:
         if engine not in ENGINES:
             raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-        check_max_steps(max_steps)  # None failed in `continue`, -1 "stopped after -1 steps"
+        # None failed in `continue`, -1 "stopped after -1 steps"
+        max_steps = check_max_steps(max_steps)
         check_max_seconds(max_seconds)
         if not isinstance(picture_dir, (str, Path)):  # None failed inside pathlib
             raise InputError(f"picture_dir must be a directory name, got {picture_dir!r}")

@@ -68,7 +68,8 @@ class VsubleqRepl:
                              f"{type(image).__name__}")
         check_exact(config, "the REPL")
         self.engine = engine_settings(config)  # None is refused
-        check_max_steps(max_steps)  # None raised a TypeError out of `continue`: a crash
+        # None raised a TypeError out of `continue`: a crash
+        max_steps = check_max_steps(max_steps)
         self.max_seconds = check_max_seconds(max_seconds)
         self.image, self.path, self.max_steps = image, path, max_steps
         self.fed = b""

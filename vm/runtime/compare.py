@@ -91,7 +91,7 @@ def compare_programs(programs: list[Program], geometry: Geometry, max_steps: int
     Every program runs until it halts (on both engines), diverges, or reaches
     `max_steps`; the batch keeps stepping while any program is still running.
     """
-    check_max_steps(max_steps)
+    max_steps = check_max_steps(max_steps)
     check_progress(progress)
     if not isinstance(geometry, Geometry):  # FLEQ failed in the SUBLEQ reference: no `memory`
         raise InputError(f"compare_programs compares SUBLEQ programs on a SUBLEQ Geometry, "
@@ -225,7 +225,7 @@ def compare_fleq(program: FleqProgram, geometry: FleqGeometry, max_steps: int,
     from vm.machines.fleq.domains import domain_watch
     from vm.machines.fleq.layout import FleqGeometry
     from vm.machines.fleq.reference import FleqReference, machine_domain_problem
-    check_max_steps(max_steps)
+    max_steps = check_max_steps(max_steps)
     check_progress(progress)
     if not isinstance(geometry, FleqGeometry):  # a SUBLEQ program and geometry loaded, then
         # failed in the FLEQ reference: "'Program' object has no attribute 'functions'"

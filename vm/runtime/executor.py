@@ -512,7 +512,7 @@ class Runner:
     @torch.inference_mode()
     def advance(self, max_steps: int, progress: Callable[[int], None] | None = None) -> None:
         """Up to `max_steps` more passes, fewer when every program reaches EOF first."""
-        check_max_steps(max_steps)
+        max_steps = check_max_steps(max_steps)
         check_progress(progress)
         executor, X = self.executor, self.X
         pc, end = executor._pc_rows, self.done + max_steps
@@ -633,7 +633,7 @@ def run_traced(program: Program | FleqProgram, geometry: Geometry,
                progress: Callable[[int], None] | None = None) -> RunResult:
     """Run on the transformer decoding every pass, to report what each step did; `progress`
     hears of every step (and may stop the run: --max-seconds)."""
-    check_max_steps(max_steps)
+    max_steps = check_max_steps(max_steps)
     check_progress(progress)
     executor = TransformerExecutor(geometry, config)
     X = executor.load([program])

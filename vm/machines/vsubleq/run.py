@@ -181,7 +181,7 @@ def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
     default the tape holds what the reference writes in `max_steps` steps). With `trace`,
     every pass is decoded and recorded as the reference records it. `progress` hears of the
     sizing run's steps too (the reference's, millions a second: 30 seconds for 3 x 10^7)."""
-    check_max_steps(max_steps)  # 1.5 ran two steps; None failed in a comparison
+    max_steps = check_max_steps(max_steps)  # 1.5 ran two steps; None failed in a comparison
     input_bytes = _check_arguments(image, input_bytes, max_output, dtype, attention, device,
                                    checked)
     if max_output is None:
@@ -243,7 +243,8 @@ def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str
     engines (until the output tape is full: then an InputError; by default the tape holds
     what the reference writes in `max_steps` steps; `progress` hears of that sizing run
     too)."""
-    check_max_steps(max_steps)  # -1 compared nothing and said OK; 1.5 failed in range()
+    # -1 compared nothing and said OK; 1.5 failed in range()
+    max_steps = check_max_steps(max_steps)
     input_bytes = _check_arguments(image, input_bytes, max_output, dtype, attention, device,
                                    checked)
     if max_output is None:
