@@ -361,3 +361,14 @@ def test_calculate_names_arguments_of_the_wrong_type(expression, inputs, message
     with pytest.raises(InputError) as caught:
         calculate(expression, inputs)
     assert str(caught.value).startswith(message)
+
+
+@pytest.mark.parametrize("config,message", [
+    (None, "config must be an EngineConfig, got NoneType"),
+    ({"dtype": "float32"}, "config must be an EngineConfig, got dict"),
+    (EngineConfig(sampling=0.5), "calc runs the exact transformer, not stochastic reads")])
+def test_calculate_refuses_a_config_that_is_none_or_sampled(config, message):
+    """None and a dict failed with an AttributeError on `.dtype`; a sampling config returned
+    6 = 2 * 3 as 9e-166, against a bound that holds only for exact reads."""
+    with pytest.raises(InputError, match=message):
+        calculate("a * b", {"a": 2, "b": 3}, config=config)

@@ -29,6 +29,7 @@ from assembler.fleq_program import FleqProgram
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.common.errors import InputError, RunFailure
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
+from vm.runtime.compare import check_exact
 from vm.runtime.executor import EngineConfig, run_transformer
 from vm.machines.fleq.reference import run_fleq_reference
 from vm.functions import REGISTRY, FunctionBlock, dtype_parameters, make_block
@@ -312,7 +313,10 @@ def calculate(expression: str, inputs: dict[str, float],
               config: EngineConfig = EngineConfig(),
               progress: Callable[[int], None] | None = None) -> Calculation:
     """Compile, run on the transformer and on the reference, and bound the difference;
-    `progress` hears of every transformer step (and may stop the run: --max-seconds)."""
+    `progress` hears of every transformer step (and may stop the run: --max-seconds). The
+    config must be an exact one: None failed on `.dtype`, and stochastic reads returned 6 for
+    2 * 3 as 9e-166, outside a bound that holds only for exact reads."""
+    check_exact(config, "calc")
     compiled = compile_expression(expression, inputs)
     dtype = config.dtype or FleqMachine.default_dtype
     program = FLEQ.assemble_text(compiled.source, "<calc>", parameters=parameters or {},

@@ -25,7 +25,7 @@ from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
 from vm.machines.vsubleq.punchcard import check_max_output, encode, geometry_for
 from vm.machines.vsubleq.reference import (MAX_BITS, Image, Result, Step, check_input_bytes,
                                            run_reference)
-from vm.runtime.config import EngineConfig
+from vm.runtime.config import EngineConfig, check_config
 from vm.transformer.layout import Layout
 
 if TYPE_CHECKING:  # torch: only runs that compare import it
@@ -39,9 +39,7 @@ PAPER = PaperComparison(9, 2, "Lemma 4 (there with code apart from data)")
 def engine_settings(config: EngineConfig) -> dict:
     """The engine settings this machine honours, as TransformerRun's keywords (the REPL's
     too); the others are refused, not ignored."""
-    if not isinstance(config, EngineConfig):  # None failed on `.sampling`
-        raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
-    if config.sampling is not None:
+    if check_config(config).sampling is not None:
         raise InputError("sampling is not available for standard SUBLEQ images (.dec, .vsq)")
     return {"dtype": config.dtype or VsubleqMachine.default_dtype,
             "attention": config.attention, "temperature": config.temperature,

@@ -152,9 +152,9 @@ class Repl:
         check_max_seconds(max_seconds)
         if not isinstance(picture_dir, (str, Path)):  # None failed inside pathlib
             raise InputError(f"picture_dir must be a directory name, got {picture_dir!r}")
-        if not isinstance(config, EngineConfig):  # None: `info` said 'error: AttributeError'
-            raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
-        check_exact(config, "the REPL")  # the first step said "step() makes exact passes"
+        # None: `info` said 'error: AttributeError'; the first step of a sampling config
+        # said "step() makes exact passes"
+        check_exact(config, "the REPL")
         if progress_stream is not None and not callable(getattr(progress_stream, "write", None)):
             raise InputError(f"progress_stream must be a text stream or None, got "
                              f"{type(progress_stream).__name__}")  # 5 failed in every step

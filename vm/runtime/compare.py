@@ -18,6 +18,7 @@ import numpy as np
 
 from assembler.fleq_program import FleqProgram
 from assembler.program import Program
+from vm.runtime.config import check_config
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.common.errors import InputError
 from vm.common.geometry import Geometry
@@ -77,8 +78,8 @@ def _first_difference(program: Program, reference: ReferenceMachine, memory: lis
 def check_exact(config: EngineConfig, runner: str = "a comparison") -> None:
     """Refuse a sampling config: a comparison (or the REPL, `runner`) checks the exact
     machine, and stochastic reads made gcd.sq 'diverge at step 0' as if the weights computed
-    it wrong."""
-    if isinstance(config, EngineConfig) and config.sampling is not None:
+    it wrong. What is no EngineConfig is refused too (`check_config`)."""
+    if check_config(config).sampling is not None:
         raise InputError(f"{runner} runs the exact transformer, not stochastic reads "
                          f"(sampling={config.sampling:g}): sampled runs are `ltvm sample`'s")
 

@@ -114,3 +114,12 @@ def _fused_available() -> bool:
     """Whether numba is installed; imported only when a run asks for fused passes."""
     from vm.runtime.fused import available
     return available()
+
+
+def check_config(config: object) -> EngineConfig:
+    """`config` if it is an EngineConfig, else InputError naming what it is: every entry point
+    that takes one checks it here, where a dict or None failed on its first attribute
+    (`.dtype`, `.sampling`, `.temperature`) deep in a run."""
+    if not isinstance(config, EngineConfig):
+        raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
+    return config

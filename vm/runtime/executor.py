@@ -47,7 +47,7 @@ from vm.machines.vsubleq.layout import VGeometry
 from vm.runtime.active import ActiveEvaluator
 from vm.runtime.active_fleq import FleqActiveEvaluator
 from vm.runtime.config import (AUTO_ACTIVE_CELLS, FUSED_CHECK_EVERY, FUSED_SOLO_WINDOW,
-                               EngineConfig)
+                               EngineConfig, check_config)
 from vm.runtime.fused import FusedPass
 from vm.runtime.fused import thread_count as fused_thread_count
 from vm.runtime.graphed import FleqGraphedPasses, GraphedPasses
@@ -127,8 +127,7 @@ class TransformerExecutor:
     """One geometry's looped transformer, ready to run batches of programs."""
 
     def __init__(self, geometry: Geometry, config: EngineConfig = EngineConfig()) -> None:
-        if not isinstance(config, EngineConfig):  # a dict or None failed on `.temperature`
-            raise InputError(f"config must be an EngineConfig, got {type(config).__name__}")
+        check_config(config)
         if type(geometry) not in BUILDERS and not isinstance(geometry, VGeometry):
             # a program or None was told "this command runs SUBLEQ (.sq) and FLEQ programs"
             raise InputError(f"geometry must be a program's geometry (its instruction set's "
