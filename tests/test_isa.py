@@ -143,3 +143,15 @@ def test_every_method_refuses_another_instruction_sets_program_or_geometry():
     for call in calls:
         with pytest.raises(InputError, match="takes a [A-Z]+ (program|geometry)"):
             call()
+
+
+@pytest.mark.parametrize("options", [None, {"bits": 8}])
+def test_load_refuses_options_that_are_no_program_options(options):
+    """They failed on a missing attribute: "'NoneType' object has no attribute 'block_size'"."""
+    from vm.isa import FLEQ, SUBLEQ, VSUBLEQ
+    programs = Path(__file__).resolve().parents[1] / "programs"
+    sources = (SUBLEQ, "subleq/gcd.sq"), (FLEQ, "fleq/calculator.fleq"), \
+        (VSUBLEQ, "vsubleq/hello.dec")
+    for isa, source in sources:
+        with pytest.raises(InputError, match="options must be a vm.isa.ProgramOptions"):
+            isa.load(programs / source, options)

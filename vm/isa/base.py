@@ -29,23 +29,24 @@ OUTPUT_FORMATS = ("text", "decimal", "hex")
 """How `ltvm run` shows an output stream: bytes as text, or their values."""
 
 CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
-    "geometry_for": ("program",), "machine": ("geometry",), "layout": ("geometry",),
-    "encode": ("program", "geometry"), "run_reference": ("program",),
-    "reference_checks": ("program",), "run_transformer": ("program", "geometry"),
-    "compare": ("program", "geometry"), "run_checks": ("program",),
-    "named_memory": ("program",), "trace_line": ("program",), "listing": ("program",),
-    "column_names": ("program", "geometry"), "export_fields": ("program", "geometry"),
-    "export": ("program", "geometry"), "paper": ("geometry",), "save_csv": ("program",)}
+    "load": ("options",), "geometry_for": ("program",), "machine": ("geometry",),
+    "layout": ("geometry",), "encode": ("program", "geometry"),
+    "run_reference": ("program",), "reference_checks": ("program",),
+    "run_transformer": ("program", "geometry"), "compare": ("program", "geometry"),
+    "run_checks": ("program",), "named_memory": ("program",), "trace_line": ("program",),
+    "listing": ("program",), "column_names": ("program", "geometry"),
+    "export_fields": ("program", "geometry"), "export": ("program", "geometry"),
+    "paper": ("geometry",), "save_csv": ("program",)}
 """The methods of an instruction set whose program and geometry it refuses when they are
 another instruction set's (or None), and which of the two each takes (`paper` takes None
-for the program). Checked in one place, `InstructionSet.__init_subclass__`: calls that
-missed a check failed on a missing attribute (SUBLEQ.named_memory(fleq_program)) or
-answered for the wrong machine (FLEQ.listing(subleq_program) printed a SUBLEQ listing)."""
+for the program); `load` refuses options that are no ProgramOptions. Checked in one place,
+`InstructionSet.__init_subclass__`: calls that missed a check failed on a missing
+attribute (SUBLEQ.named_memory(fleq_program)) or answered for the wrong machine
+(FLEQ.listing(subleq_program) printed a SUBLEQ listing)."""
 
 
 def _checking(method: Callable, arguments: tuple[str, ...]) -> Callable:
-    """`method` calling the instruction set's check_program/check_geometry on `arguments`
-    first."""
+    """`method` calling the instruction set's check_<name> on each of its `arguments` first."""
     signature = inspect.signature(method)
 
     @functools.wraps(method)
@@ -142,6 +143,13 @@ class InstructionSet(ABC):
         if not isinstance(program, self.program_type):
             raise InputError(f"{self.name.upper()} takes a {self.name.upper()} program "
                              f"({self.program_type.__name__}), got {type(program).__name__}")
+
+    def check_options(self, options: Any) -> None:
+        """Refuse `load` options that are no ProgramOptions (None, a dict of them): they
+        failed on a missing attribute (`.block_size`, `.bits`)."""
+        if not isinstance(options, ProgramOptions):
+            raise InputError(f"options must be a vm.isa.ProgramOptions, got "
+                             f"{type(options).__name__}")
 
     def check_geometry(self, geometry: Any) -> None:
         """Refuse another instruction set's geometry (or None) by name, as `check_program`."""
