@@ -155,3 +155,19 @@ def test_load_refuses_options_that_are_no_program_options(options):
     for isa, source in sources:
         with pytest.raises(InputError, match="options must be a vm.isa.ProgramOptions"):
             isa.load(programs / source, options)
+
+
+def test_a_layout_that_is_not_the_geometrys_is_refused():
+    """encode failed with a numpy broadcast ValueError (a layout of more scratch columns) or
+    "layout has no field 'cpu'" (FLEQ's), column_names named another punchcard's columns."""
+    from assembler.subleq import assemble
+    from vm.common.geometry import Geometry
+    from vm.isa import FLEQ, SUBLEQ
+    subleq = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
+    geometry = SUBLEQ.geometry_for(subleq)
+    wider = SUBLEQ.layout(Geometry(4, geometry.memory, geometry.instructions, geometry.bits))
+    fleq = FLEQ.assemble_text(".data\na: 3.0\nc: 0.0\n.code\nc = mul(a, a)\nhalt\n")
+    for layout in (wider, FLEQ.layout(FLEQ.geometry_for(fleq))):
+        for call in (SUBLEQ.encode, SUBLEQ.column_names):
+            with pytest.raises(InputError, match="the layout is not this geometry's"):
+                call(subleq, geometry, layout)

@@ -42,7 +42,8 @@ another instruction set's (or None), and which of the two each takes (`paper` ta
 for the program); `load` refuses options that are no ProgramOptions. Checked in one place,
 `InstructionSet.__init_subclass__`: calls that missed a check failed on a missing
 attribute (SUBLEQ.named_memory(fleq_program)) or answered for the wrong machine
-(FLEQ.listing(subleq_program) printed a SUBLEQ listing)."""
+(FLEQ.listing(subleq_program) printed a SUBLEQ listing). A `layout` beside the geometry
+is checked to be that geometry's (`check_layout`)."""
 
 
 def _checking(method: Callable, arguments: tuple[str, ...]) -> Callable:
@@ -55,6 +56,8 @@ def _checking(method: Callable, arguments: tuple[str, ...]) -> Callable:
         for name in arguments:
             if name in bound:
                 getattr(self, f"check_{name}")(bound[name])
+        if "layout" in bound:
+            self.check_layout(bound["layout"], bound["geometry"])
         return method(self, *args, **kwargs)
 
     checked.checks_arguments = True
@@ -150,6 +153,14 @@ class InstructionSet(ABC):
         if not isinstance(options, ProgramOptions):
             raise InputError(f"options must be a vm.isa.ProgramOptions, got "
                              f"{type(options).__name__}")
+
+    def check_layout(self, layout: Any, geometry: Any) -> None:
+        """Refuse a layout that is not the geometry's (another geometry's, another
+        instruction set's): encode failed with a numpy broadcast ValueError or a KeyError
+        on a field, column_names named the columns of another punchcard."""
+        if layout != self.layout(geometry):
+            raise InputError(f"the layout is not this geometry's ({type(layout).__name__}: "
+                             f"pass {self.name.upper()}.layout(geometry))")
 
     def check_geometry(self, geometry: Any) -> None:
         """Refuse another instruction set's geometry (or None) by name, as `check_program`."""
