@@ -60,6 +60,9 @@ def test_bench_reports_how_a_pass_grows_with_n_from_its_own_rows(capsys):
     [found] = report["growth"]
     assert (found["batch"], found["fewest"], found["most"]) == (1, 16, 24)
     assert found["exponent"] == pytest.approx(math.log(rates[16] / rates[24]) / math.log(1.5))
+    ratios = {row["columns"]: row["ratio"] for row in report["rows"]}
+    assert found["exponent_against_reference"] == pytest.approx(
+        math.log(ratios[16] / ratios[24]) / math.log(1.5))
     assert main(["bench", "--columns", "16,24", "--batch", "1", "--seconds", "0.05"]) == 0
     assert "batch 1: a pass costs ~ n^" in capsys.readouterr().out
 

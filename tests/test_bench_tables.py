@@ -46,19 +46,25 @@ def test_a_vsubleq_ratio_reads_as_the_other_benches_ratios():
     assert cells(format_vsubleq_table([row]))[15] == "0.098"
 
 
-def rate_row(columns: int, batch: int, steps_per_second: float) -> BenchRow:
+def rate_row(columns: int, batch: int, steps_per_second: float,
+             reference: float = 400_000.0) -> BenchRow:
     return BenchRow(columns, batch, "cpu", "float32", "masked", "fused", 1, steps_per_second,
-                    0.1, 400_000.0, 0.0, 0)
+                    0.1, reference, 0.0, 0)
 
 
 def test_growth_reads_the_exponent_between_the_fewest_and_the_most_columns():
     """Batch 1 halves its rate from n = 64 to 4096 (64x the columns): cost ~ n^(1/6); the
-    middle n does not enter. Batch 256 measured at one n has no growth; a rate of 0 gives
-    NaN, not a division error."""
-    rows = [rate_row(4096, 1, 50_000.0), rate_row(64, 1, 100_000.0), rate_row(1024, 1, 1.0),
-            rate_row(64, 256, 300_000.0), rate_row(16, 4, 0.0), rate_row(64, 4, 10.0)]
+    middle n does not enter. Against the reference, which ran at half speed in the 4096
+    row too, the cost did not grow at all. Batch 256 measured at one n has no growth; a
+    rate of 0 gives NaN, not a division error."""
+    rows = [rate_row(4096, 1, 50_000.0, 200_000.0), rate_row(64, 1, 100_000.0),
+            rate_row(1024, 1, 1.0), rate_row(64, 256, 300_000.0), rate_row(16, 4, 0.0),
+            rate_row(64, 4, 10.0)]
     found = growth(rows)
     assert [(item.batch, item.fewest, item.most) for item in found] == [(1, 64, 4096),
                                                                          (4, 16, 64)]
     assert math.isclose(found[0].exponent, 1 / 6) and math.isnan(found[1].exponent)
-    assert format_growth(found[:1]) == "batch 1: a pass costs ~ n^0.17 from n = 64 to 4096"
+    assert found[0].exponent_against_reference == 0.0
+    assert math.isnan(found[1].exponent_against_reference)
+    assert format_growth(found[:1]) == ("batch 1: a pass costs ~ n^0.17 from n = 64 to 4096 "
+                                         "(n^0.00 against the reference beside each row)")

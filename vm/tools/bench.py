@@ -275,6 +275,11 @@ class Growth:
     fewest: int
     most: int
     exponent: float
+    exponent_against_reference: float
+    """The same from the rows' ratios to the reference timed beside each (whose cost a step
+    does not grow with n): on a shared machine whose speed moved between the rows (a
+    reference drift of +22.5 % in the 4096 row of one run, 2026-11-28) the rates' exponent
+    was 0.33 and this one 0.22."""
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -294,17 +299,28 @@ def growth(rows: list[BenchRow]) -> list[Growth]:
         most = max(measured, key=lambda row: row.columns)
         if fewest.columns == most.columns:
             continue
-        rates = (fewest.transformer_steps_per_second, most.transformer_steps_per_second)
-        exponent = (math.log(rates[0] / rates[1]) / math.log(most.columns / fewest.columns)
-                    if all(0 < rate < math.inf for rate in rates) else math.nan)
-        found.append(Growth(batch, fewest.columns, most.columns, exponent))
+        spread = math.log(most.columns / fewest.columns)
+        found.append(Growth(batch, fewest.columns, most.columns,
+                            _log_ratio(fewest.transformer_steps_per_second,
+                                       most.transformer_steps_per_second) / spread,
+                            _log_ratio(fewest.ratio, most.ratio) / spread))
     return found
 
 
+def _log_ratio(first: float, second: float) -> float:
+    """log(first / second) of two positive finite numbers, else NaN."""
+    if all(0 < value < math.inf for value in (first, second)):
+        return math.log(first / second)
+    return math.nan
+
+
 def format_growth(found: list[Growth]) -> str:
-    """One line a batch size: 'batch 1: a pass costs ~ n^0.29 from n = 64 to 4096'."""
+    """One line a batch size: 'batch 1: a pass costs ~ n^0.29 from n = 64 to 4096 (n^0.27
+    against the reference beside each row)'."""
     return "\n".join(f"batch {item.batch}: a pass costs ~ n^{item.exponent:.2f} from "
-                     f"n = {item.fewest} to {item.most}" for item in found)
+                     f"n = {item.fewest} to {item.most} (n^"
+                     f"{item.exponent_against_reference:.2f} against the reference beside "
+                     "each row)" for item in found)
 
 
 def figure(value: float, spec: str) -> str:
