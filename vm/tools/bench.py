@@ -277,9 +277,9 @@ class Growth:
     exponent: float
     exponent_against_reference: float
     """The same from the rows' ratios to the reference timed beside each (whose cost a step
-    does not grow with n): on a shared machine whose speed moved between the rows (a
-    reference drift of +22.5 % in the 4096 row of one run, 2026-11-28) the rates' exponent
-    was 0.33 and this one 0.22."""
+    does not grow with n): on a shared machine whose speed moves between the rows, the
+    rates' exponent moves with it (docs/speed.md: 0.32 from the rates, 0.27 from the
+    ratios, in one run)."""
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
