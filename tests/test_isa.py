@@ -171,3 +171,16 @@ def test_a_layout_that_is_not_the_geometrys_is_refused():
         for call in (SUBLEQ.encode, SUBLEQ.column_names):
             with pytest.raises(InputError, match="the layout is not this geometry's"):
                 call(subleq, geometry, layout)
+
+
+def test_fleq_assembles_text_for_a_dtype_as_load_does():
+    """A float32 assembly from text needed `defaults=dtype_parameters('float32')`, where
+    `load` took ProgramOptions(dtype='float32')."""
+    from vm.isa import FLEQ, ProgramOptions
+    path = Path(__file__).resolve().parents[1] / "programs" / "fleq" / "calculator.fleq"
+    loaded, _ = FLEQ.load(path, ProgramOptions(dtype="float32"))
+    text = FLEQ.assemble_text(path.read_text(), str(path), dtype="float32")
+    assert text.functions == loaded.functions
+    assert text.functions != FLEQ.assemble_text(path.read_text(), str(path)).functions
+    with pytest.raises(InputError, match="dtype must be one of"):
+        FLEQ.assemble_file(path, dtype="Float32")

@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -65,23 +65,31 @@ class Fleq(InstructionSet):
              ) -> tuple[FleqProgram, FleqGeometry]:
         if options.bits or options.scratch:
             raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
-        dtype = options.dtype or self.default_dtype
-        if dtype not in DTYPE_NAMES:  # "Float32" assembled float64's block parameters
-            raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
-        program = assemble_fleq_file(path, catalogue=CATALOGUE, d=options.block_size,
+        program = self.assemble_file(path, dtype=options.dtype, d=options.block_size,
                                      parameters=options.parameters,
-                                     functions=options.functions,
-                                     defaults=dtype_parameters(dtype),
-                                     progress=options.progress)
+                                     functions=options.functions, progress=options.progress)
         return program, fleq_geometry_for(program)
 
-    def assemble_text(self, text: str, file: str = "<source>", **options) -> FleqProgram:
-        """`assembler.fleq.assemble_fleq` against the registered blocks and routines."""
-        return assemble_fleq(text, file, catalogue=CATALOGUE, **options)
+    def assemble_text(self, text: str, file: str = "<source>", dtype: str | None = None,
+                      **options: Any) -> FleqProgram:
+        """`assembler.fleq.assemble_fleq` against the registered blocks and routines, with
+        the block parameters of `dtype` (None: the machine's, float64) unless `defaults`
+        gives them: a float32 run needs its own (`load` takes the dtype from
+        ProgramOptions, and this took only `defaults=dtype_parameters(dtype)`)."""
+        return assemble_fleq(text, file, catalogue=CATALOGUE,
+                             **self._with_dtype_defaults(dtype, options))
 
-    def assemble_file(self, path: str | Path, **options) -> FleqProgram:
-        """`assembler.fleq.assemble_fleq_file` against the registered blocks and routines."""
-        return assemble_fleq_file(path, catalogue=CATALOGUE, **options)
+    def assemble_file(self, path: str | Path, dtype: str | None = None,
+                      **options: Any) -> FleqProgram:
+        """`assembler.fleq.assemble_fleq_file`, as `assemble_text`."""
+        return assemble_fleq_file(path, catalogue=CATALOGUE,
+                                  **self._with_dtype_defaults(dtype, options))
+
+    def _with_dtype_defaults(self, dtype: str | None, options: dict) -> dict:
+        dtype = dtype or self.default_dtype
+        if dtype not in DTYPE_NAMES:  # "Float32" assembled float64's block parameters
+            raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
+        return {"defaults": dtype_parameters(dtype), **options}
 
     def geometry_for(self, program: FleqProgram) -> FleqGeometry:
         return fleq_geometry_for(program)
