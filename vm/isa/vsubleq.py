@@ -123,7 +123,9 @@ class Vsubleq(InstructionSet):
                         max_output: int | None = None) -> Result:
         """The tapes are sized by the input and `max_output` (a full output tape is an
         InputError; None: what the reference writes in `max_steps` steps), so the weights
-        depend on both."""
+        depend on both, and the run builds its geometry from the image and the tapes:
+        `geometry` (`geometry_for(program)`, tapes empty) is only checked to be this
+        instruction set's."""
         from vm.machines.vsubleq.run import run_transformer  # torch: transformer runs only
         return run_transformer(program, max_steps, progress=progress, trace=trace,
                                input_bytes=_tapes(input_bytes, max_output),
