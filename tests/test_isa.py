@@ -184,3 +184,21 @@ def test_fleq_assembles_text_for_a_dtype_as_load_does():
     assert text.functions != FLEQ.assemble_text(path.read_text(), str(path)).functions
     with pytest.raises(InputError, match="dtype must be one of"):
         FLEQ.assemble_file(path, dtype="Float32")
+
+
+@pytest.mark.parametrize("source", ["subleq/gcd.sq", "fleq/calculator.fleq",
+                                    "vsubleq/hello.dec"])
+def test_a_program_beside_a_geometry_it_does_not_fit_is_refused(source):
+    """column_names named the columns of a geometry too small for the program (encode and
+    export refused it, each its own way)."""
+    others = {"subleq/gcd.sq": "subleq/factorial.sq",
+              "fleq/calculator.fleq": "fleq/newton_reciprocal.fleq",
+              "vsubleq/hello.dec": "vsubleq/sort.vsq"}
+    root = Path(__file__).resolve().parents[1] / "programs"
+    isa = for_path(root / source)
+    program, _ = isa.load(root / source)
+    _, other = isa.load(root / others[source])
+    with pytest.raises(InputError, match="geometry"):
+        isa.column_names(program, other, isa.layout(other))
+    with pytest.raises(InputError, match="geometry"):
+        isa.export_fields(program, other)

@@ -43,7 +43,9 @@ for the program); `load` refuses options that are no ProgramOptions. Checked in 
 `InstructionSet.__init_subclass__`: calls that missed a check failed on a missing
 attribute (SUBLEQ.named_memory(fleq_program)) or answered for the wrong machine
 (FLEQ.listing(subleq_program) printed a SUBLEQ listing). A `layout` beside the geometry
-is checked to be that geometry's (`check_layout`)."""
+is checked to be that geometry's (`check_layout`), and a program beside a geometry to fit
+it (`check_fits`: column_names named the columns of a geometry too small for the
+program)."""
 
 
 def _checking(method: Callable, arguments: tuple[str, ...]) -> Callable:
@@ -58,6 +60,8 @@ def _checking(method: Callable, arguments: tuple[str, ...]) -> Callable:
                 getattr(self, f"check_{name}")(bound[name])
         if "layout" in bound:
             self.check_layout(bound["layout"], bound["geometry"])
+        if "program" in arguments and "geometry" in arguments:
+            self.check_fits(bound["program"], bound["geometry"])
         return method(self, *args, **kwargs)
 
     checked.checks_arguments = True
@@ -186,6 +190,11 @@ class InstructionSet(ABC):
     @abstractmethod
     def geometry_for(self, program: Any) -> Any:
         """The smallest geometry that fits the program."""
+
+    @abstractmethod
+    def check_fits(self, program: Any, geometry: Any) -> None:
+        """Refuse a geometry the program does not fit (InputError); every method that takes
+        both checks it first (`CHECKED_ARGUMENTS`)."""
 
     # -- the machine ----------------------------------------------------------------------
     @abstractmethod

@@ -22,7 +22,7 @@ from vm.isa.base import (InstructionSet, PaperComparison, ProgramOptions, RunChe
                          agreement_line, format_value)
 from vm.machines.fleq.layout import FleqGeometry, fleq_layout
 from vm.machines.fleq.machine import FleqMachine, fleq_machine
-from vm.machines.fleq.punchcard import encode_fleq, fleq_geometry_for
+from vm.machines.fleq.punchcard import check_fits, encode_fleq, fleq_geometry_for
 from vm.machines.fleq.reference import FleqStep, run_fleq_reference
 from vm.machines.stepping import DEFAULT_MAX_STEPS, check_max_steps
 from vm.machines.subleq.reference import RunResult
@@ -90,6 +90,9 @@ class Fleq(InstructionSet):
         if dtype not in DTYPE_NAMES:  # "Float32" assembled float64's block parameters
             raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
         return {"defaults": dtype_parameters(dtype), **options}
+
+    def check_fits(self, program: FleqProgram, geometry: FleqGeometry) -> None:
+        check_fits(program, geometry)
 
     def geometry_for(self, program: FleqProgram) -> FleqGeometry:
         return fleq_geometry_for(program)

@@ -19,7 +19,7 @@ from vm.isa.base import InstructionSet, PaperComparison, ProgramOptions, agreeme
 from vm.machines.subleq.layout import subleq_layout
 from vm.machines.subleq.machine import SubleqMachine, subleq_machine
 from vm.machines.stepping import DEFAULT_MAX_STEPS
-from vm.machines.subleq.punchcard import encode, geometry_for
+from vm.machines.subleq.punchcard import check_fits, encode, geometry_for
 from vm.machines.subleq.reference import RunResult, TraceStep, run_reference
 from vm.runtime.config import EngineConfig
 from vm.transformer.layout import Layout
@@ -51,6 +51,9 @@ class Subleq(InstructionSet):
     def assemble_file(self, path: str | Path, bits: int | None = None,
                       progress: Callable[[int], None] | None = None) -> Program:
         return assemble_file(path, bits=bits, progress=progress)
+
+    def check_fits(self, program: Program, geometry: Geometry) -> None:
+        check_fits(program, geometry)
 
     def geometry_for(self, program: Program, scratch: int | None = None) -> Geometry:
         return geometry_for(program, scratch)

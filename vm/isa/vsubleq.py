@@ -22,7 +22,7 @@ from vm.isa.base import (OUTPUT_FORMATS, InstructionSet, PaperComparison, Progra
 from vm.machines.stepping import DEFAULT_MAX_STEPS
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
-from vm.machines.vsubleq.punchcard import check_max_output, encode, geometry_for
+from vm.machines.vsubleq.punchcard import check_fits, check_max_output, encode, geometry_for
 from vm.machines.vsubleq.reference import (MAX_BITS, Image, Result, Step, check_input_bytes,
                                            run_reference)
 from vm.runtime.config import EngineConfig, check_config
@@ -92,6 +92,9 @@ class Vsubleq(InstructionSet):
 
     def assemble_file(self, path: str | Path, bits: int | None = None) -> Image:
         return self.assemble_text(read_source(path), str(path), bits)
+
+    def check_fits(self, program: Image, geometry: VGeometry) -> None:
+        check_fits(program, geometry)
 
     def geometry_for(self, program: Image) -> VGeometry:
         return geometry_for(program)

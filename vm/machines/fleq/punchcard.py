@@ -62,12 +62,19 @@ def constant_rows(geometry: FleqGeometry, layout: Layout) -> np.ndarray:
     return X
 
 
+def check_fits(program: FleqProgram, geometry: FleqGeometry) -> None:
+    """Raise InputError unless `geometry` is the program's own: a FLEQ geometry holds the
+    program's cells, blocks and instructions exactly."""
+    if geometry != fleq_geometry_for(program):
+        raise InputError("the program does not fit this FLEQ geometry (use geometry_for of "
+                         "the program)")
+
+
 def encode_fleq(program: FleqProgram, geometry: FleqGeometry | None = None,
                 layout: Layout | None = None) -> np.ndarray:
     """The punchcard X of `program` before the first pass."""
     geometry = geometry or fleq_geometry_for(program)
-    if geometry != fleq_geometry_for(program):
-        raise InputError("the program does not fit this FLEQ geometry")
+    check_fits(program, geometry)
     layout = layout or fleq_layout(geometry)
     X = constant_rows(geometry, layout)
     B, d = geometry.pos_bits, geometry.d

@@ -122,12 +122,18 @@ def geometry_for(image: Image, inputs: int = 0, outputs: int | None = None) -> V
     return VGeometry(image.size, image.bits, inputs, outputs)
 
 
-def encode(image: Image, geometry: VGeometry, layout: Layout | None = None,
-           input_bytes: bytes = b"") -> np.ndarray:
-    """The punchcard X (rows x n, float64) of `image` and its input before the first pass."""
+def check_fits(image: Image, geometry: VGeometry) -> None:
+    """Raise InputError unless the geometry has the image's memory size and word size (its
+    tapes may be any)."""
     if (image.size, image.bits) != (geometry.memory, geometry.bits):
         raise InputError(f"image has {image.size} {image.bits}-bit words, the geometry "
                          f"{geometry.memory} {geometry.bits}-bit words")
+
+
+def encode(image: Image, geometry: VGeometry, layout: Layout | None = None,
+           input_bytes: bytes = b"") -> np.ndarray:
+    """The punchcard X (rows x n, float64) of `image` and its input before the first pass."""
+    check_fits(image, geometry)
     if len(input_bytes) != geometry.inputs:
         raise InputError(f"{len(input_bytes)} input bytes for an input tape of "
                          f"{geometry.inputs}")
