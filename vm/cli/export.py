@@ -71,12 +71,11 @@ def run(args: argparse.Namespace) -> int:
     directory = isa.export(program, geometry, args.output, args.temperature, args.attention,
                            args.format)
     machine = isa.machine(geometry, args.temperature)  # the one the export built (cached)
-    punchcard = machine.encode(program)
     if not machine.temperature_is_safe(isa.default_dtype):
         print(f"warning: at temperature {machine.temperature:g} the reads of these weights are "
               "not provably exact (ltvm runs check every pass there; an executor of the "
               "export does not)", file=sys.stderr)
     print(f"wrote {shown_path(directory)}/{{{', '.join(files(args.format))}}}: "
           f"{len(machine.weights.layers)} layers, heads {machine.weights.heads}, "
-          f"X {punchcard.shape[0]} x {punchcard.shape[1]}")
+          f"X {machine.layout.rows} x {machine.layout.columns}")
     return 0
