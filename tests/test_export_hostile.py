@@ -162,6 +162,18 @@ def test_asm_o_with_a_trailing_slash_is_refused_not_written_as_a_file(tmp_path, 
     assert [p.read_text() for p in tmp_path.iterdir()] == (["keep"] if existing else [])
 
 
+@pytest.mark.parametrize("name", ["x.npz", "X.NPZ"])
+def test_asm_o_to_an_npz_name_is_refused_not_written_as_npy_bytes(tmp_path, capsys, name):
+    """`asm P -o out.npz` wrote one .npy array under the name of numpy's zip archive of
+    arrays, which a reader of .npz files (`np.load(f)["X"]`) could not use as such."""
+    target = tmp_path / name
+    assert main(["asm", str(GCD), "-o", str(target)]) == 2
+    assert capsys.readouterr().err == (
+        f"ltvm: error: cannot write {target}: -o saves X as one .npy array, and .npz names "
+        "numpy's zip archive of arrays; name it X.npy\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("attention", ["dense", "masked"])
 def test_a_too_large_export_names_masks_and_dense_only_where_there_are_masks(
         tmp_path, capsys, monkeypatch, attention):

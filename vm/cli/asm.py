@@ -70,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output and args.output.endswith(("/", os.sep)):  # written as a file 'D' before
         raise InputError(f"cannot write {shown_path(args.output)}: -o takes a file (X.npy), and a "
                          "path ending in '/' names a directory")
+    if args.output and args.output.lower().endswith(".npz"):  # .npy bytes under a zip's name
+        raise InputError(f"cannot write {shown_path(args.output)}: -o saves X as one .npy "
+                         "array, and .npz names numpy's zip archive of arrays; name it X.npy")
     if args.output:
         _refuse_an_input(args.output, _inputs(args))
     to_stdout = bool(args.output) and is_standard_output(args.output)
