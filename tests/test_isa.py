@@ -202,3 +202,20 @@ def test_a_program_beside_a_geometry_it_does_not_fit_is_refused(source):
         isa.column_names(program, other, isa.layout(other))
     with pytest.raises(InputError, match="geometry"):
         isa.export_fields(program, other)
+
+
+def test_a_missing_argument_is_named_as_python_names_it_and_keywords_are_checked():
+    """A call without its geometry failed with KeyError 'geometry' inside the argument
+    checks (SUBLEQ.compare(program)); checks by keyword must hold as by position."""
+    from assembler.subleq import assemble
+    from vm.isa import FLEQ, SUBLEQ
+    subleq = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'geometry'"):
+        SUBLEQ.compare(subleq)
+    with pytest.raises(TypeError, match="'geometry' and 'layout'"):
+        SUBLEQ.encode(subleq)
+    fleq = FLEQ.assemble_text(".data\na: 3.0\nc: 0.0\n.code\nc = mul(a, a)\nhalt\n")
+    with pytest.raises(InputError, match="takes a SUBLEQ geometry"):
+        SUBLEQ.compare(program=subleq, geometry=FLEQ.geometry_for(fleq))
+    with pytest.raises(InputError, match="takes a SUBLEQ program"):
+        SUBLEQ.trace_line(record=None, program=fleq)
