@@ -127,7 +127,8 @@ def test_bench_refuses_every_bad_size_before_timing_anything(capsys, monkeypatch
 def test_bench_json_stays_json_when_a_rate_is_not_finite(capsys, monkeypatch):
     """A non-finite figure (here a reference rate) is null, never the bare NaN that strict
     JSON readers refuse."""
-    monkeypatch.setattr(vm.tools.bench, "reference_speed", lambda program, budget: float("nan"))
+    monkeypatch.setattr(vm.tools.bench.ReferenceSlices, "rate",
+                        lambda slices: vm.tools.bench.ReferenceRate(math.nan, math.nan, math.nan))
     assert main(["bench", "--columns", "16", "--batch", "1", "--seconds", "0.05", "--json"]) == 0
     row = json.loads(capsys.readouterr().out,
                      parse_constant=lambda name: pytest.fail(f"{name} in JSON"))["rows"][0]
@@ -190,26 +191,74 @@ def test_timed_calls_of_a_graphed_run_make_no_eager_pass(monkeypatch):
     assert timing.items % (4 * GRAPH_PASSES) == 0
 
 
-def test_each_row_is_timed_between_two_timings_of_the_reference(monkeypatch):
+def test_the_reference_runs_before_the_first_chunk_and_after_each_for_as_long(monkeypatch):
+    """The reference was timed half the budget just before a row and half just after, so a
+    machine whose speed moved within seconds gave ratios 11-15 % apart (standard deviation
+    over mean) in one minute. Now it runs in slices between the row's chunks: one of
+    budget / SLICES before the first chunk, then after each chunk one as long as it took
+    (at the rate found so far), none of it inside the row's timing."""
+    clock = FakeClock(per_item=0.002, first_call=1.0)
+    events: list[tuple[str, float]] = []
+
+    def reference(steps: int) -> None:
+        clock.now += steps * 1e-4
+        events.append(("reference", steps))
+    slices = vm.tools.bench.ReferenceSlices(reference, clock)
+
+    def beside(seconds: float) -> None:
+        before = clock.now
+        slices(seconds)
+        events.append(("slice", round(clock.now - before, 9)))
+    timing = timed(clock.work, budget=1.0, clock=clock, beside=beside)
+    assert timing.per_second == pytest.approx(500.0)
+    chunks = [size * 0.002 for size in clock.sizes[1:]]
+    spans = [seconds for kind, seconds in events if kind == "slice"]
+    first_slice = 1.0 / vm.tools.bench.SLICES
+    assert first_slice <= spans[0] < 2 * first_slice + 1e-9  # doubling steps from one
+    assert spans[1:] == pytest.approx(chunks) and len(chunks) >= 10
+    assert max(chunks) < 1.0 / vm.tools.bench.SLICES
+    rate = slices.rate()
+    assert (rate.per_second, rate.first, rate.second, rate.drift) == pytest.approx(
+        (1e4, 1e4, 1e4, 0.0))
+
+
+def test_the_reference_rate_and_its_drift_come_from_its_slices():
+    """The rate is over every slice; the drift compares the second half of the slices with
+    the first (two slices: the one before the row's chunks and the one after)."""
+    clock = FakeClock(per_item=0.0, first_call=0.0)
+    costs = iter([1e-3, 1e-3, 1e-3, 2e-3, 2e-3])  # seconds a step, slice by slice
+
+    def reference(steps: int) -> None:
+        clock.now += steps * cost
+    slices = vm.tools.bench.ReferenceSlices(reference, clock)
+    for seconds in (0.5, 0.2, 0.2, 0.2, 0.2):
+        cost = next(costs)
+        slices(seconds)
+    steps = [count for count, _ in slices.slices]
+    assert steps[0] == 511 and steps[1:4] == [200, 200, 200]  # 1 + 2 + ... + 256 steps first
+    rate = slices.rate()
+    assert rate.first == pytest.approx(1000.0)
+    assert rate.second == pytest.approx(sum(steps[2:]) / (
+        steps[2] * 1e-3 + (steps[3] + steps[4]) * 2e-3))
+    assert rate.drift == pytest.approx(rate.second / 1000.0 - 1) and rate.drift < -0.2
+    assert rate.per_second == pytest.approx(sum(steps) / (
+        (steps[0] + steps[1] + steps[2]) * 1e-3 + (steps[3] + steps[4]) * 2e-3))
+
+
+def test_each_row_has_its_own_reference_slices(monkeypatch):
     """The reference was timed once for all of an n's batches, so a row's ratio could mix
-    two minutes of a machine whose speed moved 1.8x in half an hour. Now every row sits
-    between a reference timing just before it and one just after, each half the budget: the
-    row shows their mean and how far they drifted."""
+    two minutes of a machine whose speed moved 1.8x in half an hour. Every row now runs
+    the reference between its own chunks: the row shows its rate and how far it drifted."""
     events: list[str] = []
-    rates = iter([100.0, 200.0, 300.0, 400.0])
+    rates = iter([(150.0, 100.0, 200.0), (350.0, 300.0, 400.0)])
 
-    def reference(program, seconds: float) -> float:
-        events.append(f"reference {seconds}")
-        return next(rates)
-
-    def transformer(program, batch, config, budget):
+    def transformer(program, batch, config, budget, reference):
         events.append(f"batch {batch}")
+        reference.rate = lambda: vm.tools.bench.ReferenceRate(*next(rates))
         return SimpleNamespace(per_second=50.0, warmup_seconds=0.1), "fused", 0, 1
-    monkeypatch.setattr(vm.tools.bench, "reference_speed", reference)
     monkeypatch.setattr(vm.tools.bench, "transformer_speed", transformer)
     rows = vm.tools.bench.bench([16], [1, 4], vm.tools.bench.EngineConfig(), 0.5)
-    assert events == ["reference 0.25", "batch 1", "reference 0.25",
-                      "reference 0.25", "batch 4", "reference 0.25"]
+    assert events == ["batch 1", "batch 4"]
     assert [row.reference_steps_per_second for row in rows] == [150.0, 350.0]
     assert [row.reference_drift for row in rows] == [1.0, pytest.approx(1 / 3)]
     assert rows[0].ratio == pytest.approx(50.0 / 150.0)
@@ -224,28 +273,25 @@ def test_bench_refuses_a_round_count_out_of_range(capsys, target, rounds):
 
 
 def test_rounds_are_reported_as_the_median_round_with_their_spread(monkeypatch):
-    """Three rounds of one cell, each between its own two reference timings: the row is the
+    """Three rounds of one cell, each with its own reference slices: the row is the
     round of the median ratio (the second here, although its rate is neither the median
     nor the first), with the lowest and highest ratio, every round's full passes and the
     first round's warm-up (the one that pays a compile)."""
     events: list[str] = []
-    references = iter([100.0, 100.0, 60.0, 60.0, 100.0, 100.0])
+    references = iter([100.0, 60.0, 100.0])
     rounds = iter([(40.0, 9.0, 1), (30.0, 0.1, 0), (60.0, 0.2, 2)])
 
-    def reference(program, seconds: float) -> float:
-        events.append("reference")
-        return next(references)
-
-    def transformer(program, batch, config, budget):
+    def transformer(program, batch, config, budget, reference):
         rate, warmup, full = next(rounds)
         events.append(f"batch {batch}")
+        own = next(references)
+        reference.rate = lambda: vm.tools.bench.ReferenceRate(own, own, own)
         return SimpleNamespace(per_second=rate, warmup_seconds=warmup), "fused", full, 1
-    monkeypatch.setattr(vm.tools.bench, "reference_speed", reference)
     monkeypatch.setattr(vm.tools.bench, "transformer_speed", transformer)
     progress: list[str] = []
     rows = vm.tools.bench.bench([16], [4], vm.tools.bench.EngineConfig(), 0.5, progress.append,
                                 rounds=3)
-    assert events == ["reference", "batch 4", "reference"] * 3
+    assert events == ["batch 4"] * 3
     assert [line.split(" (")[1] for line in progress] == ["round 1/3) ...", "round 2/3) ...",
                                                           "round 3/3) ..."]
     [row] = rows
@@ -256,9 +302,10 @@ def test_rounds_are_reported_as_the_median_round_with_their_spread(monkeypatch):
 
 
 def test_one_round_keeps_the_row_as_it_was_measured(monkeypatch):
-    monkeypatch.setattr(vm.tools.bench, "reference_speed", lambda program, seconds: 80.0)
+    monkeypatch.setattr(vm.tools.bench.ReferenceSlices, "rate",
+                        lambda slices: vm.tools.bench.ReferenceRate(80.0, 80.0, 80.0))
     monkeypatch.setattr(vm.tools.bench, "transformer_speed",
-                        lambda program, batch, config, budget: (
+                        lambda program, batch, config, budget, reference: (
                             SimpleNamespace(per_second=20.0, warmup_seconds=0.5), "active", 0, 2))
     [row] = vm.tools.bench.bench([16], [1], vm.tools.bench.EngineConfig(), 0.5)
     assert (row.rounds, row.ratio, row.ratio_low, row.ratio_high) == (1, 0.25, 0.25, 0.25)

@@ -95,9 +95,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "bench", help="steps per second of the transformer and the reference interpreter",
         description=("Time the SUBLEQ looped transformer at several column counts n (N = "
-                     "8-bit words) and batch sizes, beside the reference interpreter timed "
-                     "just before and just after each row (their mean, and how far they "
-                     "drifted). Under the table: how a pass's cost grows with n at each "
+                     "8-bit words) and batch sizes, beside the reference interpreter, run "
+                     "in slices between each row's timed chunks (its rate, and how far it "
+                     "drifted meanwhile). Under the table: how a pass's cost grows with n at each "
                      "batch (cost ~ n^x from the fewest to the most columns)."
                      + (" Other targets: " + ", ".join(BENCH_TARGETS) + "."
                         if BENCH_TARGETS else "")

@@ -11,7 +11,8 @@ restarted at each halt, beside the FLEQ reference interpreter on the same steps
 Every measurement is bounded: its first call (one pass) is timed apart as the
 warm-up (allocation, caches, a JIT's compile), then chunks of passes grow only
 while the next one fits in what is left of `--seconds`, so a cell takes about
-warm-up + budget whatever the machine's load.
+warm-up + budget whatever the machine's load, and as long again for the reference
+interpreter, which runs in slices between the chunks (`ReferenceSlices`).
 """
 
 from __future__ import annotations
@@ -51,61 +52,106 @@ class Timing:
     items: int
 
 
+SLICES = 20
+"""A row's timed chunks grow only while one takes less than 1/SLICES of the budget, so that
+the reference interpreter, run between them, alternates with the row about SLICES times."""
+
+
 def timed(work: Callable[[int], None], budget: float,
           clock: Callable[[], float] = time.perf_counter, unit: int = 1,
-          warmup: float | None = None) -> Timing:
+          warmup: float | None = None,
+          beside: Callable[[float], None] | None = None) -> Timing:
     """Time `work(k)` (k items) for about `budget` seconds after a one-unit warm-up.
 
-    Chunks grow unit, 2 unit, 4 unit, ... and the next one runs only if, at the rate so
-    far, it ends within the budget: the wall time is warm-up + max(budget, one unit), never
-    a fixed chunk that load can stretch to minutes. `unit`: the items the work does in one
-    call at its own pace (a CUDA graph's passes; fewer run another way). `warmup`: the
-    seconds of a warm-up the caller already ran and timed, which is then not run again."""
+    Chunks grow unit, 2 unit, 4 unit, ... while one takes under half of budget / SLICES,
+    and the next one runs only if, at the rate so far, it ends within the budget: the
+    wall time is warm-up + max(budget, one unit), never a fixed chunk that load can
+    stretch to minutes. `unit`: the items the work does in one call at its own pace (a
+    CUDA graph's passes; fewer run another way). `warmup`: the seconds of a warm-up the
+    caller already ran and timed, which is then not run again. `beside` (the reference
+    interpreter, `ReferenceSlices`) runs before the first timed chunk for budget / SLICES
+    seconds and after each chunk for as long as that chunk took, outside the timing."""
     if warmup is None:
         start = clock()
         work(unit)
         warmup = clock() - start
-    done, chunk, begin = 0, unit, clock()
+    if beside is not None:
+        beside(budget / SLICES)
+    done, chunk, spent = 0, unit, 0.0
     while True:
+        start = clock()
         work(chunk)
+        took = clock() - start
         done += chunk
-        elapsed = clock() - begin
-        if elapsed + 2 * chunk * elapsed / done > budget:
-            return Timing(done / elapsed, warmup, done)
-        chunk *= 2
+        spent += took
+        if beside is not None:
+            beside(took)
+        if took < budget / SLICES / 2:
+            chunk *= 2
+        if spent + chunk * spent / done > budget:
+            return Timing(done / spent, warmup, done)
 
 
 @dataclass(frozen=True)
 class ReferenceRate:
-    """The reference interpreter's rate around one row: timed for half the budget just
-    before the row and half just after it."""
+    """The reference interpreter's rate over one row (`ReferenceSlices`)."""
 
-    before: float
-    after: float
-
-    @property
-    def per_second(self) -> float:
-        return (self.before + self.after) / 2
+    per_second: float
+    """Steps per second over every slice."""
+    first: float
+    """Over the first half of the slices (the first one ran just before the row's chunks)."""
+    second: float
+    """Over the second half (the last one ran just after them)."""
 
     @property
     def drift(self) -> float:
-        """after / before - 1: how far the machine's own speed moved while the row ran."""
-        return self.after / self.before - 1
+        """second / first - 1: how far the machine's own speed moved while the row ran."""
+        return self.second / self.first - 1
 
 
-Measured = TypeVar("Measured")
+class ReferenceSlices:
+    """The reference interpreter run in slices between a row's timed chunks (`timed`'s
+    `beside`), each about as long as the chunk before it, so that the row and the reference
+    see the same seconds of a machine whose speed moves within seconds: the reference timed
+    half the budget before a row and half after left ratios 11-15 % apart (standard
+    deviation over mean), slices 3-6 % in the same minutes (docs/speed.md)."""
 
+    def __init__(self, steps: Callable[[int], None],
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.steps, self.clock = steps, clock
+        self.slices: list[tuple[int, float]] = []
 
-def beside_the_reference(reference: Callable[[float], float], budget: float,
-                         measure: Callable[[], Measured]) -> tuple[Measured, ReferenceRate]:
-    """`measure()` between two timings of the reference interpreter (`reference(seconds)`
-    gives its steps/s), half the budget each, so that a row's ratio compares two rates of
-    the same minutes. On this project's shared machines the reference's own rate moved
-    from 256,074 to 461,825 steps/s within half an hour (2026-11-27); timed once for all
-    of an n's batches, a row's ratio mixed the speed of one minute with another's."""
-    before = reference(budget / 2)
-    result = measure()
-    return result, ReferenceRate(before, reference(budget / 2))
+    def __call__(self, seconds: float) -> None:
+        """Run the reference for about `seconds`: the first slice in chunks doubling from
+        one step until they add up to it (which also finds the rate), later ones in one
+        call of as many steps as the rate so far makes in that time."""
+        count, spent = 0, 0.0
+        if self.slices:
+            steps, taken = map(sum, zip(*self.slices))
+            count = max(1, round(steps / taken * seconds))
+            start = self.clock()
+            self.steps(count)
+            spent = self.clock() - start
+        else:
+            chunk = 1
+            while spent < seconds or spent == 0:
+                start = self.clock()
+                self.steps(chunk)
+                spent += self.clock() - start
+                count += chunk
+                chunk *= 2
+        self.slices.append((count, spent))
+
+    def rate(self) -> ReferenceRate:
+        """The rate over every slice, and over each half of them (the first half ends
+        before the middle slice of an odd count)."""
+        half = len(self.slices) // 2
+
+        def per_second(slices: list[tuple[int, float]]) -> float:
+            spent = sum(seconds for _, seconds in slices)
+            return sum(steps for steps, _ in slices) / spent if spent > 0 else math.nan
+        return ReferenceRate(per_second(self.slices), per_second(self.slices[:half]),
+                             per_second(self.slices[half:]))
 
 
 Row = TypeVar("Row", "BenchRow", "FleqBenchRow")
@@ -142,10 +188,11 @@ class BenchRow:
     transformer_steps_per_second: float
     warmup_seconds: float
     reference_steps_per_second: float
-    """The mean of the reference's rate just before and just after the row."""
+    """The reference's rate in slices between the row's chunks (`ReferenceSlices`)."""
     reference_drift: float
-    """The reference's rate after the row over its rate before, minus 1 (`ReferenceRate`):
-    the ratio is uncertain by about as much."""
+    """The reference's rate over the second half of its slices over the first, minus 1
+    (`ReferenceRate`): how far the machine's speed moved during the row, which the ratio
+    follows much less, as the row and the reference alternate."""
     full_passes: int
     """Timed passes the active evaluation ran in full (its guard failed), 0 for "full"."""
     rounds: int = 1
@@ -163,13 +210,14 @@ class BenchRow:
         return {**self.__dict__, "ratio": self.ratio}
 
 
-def reference_speed(program: Program, budget: float) -> float:
+def reference_steps(program: Program) -> Callable[[int], None]:
+    """`steps(k)`: k more steps of the SUBLEQ reference interpreter on `program`."""
     machine = ReferenceMachine(program)
 
-    def work(steps: int) -> None:
-        for _ in range(steps):
+    def steps(count: int) -> None:
+        for _ in range(count):
             machine.step()
-    return timed(work, budget).per_second
+    return steps
 
 
 STARTING_PASSES = 2
@@ -178,8 +226,9 @@ active evaluation's cache in torch, its second is the first fused one (numba com
 when its cache on disk is cold). On a GPU the warm-up's next chunk captures the graph."""
 
 
-def transformer_speed(program: Program, batch: int, config: EngineConfig,
-                      budget: float) -> tuple[Timing, str, int, int]:
+def transformer_speed(program: Program, batch: int, config: EngineConfig, budget: float,
+                      reference: ReferenceSlices | None = None
+                      ) -> tuple[Timing, str, int, int]:
     """Program steps per second (passes x batch) of one sustained run of the looped
     transformer, the evaluation it used, how many of its passes the active evaluation
     had to run in full, and the CPU thread count most of its passes used (measured
@@ -190,7 +239,7 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
     set, about 13 us a program at n = 1024, so the doubling chunks' first calls of 1, 2, 4
     passes put batch 256 7 % below its sustained rate; a batch of 60,000, whose window
     took minutes, is timed in chunks of as many passes as the budget holds, whole CUDA
-    graphs on a GPU (`fused_unit`)."""
+    graphs on a GPU (`fused_unit`). `reference` runs between the timed chunks."""
     executor = TransformerExecutor(geometry_for(program), config)
     runner = executor.runner(executor.load([program] * batch))
 
@@ -205,7 +254,7 @@ def transformer_speed(program: Program, batch: int, config: EngineConfig,
     starting, one_pass = time.perf_counter() - start, time.perf_counter() - one
     unit = (fused_unit(runner.window, chunk_of(runner.active), budget, one_pass)
             if runner.evaluation == "fused" else 1)
-    timing = timed(work, budget, unit=unit)
+    timing = timed(work, budget, unit=unit, beside=reference)
     return (Timing(timing.per_second * batch, starting + timing.warmup_seconds,
                    timing.items * batch), runner.evaluation, runner.fallbacks, runner.threads)
 
@@ -242,8 +291,8 @@ def check_sizes(columns: list[int], batches: list[int], config: EngineConfig) ->
 def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: float,
           progress: Callable[[str], None] = lambda _: None, rounds: int = 1) -> list[BenchRow]:
     """A row per column count and batch, each once (`--columns 64,64` measured and printed
-    n = 64 twice): `rounds` measurements in a row, each between two timings of the
-    reference, reported as their median round (`median_round`)."""
+    n = 64 twice): `rounds` measurements in a row, each with the reference run between
+    its chunks (`ReferenceSlices`), reported as their median round (`median_round`)."""
     columns, batches = list(dict.fromkeys(columns)), list(dict.fromkeys(batches))
     check_sizes(columns, batches, config)
     rows = []
@@ -254,9 +303,10 @@ def bench(columns: list[int], batches: list[int], config: EngineConfig, budget: 
             for number in range(1, rounds + 1):
                 progress(f"n={n} batch={batch} on {config.device}"
                          f"{round_label(number, rounds)} ...")
-                (timing, evaluation, full_passes, threads), reference = beside_the_reference(
-                    lambda seconds: reference_speed(program, seconds), budget,
-                    lambda: transformer_speed(program, batch, config, budget))
+                slices = ReferenceSlices(reference_steps(program))
+                timing, evaluation, full_passes, threads = transformer_speed(
+                    program, batch, config, budget, slices)
+                reference = slices.rate()
                 measured.append(BenchRow(n, batch, config.device, config.dtype,
                                          config.attention, evaluation, threads,
                                          timing.per_second, timing.warmup_seconds,
@@ -414,9 +464,9 @@ class FleqBenchRow:
     """Passes of the timed runs the active evaluation ran in full (its guard failed)."""
     reference_steps_per_second: float
     """The FLEQ reference interpreter's steps/s on one copy of the program (same restarts),
-    the mean of its rate just before and just after the row."""
+    in slices between the row's chunks (`ReferenceSlices`)."""
     reference_drift: float
-    """The reference's rate after the row over its rate before, minus 1."""
+    """The reference's rate over the second half of its slices over the first, minus 1."""
     rounds: int = 1
     """Rounds measured (`median_round`): the row is the one whose ratio is their median."""
     ratio_low: float = math.nan
@@ -441,8 +491,9 @@ FLEQ_BENCH_STEPS = 1_000
 """A bench run restarts its program after this many passes if it has not halted by then."""
 
 
-def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
-                      budget: float) -> tuple[TransformerExecutor, Timing, str, int, int]:
+def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig, budget: float,
+                      reference: ReferenceSlices | None = None
+                      ) -> tuple[TransformerExecutor, Timing, str, int, int]:
     """Seconds per pass of the FLEQ transformer on `batch` copies of the program, the
     evaluation the runs used, how many passes they ran in full and the CPU thread count
     most of the timed passes used (0 on a GPU).
@@ -451,6 +502,7 @@ def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
     FLEQ_BENCH_STEPS passes), restarted as often as the timing needs, through the run loop
     `ltvm run` uses (unchecked, so the configured evaluation is what runs). A halted
     program's passes are not timed: with the active evaluation they select no block.
+    `reference` runs between the timed chunks.
     """
     executor = TransformerExecutor(fleq_geometry_for(program), replace(config, checked=False))
     X = executor.load([program] * batch)
@@ -475,29 +527,30 @@ def fleq_pass_seconds(program: FleqProgram, batch: int, config: EngineConfig,
             runner.advance(count)
             done += count
         sync()
-    timing = timed(work, budget, unit=length, warmup=warmup)
+    timing = timed(work, budget, unit=length, warmup=warmup, beside=reference)
     return executor, timing, runner.evaluation, runner.fallbacks, runner.threads
 
 
-def fleq_reference_speed(program: FleqProgram, budget: float) -> float:
-    """Steps per second of the FLEQ reference interpreter (vm/machines/fleq/reference.py) on
-    the program's own steps, restarted at each halt as the transformer's runs are."""
+def fleq_reference_steps(program: FleqProgram) -> Callable[[int], None]:
+    """`steps(k)`: k more steps of the FLEQ reference interpreter
+    (vm/machines/fleq/reference.py) on the program's own steps, restarted at each halt as
+    the transformer's runs are."""
     machine = FleqReference(program)
 
-    def work(steps: int) -> None:
-        for _ in range(steps):
+    def steps(count: int) -> None:
+        for _ in range(count):
             if machine.halted:
                 machine.reset()
             machine.step()
-    return timed(work, budget).per_second
+    return steps
 
 
 def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budget: float,
                progress: Callable[[str], None] = lambda _: None,
                rounds: int = 1) -> list[FleqBenchRow]:
-    """A row per program and batch: `rounds` measurements in a row, each between two timings
-    of the FLEQ reference, reported as their median round (`median_round`). A program or
-    batch named twice is measured once."""
+    """A row per program and batch: `rounds` measurements in a row, each with the FLEQ
+    reference run between its chunks (`ReferenceSlices`), reported as their median round
+    (`median_round`). A program or batch named twice is measured once."""
     names, batches = list(dict.fromkeys(names)), list(dict.fromkeys(batches))
     programs = [fleq_workload(name) for name in names]  # every file read before any timing
     for program in programs:
@@ -509,11 +562,10 @@ def bench_fleq(names: list[str], batches: list[int], config: EngineConfig, budge
             for number in range(1, rounds + 1):
                 progress(f"{shown_path(name)} batch={batch} on {config.device}"
                          f"{round_label(number, rounds)} ...")
-                (executor, timing, evaluation, full, threads), reference = \
-                    beside_the_reference(lambda seconds: fleq_reference_speed(program, seconds),
-                                         budget,
-                                         lambda: fleq_pass_seconds(program, batch, config,
-                                                                   budget))
+                slices = ReferenceSlices(fleq_reference_steps(program))
+                executor, timing, evaluation, full, threads = fleq_pass_seconds(
+                    program, batch, config, budget, slices)
+                reference = slices.rate()
                 weights = executor.machine.weights
                 measured.append(FleqBenchRow(
                     name, program.d, weights.rows, weights.columns, len(weights.layers),

@@ -30,7 +30,7 @@ from vm.machines.vsubleq.run import DTYPES, TransformerRun
 from vm.runtime.config import EngineConfig
 from vm.runtime.executor import evaluator_for
 from vm.runtime.graphed import chunk_of
-from vm.tools.bench import STARTING_PASSES, Timing, beside_the_reference, drift_cell, figure, timed
+from vm.tools.bench import STARTING_PASSES, ReferenceSlices, drift_cell, figure, timed
 from vm.transformer.memory import check_dense_memory
 
 COUNTING_LOOP = [6, 7, 0,   # 0: mem[7] -= mem[6] (1); <= 0: jump to 0
@@ -75,9 +75,9 @@ class VsubleqBenchRow:
     transformer_steps_per_second: float
     warmup_seconds: float
     reference_steps_per_second: float
-    """The mean of the reference's rate just before and just after the row."""
+    """The reference's rate in slices between the row's chunks (`ReferenceSlices`)."""
     reference_drift: float
-    """The reference's rate after the row over its rate before, minus 1."""
+    """The reference's rate over the second half of its slices over the first, minus 1."""
 
     @property
     def ratio(self) -> float:
@@ -87,14 +87,14 @@ class VsubleqBenchRow:
         return {**self.__dict__, "ratio": self.ratio}
 
 
-def reference_speed(image: Image, budget: float) -> float:
-    """Steps per second of the reference interpreter on `image`."""
+def reference_steps(image: Image) -> Callable[[int], None]:
+    """`steps(k)`: k more steps of the reference interpreter on `image`."""
     machine = Reference(image)
 
-    def work(steps: int) -> None:
-        for _ in range(steps):
+    def steps(count: int) -> None:
+        for _ in range(count):
             machine.step()
-    return timed(work, budget).per_second
+    return steps
 
 
 def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "float32",
@@ -134,12 +134,12 @@ def bench_vsubleq(words: list[int], bits: int, budget: float, dtype: str = "floa
                                  f"m = {image.size}, N = {bits} ({dtype}, {run.evaluation}): "
                                  "it never halts, so this run is wrong and its rate would "
                                  "time nothing")
-        def measure() -> tuple[float, Timing]:
-            start = time.perf_counter()
-            work(STARTING_PASSES)
-            return time.perf_counter() - start, timed(work, budget, unit=chunk_of(run.active))
-        (starting, timing), reference = beside_the_reference(
-            lambda seconds: reference_speed(image, seconds), budget, measure)
+        start = time.perf_counter()
+        work(STARTING_PASSES)
+        starting = time.perf_counter() - start
+        slices = ReferenceSlices(reference_steps(image))
+        timing = timed(work, budget, unit=chunk_of(run.active), beside=slices)
+        reference = slices.rate()
         weights = run.machine.weights
         rows.append(VsubleqBenchRow(
             image.size, bits, weights.columns, weights.rows, len(weights.layers),
