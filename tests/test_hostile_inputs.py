@@ -394,8 +394,13 @@ def test_integer_literals_too_long_to_convert_are_located(name, capsys, tmp_path
 
 
 def test_long_literals_of_leading_zeros_still_assemble(capsys, tmp_path):
-    (tmp_path / "prog.vsq").write_text(f"x: .word 0b{'0' * 5000}1\nhalt\n")
+    """Only significant digits count against the limit, and the zeros change no value."""
+    from assembler.vsq import assemble
+    text = f"x: .word 0b{'0' * 5000}1\nhalt\n"
+    (tmp_path / "prog.vsq").write_text(text)
     assert main(["asm", str(tmp_path / "prog.vsq")]) == 0
+    program = assemble(text, "prog.vsq", 16)
+    assert program.words[program.symbols["x"]] == 1
 
 
 @pytest.mark.parametrize("alias", ["same", "dotted", "symlink", "hardlink"])
