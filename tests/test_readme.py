@@ -22,10 +22,14 @@ def example(opening: str) -> str:
     return next(b for b in blocks if b.startswith(opening))
 
 
-def test_subleq_example_halts_on_the_reference():
+def test_subleq_example_halts_as_its_comments_say():
+    """Per the comments: n counts 6 down to 0, and each of the 5 passes that continue
+    subtracts xs+2 (0x10) from buf."""
     program = assemble(example("; factorial-style skeleton"), "README.sq")
     result = run_reference(program, 1000)
     assert result.halted
+    assert program.named_memory(result.memory) == \
+        {"n": 0, "xs": [3, -1, 16], "buf": [-80, 0, 0], "one": 1}
 
 
 def test_fleq_example_runs_on_the_transformer_like_the_reference():
