@@ -38,7 +38,7 @@ def test_random_programs_run_in_lockstep_with_zero_divergences(batch, dtype, att
     geometry = geometry_for(programs[0], scratch)
     results = compare_programs(programs, geometry, max_steps=100,
                                config=EngineConfig(dtype=dtype, attention=attention))
-    for program, result in zip(programs, results):
+    for program, result in zip(programs, results, strict=True):
         assert result.ok, result.divergence.describe()
 
 

@@ -36,7 +36,7 @@ def test_a_batch_of_programs_gives_each_its_result_and_exact_step_count(check_ev
     programs = [assemble(COUNTDOWN.format(n=n), "c.sq") for n in (1, 5, 30, 12)]
     executor = TransformerExecutor(geometry_for(programs[0]), EngineConfig(check_every=check_every))
     results = executor.results(executor.run(executor.load(programs), 10_000))
-    for program, result in zip(programs, results):
+    for program, result in zip(programs, results, strict=True):
         expected = run_reference(program)
         assert result.halted and result.memory == expected.memory
         assert result.steps == expected.steps
@@ -152,7 +152,7 @@ def test_cuda_runs_agree_with_the_reference(dtype):
     programs = [assemble(COUNTDOWN.format(n=n), "c.sq") for n in (3, 9)]
     executor = TransformerExecutor(geometry_for(programs[0]), config)
     for program, result in zip(programs, executor.results(executor.run(
-            executor.load(programs), 1000))):
+            executor.load(programs), 1000), strict=True)):
         assert result.memory == run_reference(program).memory
     assert not torch.backends.cuda.matmul.allow_tf32
 

@@ -176,7 +176,8 @@ def test_a_batch_runs_each_program_as_if_alone():
         for x, y in zip(together.memory, alone.memory, strict=True):
             np.testing.assert_array_equal(x, y)
     for program, together in zip(programs[:2], batch):
-        for x, y in zip(together.memory, run_fleq_reference(program, 1000).cells):
+        cells = run_fleq_reference(program, 1000).cells
+        for x, y in zip(together.memory, cells, strict=True):
             np.testing.assert_array_equal(x, y)
 
 
@@ -226,14 +227,14 @@ def test_at_the_exact_move_temperature_moves_are_bit_exact(loop, dtype):
     transformer = run_transformer(program, geometry, 1000, EngineConfig(dtype=dtype))
     result = run_transformer(program, geometry, 1000, EngineConfig(temperature=temperature,
                                                                    dtype=dtype))
-    for got, want in zip(result.memory, transformer.memory):
+    for got, want in zip(result.memory, transformer.memory, strict=True):
         np.testing.assert_array_equal(got, want)
 
 
 def test_checked_mode_passes_a_correct_run(loop):
     program, geometry = loop
     result = run_transformer(program, geometry, 1000, EngineConfig(checked=True))
-    for got, want in zip(result.memory, run_fleq_reference(program, 1000).cells):
+    for got, want in zip(result.memory, run_fleq_reference(program, 1000).cells, strict=True):
         np.testing.assert_array_equal(got, want)
 
 

@@ -43,7 +43,7 @@ PAIRS = [(RNG.uniform(-SPAN, SPAN, (3, 3)), RNG.uniform(-SPAN, SPAN, (3, 3))),
 @pytest.mark.parametrize("dtype, scale", [("float64", 1e-5), ("float32", 1e-3)])
 def test_products_within_bound_and_padding_untouched(dtype, scale):
     block = make_block("hadamard", scale=scale)
-    for (a, b), got in zip(PAIRS, run_products(PAIRS, 3, dtype, scale)):
+    for (a, b), got in zip(PAIRS, run_products(PAIRS, 3, dtype, scale), strict=True):
         rows, columns = a.shape
         error = np.abs(got[:rows, :columns] - a * b)
         assert (error <= block.error_bound(dtype)).all(), error.max()

@@ -226,6 +226,6 @@ def test_property_on_the_transformer_in_one_batch(name: str, data):
     geometry = geometry_for(programs[0])
     executor = TransformerExecutor(geometry)
     results = executor.results(executor.run(executor.load(programs), MAX_STEPS))
-    for inputs, program, result in zip(cases, programs, results):
+    for inputs, program, result in zip(cases, programs, results, strict=True):
         assert result.halted, inputs
         assert check(inputs, named(program, result.memory)), inputs

@@ -190,7 +190,8 @@ def test_program_files_run_exact_sgd_on_the_reference(file, names, hidden):
     exact = exact_sgd(x, y, setup, program_weights(program, program.cells, names))
     result = run_fleq_reference(program, 10_000)
     assert result.halted
-    for got, expected in zip(program_weights(program, result.cells, names), exact.weights[-1]):
+    for got, expected in zip(program_weights(program, result.cells, names), exact.weights[-1],
+                             strict=True):
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13)
     final = program.named_memory(result.cells)["mean"]
     assert final == pytest.approx(exact.losses[-1], rel=1e-12)
@@ -215,7 +216,7 @@ def test_two_layer_file_first_epoch_on_the_transformer():
     result = run_transformer(program, fleq_geometry_for(program), length)
     assert result.pc == reference.pc == program.labels["epoch"]
     for got, expected in zip(program_weights(program, result.memory, ("W1", "W2")),
-                             program_weights(program, reference.cells, ("W1", "W2"))):
+                             program_weights(program, reference.cells, ("W1", "W2")), strict=True):
         assert np.abs(got - expected).max() < 1e-8
 
 

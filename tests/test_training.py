@@ -63,7 +63,7 @@ def test_exact_sgd_step_is_torch_autograd(hidden, activation):
     loss, updated = sgd_sample(weights, x, y, 0.1, activation)
     expected_loss, gradients = torch_step(weights, x, y, activation)
     assert loss == pytest.approx(expected_loss, rel=1e-14)
-    for before, after, gradient in zip(weights, updated, gradients):
+    for before, after, gradient in zip(weights, updated, gradients, strict=True):
         np.testing.assert_allclose((before - after) / 0.1, gradient, rtol=1e-12, atol=1e-14)
 
 
@@ -78,7 +78,7 @@ def test_generated_program_on_the_reference_is_exact_sgd(hidden, activation):
     assert result.halted
     memory = program.named_memory(result.cells)
     exact = exact_sgd(inputs, y, setup, weights)
-    for name, w in zip(weight_names(hidden), exact.weights[-1]):
+    for name, w in zip(weight_names(hidden), exact.weights[-1], strict=True):
         np.testing.assert_allclose(np.array(memory[name]), w, rtol=0, atol=1e-13)
     assert memory["mean"] == pytest.approx(exact.losses[-1], rel=1e-12)
 
