@@ -63,7 +63,13 @@ def test_fleq_text_assembles_or_is_refused_with_a_location(text):
 @FUZZ
 @given(st.one_of(token_text(CALC_TOKENS), st.text(max_size=40)))
 def test_calc_expressions_compile_or_are_refused(text):
+    """A refusal points into the expression; what compiles is a FLEQ program that assembles.
+    The input x is given only where the text names it: an unused input is refused."""
     try:
-        compile_expression(text, {"x": 2.0})
-    except InputError:
-        pass
+        compiled = compile_expression(text, {"x": 2.0} if "x" in text else {})
+    except InputError as error:
+        if isinstance(error, SourceError):
+            assert re.search(r"^<expression>:1:\d+: error: ", str(error), re.M), str(error)
+            assert "^" in str(error)
+    else:
+        FLEQ.assemble_text(compiled.source, "<calc>")
