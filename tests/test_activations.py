@@ -104,9 +104,11 @@ def test_heads_per_block(program):
 
 
 def test_parameters_are_checked():
-    with pytest.raises(Exception, match="step"):
+    """An InputError naming the parameter and its range, not any exception whose text
+    holds the parameter's name (a TypeError or a traceback's ValueError)."""
+    with pytest.raises(InputError, match=r"sigmoid_prime\.step must be in"):
         make_block("sigmoid_prime", step=0.0)
-    with pytest.raises(Exception, match="slope"):
+    with pytest.raises(InputError, match=r"relu_prime\.slope must be in"):
         make_block("relu_prime", slope=0.5)
 
 
