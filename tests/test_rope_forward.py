@@ -43,7 +43,7 @@ def test_rotary_support_is_the_two_by_two_diagonal_blocks():
 
 
 def test_odd_dimension_has_no_rotary_form():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="needs an even dimension, got d = 3"):
         rotate(torch.zeros(2, 3, dtype=torch.float64))
 
 

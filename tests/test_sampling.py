@@ -63,7 +63,7 @@ def test_noise_spreads_the_answers_and_more_noise_spreads_them_more():
 
 @pytest.mark.parametrize("temperature", [0.0, -1.0, math.inf, math.nan])
 def test_bad_temperatures_are_refused(temperature):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="temperature must be positive and finite"):
         ReadNoise(temperature)
     with pytest.raises(InputError):
         EngineConfig(sampling=temperature)

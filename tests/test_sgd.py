@@ -136,7 +136,7 @@ def test_bad_learning_rate_is_located_at_the_keyword(lr, message):
 def test_activation_codes_round_trip():
     for code, name in ACTIVATION_CODES.items():
         assert activation_code(name) == code
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown activation 'softplus'"):
         activation_code("softplus")
 
 

@@ -82,7 +82,7 @@ def test_samples_needed_is_the_least_sufficient_n():
     needed = samples_needed(success, 0.1)
     assert success(needed) >= 0.9 > success(needed - 1)
     assert needed == math.ceil(math.log(0.1) / math.log(0.9))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="more than 64 samples needed"):
         samples_needed(lambda n: 0.0, 0.1, limit=64)
 
 
