@@ -185,7 +185,9 @@ def test_comments_blank_lines_crlf_and_a_missing_final_newline_are_accepted():
 
 def test_integer_results_may_go_to_reals_but_reals_not_to_counters():
     program = FLEQ.assemble_text(".data\nn: 2\nx: 0.0\n.code\nx = add(n, n)\nx = inv(n)\n")
-    assert len(program.instructions) == 2
+    assert [i.function for i in program.instructions] == ["add", "inv"]
+    with pytest.raises(SourceError, match="'n' is an integer counter; add of these operands"):
+        FLEQ.assemble_text(".data\nn: 2\nx: 0.0\n.code\nn = add(x, x)\n")
 
 
 def located(source: str) -> SourceError:
