@@ -100,14 +100,14 @@ def test_running_does_not_change_the_program_and_a_halted_machine_stays_put():
     initial = [cell.copy() for cell in program.cells]
     machine = FleqReference(program)
     machine.run(1000)
-    assert all(np.array_equal(a, b) for a, b in zip(program.cells, initial))
+    assert all(np.array_equal(a, b) for a, b in zip(program.cells, initial, strict=True))
     cells = [cell.copy() for cell in machine.cells]
     record = machine.step()
     assert record.written is None and record.next_pc == program.eof
-    assert all(np.array_equal(a, b) for a, b in zip(machine.cells, cells))
+    assert all(np.array_equal(a, b) for a, b in zip(machine.cells, cells, strict=True))
     machine.reset()
     assert machine.pc == 0 and machine.steps == 0
-    assert all(np.array_equal(a, b) for a, b in zip(machine.cells, initial))
+    assert all(np.array_equal(a, b) for a, b in zip(machine.cells, initial, strict=True))
 
 
 @pytest.mark.parametrize("op", ["mul", "add"])
