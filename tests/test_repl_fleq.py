@@ -135,9 +135,15 @@ def test_set_scalars_and_matrices_then_the_blocks_use_them(session):
         assert np.array_equal(printed(session, "M"), [0, 1, 1, 0])
     assert printed(session, "@one") == [1]
     assert np.array_equal(printed(session, "cell1"), [1, 0, 0, 0]), "a whole d x d cell"
-    for bad in ("set x", "set M [[1, 2]]", "set v [1, 2", "set nope 1", "set x nan",
-                "set @one 2", "set cell0 1", "print cell99"):
-        assert session.execute(bad).startswith("error: "), bad
+    for bad, why in (("set x", "usage: set NAME VALUE"),
+                     ("set M [[1, 2]]", "the value has shape 1x2, the variable is 2x2"),
+                     ("set v [1, 2", "'[1, 2' is not a number or a list of numbers"),
+                     ("set nope 1", "no variable named 'nope'"),
+                     ("set x nan", "'nan' is not a number"),
+                     ("set @one 2", "cell @one is reserved"),
+                     ("set cell0 1", "the value has shape scalar, the variable is 2x2"),
+                     ("print cell99", "no variable named 'cell99'")):
+        assert session.execute(bad).startswith(f"error: {why}"), bad
 
 
 @pytest.mark.parametrize("value", ["True", '"5"', "None", "[[3], [True]]", "1j", "0x10",
