@@ -23,6 +23,7 @@ from assembler.subleq import DEFAULT_MIN_BITS, MAX_BITS
 from vm.common.errors import InputError, shown_path
 from vm.common.geometry import MAX_COLUMNS
 from vm.common.limits import is_whole_number
+from vm.common.outputs import staged_files
 
 DEFAULT_CSV_SCRATCH = 2
 MAX_FIELD = 80
@@ -190,19 +191,23 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
 
 def save_csv(program: Program, directory: str | Path, scratch: int = DEFAULT_CSV_SCRATCH
              ) -> tuple[Path, Path]:
-    """Write `commands.csv` and `memory.csv` for `program` (absolute column indices)."""
+    """Write `commands.csv` and `memory.csv` for `program` (absolute column indices), with
+    `program.json` beside them, all three or none (`staged_files`): a directory of None
+    failed with a TypeError, /dev/full with a FileExistsError, and a write that failed
+    part-way left a commands file beside another program's memory file."""
     _check_scratch(scratch)
     scratch = int(scratch)  # numpy's int64 is no JSON number
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     first_code = scratch + len(program.memory)
-    commands, memory, settings_path = (directory / name for name in CSV_FILES)
     rows = [f"{i.a + scratch},{i.b + scratch},{i.c + first_code}"
             for i in all_instructions(program)]
-    commands.write_text("a,b,c\n" + "\n".join(rows) + "\n")
-    memory.write_text("mem\n" + "\n".join(map(str, program.memory)) + "\n")
     settings = {"format": SETTINGS_FORMAT, "scratch": scratch, "bits": program.bits}
-    settings_path.write_text(json.dumps(settings, indent=2) + "\n")
+    texts = ("a,b,c\n" + "\n".join(rows) + "\n",
+             "mem\n" + "\n".join(map(str, program.memory)) + "\n",
+             json.dumps(settings, indent=2) + "\n")
+    with staged_files(directory, CSV_FILES) as staging:
+        for name, text in zip(CSV_FILES, texts):
+            (staging / name).write_text(text)
+    commands, memory, _ = (Path(directory) / name for name in CSV_FILES)
     return commands, memory
 
 

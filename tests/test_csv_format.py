@@ -261,3 +261,33 @@ def test_settings_that_are_not_json_are_shown_at_line_and_column(tmp_path):
     assert str(caught.value).splitlines() == [
         f"{tmp_path / SETTINGS_FILE}:2:15: error: not JSON: Expecting property name "
         "enclosed in double quotes", '     "scratch": 2,,}', " " * 18 + "^"]
+
+
+@pytest.mark.parametrize("directory", [None, 5, "/dev/full", ""])
+def test_save_csv_refuses_a_directory_it_cannot_write_with_an_input_error(tmp_path, directory):
+    """save_csv(program, None) failed with a TypeError and save_csv(program, '/dev/full')
+    with a FileExistsError from mkdir."""
+    program = load_csv(*write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n0\n-1\n"), scratch=2)
+    with pytest.raises(InputError, match="output directory|cannot write /dev/full"):
+        save_csv(program, directory, 2)
+
+
+def test_save_csv_writes_all_three_files_or_none(tmp_path, monkeypatch):
+    """A write that failed after commands.csv left it beside the memory file of the program
+    exported there before."""
+    program = load_csv(*write_pair(tmp_path, "a,b,c\n2,3,4\n", "mem\n0\n-1\n"), scratch=2)
+    out = tmp_path / "out"
+    save_csv(program, out, 2)
+    before = {name: (out / name).read_text() for name in ("commands.csv", "memory.csv")}
+    original = Path.write_text
+
+    def full(self, text, *args, **kwargs):
+        if self.name == "memory.csv":
+            raise OSError(28, "No space left on device")
+        return original(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(InputError, match="No space left on device"):
+        save_csv(program, out, 3)
+    assert {name: (out / name).read_text() for name in before} == before
+    assert sorted(p.name for p in out.iterdir()) == ["commands.csv", "memory.csv", "program.json"]
