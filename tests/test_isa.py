@@ -219,3 +219,16 @@ def test_a_missing_argument_is_named_as_python_names_it_and_keywords_are_checked
         SUBLEQ.compare(program=subleq, geometry=FLEQ.geometry_for(fleq))
     with pytest.raises(InputError, match="takes a SUBLEQ program"):
         SUBLEQ.trace_line(record=None, program=fleq)
+
+
+@pytest.mark.parametrize("name", ["SUBLEQ", "FLEQ", "VSUBLEQ"])
+@pytest.mark.parametrize("file", [None, 5])
+def test_assemble_text_refuses_a_file_name_that_is_no_path(name, file):
+    """VSUBLEQ.assemble_text(text, None) failed with a TypeError in Path(); SUBLEQ and FLEQ
+    named the source 'None' in their messages."""
+    import vm.isa
+    isa = getattr(vm.isa, name)
+    with pytest.raises(InputError, match="file must be the source's name"):
+        isa.assemble_text(".code\nhalt\n", file)
+    assert isa.assemble_text(".code\nhalt\n" if name != "VSUBLEQ" else "0 0 -1\n",
+                             Path("p" + isa.suffixes[0])) is not None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ OUTPUT_FORMATS = ("text", "decimal", "hex")
 """How `ltvm run` shows an output stream: bytes as text, or their values."""
 
 CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
-    "load": ("options",), "geometry_for": ("program",), "machine": ("geometry",),
+    "load": ("options",), "assemble_text": ("file",), "geometry_for": ("program",), "machine": ("geometry",),
     "layout": ("geometry",), "encode": ("program", "geometry"),
     "run_reference": ("program",), "reference_checks": ("program",),
     "run_transformer": ("program", "geometry"), "compare": ("program", "geometry"),
@@ -39,7 +40,8 @@ CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "paper": ("geometry",), "save_csv": ("program",)}
 """The methods of an instruction set whose program and geometry it refuses when they are
 another instruction set's (or None), and which of the two each takes (`paper` takes None
-for the program); `load` refuses options that are no ProgramOptions. Checked in one place,
+for the program); `load` refuses options that are no ProgramOptions, `assemble_text` a
+file name that is no path (`check_file`). Checked in one place,
 `InstructionSet.__init_subclass__`: calls that missed a check failed on a missing
 attribute (SUBLEQ.named_memory(fleq_program)) or answered for the wrong machine
 (FLEQ.listing(subleq_program) printed a SUBLEQ listing). A `layout` beside the geometry
@@ -164,6 +166,13 @@ class InstructionSet(ABC):
         if not isinstance(options, ProgramOptions):
             raise InputError(f"options must be a vm.isa.ProgramOptions, got "
                              f"{type(options).__name__}")
+
+    def check_file(self, file: Any) -> None:
+        """Refuse an `assemble_text` file name that is no path (None, a number): VSUBLEQ
+        failed with a TypeError in Path() on it, SUBLEQ and FLEQ named the source 'None'."""
+        if not isinstance(file, (str, os.PathLike)):
+            raise InputError(f"file must be the source's name (a str), got "
+                             f"{type(file).__name__}")
 
     def check_layout(self, layout: Any, geometry: Any) -> None:
         """Refuse a layout that is not the geometry's (another geometry's, another
