@@ -232,3 +232,20 @@ def test_assemble_text_refuses_a_file_name_that_is_no_path(name, file):
         isa.assemble_text(".code\nhalt\n", file)
     assert isa.assemble_text(".code\nhalt\n" if name != "VSUBLEQ" else "0 0 -1\n",
                              Path("p" + isa.suffixes[0])) is not None
+
+
+@pytest.mark.parametrize("name", ["SUBLEQ", "VSUBLEQ"])
+@pytest.mark.parametrize("steps,dtype,message", [(None, None, "max_steps"),
+                                                 (-1, None, "max_steps"),
+                                                 (5, "float16", "dtype must be one of")])
+def test_run_checks_refuses_a_step_count_or_dtype_where_the_isa_has_no_checks(name, steps,
+                                                                             dtype, message):
+    """SUBLEQ.run_checks(program, -1, 'float16') answered RunChecks(ok=True), where FLEQ's
+    refused both."""
+    import vm.isa
+    isa = getattr(vm.isa, name)
+    source = ".code\nhalt\n" if name == "SUBLEQ" else "0 0 -1\n"
+    program = isa.assemble_text(source, "p" + isa.suffixes[0])
+    with pytest.raises(InputError, match=message):
+        isa.run_checks(program, steps, dtype)
+    assert isa.run_checks(program, 5, "float32").ok

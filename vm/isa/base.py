@@ -20,9 +20,9 @@ from typing import Any, Callable
 import numpy as np
 
 from vm.common.errors import InputError
-from vm.machines.stepping import DEFAULT_MAX_STEPS
+from vm.machines.stepping import DEFAULT_MAX_STEPS, check_max_steps
 from vm.machines.subleq.reference import RunResult
-from vm.runtime.config import EngineConfig
+from vm.runtime.config import DTYPE_NAMES, EngineConfig
 from vm.transformer.layout import Layout
 from vm.transformer.modes import ATTENTION_MODES
 
@@ -75,6 +75,15 @@ def _checking(method: Callable, arguments: tuple[str, ...]) -> Callable:
 
     checked.checks_arguments = True
     return checked
+
+
+def replay_arguments(steps: Any, dtype: Any) -> int:
+    """`run_checks`' step count as an int, once it and `dtype` (None or one of DTYPE_NAMES)
+    are known good: steps=None failed in `<`, dtype 'float16' with a KeyError."""
+    steps = check_max_steps(steps)
+    if dtype is not None and dtype not in DTYPE_NAMES:
+        raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
+    return steps
 
 
 def format_value(value: int | float | list) -> str:
@@ -264,8 +273,10 @@ class InstructionSet(ABC):
         """The comparison as printed by `ltvm compare`."""
 
     def run_checks(self, program: Any, steps: int, dtype: str | None = None) -> RunChecks:
-        """Checks after a transformer run in `dtype` (None: the ISA's default); none unless
-        the ISA has some."""
+        """Checks after a transformer run of `steps` steps in `dtype` (None: the ISA's
+        default); none unless the ISA has some, but the arguments are checked alike
+        (`replay_arguments`: SUBLEQ.run_checks(program, -1, 'float16') answered 'ok')."""
+        replay_arguments(steps, dtype)
         return RunChecks()
 
     # -- presentation -------------------------------------------------------------------

@@ -19,12 +19,12 @@ from vm.common.errors import InputError
 from vm.common.signatures import Catalogue
 from vm.functions import REGISTRY, dtype_parameters
 from vm.isa.base import (InstructionSet, PaperComparison, ProgramOptions, RunChecks,
-                         agreement_line, format_value)
+                         agreement_line, format_value, replay_arguments)
 from vm.machines.fleq.layout import FleqGeometry, fleq_layout
 from vm.machines.fleq.machine import FleqMachine, fleq_machine
 from vm.machines.fleq.punchcard import check_fits, encode_fleq, fleq_geometry_for
 from vm.machines.fleq.reference import FleqStep, run_fleq_reference
-from vm.machines.stepping import DEFAULT_MAX_STEPS, check_max_steps
+from vm.machines.stepping import DEFAULT_MAX_STEPS
 from vm.machines.subleq.reference import RunResult
 from vm.routines import ROUTINES
 from vm.runtime.config import DTYPE_NAMES, EngineConfig
@@ -188,9 +188,7 @@ class Fleq(InstructionSet):
         """Every block call of the run inside the domain its error bound covers, every value
         inside the machine's magnitude domain and every counter exact in `dtype` (found by
         an exact replay of the same steps)."""
-        steps = check_max_steps(steps)  # None failed in `<`, and dtype "float16" in a KeyError
-        if dtype is not None and dtype not in DTYPE_NAMES:
-            raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
+        steps = replay_arguments(steps, dtype)
         violation = first_domain_violation(program, steps, dtype or self.default_dtype)
         return RunChecks({"domain": "ok" if violation is None else violation.describe()},
                          violation is None,
