@@ -60,3 +60,53 @@ def test_named_memory_refuses_a_memory_of_another_length(memory, message):
     unnamed = assemble(".code\nhalt\n", "unnamed.sq")  # SUBLEQ names none of it: `mem`
     with pytest.raises(InputError, match="memory holds 1 word, the program has 2"):
         SUBLEQ.named_memory(unnamed, [0])
+
+
+@pytest.mark.parametrize("value,message", [
+    (2.5, "memory values must be integers, got 2.5"),
+    (True, "memory values must be integers, got True"),
+    ("1", "memory values must be integers, got '1'"),
+    (float("nan"), "memory values must be integers, got nan")])
+def test_a_memory_value_that_is_no_integer_is_refused(value, message):
+    """dataclasses.replace(program, memory=...) took 2.5: the reference then computed
+    with 2.5 and the transformer with the word it encoded, and they disagreed in silence;
+    '1' failed with a TypeError in a comparison."""
+    import dataclasses
+    program = assemble(SOURCE, "p.sq")
+    memory = list(program.memory)
+    memory[program.symbols["x"].address] = value
+    with pytest.raises(InputError, match=message):
+        dataclasses.replace(program, memory=memory)
+
+
+def test_numpy_memory_values_become_python_integers():
+    """int8 values overflowed in the reference's arithmetic (an OverflowError), and the
+    results of int64 ones were numpy integers."""
+    import dataclasses
+
+    import numpy as np
+    program = assemble(SOURCE, "p.sq")
+    copy = dataclasses.replace(program, memory=np.array(program.memory, dtype=np.int8))
+    assert copy.memory == program.memory and all(type(v) is int for v in copy.memory)
+    result = SUBLEQ.run_reference(copy, 10)
+    assert result.memory == SUBLEQ.run_reference(program, 10).memory
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"bits": 16.0}, "bits must be a whole number of bits, got 16.0"),
+    ({"memory": None}, "memory must be a list of integers, got NoneType")])
+def test_a_word_size_or_memory_of_the_wrong_type_is_refused(change, message):
+    """bits=16.0 failed with a TypeError in `<<`, memory=None in len()."""
+    import dataclasses
+    with pytest.raises(InputError, match=message):
+        dataclasses.replace(assemble(SOURCE, "p.sq"), **change)
+
+
+def test_an_operand_that_is_no_integer_is_refused():
+    """An instruction with a = 2.0 passed the range checks and failed in the reference
+    with 'list indices must be integers'."""
+    import dataclasses
+    program = assemble(SOURCE, "p.sq")
+    first = dataclasses.replace(program.instructions[0], a=2.0)
+    with pytest.raises(InputError, match="operands must be integers"):
+        dataclasses.replace(program, instructions=[first, *program.instructions[1:]])
