@@ -8,6 +8,7 @@ if mem[flag] <= 0 goto p, else the next instruction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -15,7 +16,8 @@ import numpy as np
 
 from assembler.program import SourcePos, check_memory
 from vm.common.errors import InputError, PlacedInputError, shown_path
-from vm.common.signatures import Shape
+from vm.common.limits import is_whole_number
+from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS, Shape
 
 ZERO_CELL = 0
 """Reserved integer cell holding 0: the flag of `goto` and of the EOF instruction."""
@@ -97,9 +99,8 @@ class FleqProgram:
 
     def validate(self) -> None:
         """Raise InputError unless operands, targets and cells fit the program."""
+        self._check_cells()
         cells, names = len(self.cells), [name for name, _ in self.functions]
-        if any(cell.shape != (self.d, self.d) for cell in self.cells):
-            raise InputError(f"{shown_path(self.source)}: every cell must be {self.d}x{self.d}")
         if self.cells[ZERO_CELL][0, 0] != 0 or self.cells[ONE_CELL][0, 0] != 1:
             raise InputError(f"{shown_path(self.source)}: cells 0 and 1 must hold 0 and 1")
         for index, instruction in enumerate(self.instructions):
@@ -115,6 +116,42 @@ class FleqProgram:
                                  f"the program's blocks")
             if instruction.function is not None and instruction.c in RESERVED:
                 raise InputError(f"{where}: writes reserved cell {RESERVED[instruction.c]}")
+
+    def _check_cells(self) -> None:
+        """The block size a whole number and the cells a list of d x d real arrays whose
+        values the machine holds, as the assembler reads them (finite, |x| <= 2^50, none
+        below the smallest normal double), kept as float64 arrays.
+        `dataclasses.replace(program, cells=...)` took a NaN or 1e300 (the reference computed
+        on with it, the transformer returned NaN), 3 + 1j (its imaginary part dropped),
+        True, and d = 1.0; a nested list, None or [] failed with an AttributeError, a
+        TypeError or an IndexError."""
+        source = shown_path(self.source)
+        if not is_whole_number(self.d) or self.d < 1:
+            raise InputError(f"{source}: the block size d must be a whole number, at least "
+                             f"1, got {self.d!r:.40}")
+        if isinstance(self.cells, (str, bytes)) or not isinstance(self.cells, Sequence) \
+                or len(self.cells) < len(RESERVED):
+            raise InputError(f"{source}: cells must be a list of {self.d}x{self.d} arrays, "
+                             f"cells 0 and 1 holding 0 and 1")
+        checked = []
+        for index, cell in enumerate(self.cells):
+            array = np.asarray(cell)
+            if array.dtype.kind not in "iuf":  # bool, complex, str, object
+                raise InputError(f"{source}: cell {index} must hold real numbers, got dtype "
+                                 f"{array.dtype}")
+            if array.shape != (self.d, self.d):
+                raise InputError(f"{source}: every cell must be {self.d}x{self.d}, cell "
+                                 f"{index} is {'x'.join(map(str, array.shape)) or 'a scalar'}")
+            array = array.astype(np.float64, copy=False)
+            magnitudes = np.abs(array)
+            if not (np.isfinite(array).all() and magnitudes.max() <= MAGNITUDE) or (
+                    (magnitudes > 0) & (magnitudes < np.finfo(np.float64).tiny)).any():
+                raise InputError(f"{source}: cell {index} holds a value the machine does not "
+                                 f"hold: every value must be finite, within |x| <= "
+                                 f"2^{MAGNITUDE_BITS} and 0 or at least the smallest normal "
+                                 f"double (docs/fleq_machine.md)")
+            checked.append(array)
+        self.cells = checked
 
     def named_memory(self, cells: list[np.ndarray]) -> dict[str, float | list]:
         """Values by variable name: scalars as numbers, others as nested lists; `cells` as a

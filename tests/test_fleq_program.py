@@ -55,3 +55,45 @@ def test_named_memory_refuses_cells_of_another_count_or_shape(cells, message):
     program = FLEQ.assemble_text(SOURCE, "names.fleq")
     with pytest.raises(InputError, match=message):
         program.named_memory(cells)
+
+
+@pytest.mark.parametrize("value,message", [
+    (np.array([[np.nan]]), "holds a value the machine does not hold"),
+    (np.array([[1e300]]), "holds a value the machine does not hold"),
+    (np.array([[1e-320]]), "holds a value the machine does not hold"),
+    (np.array([[3 + 1j]]), "must hold real numbers, got dtype complex128"),
+    (np.array([[True]]), "must hold real numbers, got dtype bool"),
+    (np.array([["3"]]), "must hold real numbers, got dtype <U1"),
+    (np.array([1.0]), "every cell must be 1x1, cell 2 is 1")])
+def test_a_cell_the_machine_cannot_hold_is_refused(value, message):
+    """dataclasses.replace(program, cells=...) took NaN and 1e300 (the reference computed
+    on with them, the transformer returned NaN) and 3 + 1j (its imaginary part dropped);
+    '3' failed in a numpy ufunc."""
+    import dataclasses
+    program = FLEQ.assemble_text(SOURCE, "cells.fleq")
+    cells = list(program.cells)
+    cells[program.variables["x"].cell] = value
+    with pytest.raises(InputError, match=message):
+        dataclasses.replace(program, cells=cells)
+
+
+def test_cells_given_as_lists_or_integers_are_kept_as_float64_arrays():
+    """A nested list failed with "'list' object has no attribute 'shape'"."""
+    import dataclasses
+    program = FLEQ.assemble_text(SOURCE, "cells.fleq")
+    cells = list(program.cells)
+    cells[program.variables["x"].cell] = [[4]]
+    copy = dataclasses.replace(program, cells=cells)
+    assert all(isinstance(cell, np.ndarray) and cell.dtype == np.float64 for cell in copy.cells)
+    assert FLEQ.run_reference(copy, 1).memory[program.variables["x"].cell][0, 0] == 5.0
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"cells": None}, "cells must be a list of 1x1 arrays"),
+    ({"cells": []}, "cells must be a list of 1x1 arrays"),
+    ({"d": 1.0}, "the block size d must be a whole number")])
+def test_cells_or_a_block_size_of_the_wrong_kind_are_refused(change, message):
+    """cells=None failed with a TypeError in len(), [] with an IndexError; d = 1.0 passed."""
+    import dataclasses
+    with pytest.raises(InputError, match=message):
+        dataclasses.replace(FLEQ.assemble_text(SOURCE, "cells.fleq"), **change)
