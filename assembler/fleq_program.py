@@ -107,6 +107,9 @@ class FleqProgram:
             where = str(instruction.pos) if instruction.pos else \
                 f"{shown_path(self.source)}: instruction {index}"
             operands = (instruction.a, instruction.b, instruction.c, instruction.flag)
+            if not all(is_whole_number(number) for number in (*operands, instruction.target)):
+                raise InputError(f"{where}: operands and the jump target must be integers, "
+                                 f"got {(*operands, instruction.target)!r:.60}")  # 2.0: an index
             if not all(0 <= cell < cells for cell in operands):
                 raise InputError(f"{where}: operand outside memory (cells 0..{cells - 1})")
             if not 0 <= instruction.target <= self.eof:

@@ -97,3 +97,15 @@ def test_cells_or_a_block_size_of_the_wrong_kind_are_refused(change, message):
     import dataclasses
     with pytest.raises(InputError, match=message):
         dataclasses.replace(FLEQ.assemble_text(SOURCE, "cells.fleq"), **change)
+
+
+@pytest.mark.parametrize("field", ["a", "target"])
+def test_an_operand_or_jump_target_that_is_no_integer_is_refused(field):
+    """An instruction with a = 2.0 or target = 1.0 passed the range checks and failed in
+    the reference as a list index."""
+    import dataclasses
+    program = FLEQ.assemble_text(SOURCE, "cells.fleq")
+    first = program.instructions[0]
+    bad = dataclasses.replace(first, **{field: float(getattr(first, field))})
+    with pytest.raises(InputError, match="operands and the jump target must be integers"):
+        dataclasses.replace(program, instructions=[bad, *program.instructions[1:]])
