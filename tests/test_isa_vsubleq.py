@@ -104,6 +104,7 @@ def test_transformer_prints_the_reference_output_line(capsys, text: str) -> None
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "--max-output", "5", HELLO], "output tape (5 bytes) is full"),
+    (["run", "--max-output", "1", HELLO], "output tape (1 byte) is full"),  # was '1 bytes'
     (["run", "--max-output", "5", str(PROGRAMS.parent / "subleq" / "gcd.sq")],
      "--max-output applies to standard SUBLEQ images"),
     (["run", "--scratch", "2", SUM], "do not apply to standard SUBLEQ images"),

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from vm.common.errors import NOT_COMPILED, InputError, NotCompiledWarning
+from vm.common.errors import NOT_COMPILED, InputError, NotCompiledWarning, counted
 from vm.machines.stepping import check_max_steps
 from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.machine import vsubleq_machine
@@ -146,8 +146,8 @@ class TransformerRun:
     def refuse_overflow(self) -> None:
         """An output instruction found the tape full and halted the machine: say so."""
         if self.state().overflow:
-            raise InputError(f"the output tape ({self.geometry.outputs} bytes) is full; "
-                             f"run with a larger --max-output")
+            raise InputError(f"the output tape ({counted(self.geometry.outputs, 'byte')}) is "
+                             "full; run with a larger --max-output")
 
 
 def _check_arguments(image: Image, input_bytes: bytes, max_output: int | None, dtype: str,
