@@ -249,3 +249,19 @@ def test_run_checks_refuses_a_step_count_or_dtype_where_the_isa_has_no_checks(na
     with pytest.raises(InputError, match=message):
         isa.run_checks(program, steps, dtype)
     assert isa.run_checks(program, 5, "float32").ok
+
+
+@pytest.mark.parametrize("name", ["SUBLEQ", "FLEQ", "VSUBLEQ"])
+@pytest.mark.parametrize("record", [None, 5])
+def test_trace_line_refuses_what_is_no_traced_step(name, record):
+    """SUBLEQ.trace_line(program, None) failed with "'NoneType' object has no attribute
+    'pc'", FLEQ's on 'written', VSUBLEQ's on 'a'."""
+    import vm.isa
+    isa = getattr(vm.isa, name)
+    source = {"SUBLEQ": ".code\nhalt\n", "FLEQ": ".data\nx: 1.0\n.code\nx = add(x, x)\nhalt\n",
+              "VSUBLEQ": "0 0 -1\n"}[name]
+    program = isa.assemble_text(source, "p" + isa.suffixes[0])
+    with pytest.raises(InputError, match="trace_line takes a step of a traced run"):
+        isa.trace_line(program, record)
+    step = isa.run_reference(program, 1, trace=True).trace[0]
+    assert isa.trace_line(program, step)

@@ -34,7 +34,8 @@ CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "layout": ("geometry",), "encode": ("program", "geometry"),
     "run_reference": ("program",), "reference_checks": ("program",),
     "run_transformer": ("program", "geometry"), "compare": ("program", "geometry"),
-    "run_checks": ("program",), "named_memory": ("program",), "trace_line": ("program",),
+    "run_checks": ("program",), "named_memory": ("program",),
+    "trace_line": ("program", "record"),
     "listing": ("program",), "column_names": ("program", "geometry"),
     "export_fields": ("program", "geometry"), "export": ("program", "geometry"),
     "paper": ("geometry",), "save_csv": ("program",)}
@@ -148,6 +149,8 @@ class InstructionSet(ABC):
     suffixes: tuple[str, ...]
     program_type: type
     geometry_type: type
+    record_type: type
+    """What `trace_line` prints: one step of a traced run (`trace=True`)."""
     writes_csv: bool = False
     """Whether `save_csv` can hold its programs (the column-index CSV pair)."""
     reads_input: bool = False
@@ -175,6 +178,15 @@ class InstructionSet(ABC):
         if not isinstance(options, ProgramOptions):
             raise InputError(f"options must be a vm.isa.ProgramOptions, got "
                              f"{type(options).__name__}")
+
+    def check_record(self, record: Any) -> None:
+        """Refuse a `trace_line` record that is not one of this instruction set's traced
+        steps: None, a number or another set's step failed on a missing attribute ('pc',
+        'written', 'a')."""
+        if not isinstance(record, self.record_type):
+            raise InputError(f"{self.name.upper()}.trace_line takes a step of a traced run "
+                             f"({self.record_type.__name__}, from trace=True), got "
+                             f"{type(record).__name__}")
 
     def check_file(self, file: Any) -> None:
         """Refuse an `assemble_text` file name that is no path (None, a number): VSUBLEQ

@@ -60,6 +60,7 @@ class Fleq(InstructionSet):
     suffixes = (".fleq",)
     program_type = FleqProgram
     geometry_type = FleqGeometry
+    record_type = FleqStep
 
     def load(self, path: Path, options: ProgramOptions = ProgramOptions()
              ) -> tuple[FleqProgram, FleqGeometry]:

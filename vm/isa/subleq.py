@@ -35,6 +35,7 @@ class Subleq(InstructionSet):
     suffixes = (".sq", "")
     program_type = Program
     geometry_type = Geometry
+    record_type = TraceStep
     writes_csv = True
 
     def load(self, path: Path, options: ProgramOptions = ProgramOptions()

@@ -66,6 +66,7 @@ class Vsubleq(InstructionSet):
     suffixes = (".dec", ".vsq")
     program_type = Image
     geometry_type = VGeometry
+    record_type = Step
     reads_input = True
 
     def load(self, path: Path, options: ProgramOptions = ProgramOptions()
