@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from vm.common.errors import InputError
+from vm.common.limits import is_whole_number
 from vm.functions import FunctionBlock, make_block
 from vm.transformer.layout import Layout, LayoutBuilder
 
@@ -34,6 +35,18 @@ class FleqGeometry:
     instructions: int
 
     def __post_init__(self) -> None:
+        for name in ("d", "cells", "instructions"):  # as Geometry's: 2.5 failed in
+            value = getattr(self, name)  # bit_length, None in a comparison
+            if not is_whole_number(value):
+                raise InputError(f"geometry {name} must be an integer, got {value!r:.40}")
+        if not (isinstance(self.functions, tuple) and all(
+                isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], tuple) for entry in self.functions)):
+            # None failed with "not iterable" when the blocks were first built, a list
+            # as the key of the machine's cache ("unhashable type")
+            raise InputError(f"geometry functions must be a tuple of (name, parameters) "
+                             f"pairs, as FLEQ.geometry_for(program) makes them, got "
+                             f"{self.functions!r:.60}")
         if not 1 <= self.d <= 16:
             raise InputError(f"block size d must be between 1 and 16, got {self.d}")
         if self.cells < 2:
