@@ -161,6 +161,14 @@ def check_token_count(text: str, file: str, limit: int | None = None,
                               text.count("\n", 0, start) + 1, start - line_start + 1)
 
 
+def check_progress(progress: object) -> None:
+    """InputError unless `progress` is None or callable: an assembler given 5 failed with
+    "'int' object is not callable" at the first line end it parsed."""
+    if progress is not None and not callable(progress):
+        raise InputError(f"progress must be a function of the lines parsed, or None, got "
+                         f"{progress!r:.80}")
+
+
 def check_source_text(text: object) -> None:
     """InputError unless `text` is a str: None failed on `.split` deep in an assembler,
     bytes in a comparison."""

@@ -27,9 +27,9 @@ from typing import Callable
 import lark
 import numpy as np
 
-from assembler.diagnostics import (SourceError, as_read_from_file, check_source_text,
-                                  check_token_count, error_at, int_literal, parse_located,
-                                  read_source, shown_integer, source_lines)
+from assembler.diagnostics import (SourceError, as_read_from_file, check_progress,
+                                  check_source_text, check_token_count, error_at, int_literal,
+                                  parse_located, read_source, shown_integer, source_lines)
 from assembler.fleq_program import (ONE_CELL, RESERVED, ZERO_CELL, FleqInstruction, FleqProgram,
                                     Variable, padded)
 from assembler.program import SourcePos
@@ -99,6 +99,7 @@ class _FleqAssembler:
                  defaults: dict[str, dict[str, float]], catalogue: Catalogue,
                  progress: Callable[[int], None] | None = None) -> None:
         self.text, self.file, self.catalogue = text, file, catalogue
+        check_progress(progress)
         self.progress, self.lines_parsed = progress, 0
         if d is not None and (isinstance(d, bool) or not isinstance(d, numbers.Integral)):
             raise InputError(f"block size d must be an integer, got {d!r:.40}")  # 1.5: TypeError

@@ -17,8 +17,9 @@ from typing import Callable
 import lark
 
 from assembler.diagnostics import (MAX_NESTING, SourceError, as_read_from_file,
-                                  check_source_text, check_token_count, check_word_size,
-                                  deepest, error_at, int_literal, parse_located, read_source)
+                                  check_progress, check_source_text, check_token_count,
+                                  check_word_size, deepest, error_at, int_literal, parse_located,
+                                  read_source)
 from assembler.program import (
     MINUS_ONE_CELL,
     RESERVED_NAMES,
@@ -76,6 +77,7 @@ class _Assembler:
     def __init__(self, text: str, file: str, bits: int | None,
                  progress: Callable[[int], None] | None = None) -> None:
         self.text, self.file, self.bits_override = text, file, bits
+        check_progress(progress)
         self.progress = progress
         # lark counts lines by '\n' alone; splitlines() also splits at a form feed or
         # U+2028 in a comment, which gave later instructions another line's text

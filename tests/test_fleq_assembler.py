@@ -670,3 +670,14 @@ def test_progress_counts_the_lines_of_routine_expansions_and_changes_nothing():
     assert counts[-1] > file_lines + len(program.instructions)
     assert program.instructions == plain.instructions
     assert all(np.array_equal(a, b) for a, b in zip(program.cells, plain.cells, strict=True))
+
+
+@pytest.mark.parametrize("isa_name,source", [("SUBLEQ", ".code\nhalt\n"),
+                                             ("FLEQ", ".data\nx: 1.0\n.code\nhalt\n")])
+def test_a_progress_that_cannot_be_called_is_refused_before_parsing(isa_name, source):
+    """progress=5 failed with "'int' object is not callable" at the first line end parsed
+    (SUBLEQ.load and FLEQ.load with ProgramOptions(progress=5) alike)."""
+    import vm.isa
+    isa = getattr(vm.isa, isa_name)
+    with pytest.raises(InputError, match="progress must be a function of the lines parsed"):
+        isa.assemble_text(source, "p" + isa.suffixes[0], progress=5)
