@@ -30,7 +30,8 @@ OUTPUT_FORMATS = ("text", "decimal", "hex")
 """How `ltvm run` shows an output stream: bytes as text, or their values."""
 
 CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
-    "load": ("options",), "assemble_text": ("file",), "geometry_for": ("program",), "machine": ("geometry",),
+    "load": ("options",), "assemble_text": ("file",), "geometry_for": ("program",),
+    "machine": ("geometry",),
     "layout": ("geometry",), "encode": ("program", "geometry"),
     "run_reference": ("program",), "reference_checks": ("program",),
     "run_transformer": ("program", "geometry"), "compare": ("program", "geometry"),
