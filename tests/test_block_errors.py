@@ -170,3 +170,19 @@ def test_the_example_writes_tables_and_plots(tmp_path):
     table = (tmp_path / "blocks.md").read_text()
     assert "## mul: scale (d = 2)" in table and "| transpose | 4 |" not in table
     assert "| mul | 1 |" in table and "| transpose | 2 |" in table
+
+
+@pytest.mark.parametrize("arguments,message", [
+    (dict(count=0), "count must be a whole number from 1 to 100,000, got 0"),
+    (dict(count=2.5), "count must be a whole number from 1 to 100,000, got 2.5"),
+    (dict(count=10**9), "count must be a whole number from 1 to 100,000"),
+    (dict(d=0), "d must be a whole number from 1 to 16, got 0"),
+    (dict(d=2.5), "d must be a whole number from 1 to 16, got 2.5"),
+    (dict(dtype="float16"), "dtype must be one of float32, float64"),
+    (dict(seed=-1), "seed must be a whole number, at least 0")])
+def test_measure_refuses_a_count_size_dtype_or_seed_it_cannot_use(arguments, message):
+    """count = 0, -1 or 2.5 measured the edge values alone, 10**9 built operand pairs for
+    minutes; d = 0 said 'accepts none of the shapes', 2.5 failed in numpy, float16 cast the
+    operands to inf, seed = -1 failed in numpy's generator."""
+    with pytest.raises(InputError, match=message):
+        measure("mul", **{"count": 2, **arguments})

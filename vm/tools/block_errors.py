@@ -26,7 +26,11 @@ from functools import cached_property
 import numpy as np
 
 from assembler.fleq_program import ONE_CELL, ZERO_CELL, FleqInstruction, FleqProgram, padded
+from assembler.fleq import MAX_BLOCK
+from vm.common.errors import InputError
+from vm.common.limits import is_whole_number
 from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.runtime.config import DTYPE_NAMES
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.functions import make_block
 from vm.functions.base import Domain, FunctionBlock, Shape
@@ -36,6 +40,9 @@ UNBOUNDED_SPAN = 1e4
 RELATIVE_FLOOR = 1e-3
 """Relative errors are taken over exact entries with |f| >= this (smaller ones say little)."""
 BATCH = 512
+MAX_COUNT = 100_000
+"""Most samples one `measure` draws: count = 10**9 built operand pairs for minutes before a
+pass ran (each is a transformer column's worth of work; the sweeps use a few thousand)."""
 A_CELL, B_CELL, C_CELL = 2, 3, 4
 EDGE_MARGIN = 1.0 - 1e-9
 """A result-domain sample is scaled to just inside the edge (rounding may not cross it)."""
@@ -285,7 +292,17 @@ def measure(block: FunctionBlock | str, dtype: str = "float64", d: int = 1, coun
     transformer: `count` samples of its domain, or the given operands."""
     if isinstance(block, str):
         block = make_block(block, **parameters)
+    if dtype not in DTYPE_NAMES:  # float16 cast the operands to inf, a cell the machine refused
+        raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r:.40}")
+    if not is_whole_number(d) or not 1 <= d <= MAX_BLOCK:  # 2.5: a TypeError in numpy
+        raise InputError(f"d must be a whole number from 1 to {MAX_BLOCK}, got {d!r:.40}")
     if operands is None:
+        if not is_whole_number(count) or not 1 <= count <= MAX_COUNT:  # 0, -1 and 2.5 drew
+            # the edge values alone, as if asked for them
+            raise InputError(f"count must be a whole number from 1 to {MAX_COUNT:,}, got "
+                             f"{count!r:.40}")
+        if not is_whole_number(seed) or seed < 0:  # numpy's "expected non-negative integer"
+            raise InputError(f"seed must be a whole number, at least 0, got {seed!r:.40}")
         operands = sample_operands(block, d, count, np.random.default_rng(seed))
     samples = run_samples(block, d, operands, dtype)
     return BlockErrors(block, dtype, d, tuple(samples), documents_bound(block, dtype))
