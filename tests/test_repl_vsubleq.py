@@ -103,7 +103,7 @@ def test_bad_commands_get_one_error_line(line, message):
 def test_input_feeds_its_spaces(line: str, fed: bytes):
     """The line was stripped: 'input  a b ' fed 'a b', and 'input   ' nothing at all."""
     repl = VsubleqRepl(image("echo.dec"), "echo.dec")
-    assert f"fed {len(fed)} bytes" in repl.execute(line)
+    assert f"fed {len(fed)} byte{'' if len(fed) == 1 else 's'}" in repl.execute(line)
     assert repl.fed == fed and repl.reference.input == fed
     repl.execute("continue")
     assert repl.run.state().output == fed
@@ -118,7 +118,9 @@ def test_a_tab_separates_a_command_from_its_argument():
 def test_a_bad_escape_leaves_the_session_going():
     repl = VsubleqRepl(image("echo.dec"), "echo.dec")
     assert repl.execute("input \\xZZ").startswith("error: ") and repl.fed == b""
-    assert "fed 1 bytes" in repl.execute("input a")
+    assert "fed 1 byte (1 not read yet)" in repl.execute("input a")  # was '1 bytes'
+    repl.execute("continue")
+    assert repl.execute("output") == "output (1 byte): 'a'"
 
 
 @pytest.mark.parametrize("text, fed", [("é", "é".encode()), ("\\u20ac", "€".encode()),

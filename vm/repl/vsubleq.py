@@ -229,8 +229,10 @@ class VsubleqRepl:
         self.run, self.fed = run, fed  # only now: a tape too long leaves the session as it was
         self.reference.input += data
         if self.reference.halted:
-            return f"fed {len(data)} bytes ({len(self.fed)} in all), but the image has halted"
-        return f"fed {len(data)} bytes ({len(self.fed) - self.reference.read} not read yet)"
+            return (f"fed {counted(len(data), 'byte')} ({len(self.fed)} in all), but the image "
+                    "has halted")
+        unread = len(self.fed) - self.reference.read
+        return f"fed {counted(len(data), 'byte')} ({unread} not read yet)"
 
     def _where(self) -> str:
         memory, pc, size = self.reference.memory, self.reference.pc, self.image.size
@@ -257,7 +259,7 @@ class VsubleqRepl:
 
     def _output(self, argument: str) -> str:
         output = self.run.state().output
-        return f"output ({len(output)} bytes): {shown(output)}"
+        return f"output ({counted(len(output), 'byte')}): {shown(output)}"
 
     def _quit(self, argument: str) -> str:
         self.finished = True
