@@ -200,3 +200,29 @@ def test_a_too_large_export_names_masks_and_dense_only_where_there_are_masks(
     else:
         assert "4 n x n attention masks at n = 32" in err and "--attention dense" in err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"bits": "x"}, "bits must be a whole number of bits"),
+    ({"masked": "no"}, "masked must be True or False"),
+    ({"extra_layout": None}, "extra_layout must be a dict"),
+    ({"extra_layout": {"x": float("nan")}}, "extra_layout cannot be written as JSON"),
+    ({"extra_layout": {"x": object()}}, "extra_layout cannot be written as JSON"),
+    ({"weights": None}, "weights must be a MachineWeights"),
+    ({"layout": None}, "layout must be a Layout")])
+def test_the_writer_refuses_arguments_it_cannot_write_and_writes_nothing(tmp_path, change,
+                                                                        message):
+    """vm.runtime.export.export wrote bits='x' and masked='no' as given and a NaN in
+    extra_layout as NaN, which is no JSON; None weights, layout or extra_layout failed on an
+    attribute or as 'not a mapping', an object with a TypeError."""
+    from vm.common.errors import InputError
+    from vm.isa import SUBLEQ
+    from vm.runtime.export import export
+    program = SUBLEQ.assemble_text(".data\nx: 1\n.code\nhalt\n", "p.sq")
+    machine = SUBLEQ.machine(SUBLEQ.geometry_for(program))
+    arguments = dict(directory=tmp_path / "out", weights=machine.weights,
+                     layout=machine.layout, punchcard=machine.encode(program), bits=8,
+                     masked=True, extra_layout={})
+    with pytest.raises(InputError, match=message):
+        export(**{**arguments, **change})
+    assert not (tmp_path / "out").exists()

@@ -19,6 +19,7 @@ import numpy as np
 
 from assembler.fleq_program import FleqProgram
 from vm.common.errors import InputError, shown_path
+from vm.common.limits import is_whole_number
 from vm.common.outputs import check_directory, staged_files
 from vm.transformer.layout import Layout
 from vm.machines.fleq.layout import FleqGeometry
@@ -137,6 +138,7 @@ def export(directory: str | Path, weights: MachineWeights, layout: Layout, punch
     """
     if fmt not in WEIGHT_FILES:
         raise InputError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    layout_text = _layout_text(weights, layout, bits, masked, extra_layout)
     _check_punchcard(punchcard, layout)
     if fmt == "safetensors":
         require_safetensors()
@@ -149,10 +151,32 @@ def export(directory: str | Path, weights: MachineWeights, layout: Layout, punch
     others = sorted(set(WEIGHT_FILES.values()) - {WEIGHT_FILES[fmt]})
     with staged_files(directory, files(fmt), remove=others) as staging:
         write_weights(staging / WEIGHT_FILES[fmt], fmt, weights, masked, str(punchcard.dtype))
-        document = layout_document(layout, bits, extra_layout)
-        (staging / "layout.json").write_text(json.dumps(document, indent=2) + "\n")
+        (staging / "layout.json").write_text(layout_text)
         np.save(staging / "punchcard.npy", punchcard)
     return directory
+
+
+def _layout_text(weights: MachineWeights, layout: Layout, bits: int, masked: bool,
+                 extra_layout: dict) -> str:
+    """layout.json's text, once the writer's other arguments are known good: weights or a
+    layout of None failed on an attribute, extra_layout=None as 'not a mapping', bits='x'
+    and masked='no' were written as given, and a NaN in extra_layout wrote NaN, which is
+    no JSON (json.loads elsewhere refuses it), an object a TypeError."""
+    if not isinstance(weights, MachineWeights):
+        raise InputError(f"weights must be a MachineWeights, got {type(weights).__name__}")
+    if not isinstance(layout, Layout):
+        raise InputError(f"layout must be a Layout, got {type(layout).__name__}")
+    if not is_whole_number(bits) or bits < 1:
+        raise InputError(f"bits must be a whole number of bits, got {bits!r:.40}")
+    if not isinstance(masked, (bool, np.bool_)):
+        raise InputError(f"masked must be True or False, got {masked!r:.40}")
+    if not isinstance(extra_layout, dict):
+        raise InputError(f"extra_layout must be a dict, got {type(extra_layout).__name__}")
+    try:
+        return json.dumps(layout_document(layout, int(bits), extra_layout), indent=2,
+                          allow_nan=False) + "\n"
+    except (TypeError, ValueError) as error:
+        raise InputError(f"extra_layout cannot be written as JSON: {error}") from None
 
 
 def _check_punchcard(punchcard: np.ndarray, layout: Layout) -> None:
