@@ -265,3 +265,17 @@ def test_trace_line_refuses_what_is_no_traced_step(name, record):
         isa.trace_line(program, record)
     step = isa.run_reference(program, 1, trace=True).trace[0]
     assert isa.trace_line(program, step)
+
+
+@pytest.mark.parametrize("name", ["SUBLEQ", "FLEQ", "VSUBLEQ"])
+def test_result_lines_refuses_an_output_format_it_does_not_know(name):
+    """SUBLEQ and FLEQ took output_format='xml' (and answered {}), which VSUBLEQ refused."""
+    import vm.isa
+    isa = getattr(vm.isa, name)
+    source = {"SUBLEQ": ".code\nhalt\n", "FLEQ": ".data\nx: 1.0\n.code\nhalt\n",
+              "VSUBLEQ": "0 0 -1\n"}[name]
+    program = isa.assemble_text(source, "p" + isa.suffixes[0])
+    result = isa.run_reference(program, 5)
+    with pytest.raises(InputError, match="output_format must be one of text, decimal, hex"):
+        isa.result_lines(result, "xml")
+    assert isa.result_lines(result, "hex") == {}

@@ -79,6 +79,14 @@ def _checking(method: Callable, arguments: tuple[str, ...]) -> Callable:
     return checked
 
 
+def check_output_format(output_format: Any) -> None:
+    """InputError unless `output_format` is one of OUTPUT_FORMATS ("binary" or "Decimal"
+    printed hex)."""
+    if output_format not in OUTPUT_FORMATS:
+        raise InputError(f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got "
+                         f"{output_format!r}")
+
+
 def replay_arguments(steps: Any, dtype: Any) -> int:
     """`run_checks`' step count as an int, once it and `dtype` (None or one of DTYPE_NAMES)
     are known good: steps=None failed in `<`, dtype 'float16' with a KeyError."""
@@ -296,7 +304,9 @@ class InstructionSet(ABC):
     def result_lines(self, result: Any, output_format: str = "text",
                      as_json: bool = False) -> dict[str, object]:
         """Lines a finished run prints beside its memory (an output stream, in
-        `output_format`: one of OUTPUT_FORMATS); JSON values when `as_json`. None by default."""
+        `output_format`: one of OUTPUT_FORMATS); JSON values when `as_json`. None by default,
+        but the format is checked alike: SUBLEQ and FLEQ took 'xml', which VSUBLEQ refused."""
+        check_output_format(output_format)
         return {}
 
     @abstractmethod

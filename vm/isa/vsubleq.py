@@ -17,8 +17,8 @@ from assembler.program import check_memory
 from assembler.diagnostics import check_word_size, read_source
 from assembler.vsq import assemble as assemble_vsq
 from vm.common.errors import InputError
-from vm.isa.base import (OUTPUT_FORMATS, InstructionSet, PaperComparison, ProgramOptions,
-                         agreement_line)
+from vm.isa.base import (InstructionSet, PaperComparison, ProgramOptions, agreement_line,
+                         check_output_format)
 from vm.machines.stepping import DEFAULT_MAX_STEPS
 from vm.machines.vsubleq.layout import VGeometry, vsubleq_layout
 from vm.machines.vsubleq.machine import VsubleqMachine, vsubleq_machine
@@ -162,9 +162,7 @@ class Vsubleq(InstructionSet):
         as --input writes them (read as Latin-1, echoing 'é' showed "\\u00c3\\u00a9", which
         JSON reads as 'Ã©'); a byte that is no part of UTF-8 text is the lone surrogate
         U+DC00 + byte (Python's surrogateescape, which --input turns back into the byte)."""
-        if output_format not in OUTPUT_FORMATS:  # "binary" or "Decimal" printed hex
-            raise InputError(f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got "
-                             f"{output_format!r}")
+        check_output_format(output_format)
         if not result.output:
             return {}
         if output_format == "text":
