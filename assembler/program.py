@@ -103,10 +103,13 @@ class Program:
                                                                    (Sequence, np.ndarray)):
             raise InputError(f"{source}: memory must be a list of integers, got "
                              f"{type(self.memory).__name__}")
-        bad = next((value for value in self.memory if not is_whole_number(value)), None)
-        if bad is not None:
-            raise InputError(f"{source}: memory values must be integers, got {bad!r:.40}")
-        self.memory = [int(value) for value in self.memory]
+        if not all(type(value) is int for value in self.memory):  # the assemblers' own, fast
+            bad = next((value for value in self.memory if not is_whole_number(value)), None)
+            if bad is not None:
+                raise InputError(f"{source}: memory values must be integers, got {bad!r:.40}")
+            self.memory = [int(value) for value in self.memory]
+        elif not isinstance(self.memory, list):
+            self.memory = list(self.memory)
         cells = len(self.memory)
         low, high = word_range(self.bits)
         if not all(low <= value <= high for value in self.memory):
@@ -121,8 +124,9 @@ class Program:
         for index, instruction in enumerate(self.instructions):
             where = str(instruction.pos) if instruction.pos else \
                 f"{source}: instruction {index}"
-            if not all(is_whole_number(operand) for operand in
-                       (instruction.a, instruction.b, instruction.c)):  # 2.0 failed as an index
+            if not (type(instruction.a) is type(instruction.b) is type(instruction.c) is int
+                    or all(is_whole_number(operand) for operand in
+                           (instruction.a, instruction.b, instruction.c))):  # 2.0: an index
                 raise InputError(f"{where}: operands must be integers, got "
                                  f"{(instruction.a, instruction.b, instruction.c)!r:.60}")
             if not (0 <= instruction.a < cells and 0 <= instruction.b < cells):
