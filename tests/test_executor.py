@@ -358,6 +358,29 @@ def test_punchcards_without_a_program_counter_are_refused():
         executor.load_punchcards(np.zeros((executor.layout.rows, executor.layout.columns)))
 
 
+def test_punchcards_past_the_dtypes_range_or_an_empty_batch_are_refused():
+    """float64 cards of 1e308 became inf in a float32 machine and ran; a card of 1e30 in
+    memory 'halted' at pc -11 with all-zero memory. An empty batch ran nothing and
+    'finished'."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    X = executor.load([FACTORIAL]).numpy().astype(np.float64)
+    X[0, executor.layout["mem"].start, 1] = 1e308
+    with pytest.raises(InputError, match="past torch.float32's range"):
+        executor.load_punchcards(X)
+    with pytest.raises(InputError, match="the batch is empty"):
+        executor.load_punchcards(np.zeros((0, executor.layout.rows, executor.layout.columns)))
+
+
+def test_decode_refuses_a_state_with_nan_or_inf():
+    """A NaN program counter decoded as pc -11."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    X = executor.load([FACTORIAL])
+    assert executor.decode(X)[0][1] == 0
+    X[:, executor.layout["pc"], 0] = float("nan")
+    with pytest.raises(InputError, match="finite to decode"):
+        executor.decode(X)
+
+
 def test_states_handed_back_can_be_edited_in_place():
     """step(), Runner.state() and result().X were inference tensors: editing memory between
     passes failed with "Inplace update to inference tensor outside InferenceMode"."""

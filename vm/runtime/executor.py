@@ -227,10 +227,16 @@ class TransformerExecutor:
                              f"{expected} or (batch, {expected[0]}, {expected[1]})")
         if cards.ndim == 2:
             cards = cards[None]
+        if len(cards) == 0:  # a batch of none ran no program and "finished"
+            raise InputError("punchcards: the batch is empty (0 cards)")
         if (np.abs(cards[:, self._pc_rows, 0]) < 0.5).any():  # all-zero cards "halted" at pc -5
             raise InputError("punchcards must hold a program counter (±1 in column 0 of the pc "
                              "rows): load() or the machine's encode makes them")
-        return torch.as_tensor(cards, dtype=self.dtype, device=self.device)
+        X = torch.as_tensor(cards, dtype=self.dtype, device=self.device)
+        if not bool(torch.isfinite(X).all()):  # 1e308 became inf in float32 and ran
+            raise InputError(f"punchcards hold values past {self.dtype}'s range (its largest "
+                             f"is {torch.finfo(self.dtype).max:.4g})")
+        return X
 
     def check_state(self, X: torch.Tensor, name: str = "X") -> None:
         """Refuse at the boundary a state this executor cannot run as given: not a tensor,
@@ -337,8 +343,11 @@ class TransformerExecutor:
                 for card, steps, halted in zip(X, run.steps, run.halted)]
 
     def decode(self, X: torch.Tensor) -> list[tuple[list[int], int]]:
-        """(memory, pc) of every program in the batch."""
+        """(memory, pc) of every program in the batch; NaN or inf is refused (it decoded as
+        a made-up program counter, e.g. -11)."""
         self._check_shape(X, "X")
+        if not bool(torch.isfinite(X).all()):
+            raise InputError("X must be finite to decode: it holds NaN or inf")
         cards = self._numpy(X)
         return [self.machine.decode(card) for card in cards]
 
