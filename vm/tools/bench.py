@@ -112,9 +112,9 @@ class ReferenceRate:
 class ReferenceSlices:
     """The reference interpreter run in slices between a row's timed chunks (`timed`'s
     `beside`), each about as long as the chunk before it, so that the row and the reference
-    see the same seconds of a machine whose speed moves within seconds: the reference timed
-    half the budget before a row and half after left ratios 11-15 % apart (standard
-    deviation over mean), slices 3-6 % in the same minutes (docs/speed.md)."""
+    see the same seconds of a machine whose speed moves within seconds: with the reference
+    timed half the budget before a row and half after, the ratios of five rounds spread
+    13-40 %, with slices 5-9 % in the same minutes (docs/speed.md)."""
 
     def __init__(self, steps: Callable[[int], None],
                  clock: Callable[[], float] = time.perf_counter) -> None:
