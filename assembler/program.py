@@ -22,15 +22,20 @@ MINUS_ONE_CELL = 1
 RESERVED_NAMES = {ZERO_CELL: "@zero", MINUS_ONE_CELL: "@minus_one"}
 
 
-def check_memory(memory: object, size: int, unit: str) -> None:
+def check_memory(memory: object, size: int, unit: str, whole: bool = False) -> None:
     """Refuse a memory to name that is not a list of the program's `size` entries (`unit`:
-    what one is): a shorter one failed with an IndexError, None with a TypeError, and a
-    longer one (another program's) was named as if it were this program's."""
+    what one is; `whole`: integers only): a shorter one failed with an IndexError, None
+    with a TypeError, and a longer one (another program's) was named as if it were this
+    program's."""
     if isinstance(memory, (str, bytes)) or not isinstance(memory, (Sequence, np.ndarray)):
         raise InputError(f"memory must be a list of the program's {counted(size, unit)}, "
                          f"got {type(memory).__name__}")
     if len(memory) != size:
         raise InputError(f"memory holds {counted(len(memory), unit)}, the program has {size}")
+    if whole and not all(type(value) is int or is_whole_number(value)
+                         for value in memory):  # 1.5 was named as a word's value
+        bad = next(value for value in memory if not is_whole_number(value))
+        raise InputError(f"memory words must be integers, got {bad!r:.40}")
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,7 @@ class Program:
 
     def named_memory(self, memory: list[int]) -> dict[str, int | list[int]]:
         """Memory values by symbol name (arrays as lists), in address order."""
-        check_memory(memory, len(self.memory), "word")
+        check_memory(memory, len(self.memory), "word", whole=True)
         named: dict[str, int | list[int]] = {}
         for symbol in sorted(self.symbols.values(), key=lambda s: s.address):
             values = memory[symbol.address:symbol.address + symbol.size]

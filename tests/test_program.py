@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from assembler.subleq import assemble
@@ -60,6 +61,18 @@ def test_named_memory_refuses_a_memory_of_another_length(memory, message):
     unnamed = assemble(".code\nhalt\n", "unnamed.sq")  # SUBLEQ names none of it: `mem`
     with pytest.raises(InputError, match="memory holds 1 word, the program has 2"):
         SUBLEQ.named_memory(unnamed, [0])
+
+
+@pytest.mark.parametrize("value", [1.5, "3", None])
+def test_named_memory_refuses_words_that_are_no_integers(value):
+    """[1.5] * 6 came back named, a word of 1.5 under each name."""
+    program = assemble(SOURCE, "names.sq")
+    with pytest.raises(InputError, match="memory words must be integers"):
+        program.named_memory([0] * 5 + [value])
+    assert program.named_memory([0] * 5 + [np.int64(3)]) == program.named_memory([0] * 5 + [3])
+    unnamed = assemble(".code\nhalt\n", "unnamed.sq")
+    with pytest.raises(InputError, match="memory words must be integers"):
+        SUBLEQ.named_memory(unnamed, [value, 0])
 
 
 @pytest.mark.parametrize("value,message", [

@@ -98,7 +98,7 @@ class Subleq(InstructionSet):
         """By name; the whole memory as `mem` for programs without names (CSV)."""
         if program.symbols:
             return program.named_memory(memory)
-        check_memory(memory, len(program.memory), "word")
+        check_memory(memory, len(program.memory), "word", whole=True)
         return {"mem": list(memory)}
 
     def trace_line(self, program: Program, record: TraceStep) -> str:

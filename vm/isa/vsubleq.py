@@ -175,7 +175,7 @@ class Vsubleq(InstructionSet):
         return {"output": shown}
 
     def named_memory(self, program: Image, memory: list) -> dict:
-        check_memory(memory, program.size, "word")
+        check_memory(memory, program.size, "word", whole=True)
         return {"mem": list(memory)}
 
     def trace_line(self, program: Image, record: Step) -> str:
