@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vm.common.errors import InputError
@@ -279,3 +280,14 @@ def test_result_lines_refuses_an_output_format_it_does_not_know(name):
     with pytest.raises(InputError, match="output_format must be one of text, decimal, hex"):
         isa.result_lines(result, "xml")
     assert isa.result_lines(result, "hex") == {}
+
+
+@pytest.mark.parametrize("source", ["subleq/gcd.sq", "fleq/calculator.fleq", "vsubleq/hello.dec"])
+@pytest.mark.parametrize("trace", ["no", 5, None])
+def test_run_reference_refuses_a_trace_flag_that_is_no_bool(source, trace):
+    """Any truthy value ("no", 5) recorded every step of the run."""
+    isa = for_path(Path(__file__).resolve().parents[1] / "programs" / source)
+    program, _ = isa.load(Path(__file__).resolve().parents[1] / "programs" / source)
+    with pytest.raises(InputError, match="trace must be True or False"):
+        isa.run_reference(program, 5, trace)
+    assert isa.run_reference(program, 5, trace=np.bool_(False)).trace in (None, [])

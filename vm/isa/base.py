@@ -33,7 +33,7 @@ CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "load": ("options",), "assemble_text": ("file",), "geometry_for": ("program",),
     "machine": ("geometry",),
     "layout": ("geometry",), "encode": ("program", "geometry"),
-    "run_reference": ("program",), "reference_checks": ("program",),
+    "run_reference": ("program", "trace"), "reference_checks": ("program",),
     "run_transformer": ("program", "geometry"), "compare": ("program", "geometry"),
     "run_checks": ("program",), "named_memory": ("program",),
     "trace_line": ("program", "record"),
@@ -43,7 +43,7 @@ CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
 """The methods of an instruction set whose program and geometry it refuses when they are
 another instruction set's (or None), and which of the two each takes (`paper` takes None
 for the program); `load` refuses options that are no ProgramOptions, `assemble_text` a
-file name that is no path (`check_file`). Checked in one place,
+file name that is no path (`check_file`), `run_reference` a trace flag that is no bool. Checked in one place,
 `InstructionSet.__init_subclass__`: calls that missed a check failed on a missing
 attribute (SUBLEQ.named_memory(fleq_program)) or answered for the wrong machine
 (FLEQ.listing(subleq_program) printed a SUBLEQ listing). A `layout` beside the geometry
@@ -196,6 +196,12 @@ class InstructionSet(ABC):
             raise InputError(f"{self.name.upper()}.trace_line takes a step of a traced run "
                              f"({self.record_type.__name__}, from trace=True), got "
                              f"{type(record).__name__}")
+
+    def check_trace(self, trace: Any) -> None:
+        """Refuse a `run_reference` trace flag that is not True or False: any truthy value
+        ("no", 5) recorded every step, a run's whole history in memory."""
+        if not isinstance(trace, (bool, np.bool_)):
+            raise InputError(f"trace must be True or False, got {trace!r:.40}")
 
     def check_file(self, file: Any) -> None:
         """Refuse an `assemble_text` file name that is no path (None, a number): VSUBLEQ
