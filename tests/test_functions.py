@@ -36,23 +36,6 @@ def test_an_unknown_parameter_names_the_block_s_parameters_as_words(name, listed
     assert str(caught.value) == f"{name} has no parameter 'bogus'; parameters: {listed}"
 
 
-@pytest.mark.parametrize("name,a,b,message", [
-    ("sqrt", "x", None, "sqrt.reference: operand a must be a number"),
-    ("sqrt", True, None, "operand a must be a number"),
-    ("sqrt", [[1.0, 2.0], [3.0]], None, "operand a must be a number"),
-    ("mul", np.ones((1, 1)), "y", "mul.reference: operand b must be a number"),
-    ("mul", np.ones((1, 1)), None, "mul.reference takes 2 operands, got one"),
-    ("sqrt", 4.0, 2.0, "sqrt.reference takes 1 operand, got two")])
-def test_a_blocks_reference_refuses_operands_it_cannot_compute_on(name, a, b, message):
-    """'x' failed with numpy's "could not convert string to float", mul(A, None) with a
-    TypeError inside `*`; the operands that are numbers still go through as given."""
-    block = make_block(name)
-    with pytest.raises(InputError, match=message):
-        block.reference(a, b)
-    assert block.reference(np.float32(4.0), None if block.arity == 1 else np.float32(2.0)) \
-        == (2.0 if name == "sqrt" else 8.0)
-
-
 def test_bound_at_refuses_a_result_that_is_no_number():
     """'1' failed with numpy's UFuncTypeError inside np.abs."""
     block = make_block("sqrt")
