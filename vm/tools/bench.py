@@ -127,8 +127,7 @@ class ReferenceSlices:
         call of as many steps as the rate so far makes in that time."""
         count, spent = 0, 0.0
         if self.slices:
-            steps, taken = map(sum, zip(*self.slices))
-            count = max(1, round(steps / taken * seconds))
+            count = max(1, round(_steps_per_second(self.slices) * seconds))
             start = self.clock()
             self.steps(count)
             spent = self.clock() - start
@@ -146,12 +145,15 @@ class ReferenceSlices:
         """The rate over every slice, and over each half of them (the first half ends
         before the middle slice of an odd count)."""
         half = len(self.slices) // 2
+        return ReferenceRate(_steps_per_second(self.slices),
+                             _steps_per_second(self.slices[:half]),
+                             _steps_per_second(self.slices[half:]))
 
-        def per_second(slices: list[tuple[int, float]]) -> float:
-            spent = sum(seconds for _, seconds in slices)
-            return sum(steps for steps, _ in slices) / spent if spent > 0 else math.nan
-        return ReferenceRate(per_second(self.slices), per_second(self.slices[:half]),
-                             per_second(self.slices[half:]))
+
+def _steps_per_second(slices: list[tuple[int, float]]) -> float:
+    """The rate over (steps, seconds) slices; NaN over none."""
+    spent = sum(seconds for _, seconds in slices)
+    return sum(steps for steps, _ in slices) / spent if spent > 0 else math.nan
 
 
 Row = TypeVar("Row", "BenchRow", "FleqBenchRow")
