@@ -85,9 +85,9 @@ def _add_common_arguments(parser: argparse.ArgumentParser) -> None:
                              "threads column shows the count most passes used)")
     parser.add_argument("--rounds", type=bench_rounds, default=1,
                         help="measure each row this many times in a row, each round with "
-                             "the reference run between its own chunks, and report the round whose ratio "
-                             "is their median, with the lowest and highest ratio (default 1, "
-                             "at most 100; each round takes about twice --seconds)")
+                             "the reference run between its own chunks, and report the round "
+                             "whose ratio is their median, with the lowest and highest ratio "
+                             "(default 1, at most 100; each round takes about twice --seconds)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 

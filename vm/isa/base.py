@@ -43,8 +43,8 @@ CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
 """The methods of an instruction set whose program and geometry it refuses when they are
 another instruction set's (or None), and which of the two each takes (`paper` takes None
 for the program); `load` refuses options that are no ProgramOptions, `assemble_text` a
-file name that is no path (`check_file`), `run_reference` a trace flag that is no bool. Checked in one place,
-`InstructionSet.__init_subclass__`: calls that missed a check failed on a missing
+file name that is no path (`check_file`), `run_reference` a trace flag that is no bool.
+Checked in one place, `InstructionSet.__init_subclass__`: calls that missed a check failed on a missing
 attribute (SUBLEQ.named_memory(fleq_program)) or answered for the wrong machine
 (FLEQ.listing(subleq_program) printed a SUBLEQ listing). A `layout` beside the geometry
 is checked to be that geometry's (`check_layout`), and a program beside a geometry to fit
