@@ -22,6 +22,15 @@ MINUS_ONE_CELL = 1
 RESERVED_NAMES = {ZERO_CELL: "@zero", MINUS_ONE_CELL: "@minus_one"}
 
 
+def first_not_whole(values: Sequence | np.ndarray) -> int | None:
+    """The index of the first value that is no integer (`is_whole_number`), else None;
+    the assemblers' own Python ints pass in one quick sweep."""
+    if all(type(value) is int for value in values):
+        return None
+    return next((index for index, value in enumerate(values) if not is_whole_number(value)),
+                None)
+
+
 def check_memory(memory: object, size: int, unit: str, whole: bool = False) -> None:
     """Refuse a memory to name that is not a list of the program's `size` entries (`unit`:
     what one is; `whole`: integers only): a shorter one failed with an IndexError, None
@@ -32,10 +41,9 @@ def check_memory(memory: object, size: int, unit: str, whole: bool = False) -> N
                          f"got {type(memory).__name__}")
     if len(memory) != size:
         raise InputError(f"memory holds {counted(len(memory), unit)}, the program has {size}")
-    if whole and not all(type(value) is int or is_whole_number(value)
-                         for value in memory):  # 1.5 was named as a word's value
-        bad = next(value for value in memory if not is_whole_number(value))
-        raise InputError(f"memory words must be integers, got {bad!r:.40}")
+    bad = first_not_whole(memory) if whole else None  # 1.5 was named as a word's value
+    if bad is not None:
+        raise InputError(f"memory words must be integers, got {memory[bad]!r:.40}")
 
 
 @dataclass(frozen=True)
@@ -108,13 +116,11 @@ class Program:
                                                                    (Sequence, np.ndarray)):
             raise InputError(f"{source}: memory must be a list of integers, got "
                              f"{type(self.memory).__name__}")
-        if not all(type(value) is int for value in self.memory):  # the assemblers' own, fast
-            bad = next((value for value in self.memory if not is_whole_number(value)), None)
-            if bad is not None:
-                raise InputError(f"{source}: memory values must be integers, got {bad!r:.40}")
-            self.memory = [int(value) for value in self.memory]
-        elif not isinstance(self.memory, list):
-            self.memory = list(self.memory)
+        bad = first_not_whole(self.memory)
+        if bad is not None:
+            raise InputError(f"{source}: memory values must be integers, got "
+                             f"{self.memory[bad]!r:.40}")
+        self.memory = [int(value) for value in self.memory]
         cells = len(self.memory)
         low, high = word_range(self.bits)
         if not all(low <= value <= high for value in self.memory):
