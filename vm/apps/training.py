@@ -36,7 +36,7 @@ from vm.common.errors import InputError, RunFailure, shown_path
 from vm.common.files import NPY_FORMAT_ERRORS, require_regular_file
 from vm.common.limits import MAX_EPOCHS, is_whole_number
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
-from vm.runtime.config import DTYPE_NAMES
+from vm.runtime.config import check_dtype_name
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.machines.fleq.domains import DomainViolation, first_domain_violation
 from vm.functions import dtype_parameters
@@ -91,9 +91,7 @@ class TrainingSetup:
                              f"{', '.join(ACTIVATIONS)})")
         if not isinstance(self.bias, (bool, np.bool_)):  # bias='no' is truthy: a bias
             raise InputError(f"bias must be True or False, got {self.bias!r}")
-        if self.dtype not in DTYPE_NAMES:  # None was a KeyError deep in the block set-up
-            raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got "
-                             f"{self.dtype!r}")
+        check_dtype_name(self.dtype)
 
 
 def _float(value: numbers.Real) -> float:

@@ -22,7 +22,7 @@ import numpy as np
 from vm.common.errors import InputError
 from vm.machines.stepping import DEFAULT_MAX_STEPS, check_max_steps
 from vm.machines.subleq.reference import RunResult
-from vm.runtime.config import DTYPE_NAMES, EngineConfig
+from vm.runtime.config import EngineConfig, check_dtype_name
 from vm.transformer.layout import Layout
 from vm.transformer.modes import ATTENTION_MODES
 
@@ -91,8 +91,8 @@ def replay_arguments(steps: Any, dtype: Any) -> int:
     """`run_checks`' step count as an int, once it and `dtype` (None or one of DTYPE_NAMES)
     are known good: steps=None failed in `<`, dtype 'float16' with a KeyError."""
     steps = check_max_steps(steps)
-    if dtype is not None and dtype not in DTYPE_NAMES:
-        raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
+    if dtype is not None:
+        check_dtype_name(dtype)
     return steps
 
 

@@ -27,7 +27,7 @@ from vm.machines.fleq.reference import FleqStep, run_fleq_reference
 from vm.machines.stepping import DEFAULT_MAX_STEPS
 from vm.machines.subleq.reference import RunResult
 from vm.routines import ROUTINES
-from vm.runtime.config import DTYPE_NAMES, EngineConfig
+from vm.runtime.config import EngineConfig, check_dtype_name
 from vm.runtime.export import fleq_layout_extra
 from vm.machines.fleq.domains import DomainViolation, first_domain_violation
 from vm.transformer.layout import Layout
@@ -87,9 +87,7 @@ class Fleq(InstructionSet):
                                   **self._with_dtype_defaults(dtype, options))
 
     def _with_dtype_defaults(self, dtype: str | None, options: dict) -> dict:
-        dtype = dtype or self.default_dtype
-        if dtype not in DTYPE_NAMES:  # "Float32" assembled float64's block parameters
-            raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
+        dtype = check_dtype_name(dtype or self.default_dtype)
         return {"defaults": dtype_parameters(dtype), **options}
 
     def check_fits(self, program: FleqProgram, geometry: FleqGeometry) -> None:

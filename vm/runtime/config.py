@@ -16,6 +16,17 @@ from vm.transformer.devices import check_device
 from vm.transformer.modes import ATTENTION_MODES
 
 DTYPE_NAMES = ("float32", "float64")
+
+
+def check_dtype_name(dtype: object) -> str:
+    """`dtype` when it is one of DTYPE_NAMES, else InputError naming them (each caller had
+    written the same check: None was a KeyError deep in a block's set-up, 'float16' cast
+    operands to inf, 'Float32' assembled float64's block parameters)."""
+    if dtype not in DTYPE_NAMES:
+        raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r:.40}")
+    return dtype
+
+
 DEFAULT_CHECK_EVERY = 16
 FUSED_CHECK_EVERY = 128
 """Fused runs learn whether everything halted every this many passes: a fused pass costs
@@ -68,8 +79,8 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         self._check_types()
-        if self.dtype is not None and self.dtype not in DTYPE_NAMES:
-            raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {self.dtype!r}")
+        if self.dtype is not None:
+            check_dtype_name(self.dtype)
         if self.attention not in ATTENTION_MODES:
             raise InputError(f"attention must be one of {', '.join(ATTENTION_MODES)}")
         if self.evaluation not in EVALUATIONS:

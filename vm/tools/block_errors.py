@@ -30,7 +30,7 @@ from assembler.fleq import MAX_BLOCK
 from vm.common.errors import InputError
 from vm.common.limits import is_whole_number
 from vm.machines.fleq.punchcard import fleq_geometry_for
-from vm.runtime.config import DTYPE_NAMES
+from vm.runtime.config import check_dtype_name
 from vm.runtime.executor import EngineConfig, TransformerExecutor
 from vm.functions import make_block
 from vm.functions.base import Domain, FunctionBlock, Shape
@@ -292,8 +292,7 @@ def measure(block: FunctionBlock | str, dtype: str = "float64", d: int = 1, coun
     transformer: `count` samples of its domain, or the given operands."""
     if isinstance(block, str):
         block = make_block(block, **parameters)
-    if dtype not in DTYPE_NAMES:  # float16 cast the operands to inf, a cell the machine refused
-        raise InputError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r:.40}")
+    check_dtype_name(dtype)
     if not is_whole_number(d) or not 1 <= d <= MAX_BLOCK:  # 2.5: a TypeError in numpy
         raise InputError(f"d must be a whole number from 1 to {MAX_BLOCK}, got {d!r:.40}")
     if operands is None:
