@@ -58,7 +58,9 @@ def value(repl: Repl, name: str) -> str:
     return repl.execute(f"print {name}").split(" = ")[1]
 
 
-def test_load_reports_the_program_and_errors_in_one_line(tmp_path):
+def test_load_reports_the_program_and_errors_with_a_caret(tmp_path):
+    """A source error shows its line and a caret, as `ltvm run` shows it (the REPL showed
+    the first line alone)."""
     session = Repl()
     assert session.execute("step") == "error: no program loaded (load FILE)"
     out = session.execute(f"load {FACTORIAL}")
@@ -67,7 +69,7 @@ def test_load_reports_the_program_and_errors_in_one_line(tmp_path):
     bad = tmp_path / "bad.sq"
     bad.write_text(".data\nx: 1\n.code\nsubleq x, y\n")
     error = session.execute(f"load {bad}")
-    assert error == f"{bad}:4:11: error: undefined name 'y'"
+    assert error == f"{bad}:4:11: error: undefined name 'y'\n    subleq x, y\n{' ' * 14}^"
     assert session.execute(f"load {tmp_path / 'missing.sq'}").startswith("error: cannot read")
     assert session.execute("load") == "error: usage: load FILE"
     assert session.execute("load notes.txt") == \
@@ -76,7 +78,9 @@ def test_load_reports_the_program_and_errors_in_one_line(tmp_path):
         "'.vsq' files have a REPL of their own: ltvm repl echo.vsq")
     bad_fleq = tmp_path / "bad.fleq"
     bad_fleq.write_text(".data\nx: 1.0\n.code\nx = add(x, y)\n")
-    assert session.execute(f"load {bad_fleq}").startswith(f"{bad_fleq}:4:")
+    fleq_error = session.execute(f"load {bad_fleq}")
+    assert fleq_error.startswith(f"{bad_fleq}:4:")
+    assert fleq_error.split("\n")[1:] == ["    x = add(x, y)", f"{' ' * 15}^"]
     assert session.execute("pc").startswith("step 0  pc 0"), "a failed load keeps the program"
 
 

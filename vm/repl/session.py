@@ -1,8 +1,9 @@
 """The REPL's commands: a debugger that steps the transformer and the reference together.
 
 `Repl.execute(line)` runs one line and returns the text to show. Nothing
-typed raises out of it: errors come back as one `error: ...` line and the
-session goes on. The terminal loop (`vm/repl/terminal.py`) and the tests drive
+typed raises out of it: errors come back as one `error: ...` line (an error in
+a source file as `file:line:col: error: ...`, its line and a caret, as `ltvm run`
+prints it) and the session goes on. The terminal loop (`vm/repl/terminal.py`) and the tests drive
 exactly this method. Ctrl-C during `run`, `continue` or a long `step` ends
 that command at a whole step and returns to the prompt.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, TextIO
 
-from assembler.diagnostics import read_source
+from assembler.diagnostics import read_source, shown_in_source
 from vm.common.errors import InputError, LtvmError, counted, shown_path
 from vm.isa import for_path
 from vm.machines.stepping import check_max_steps
@@ -191,8 +192,7 @@ class Repl:
                 return self._typed(line.strip())
             raise InputError(f"unknown command '{words[0]}' (type help)")
         except LtvmError as error:
-            first = error_line(str(error)) or type(error).__name__
-            return first if error.located else f"error: {first}"
+            return _error_text(error)
         except OSError as error:  # a path the line named: what went wrong and where
             where = f": {shown_path(error.filename)}" if error.filename else ""
             return f"error: {error.strerror or error}{where}"
@@ -626,3 +626,13 @@ def _layer(text: str, layers: int) -> int:
 def _no_argument(command: str, argument: str) -> None:
     if argument:
         raise InputError(f"'{command}' takes no argument")
+
+
+def _error_text(error: LtvmError) -> str:
+    """What the session shows for `error`: one `error: ...` line, or for an error at a place
+    in a source file its `file:line:col:` line, the source line and a caret, as the command
+    line shows it (the REPL showed the first line alone: no caret under the column)."""
+    error = shown_in_source(error)
+    if not error.located:
+        return f"error: {error_line(str(error)) or type(error).__name__}"
+    return "\n".join(shortened(line) for line in str(error).split("\n"))
