@@ -221,11 +221,12 @@ def read_source(path: str | Path, encoding: str = "utf-8-sig") -> str:
     try:
         return io.TextIOWrapper(io.BytesIO(data), encoding=encoding).read()
     except UnicodeDecodeError:
-        raise _undecodable(path, data, encoding) from None
+        raise undecodable(path, data, encoding) from None
 
 
-def _undecodable(path: str | Path, data: bytes, encoding: str) -> SourceError:
-    """Where the first byte that is not `encoding` text sits, as a located error."""
+def undecodable(path: str | Path, data: bytes, encoding: str) -> SourceError:
+    """Where the first byte that is not `encoding` text sits, as a located error (a source
+    file's, or a Python script's in the encoding its coding line names)."""
     try:
         data.decode(encoding)
         start = 0

@@ -6,19 +6,22 @@ import argparse
 import contextlib
 import functools
 import importlib.util
+import io
 import json
 import math
 import numbers
 import sys
+import tokenize
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from assembler.diagnostics import SourceError, undecodable
 from assembler.program import Program
 from vm.cli.common import (add_time_limit, file_path, load_program, positive_int,
                             seed_value, temperature_value)
-from vm.common.errors import InputError, PlacedInputError, shown_path
+from vm.common.errors import InputError, shown_path
 from vm.common.files import require_regular_file
 from vm.isa import ProgramOptions, for_path, for_program
 from vm.tools.progress import Progress
@@ -76,12 +79,13 @@ def script_reward(path: Path) -> Callable[[Answer], float]:
     require_regular_file(path, "a Python file defining reward(answer)")
     module = importlib.util.module_from_spec(
         importlib.util.spec_from_file_location(f"ltvm_reward_{path.stem}", path))
+    text = _script_text(path)
     try:
-        code = compile(importlib.util.decode_source(path.read_bytes()), str(path), "exec")
+        code = compile(text, str(path), "exec")
     except SyntaxError as error:
-        raise _located(error, path) from None
-    except ValueError as error:  # not UTF-8 (or its coding line's encoding), a NUL byte
-        raise InputError(f"{shown_path(path)}: {type(error).__name__}: {error}") from None
+        raise _located(error, path, text) from None
+    except ValueError as error:  # a NUL byte, where Python 3.10 says ValueError
+        raise _located(SyntaxError(str(error)), path, text) from None
     try:
         with contextlib.redirect_stdout(sys.stderr):
             exec(code, module.__dict__)
@@ -113,15 +117,37 @@ def script_reward(path: Path) -> Callable[[Answer], float]:
     return functools.cache(checked)
 
 
-def _located(error: SyntaxError, path: Path) -> InputError:
+def _script_text(path: Path) -> str:
+    """The script's text in the encoding its coding line names (UTF-8 without one); a byte
+    that encoding cannot decode is a located error, with a caret under it ('UnicodeDecodeError:
+    ... in position 37' named neither line nor column)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read {shown_path(path)}: {error.strerror or error}") from None
+    try:
+        return importlib.util.decode_source(data)
+    except UnicodeDecodeError:
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+        raise undecodable(path, data, encoding) from None
+    except SyntaxError as error:  # an encoding its coding line names that Python lacks
+        raise InputError(f"{shown_path(path)}: {error}") from None
+
+
+def _located(error: SyntaxError, path: Path, text: str) -> InputError:
     """A syntax error of the script at its line and column, shown with a caret as a source
     error of a program is ('SyntaxError: invalid syntax (reward.py, line 1)' named no
     column). The script is compiled from its text, not its bytes: Python counts the column
-    of bytes in UTF-8, and the caret stood two places right of an 'é' line's error."""
-    if not error.lineno:
+    of bytes in UTF-8, and the caret stood two places right of an 'é' line's error. The
+    caret's line is the decoded text's: read again as UTF-8, a Latin-1 script (with its
+    coding line) lost it. A NUL byte, which Python places nowhere, is placed at the first."""
+    line, column = error.lineno, error.offset
+    if not line and "\0" in text:
+        at = text.index("\0")
+        line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    if not line:
         return InputError(f"{shown_path(path)}: {type(error).__name__}: {error}")
-    return PlacedInputError(f"{type(error).__name__}: {error.msg}", str(path), error.lineno,
-                            max(1, error.offset or 1))
+    return SourceError(f"SyntaxError: {error.msg}", str(path), text, line, max(1, column or 1))
 
 
 def _reward(spec: str, correct: Answer, max_steps: int) -> Callable[[Answer], float]:
