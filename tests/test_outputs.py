@@ -158,6 +158,24 @@ def test_a_file_replaced_in_a_directory_keeps_its_mode(tmp_path):
     assert stat.S_IMODE((directory / "a.txt").stat().st_mode) == 0o600
 
 
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_new_file_gets_the_mode_open_gives_whatever_its_writer_gave(tmp_path, existing):
+    """safetensors writes its file 0600: `ltvm export --format safetensors` left
+    weights.safetensors private beside a layout.json readable by all."""
+    import os
+    import stat
+
+    directory = _directory_with(tmp_path, OLD) if existing else tmp_path / "new"
+    umask = os.umask(0o022)
+    try:
+        with staged_files(directory, ["w.bin"]) as staging:
+            (staging / "w.bin").write_text("weights")
+            os.chmod(staging / "w.bin", 0o600)
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((directory / "w.bin").stat().st_mode) == 0o644
+
+
 @pytest.mark.parametrize("maker", ["mkstemp", "mkdtemp"])
 def test_a_ctrl_c_as_the_hidden_file_is_made_leaves_nothing_behind(tmp_path, monkeypatch,
                                                                    maker):

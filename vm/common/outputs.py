@@ -138,7 +138,9 @@ def staged_files(directory: str | Path, names: Iterable[str],
     """A hidden directory for the block to write the files `names` into. Only when the block
     succeeds do they replace those in `directory` (created if missing) and the files
     `remove` go; a failure anywhere leaves `directory` as it was, so an output is never a
-    mix of two runs or half of one. Errors name the user's paths, never the staging ones."""
+    mix of two runs or half of one. Errors name the user's paths, never the staging ones.
+    A new file gets the mode a plain open() gives it whatever its writer gave it, a file it
+    replaces keeps its own."""
     names, remove = tuple(names), tuple(remove)
     directory = check_directory(directory, names + remove)
     exists = directory.exists()
@@ -158,6 +160,9 @@ def staged_files(directory: str | Path, names: Iterable[str],
             yield staging
         except OSError as error:
             raise InputError(_failure(error, staging, directory)) from None
+        for name in names:  # safetensors writes its file 0600, beside 0644 ones
+            if (staging / name).is_file():
+                os.chmod(staging / name, _open_mode())
         if exists:
             with signals_held_back():  # a Ctrl-C between two moves lost the files set aside
                 failure = _replace_files(staging, directory, names, remove)
@@ -249,18 +254,20 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
             except OSError as error:
                 raise InputError(f"cannot write {written}: {error.strerror}") from None
             os.close(handle)
-        if target.exists():
-            mode = stat.S_IMODE(target.stat().st_mode)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(temporary, mode)
+        os.chmod(temporary, stat.S_IMODE(target.stat().st_mode) if target.exists()
+                 else _open_mode())
         yield Path(temporary)
         os.replace(temporary, target)
     finally:
         if temporary is not None and os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def _open_mode() -> int:
+    """The mode a plain open() gives a new file: 0666 less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def is_standard_output(path: str | Path) -> bool:
