@@ -420,3 +420,11 @@ def test_solve_refuses_an_iteration_count_the_command_line_refuses(iters):
     """solve('inverse', A, 10**5, config) expanded the program and ran for minutes."""
     with pytest.raises(InputError, match="--iters must be between 1 and 1000"):
         solve("inverse", np.eye(2) * 2, iters, EngineConfig())
+
+
+def test_an_eig_iteration_count_refused_names_power_iteration(capsys, saved):
+    """eig's refusal advised that 'Newton-Schulz converges quadratically', which eig does
+    not run."""
+    path = saved("a.npy", np.eye(2) * 2)
+    code, _, err = run_cli(capsys, "linalg", "eig", "--matrix", path, "--iters", "0")
+    assert code == 2 and "power iteration" in err and "Newton-Schulz" not in err

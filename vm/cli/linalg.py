@@ -259,14 +259,21 @@ def _aligned(vector: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return vector * (1.0 if vector @ reference >= 0 else -1.0)
 
 
-def check_iters(iters: int) -> None:
+ITERATION_ADVICE = {
+    "inverse": "Newton-Schulz converges quadratically, so 20-60 suffice",
+    "eig": "power iteration gains a factor |lambda2/lambda1| each, 30 by default"}
+"""How many iterations `kind` needs, for the message refusing a count: eig's named
+Newton-Schulz, which it does not run."""
+
+
+def check_iters(iters: int, kind: str) -> None:
     """An iteration count the program can be expanded for: solve(..., 10**5) in Python ran
     for minutes (the command line refused it, the function did not)."""
     if isinstance(iters, bool) or not isinstance(iters, numbers.Integral) or not (
             1 <= iters <= MAX_ITERS):
         raise InputError(f"--iters must be between 1 and {MAX_ITERS}, got {iters!r} (each "
-                         f"iteration is several instructions of the program; Newton-Schulz "
-                         f"converges quadratically, so 20-60 suffice)")
+                         f"iteration is several instructions of the program; "
+                         f"{ITERATION_ADVICE[kind]})")
 
 
 def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
@@ -279,7 +286,7 @@ def solve(kind: str, matrix: np.ndarray, iters: int, config: EngineConfig,
 
     if kind not in KINDS:  # anything else ran eig
         raise InputError(f"unknown kind {kind!r} (choose from {', '.join(KINDS)})")
-    check_iters(iters)
+    check_iters(iters, kind)
     matrix = as_matrix(matrix)
     dtype = config.dtype or "float64"
     defaults, given = dtype_parameters(dtype), given or {}
@@ -385,7 +392,7 @@ def _format(value: np.ndarray) -> str:
 def run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     iters = args.iters if args.iters is not None else (20 if args.kind == "inverse" else 30)
-    check_iters(iters)
+    check_iters(iters, args.kind)
     config = engine_config(args)
     if config.dtype is None:
         config = replace(config, dtype="float64")
