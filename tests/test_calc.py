@@ -281,7 +281,7 @@ def test_max_seconds_stops_a_long_calculation(capsys):
     minutes with no output and no way to bound it; --max-seconds stops it as it does `run`."""
     code, out, err = run_cli(capsys, "calc", "1+2*3", "--max-seconds", "1e-9")
     assert code == 1 and out == ""
-    assert "stopped by --max-seconds 1e-09 after 1 steps" in err
+    assert "stopped by --max-seconds 1e-09 after 1 step," in err
 
 
 def test_a_too_long_sum_is_refused_in_the_expression_not_in_the_generated_program(capsys):

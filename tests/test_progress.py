@@ -69,6 +69,15 @@ def test_a_call_past_the_limit_stops_the_work():
         progress(2)
 
 
+@pytest.mark.parametrize("label, said", [("steps", "1 step,"), ("passes", "1 pass,"),
+                                          ("lines assembled", "1 line assembled,")])
+def test_a_limit_after_one_counts_one_in_the_singular(label, said):
+    """--max-seconds 1e-300 said 'stopped ... after 1 steps'."""
+    progress = Progress(label, 10, stream=io.StringIO(), max_seconds=1e-300)
+    with pytest.raises(TimeLimitExceeded, match=f"after {said} before"):
+        progress(1)
+
+
 def test_the_limit_can_count_from_an_earlier_start():
     progress = Progress("layers", 10, stream=io.StringIO(), max_seconds=5,
                         since=time.monotonic() - 6)

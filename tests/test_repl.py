@@ -728,7 +728,7 @@ def test_the_step_that_meets_max_seconds_still_reports_its_watch(countdown, monk
     countdown.execute("watch x")
     out = countdown.execute("continue").splitlines()
     assert out[0] == "watch 1: x = 2 (was 3)", out
-    assert out[1] == ("stopped by --max-seconds 1 after 1 steps, before the program halted")
+    assert out[1] == ("stopped by --max-seconds 1 after 1 step, before the program halted")
 
 
 def test_set_takes_an_element_written_with_a_blank_before_its_index(countdown):

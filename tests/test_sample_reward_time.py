@@ -24,7 +24,7 @@ def test_a_slow_reward_script_is_stopped_by_max_seconds(tmp_path, capsys):
                  "--max-seconds", "2"])
     err = capsys.readouterr().err
     assert code == 1, err
-    assert "stopped by --max-seconds 2 after 1 reward calls" in err
+    assert "stopped by --max-seconds 2 after 1 reward call," in err
     assert time.monotonic() - started < 30  # it called every distinct answer before
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from typing import TextIO
@@ -17,6 +18,16 @@ LARGEST_SHOWN_TOTAL = 2 ** 63
 """The largest total shown with a percentage and time left; tqdm takes the total as a float,
 so --max-steps 10**400 stopped with an OverflowError at the first update. A larger total
 (a bound no run reaches) shows the count and rate alone."""
+
+
+PLURAL = re.compile(r"\b(step|pass|call|row|line|layer)(e?s)\b")
+"""The counted noun of a label ('reference steps sizing the output tape'), for one of it."""
+
+
+def _counted_label(count: int, label: str) -> str:
+    """'1 step', '2 steps', '1 line assembled': a count and its label, singular for one
+    (--max-seconds said 'stopped ... after 1 steps')."""
+    return f"{count:,} {PLURAL.sub(lambda noun: noun[1], label, 1) if count == 1 else label}"
 
 
 _SHOWN: set[Progress] = set()
@@ -72,7 +83,8 @@ class Progress:
         if self.max_seconds is not None and time.monotonic() - self.created >= self.max_seconds:
             self.done()
             raise TimeLimitExceeded(f"stopped by --max-seconds {self.max_seconds:g} after "
-                                    f"{count:,} {self.label}, before {self.unfinished}")
+                                    f"{_counted_label(count, self.label)}, before "
+                                    f"{self.unfinished}")
         if self.bar is None:
             shown = self.total if self.total is None or self.total <= LARGEST_SHOWN_TOTAL else None
             self.bar = tqdm(total=shown, initial=count, desc=self.label, unit="",
