@@ -884,3 +884,18 @@ def test_a_fleq_instruction_typed_at_a_subleq_program_says_so(repl, line):
     assert repl.execute(line) == (f"error: '{line}' is a FLEQ instruction; the loaded program "
                                   "is SUBLEQ (subleq A, B[, C] | goto L | halt)")
     assert repl.execute("pc") == before
+
+
+@pytest.mark.parametrize("name, content, problem", [
+    ("prog.sq", ".code\nhalt\n", "names a program (.sq), not a history"),
+    ("history", b"\x7fELF\x00\x01", "holds binary data (a NUL byte), not a history")])
+def test_a_history_that_holds_something_else_is_not_kept(tmp_path, capsys, name, content,
+                                                         problem):
+    """`ltvm repl --history prog.sq` (PROG meant) wrote the history over the program as the
+    session ended; a binary file came back as lines of history."""
+    history = tmp_path / name
+    history.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert vm.repl.terminal._usable(history) is None
+    assert capsys.readouterr().err == (f"ltvm: history {history} {problem}; the history is "
+                                       "not kept\n")
+    assert vm.repl.terminal._usable(tmp_path / "new_history") == tmp_path / "new_history"

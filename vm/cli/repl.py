@@ -45,7 +45,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help=f"directory for `show` pictures (default {DEFAULT_PICTURE_DIR}; "
                              f"not for standard SUBLEQ images, whose REPL draws none)")
     parser.add_argument("--history", type=file_path, default=DEFAULT_HISTORY, metavar="FILE",
-                        help="command history file (default ~/.ltvm_history)")
+                        help="command history file (default ~/.ltvm_history); one that "
+                             "names a program or holds binary data is left as it is")
     add_engine_arguments(parser)
     add_sampling_refusal(parser)
     parser.set_defaults(func=run, notes_at_once=True)  # a session's notes when they arise

@@ -21,6 +21,7 @@ from typing import TextIO
 from vm.common.outputs import atomic_path, refused_creation, refused_directory
 from vm.common.errors import InputError, shown_path
 from vm.common.signals import raise_dropped_stop
+from vm.isa import INSTRUCTION_SETS
 from vm.repl.session import Repl
 
 try:
@@ -32,6 +33,8 @@ PROMPT = "(ltvm) "
 HISTORY_LENGTH = 1000
 HISTORY_MODE = 0o600
 """The mode of a new history file, as readline creates it: only its owner reads it."""
+SOURCE_SUFFIXES = {suffix for isa in INSTRUCTION_SETS for suffix in isa.suffixes}
+"""What a program's file name ends in: never a history."""
 WORD_DELIMITERS = " \t,"
 """Completion replaces the text after the last space or comma: `xs+1` and paths stay whole."""
 
@@ -95,6 +98,8 @@ def _usable(history: Path | None) -> Path | None:
         return None
     if os.path.lexists(history) and not history.is_file():
         problem = "is not a regular file"
+    elif not_history := _not_a_history(history):
+        problem = not_history
     elif refusal := refused_directory(history.parent):
         problem = f"cannot be written: {refusal}"
     elif refusal := refused_creation(history.parent):
@@ -106,6 +111,24 @@ def _usable(history: Path | None) -> Path | None:
     print(f"ltvm: history {shown_path(history)} {problem}; the history is not kept",
           file=sys.stderr)
     return None
+
+
+HISTORY_PEEK = 1 << 16
+"""Bytes of an existing --history read to see whether it holds a history."""
+
+
+def _not_a_history(history: Path) -> str:
+    """Why `history` holds something else than a history, or '': the history is written over
+    it as the session ends, and `ltvm repl --history prog.sq` (PROG meant) cut the program
+    to its last HISTORY_LENGTH lines and added the commands typed after them."""
+    if history.suffix and history.suffix in SOURCE_SUFFIXES:
+        return f"names a program ({history.suffix}), not a history"
+    try:
+        with open(history, "rb") as stream:
+            binary = b"\0" in stream.read(HISTORY_PEEK)
+    except OSError:  # none yet, or unreadable: readline and the write say what went wrong
+        return ""
+    return "holds binary data (a NUL byte), not a history" if binary else ""
 
 
 def _start_readline(repl: Repl, history: Path | None) -> None:
