@@ -424,3 +424,10 @@ def test_the_image_repl_says_at_once_that_numba_has_not_compiled(capsys, monkeyp
     said = before_the_next_command[0] + capsys.readouterr().err
     assert before_the_next_command[0].count("numba has not compiled the fused pass") == 1
     assert said.count("numba has not compiled the fused pass") == 1
+
+
+def test_one_step_past_the_listed_ones_is_one_more_step():
+    """'... 1 more steps' under the listed steps."""
+    loop = Image.from_words([3, 3, 0, 0], 8)  # subleq 3, 3, 0: back to 0 forever
+    out = VsubleqRepl(loop, "loop.dec", max_steps=1000).execute("step 21")
+    assert "\n... 1 more step\n" in out

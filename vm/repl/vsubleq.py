@@ -162,7 +162,7 @@ class VsubleqRepl:
             progress.done()
         skipped = self.reference.steps - start - min(listed, self.reference.steps - start)
         if skipped > 0:
-            lines.append(f"... {skipped} more steps")
+            lines.append(f"... {counted(skipped, 'more step')}")
         new = bytes(self.reference.output[written:])
         if new:
             lines.append(f"output: {shown(new)}")
