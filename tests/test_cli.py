@@ -974,3 +974,16 @@ def test_every_option_and_argument_of_every_command_has_a_help_text():
                 found.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
         return found
     assert undescribed(build_parser(), "ltvm") == []
+
+
+@pytest.mark.parametrize("argv, usage", [(["run", FACTORIAL, "--bogus"], "usage: ltvm run "),
+                                         (["bench", "rope", "--bogus"], "usage: ltvm bench rope ")])
+def test_a_command_refuses_words_it_does_not_take_with_its_own_usage(argv, usage, capsys):
+    """`ltvm run prog --bogus` showed ltvm's usage ('COMMAND ...') and 'ltvm: error', not
+    the command's."""
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.startswith(usage)
+    assert err.endswith(f"{' '.join(usage.split()[1:])}: error: unrecognized arguments: "
+                        "--bogus\n")

@@ -102,6 +102,25 @@ class _Parser(argparse.ArgumentParser):
         self.options_given = set()  # a parser may parse more than one command line
         return super().parse_known_args(args, namespace)
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, but the command refuses words it does not take, with its own usage:
+        `ltvm run --bogus` showed ltvm's 'usage: ltvm [-h] [--version] COMMAND ...'."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost command `parsed` chose (`bench rope`'s parser), else this one."""
+        parser = self
+        while True:
+            choices = [action for action in parser._actions
+                       if isinstance(action, argparse._SubParsersAction)]
+            name = getattr(parsed, choices[0].dest, None) if choices else None
+            if name not in (choices[0].choices if choices else {}):
+                return parser
+            parser = choices[0].choices[name]
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
