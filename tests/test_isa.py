@@ -291,3 +291,25 @@ def test_run_reference_refuses_a_trace_flag_that_is_no_bool(source, trace):
     with pytest.raises(InputError, match="trace must be True or False"):
         isa.run_reference(program, 5, trace)
     assert isa.run_reference(program, 5, trace=np.bool_(False)).trace in (None, [])
+
+
+@pytest.mark.parametrize("name", ["SUBLEQ", "FLEQ", "VSUBLEQ"])
+def test_compare_report_refuses_what_is_no_comparison_of_its_own(name):
+    """compare_report(None, False) failed with "'NoneType' object has no attribute 'ok'"
+    (FLEQ's: 'errors'), and as_json="no" printed JSON."""
+    import vm.isa
+    isa = getattr(vm.isa, name)
+    source = {"SUBLEQ": ".code\nhalt\n", "FLEQ": ".data\nx: 1.0\n.code\nx = add(x, x)\nhalt\n",
+              "VSUBLEQ": "0 0 -1\n"}[name]
+    program = isa.assemble_text(source, "p" + isa.suffixes[0])
+    others = [getattr(vm.isa, other) for other in ("SUBLEQ", "FLEQ") if other != name]
+    other = others[0].assemble_text(".code\nhalt\n" if others[0].name == "subleq" else
+                                    ".data\nx: 1.0\n.code\nhalt\n", "q" + others[0].suffixes[0])
+    foreign = others[0].compare(other, others[0].geometry_for(other), 5)
+    for result in (None, isa.run_reference(program, 5), foreign):
+        with pytest.raises(InputError, match=f"{name}.compare_report takes the result of"):
+            isa.compare_report(result, False)
+    comparison = isa.compare(program, isa.geometry_for(program), 5)
+    with pytest.raises(InputError, match="as_json must be True or False"):
+        isa.compare_report(comparison, "no")
+    assert "OK" in isa.compare_report(comparison, np.bool_(False)).splitlines()[-1]

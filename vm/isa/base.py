@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "layout": ("geometry",), "encode": ("program", "geometry"),
     "run_reference": ("program", "trace"), "reference_checks": ("program",),
     "run_transformer": ("program", "geometry"), "compare": ("program", "geometry"),
+    "compare_report": ("result", "as_json"),
     "run_checks": ("program",), "named_memory": ("program",),
     "trace_line": ("program", "record"),
     "listing": ("program",), "column_names": ("program", "geometry"),
@@ -43,7 +45,8 @@ CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
 """The methods of an instruction set whose program and geometry it refuses when they are
 another instruction set's (or None), and which of the two each takes (`paper` takes None
 for the program); `load` refuses options that are no ProgramOptions, `assemble_text` a
-file name that is no path (`check_file`), `run_reference` a trace flag that is no bool.
+file name that is no path (`check_file`), `run_reference` a trace flag that is no bool,
+`compare_report` what is not its `compare`'s result or a flag that is no bool.
 Checked in one place, `InstructionSet.__init_subclass__`: calls that missed a check failed on a missing
 attribute (SUBLEQ.named_memory(fleq_program)) or answered for the wrong machine
 (FLEQ.listing(subleq_program) printed a SUBLEQ listing). A `layout` beside the geometry
@@ -160,6 +163,9 @@ class InstructionSet(ABC):
     geometry_type: type
     record_type: type
     """What `trace_line` prints: one step of a traced run (`trace=True`)."""
+    comparison_type: tuple[str, str]
+    """(module, class) of what `compare` returns, by name: the module imports torch, which
+    an instruction set loads only for the runs that need it."""
     writes_csv: bool = False
     """Whether `save_csv` can hold its programs (the column-index CSV pair)."""
     reads_input: bool = False
@@ -202,6 +208,22 @@ class InstructionSet(ABC):
         ("no", 5) recorded every step, a run's whole history in memory."""
         if not isinstance(trace, (bool, np.bool_)):
             raise InputError(f"trace must be True or False, got {trace!r:.40}")
+
+    def check_result(self, result: Any) -> None:
+        """Refuse a `compare_report` result that is not this instruction set's comparison
+        (None, a run's result, another set's): it failed on a missing attribute ('ok',
+        'errors'). A class whose module is not imported yet has no instances to accept."""
+        module, name = self.comparison_type
+        loaded = sys.modules.get(module)
+        if loaded is None or not isinstance(result, getattr(loaded, name)):
+            raise InputError(f"{self.name.upper()}.compare_report takes the result of "
+                             f"{self.name.upper()}.compare ({name}), got {type(result).__name__}")
+
+    def check_as_json(self, as_json: Any) -> None:
+        """Refuse an `as_json` flag that is not True or False, as `check_trace`: "no" gave
+        JSON."""
+        if not isinstance(as_json, (bool, np.bool_)):
+            raise InputError(f"as_json must be True or False, got {as_json!r:.40}")
 
     def check_file(self, file: Any) -> None:
         """Refuse an `assemble_text` file name that is no path (None, a number): VSUBLEQ
