@@ -501,3 +501,25 @@ def test_numpy_step_counts_leave_the_runners_count_a_python_int():
         runner.advance(later)
         assert type(runner.done) is int
         assert runner.result().steps[0] == min(2 + later, run_reference(FACTORIAL, 10**6).steps)
+
+
+@pytest.mark.parametrize("step", [1.5, True, -1, "3", None])
+def test_a_pass_number_that_is_no_whole_number_from_zero_is_refused(step):
+    """step(X, step=1.5) and trace(X, step=-1) were taken: the number names the pass in the
+    checked mode's errors."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL), EngineConfig(checked=True))
+    X = executor.load([FACTORIAL])
+    with pytest.raises(InputError, match="step must be the pass's number in its run"):
+        executor.step(X, step)
+    with pytest.raises(InputError, match="step must be the pass's number in its run"):
+        executor.trace(X[0], step)
+    assert executor.step(X, np.int64(3)).shape == X.shape
+
+
+def test_trace_refuses_a_batch_naming_the_one_punchcard_it_takes():
+    """A batch X was refused as shape (1, 1, rows, n), a shape nobody passed."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    X = executor.load([FACTORIAL])
+    with pytest.raises(InputError, match=r"trace takes one punchcard X \(rows, n\)"):
+        executor.trace(X)
+    assert executor.trace(X[0])

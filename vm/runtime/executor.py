@@ -114,6 +114,15 @@ def evaluator_for(model: LoopedTransformer, weights: MachineWeights, layout: Lay
     return evaluator
 
 
+def check_pass_number(step: int) -> int:
+    """`step` as an int when it is a whole number, 0 or more: the number a pass has in its
+    run, which the checked mode's errors name (1.5, True or -3 were taken and printed)."""
+    if not is_whole_number(step) or step < 0:
+        raise InputError(f"step must be the pass's number in its run, a whole number 0 or "
+                         f"more, got {step!r:.40}")
+    return int(step)
+
+
 @dataclass
 class BatchRun:
     """The state after a batched run: X, steps executed and halted flags per program."""
@@ -283,6 +292,7 @@ class TransformerExecutor:
         if self.config.sampling is not None:
             raise InputError("sampling runs go through run() or runner(); step() (run_traced, "
                              "compare_fleq, the REPL) makes exact passes only")
+        step = check_pass_number(step)
         self.check_state(X)
         with torch.inference_mode(), flush_denormals(), self._threads(X):
             internal = to_internal(X)
@@ -293,6 +303,10 @@ class TransformerExecutor:
         """One exact pass on a single punchcard X (rows, n), every layer recorded for
         pictures, and checked as pass `step` if this executor checks: its pictures are not
         drawn when the checked mode refuses the pass, which is not run twice for that."""
+        step = check_pass_number(step)
+        if isinstance(X, torch.Tensor) and X.ndim != 2:  # a batch was named "(1, 1, rows, n)"
+            raise InputError(f"trace takes one punchcard X (rows, n), got shape "
+                             f"{tuple(X.shape)}: X[0] of a batch")
         self.check_state(X[None] if isinstance(X, torch.Tensor) else X)
         observer = ((lambda layer, stage, Y: self._observe(step, layer, stage, Y))
                     if self.checked else None)
