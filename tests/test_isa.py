@@ -313,3 +313,27 @@ def test_compare_report_refuses_what_is_no_comparison_of_its_own(name):
     with pytest.raises(InputError, match="as_json must be True or False"):
         isa.compare_report(comparison, "no")
     assert "OK" in isa.compare_report(comparison, np.bool_(False)).splitlines()[-1]
+
+
+@pytest.mark.parametrize("name", ["SUBLEQ", "FLEQ", "VSUBLEQ"])
+def test_what_is_no_run_of_the_isa_is_refused_by_reference_checks_and_result_lines(name):
+    """FLEQ.reference_checks(program, None) failed with "no attribute 'domain'",
+    VSUBLEQ.result_lines(None) with "no attribute 'output'", the others answered ok or {};
+    result_lines(run, 'text', as_json='x') was taken, and run_transformer(trace='no') made
+    a traced run."""
+    import vm.isa
+    isa = getattr(vm.isa, name)
+    source = {"SUBLEQ": ".code\nhalt\n", "FLEQ": ".data\nx: 1.0\n.code\nx = add(x, x)\nhalt\n",
+              "VSUBLEQ": "0 0 -1\n"}[name]
+    program = isa.assemble_text(source, "p" + isa.suffixes[0])
+    run = isa.run_reference(program, 5)
+    for result in (None, 5, isa.listing(program)):
+        with pytest.raises(InputError, match=f"result must be a {name} run's result"):
+            isa.reference_checks(program, result)
+        with pytest.raises(InputError, match=f"result must be a {name} run's result"):
+            isa.result_lines(result)
+    with pytest.raises(InputError, match="as_json must be True or False"):
+        isa.result_lines(run, "text", "x")
+    with pytest.raises(InputError, match="trace must be True or False"):
+        isa.run_transformer(program, isa.geometry_for(program), 5, trace="no")
+    assert isa.reference_checks(program, run).ok and isa.result_lines(run, as_json=True) == {}

@@ -30,13 +30,14 @@ from vm.transformer.modes import ATTENTION_MODES
 OUTPUT_FORMATS = ("text", "decimal", "hex")
 """How `ltvm run` shows an output stream: bytes as text, or their values."""
 
-CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
+CHECKED_ARGUMENTS: dict[str, tuple[str | tuple[str, str], ...]] = {
     "load": ("options",), "assemble_text": ("file",), "geometry_for": ("program",),
     "machine": ("geometry",),
     "layout": ("geometry",), "encode": ("program", "geometry"),
-    "run_reference": ("program", "trace"), "reference_checks": ("program",),
-    "run_transformer": ("program", "geometry"), "compare": ("program", "geometry"),
-    "compare_report": ("result", "as_json"),
+    "run_reference": ("program", "trace"), "reference_checks": ("program", ("result", "run")),
+    "run_transformer": ("program", "geometry", "trace"), "compare": ("program", "geometry"),
+    "compare_report": (("result", "comparison"), "as_json"),
+    "result_lines": (("result", "run"), "as_json"),
     "run_checks": ("program",), "named_memory": ("program",),
     "trace_line": ("program", "record"),
     "listing": ("program",), "column_names": ("program", "geometry"),
@@ -45,9 +46,11 @@ CHECKED_ARGUMENTS: dict[str, tuple[str, ...]] = {
 """The methods of an instruction set whose program and geometry it refuses when they are
 another instruction set's (or None), and which of the two each takes (`paper` takes None
 for the program); `load` refuses options that are no ProgramOptions, `assemble_text` a
-file name that is no path (`check_file`), `run_reference` a trace flag that is no bool,
-`compare_report` what is not its `compare`'s result or a flag that is no bool.
-Checked in one place, `InstructionSet.__init_subclass__`: calls that missed a check failed on a missing
+file name that is no path (`check_file`), the runs a trace flag that is no bool,
+`compare_report` what is not its `compare`'s result, `reference_checks` and `result_lines`
+what is no run's result. A (parameter, check) pair names a check unlike its parameter:
+`result` is a comparison to one method, a run to others. Checked in one place,
+`InstructionSet.__init_subclass__`: calls that missed a check failed on a missing
 attribute (SUBLEQ.named_memory(fleq_program)) or answered for the wrong machine
 (FLEQ.listing(subleq_program) printed a SUBLEQ listing). A `layout` beside the geometry
 is checked to be that geometry's (`check_layout`), and a program beside a geometry to fit
@@ -61,7 +64,8 @@ def _checking(method: Callable, arguments: tuple[str, ...]) -> Callable:
     `method` itself): binding the signature per call cost 4 us, 3.5x `trace_line`'s own
     work, which `run --trace` calls for every printed step."""
     parameters = list(inspect.signature(method).parameters)[1:]
-    checks = [(name, f"check_{name}") for name in arguments]
+    checks = [(name, f"check_{name}") if isinstance(name, str) else (name[0], f"check_{name[1]}")
+              for name in arguments]
     fits = "program" in arguments and "geometry" in arguments  # `paper` takes None for one
 
     @functools.wraps(method)
@@ -163,6 +167,8 @@ class InstructionSet(ABC):
     geometry_type: type
     record_type: type
     """What `trace_line` prints: one step of a traced run (`trace=True`)."""
+    result_type: type
+    """What its runs return (`run_reference`, `run_transformer`)."""
     comparison_type: tuple[str, str]
     """(module, class) of what `compare` returns, by name: the module imports torch, which
     an instruction set loads only for the runs that need it."""
@@ -209,7 +215,17 @@ class InstructionSet(ABC):
         if not isinstance(trace, (bool, np.bool_)):
             raise InputError(f"trace must be True or False, got {trace!r:.40}")
 
-    def check_result(self, result: Any) -> None:
+    def check_run(self, result: Any) -> None:
+        """Refuse a run's result that is not one of this instruction set's runs (None, a
+        comparison, another set's run): FLEQ.reference_checks(program, None) failed on a
+        missing attribute ('domain'), VSUBLEQ.result_lines(None) on 'output', and the others
+        answered for it."""
+        if not isinstance(result, self.result_type):
+            raise InputError(f"result must be a {self.name.upper()} run's result "
+                             f"({self.result_type.__name__}, from run_reference or "
+                             f"run_transformer), got {type(result).__name__}")
+
+    def check_comparison(self, result: Any) -> None:
         """Refuse a `compare_report` result that is not this instruction set's comparison
         (None, a run's result, another set's): it failed on a missing attribute ('ok',
         'errors'). A class whose module is not imported yet has no instances to accept."""

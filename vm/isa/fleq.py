@@ -61,6 +61,7 @@ class Fleq(InstructionSet):
     program_type = FleqProgram
     geometry_type = FleqGeometry
     record_type = FleqStep
+    result_type = FleqRun
     comparison_type = ("vm.runtime.compare", "FleqComparison")
 
     def load(self, path: Path, options: ProgramOptions = ProgramOptions()

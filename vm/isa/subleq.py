@@ -36,6 +36,7 @@ class Subleq(InstructionSet):
     program_type = Program
     geometry_type = Geometry
     record_type = TraceStep
+    result_type = RunResult
     comparison_type = ("vm.runtime.compare", "Comparison")
     writes_csv = True
 

@@ -67,6 +67,7 @@ class Vsubleq(InstructionSet):
     program_type = Image
     geometry_type = VGeometry
     record_type = Step
+    result_type = Result
     comparison_type = ("vm.machines.vsubleq.run", "Comparison")
     reads_input = True
 
