@@ -215,12 +215,15 @@ def _echo():
     (lambda i, g, c: VSUBLEQ.compare(i, g, 100, c, input_bytes=[300]), "input_bytes must be bytes"),
     (lambda i, g, c: VSUBLEQ.run_transformer(i, g, 100, c, max_output=1.5), "max_output"),
     (lambda i, g, c: VSUBLEQ.run_transformer(i, g, 100, None), "config must be an EngineConfig"),
+    (lambda i, g, c: VSUBLEQ.run_transformer(i, g, 100, c, 5), "progress must be a function"),
+    (lambda i, g, c: VSUBLEQ.compare(i, g, 100, c, 5), "progress must be a function"),
     (lambda i, g, c: VSUBLEQ.result_lines(VSUBLEQ.run_reference(i, 100, input_bytes=b"a"),
                                           "binary"), "output_format must be one of")])
 def test_arguments_of_the_wrong_kind_are_refused_by_name(call, message) -> None:
     """A str input failed with "string argument without an encoding", [300] with "bytes must
     be in range(0, 256)", max_output=1.5 with "no attribute 'bit_length'", config=None on
-    `.sampling`; output_format "binary" printed hex."""
+    `.sampling`; output_format "binary" printed hex; progress=5 failed after the first pass
+    with "'int' object is not callable"."""
     from vm.common.errors import InputError
     from vm.runtime.config import EngineConfig
     image, geometry = _echo()

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from vm.common.errors import NOT_COMPILED, InputError, NotCompiledWarning, counted
-from vm.machines.stepping import check_max_steps
+from vm.machines.stepping import check_max_steps, check_progress
 from vm.machines.vsubleq.checked import Checker
 from vm.machines.vsubleq.machine import vsubleq_machine
 from vm.machines.vsubleq.punchcard import (SIZING_STEPS, VState, check_max_output,
@@ -182,6 +182,7 @@ def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
     every pass is decoded and recorded as the reference records it. `progress` hears of the
     sizing run's steps too (the reference's, millions a second: 30 seconds for 3 x 10^7)."""
     max_steps = check_max_steps(max_steps)  # 1.5 ran two steps; None failed in a comparison
+    check_progress(progress)  # 5 failed after the first chunk: "'int' object is not callable"
     input_bytes = _check_arguments(image, input_bytes, max_output, dtype, attention, device,
                                    checked)
     if max_output is None:
@@ -245,6 +246,7 @@ def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str
     too)."""
     # -1 compared nothing and said OK; 1.5 failed in range()
     max_steps = check_max_steps(max_steps)
+    check_progress(progress)
     input_bytes = _check_arguments(image, input_bytes, max_output, dtype, attention, device,
                                    checked)
     if max_output is None:
