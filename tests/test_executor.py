@@ -392,11 +392,15 @@ def test_states_handed_back_can_be_edited_in_place():
         state[0, 0, 0] += 0.0
 
 
-@pytest.mark.parametrize("batch", [-5, 0, 1.5, True])
+@pytest.mark.parametrize("batch", [-5, 0, 1.5, True, None])
 def test_a_batch_size_that_is_no_count_of_programs_is_refused(batch):
-    """check_memory(-5) needed negative bytes and passed in silence."""
+    """check_memory(-5) needed negative bytes and passed in silence; memory_needed(-1)
+    answered negative bytes, 1.5 half a program's, None failed with a TypeError."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
     with pytest.raises(InputError, match="batch must be a whole number of programs"):
-        TransformerExecutor(geometry_for(FACTORIAL)).check_memory(batch)
+        executor.check_memory(batch)
+    with pytest.raises(InputError, match="batch must be a whole number of programs"):
+        executor.memory_needed(batch)
 
 
 def test_results_refuse_a_run_whose_counts_do_not_match_its_states():
@@ -523,3 +527,26 @@ def test_trace_refuses_a_batch_naming_the_one_punchcard_it_takes():
     with pytest.raises(InputError, match=r"trace takes one punchcard X \(rows, n\)"):
         executor.trace(X)
     assert executor.trace(X[0])
+
+
+def test_an_empty_batch_of_states_is_refused_as_load_refuses_one():
+    """run(X[:0]) ran no program and returned an empty "finished" run."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    X = executor.load([FACTORIAL])
+    with pytest.raises(InputError, match="the batch is empty"):
+        executor.run(X[:0], 5)
+    with pytest.raises(InputError, match="the batch is empty"):
+        executor.step(X[:0])
+    assert executor.run(X, 5).steps.tolist() == [5]
+
+
+@pytest.mark.parametrize("steps, halted", [([1.5], [True]), (None, None), ([-1], [True]),
+                                           ([3], [1])])
+def test_results_refuse_counts_and_flags_that_no_run_made(steps, halted):
+    """A BatchRun of float steps took 1.5 as 1 and halted [1] as True; None failed with
+    "object of type 'NoneType' has no len()"."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    run = executor.run(executor.load([FACTORIAL]), 3)
+    with pytest.raises(InputError, match="run.steps must be a list of step counts"):
+        executor.results(BatchRun(run.X, steps, halted))
+    assert executor.results(BatchRun(run.X, [3], [False]))[0].steps == 3

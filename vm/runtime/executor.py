@@ -182,13 +182,11 @@ class TransformerExecutor:
     def check_memory(self, batch: int) -> None:
         """Refuse, before any work, a batch whose run cannot fit in the memory free now: it
         would otherwise swap for minutes or end in the allocator's traceback."""
-        if not is_whole_number(batch) or batch < 1:
-            raise InputError(f"batch must be a whole number of programs, 1 or more, got "
-                             f"{batch!r}")  # -5 needed negative bytes and passed
+        needs = self.memory_needed(batch)  # checks the batch
         n = self.layout.columns
         if self.config.attention == "dense":
             device_memory.check_dense_memory(n, self.dtype, self.device)
-        for needed, where in self.memory_needed(batch):
+        for needed, where in needs:
             free = device_memory.free_memory(where)
             if free is not None and needed > free:
                 raise InputError(f"a batch of {batch} programs at n = {n} needs about "
@@ -196,12 +194,21 @@ class TransformerExecutor:
                                  f"{free / 2**30:.1f} GiB free there: run fewer programs at "
                                  "once")
 
+    @staticmethod
+    def _check_batch(batch: int) -> None:
+        """-5 needed negative bytes and passed check_memory; 1.5 was half a program's bytes
+        and None a TypeError in memory_needed."""
+        if not is_whole_number(batch) or batch < 1:
+            raise InputError(f"batch must be a whole number of programs, 1 or more, got "
+                             f"{batch!r:.40}")
+
     def memory_needed(self, batch: int) -> list[tuple[int, torch.device]]:
         """Bytes a run of `batch` programs keeps, by device: the host's float64 punchcards,
         X, its internal copy and the initial state the checks compare with, the active
         evaluation's projection cache (twice on a GPU, whose graphs copy it aside), and the
         fused pass's undo log, 8-bit score mirror and workspace (a batch of 60,000 at n = 64
         was estimated at 8.2 GiB without them and peaked at 12.7 GB)."""
+        self._check_batch(batch)
         rows, n = self.layout.rows, self.layout.columns
         size = self.dtype.itemsize
         device = rows * n * 3 * size
@@ -271,6 +278,8 @@ class TransformerExecutor:
         if X.ndim != 3 or tuple(X.shape[1:]) != expected:
             raise InputError(f"{name} has shape {tuple(X.shape)}, this geometry needs "
                              f"(batch, {expected[0]}, {expected[1]})")
+        if X.shape[0] == 0:  # run() of X[:0] ran no program and "finished", as load refuses
+            raise InputError(f"{name}: the batch is empty (0 punchcards)")
 
     def _numpy(self, X: torch.Tensor) -> np.ndarray:
         with self._threads(X):
@@ -349,12 +358,18 @@ class TransformerExecutor:
             raise InputError(f"results() takes the BatchRun that run() returned, got "
                              f"{type(run).__name__}")
         self._check_shape(run.X, "run.X")
+        steps, halted = np.asarray(run.steps), np.asarray(run.halted)
+        if (steps.ndim != 1 or not np.issubdtype(steps.dtype, np.integer) or (steps < 0).any()
+                or halted.ndim != 1 or halted.dtype != bool):  # None: a TypeError in len()
+            raise InputError("run.steps must be a list of step counts (whole numbers, 0 or "
+                             "more) and run.halted one of flags (bool), one each a program, "
+                             f"got {run.steps!r:.40} and {run.halted!r:.40}")  # 1.5 became 1
         X = self._numpy(run.X)
-        if not len(X) == len(run.steps) == len(run.halted):  # zip dropped programs in silence
-            raise InputError(f"run.X holds {len(X)} programs but run.steps {len(run.steps)} "
-                             f"and run.halted {len(run.halted)}")
-        return [RunResult(*self.machine.decode(card), int(steps), bool(halted))
-                for card, steps, halted in zip(X, run.steps, run.halted)]
+        if not len(X) == len(steps) == len(halted):  # zip dropped programs in silence
+            raise InputError(f"run.X holds {len(X)} programs but run.steps {len(steps)} "
+                             f"and run.halted {len(halted)}")
+        return [RunResult(*self.machine.decode(card), int(count), bool(flag))
+                for card, count, flag in zip(X, steps, halted)]
 
     def decode(self, X: torch.Tensor) -> list[tuple[list[int], int]]:
         """(memory, pc) of every program in the batch; NaN or inf is refused (it decoded as
