@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from assembler.program import SourcePos, check_memory
+from assembler.program import SourcePos, check_index, check_memory
 from vm.common.errors import InputError, PlacedInputError, shown_path
 from vm.common.limits import is_whole_number
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS, Shape
@@ -177,11 +177,15 @@ class FleqProgram:
         return named
 
     def cell_name(self, cell: int) -> str:
+        """A cell's variable name, or `cell7` (past the program's cells too: a geometry may
+        hold more)."""
+        check_index(cell, "cell")
         if cell in RESERVED:
             return RESERVED[cell]
         return self._cell_names.get(cell, f"cell{cell}")
 
     def label_at(self, index: int) -> str | None:
+        check_index(index, "index", self.eof)
         if index == self.eof:
             return "EOF"
         return self._first_labels.get(index)
@@ -205,6 +209,7 @@ class FleqProgram:
         return first
 
     def instruction_text(self, index: int) -> str:
+        check_index(index, "index", self.eof)
         if index == self.eof:
             return "EOF"
         instruction = self.instructions[index]

@@ -31,6 +31,16 @@ def first_not_whole(values: Sequence | np.ndarray) -> int | None:
                 None)
 
 
+def check_index(index: object, what: str, stop: int | None = None) -> None:
+    """InputError unless `index` is a whole number from 0 (to `stop`, when given): the
+    programs' lookups by index answered for nonsense (instruction_text(-1) gave the last
+    instruction, address_name(1.5) 'mem[1.5]', label_at(True) instruction 1's label) or
+    failed in list indexing (instruction_text(None), 10**6)."""
+    if not is_whole_number(index) or index < 0 or stop is not None and index > stop:
+        upper = "" if stop is None else f" to {stop}"
+        raise InputError(f"{what} must be a whole number from 0{upper}, got {index!r:.40}")
+
+
 def check_memory(memory: object, size: int, unit: str, whole: bool = False) -> None:
     """Refuse a memory to name that is not a list of the program's `size` entries (`unit`:
     what one is; `whole`: integers only): a shorter one failed with an IndexError, None
@@ -164,6 +174,7 @@ class Program:
 
     def label_at(self, index: int) -> str | None:
         """The first label that names instruction `index`, if any."""
+        check_index(index, "index", self.eof)
         if index == self.eof:
             return "EOF"
         return self._first_labels.get(index)
@@ -180,6 +191,7 @@ class Program:
     def instruction_text(self, index: int) -> str:
         """Instruction `index` (0..eof) as written in the source, or rebuilt from its
         operands; the EOF instruction with its reserved operands."""
+        check_index(index, "index", self.eof)
         if index == self.eof:
             a, b = self.eof_operands
             return f"subleq {self.address_name(a)}, {self.address_name(b)}, EOF"
@@ -191,7 +203,9 @@ class Program:
                 f"{self.address_name(instruction.b)}, {target}")
 
     def address_name(self, address: int) -> str:
-        """A readable name for a memory address: `x`, `xs+2`, or `mem[7]`."""
+        """A readable name for a memory address: `x`, `xs+2`, or `mem[7]` (past the
+        program's memory too: a geometry may hold more)."""
+        check_index(address, "address")
         if address in RESERVED_NAMES:
             return RESERVED_NAMES[address]
         return self._address_names.get(address, f"mem[{address}]")

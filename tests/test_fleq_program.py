@@ -109,3 +109,18 @@ def test_an_operand_or_jump_target_that_is_no_integer_is_refused(field):
     bad = dataclasses.replace(first, **{field: float(getattr(first, field))})
     with pytest.raises(InputError, match="operands and the jump target must be integers"):
         dataclasses.replace(program, instructions=[bad, *program.instructions[1:]])
+
+
+@pytest.mark.parametrize("index", [-1, 1.5, True, None, "0", 10**6])
+def test_lookups_by_index_refuse_what_is_no_index_of_the_program(index):
+    """instruction_text(-1) gave the last instruction, (None) or (10**6) failed in list
+    indexing, label_at(True) answered for instruction 1, cell_name('0') 'cell0'."""
+    program = FLEQ.assemble_text(SOURCE)
+    for lookup in (program.instruction_text, program.label_at):
+        with pytest.raises(InputError, match="index must be a whole number from 0 to"):
+            lookup(index)
+    if index != 10**6:  # past the cells is a geometry's padding
+        with pytest.raises(InputError, match="cell must be a whole number from 0"):
+            program.cell_name(index)
+    assert program.instruction_text(np.int64(program.eof)) == "EOF"
+    assert program.label_at(0) == "top" and program.cell_name(10**6) == "cell1000000"

@@ -123,3 +123,18 @@ def test_an_operand_that_is_no_integer_is_refused():
     first = dataclasses.replace(program.instructions[0], a=2.0)
     with pytest.raises(InputError, match="operands must be integers"):
         dataclasses.replace(program, instructions=[first, *program.instructions[1:]])
+
+
+@pytest.mark.parametrize("index", [-1, 1.5, True, None, "0", 10**6])
+def test_lookups_by_index_refuse_what_is_no_index_of_the_program(index):
+    """instruction_text(-1) gave the last instruction, (None) or (10**6) failed in list
+    indexing, label_at(True) answered for instruction 1, address_name(1.5) 'mem[1.5]'."""
+    program = assemble(SOURCE, "p.sq")
+    for lookup in (program.instruction_text, program.label_at):
+        with pytest.raises(InputError, match="index must be a whole number from 0 to"):
+            lookup(index)
+    if index != 10**6:  # past the memory is a geometry's padding
+        with pytest.raises(InputError, match="address must be a whole number from 0"):
+            program.address_name(index)
+    assert program.instruction_text(np.int64(program.eof)).endswith("EOF")
+    assert program.address_name(10**6) == "mem[1000000]"
