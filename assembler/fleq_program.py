@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from assembler.program import SourcePos, check_index, check_memory
+from assembler.program import SourcePos, check_index, check_memory, check_parts
 from vm.common.errors import InputError, PlacedInputError, shown_path
 from vm.common.limits import is_whole_number
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS, Shape
@@ -98,8 +98,15 @@ class FleqProgram:
                 raise PlacedInputError(message, pos.file, pos.line, pos.column)
 
     def validate(self) -> None:
-        """Raise InputError unless operands, targets and cells fit the program."""
+        """Raise InputError unless operands, targets and cells fit the program, and its
+        blocks are (name, parameters) pairs (None failed with a TypeError)."""
         self._check_cells()
+        check_parts(self, FleqInstruction, ("variables", "labels"))
+        if isinstance(self.functions, (str, bytes)) or not isinstance(self.functions, Sequence) \
+                or not all(isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], str)
+                           for f in self.functions):
+            raise InputError(f"{shown_path(self.source)}: functions must be (name, parameters) "
+                             f"pairs, got {self.functions!r:.60}")
         cells, names = len(self.cells), [name for name, _ in self.functions]
         if self.cells[ZERO_CELL][0, 0] != 0 or self.cells[ONE_CELL][0, 0] != 1:
             raise InputError(f"{shown_path(self.source)}: cells 0 and 1 must hold 0 and 1")

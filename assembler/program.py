@@ -41,6 +41,26 @@ def check_index(index: object, what: str, stop: int | None = None) -> None:
         raise InputError(f"{what} must be a whole number from 0{upper}, got {index!r:.40}")
 
 
+def check_parts(program: object, instruction_type: type, mappings: tuple[str, ...]) -> None:
+    """InputError unless `program.instructions` is a list of `instruction_type` and each of
+    `mappings` a dict: `dataclasses.replace(program, instructions=None)` failed with a
+    TypeError, [None] on a missing attribute ('pos'), and labels=None or symbols=None were
+    taken, to fail in the first lookup by name."""
+    source = shown_path(program.source)
+    instructions = program.instructions
+    if isinstance(instructions, (str, bytes)) or not isinstance(instructions, Sequence):
+        raise InputError(f"{source}: instructions must be a list of {instruction_type.__name__}, "
+                         f"got {type(instructions).__name__}")
+    for index, instruction in enumerate(instructions):
+        if not isinstance(instruction, instruction_type):
+            raise InputError(f"{source}: instruction {index} must be an "
+                             f"{instruction_type.__name__}, got {type(instruction).__name__}")
+    for name in mappings:
+        if not isinstance(getattr(program, name), dict):
+            raise InputError(f"{source}: {name} must be a dict, got "
+                             f"{type(getattr(program, name)).__name__}")
+
+
 def check_memory(memory: object, size: int, unit: str, whole: bool = False) -> None:
     """Refuse a memory to name that is not a list of the program's `size` entries (`unit`:
     what one is; `whole`: integers only): a shorter one failed with an IndexError, None
@@ -142,6 +162,7 @@ class Program:
         if self.memory[eof_a] != 0 or self.memory[eof_b] > 0:
             raise InputError(f"{source}: the EOF instruction needs mem[{eof_a}] = 0 and "
                              f"mem[{eof_b}] <= 0")
+        check_parts(self, Instruction, ("symbols", "labels"))
         for index, instruction in enumerate(self.instructions):
             where = str(instruction.pos) if instruction.pos else \
                 f"{source}: instruction {index}"

@@ -124,3 +124,20 @@ def test_lookups_by_index_refuse_what_is_no_index_of_the_program(index):
             program.cell_name(index)
     assert program.instruction_text(np.int64(program.eof)) == "EOF"
     assert program.label_at(0) == "top" and program.cell_name(10**6) == "cell1000000"
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("instructions", None, "instructions must be a list of FleqInstruction"),
+    ("instructions", [None], "instruction 0 must be an FleqInstruction"),
+    ("variables", None, "variables must be a dict"), ("labels", None, "labels must be a dict"),
+    ("functions", None, r"functions must be \(name, parameters\) pairs"),
+    ("functions", ["add"], r"functions must be \(name, parameters\) pairs")])
+def test_a_program_refuses_instructions_names_or_blocks_of_the_wrong_kind(field, value, message):
+    """replace(program, instructions=None) or functions=None failed with a TypeError,
+    instructions=[None] with "no attribute 'pos'", and variables=None was taken, to fail in
+    named_memory."""
+    import dataclasses
+    program = FLEQ.assemble_text(SOURCE)
+    with pytest.raises(InputError, match=message):
+        dataclasses.replace(program, **{field: value})
+    assert dataclasses.replace(program, functions=list(program.functions)).eof == 2

@@ -138,3 +138,17 @@ def test_lookups_by_index_refuse_what_is_no_index_of_the_program(index):
             program.address_name(index)
     assert program.instruction_text(np.int64(program.eof)).endswith("EOF")
     assert program.address_name(10**6) == "mem[1000000]"
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("instructions", None, "instructions must be a list of Instruction"),
+    ("instructions", [None], "instruction 0 must be an Instruction"),
+    ("symbols", None, "symbols must be a dict"), ("labels", [], "labels must be a dict")])
+def test_a_program_refuses_instructions_or_names_of_the_wrong_kind(field, value, message):
+    """replace(program, instructions=None) failed with a TypeError, [None] with "no
+    attribute 'pos'", and symbols=None was taken, to fail in named_memory."""
+    import dataclasses
+    program = assemble(SOURCE, "p.sq")
+    with pytest.raises(InputError, match=message):
+        dataclasses.replace(program, **{field: value})
+    assert dataclasses.replace(program, instructions=tuple(program.instructions)).eof == 3
