@@ -42,3 +42,16 @@ def test_bound_at_refuses_a_result_that_is_no_number():
     with pytest.raises(InputError, match="sqrt.bound_at: result must be a number"):
         block.bound_at("float64", "1")
     assert block.bound_at("float64", 1.0) == block.bound_at("float64", np.ones(2))[0]
+
+
+@pytest.mark.parametrize("d", [1.5, 0, -1, None, True])
+def test_every_block_refuses_a_block_size_that_is_no_whole_number_from_1(d):
+    """hadamard's extra_columns(1.5) was 4.25 columns, depth(-1) or depth(None) a layer
+    count, and some blocks failed on None with a TypeError."""
+    for name in REGISTRY:
+        block = make_block(name)
+        for method in (block.depth, block.extra_columns, block.private_fields,
+                       block.constant_fields):
+            with pytest.raises(InputError, match="the block size d must be a whole number"):
+                method(d)
+        assert block.depth(np.int64(2)) >= 1 and block.extra_columns(2) >= 0

@@ -24,11 +24,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from vm.common.errors import InputError
+from vm.common.limits import is_whole_number
 from vm.common.signatures import Shape
 from vm.blocks.ffn import FeedForwardBuilder, Form, form_sum
 from vm.transformer.layout import Layout
@@ -47,6 +48,22 @@ def _checked_dtype(bound: Callable[..., float]) -> Callable[..., float]:
             raise InputError(f"{self.name}: error bounds are for dtype "
                              f"{' or '.join(BOUND_DTYPES)}, got {dtype!r}")
         return bound(self, dtype)
+    return checked
+
+
+BLOCK_SIZED = ("extra_columns", "private_fields", "constant_fields", "depth")
+"""The methods that take the block size d (`_checked_block_size`)."""
+
+
+def _checked_block_size(method: Callable) -> Callable:
+    """`method` refusing a block size d that is no whole number from 1: d = 1.5 gave 4.25
+    extra columns, -1 or None a depth, and None failed in some blocks with a TypeError."""
+    @functools.wraps(method)
+    def checked(self: "FunctionBlock", d: int, *args: Any) -> Any:
+        if not is_whole_number(d) or d < 1:
+            raise InputError(f"{self.name}: the block size d must be a whole number, at "
+                             f"least 1, got {d!r:.40}")
+        return method(self, d, *args)
     return checked
 
 
@@ -135,6 +152,9 @@ class FunctionBlock:
         for name in ("error_bound", "relative_error_bound"):
             if name in cls.__dict__:
                 setattr(cls, name, _checked_dtype(cls.__dict__[name]))
+        for name in BLOCK_SIZED:
+            if name in cls.__dict__:
+                setattr(cls, name, _checked_block_size(cls.__dict__[name]))
 
     def __init__(self, **values: float) -> None:
         known = {p.name: p.default for p in self.parameters}
@@ -194,18 +214,22 @@ class FunctionBlock:
         return self.error_bound(dtype) + self.relative_error_bound(dtype) * np.abs(result)
 
     # -- what the machine builder needs -----------------------------------------------
+    @_checked_block_size
     def extra_columns(self, d: int) -> int:
         """Columns beyond the 3d of A, B and C."""
         return 0
 
+    @_checked_block_size
     def private_fields(self, d: int) -> list[tuple[str, int]]:
         """Rows of the residual stream only this block uses: (name, size)."""
         return []
 
+    @_checked_block_size
     def constant_fields(self, d: int) -> dict[str, np.ndarray]:
         """Values of private constant fields in the block's columns: name -> (size, width)."""
         return {}
 
+    @_checked_block_size
     def depth(self, d: int) -> int:
         """Number of transformer layers the block needs."""
         raise NotImplementedError
