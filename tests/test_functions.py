@@ -55,3 +55,15 @@ def test_every_block_refuses_a_block_size_that_is_no_whole_number_from_1(d):
             with pytest.raises(InputError, match="the block size d must be a whole number"):
                 method(d)
         assert block.depth(np.int64(2)) >= 1 and block.extra_columns(2) >= 0
+
+
+@pytest.mark.parametrize("a, b", [((-1, 2), (2, 2)), ((0, 0), (0, 0)), (None, None),
+                                  ((1, 1), (1.5, 1)), ([1, 1], None)])
+def test_every_block_refuses_operand_shapes_that_are_no_rows_and_columns(a, b):
+    """add's output_shape((-1, 2), (2, 2)) answered (-1, 2), (0, 0) a shape of nothing, and
+    output_shape(None, None) failed with "'NoneType' object is not subscriptable"."""
+    for name in REGISTRY:
+        block = make_block(name)
+        with pytest.raises(ValueError, match="operand shape . must be \\(rows, columns\\)"):
+            block.output_shape(a, b)
+    assert make_block("add").output_shape((2, 1), (2, 1)) == (2, 1)

@@ -67,6 +67,27 @@ def _checked_block_size(method: Callable) -> Callable:
     return checked
 
 
+def _is_shape(shape: object) -> bool:
+    """Whether `shape` is (rows, columns), each a whole number from 1."""
+    return (isinstance(shape, tuple) and len(shape) == 2
+            and all(is_whole_number(size) and size >= 1 for size in shape))
+
+
+def _checked_shapes(output_shape: Callable) -> Callable:
+    """`output_shape` refusing operand shapes that are no (rows, columns) of whole numbers
+    from 1 (b may be None): (-1, 2) gave a result of -1 rows, (0, 0) one of none, and None
+    failed with "'NoneType' object is not subscriptable". A ValueError, as every refused
+    shape is (the assembler places it in the source)."""
+    @functools.wraps(output_shape)
+    def checked(self: "FunctionBlock", a: Shape, b: Shape | None) -> Shape:
+        for name, shape in (("a", a), ("b", b)):
+            if not (_is_shape(shape) or name == "b" and shape is None):
+                raise ValueError(f"{self.name}: operand shape {name} must be (rows, columns), "
+                                 f"whole numbers from 1, got {shape!r:.40}")
+        return output_shape(self, a, b)
+    return checked
+
+
 GATE_BIG = float(2 ** 60)
 """Offset that switches a unit off: larger than any value a block can hold, and exact
 to add to 0 in float32 and float64."""
@@ -155,6 +176,8 @@ class FunctionBlock:
         for name in BLOCK_SIZED:
             if name in cls.__dict__:
                 setattr(cls, name, _checked_block_size(cls.__dict__[name]))
+        if "output_shape" in cls.__dict__:
+            cls.output_shape = _checked_shapes(cls.__dict__["output_shape"])
 
     def __init__(self, **values: float) -> None:
         known = {p.name: p.default for p in self.parameters}
