@@ -803,9 +803,18 @@ def check_parameters(catalogue: Catalogue, parameters: dict[str, dict[str, float
                 try:
                     catalogue.make_block(name, **{key: value})
                 except InputError as alone:
-                    raise InputError(f"--param {name}.{key}={value:.15g}: {alone}") from None
-            given = ", ".join(f"{name}.{key}={value:.15g}" for key, value in values.items())
+                    raise InputError(f"--param {name}.{key}={_setting(value)}: {alone}") \
+                        from None
+            given = ", ".join(f"{name}.{key}={_setting(value)}" for key, value in values.items())
             raise InputError(f"--param {given}: {error}") from None
+
+
+def _setting(value: object) -> str:
+    """A parameter's value as a refusal names it: a number to 15 digits, anything else as
+    Python writes it ('x' from the Python API failed in the message's own format)."""
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return f"{value:.15g}"
+    return f"{value!r:.40}"
 
 
 def _not_a_block(catalogue: Catalogue, routine: str) -> str:

@@ -167,10 +167,14 @@ def test_a_routine_named_as_a_block_is_called_a_routine():
     ({"mul": {"scale": 0.0}}, "--param mul.scale=0: mul.scale must be in (0, 1]"),
     ({"inv": {"terms": 1e8}}, "--param inv.terms=100000000: inv.terms must be an integer "
                               "in 1..512"),
+    ({"mul": {"scale": "x"}}, "--param mul.scale='x': mul.scale must be a number, got 'x'"),
+    ({"mul": {"scale": None}}, "--param mul.scale=None: mul.scale must be a number, got None"),
 ])
 def test_a_param_the_block_refuses_is_named_with_its_value(parameters, message):
     """'inv.terms must be an integer in 1..512' said neither that --param gave it nor
-    what it gave (the block was first built by the instruction that calls it)."""
+    what it gave (the block was first built by the instruction that calls it); a value
+    that is no number (from the Python API) failed in the message's own format, a
+    ValueError "Unknown format code 'g' for object of type 'str'"."""
     source = ".data\nx: 2.0\n.code\nx = inv(x)\nx = mul(x, x)\nhalt\n"
     with pytest.raises(InputError) as caught:
         FLEQ.assemble_text(source, "p.fleq", parameters=parameters)
