@@ -337,3 +337,27 @@ def test_what_is_no_run_of_the_isa_is_refused_by_reference_checks_and_result_lin
     with pytest.raises(InputError, match="trace must be True or False"):
         isa.run_transformer(program, isa.geometry_for(program), 5, trace="no")
     assert isa.reference_checks(program, run).ok and isa.result_lines(run, as_json=True) == {}
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"dtype": "float16"}, "dtype must be one of"),
+    ({"progress": 5}, "progress must be a function of the lines parsed")])
+def test_program_options_refuse_a_dtype_or_progress_no_instruction_set_could_use(options,
+                                                                                 message):
+    """SUBLEQ.load and VSUBLEQ.load, which read neither, took dtype='float16' and
+    progress=5 (FLEQ refused both)."""
+    from vm.isa import ProgramOptions
+    with pytest.raises(InputError, match=message):
+        ProgramOptions(**options)
+
+
+@pytest.mark.parametrize("source, options", [
+    ("subleq/gcd.sq", {"block_size": 0}), ("vsubleq/hello.dec", {"block_size": 0}),
+    ("vsubleq/hello.dec", {"scratch": 0}), ("fleq/calculator.fleq", {"bits": 0}),
+    ("fleq/calculator.fleq", {"scratch": 0})])
+def test_an_option_of_another_instruction_set_is_refused_even_when_zero(source, options):
+    """block_size=0 loaded a SUBLEQ program, scratch=0 a FLEQ one: 0 read as not given."""
+    from vm.isa import ProgramOptions
+    path = Path(__file__).resolve().parents[1] / "programs" / source
+    with pytest.raises(InputError, match="apply to"):
+        for_path(path).load(path, ProgramOptions(**options))

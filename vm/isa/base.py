@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from assembler.diagnostics import check_progress
 from vm.common.errors import InputError
 from vm.machines.stepping import DEFAULT_MAX_STEPS, check_max_steps
 from vm.machines.subleq.reference import RunResult
@@ -134,6 +135,13 @@ class ProgramOptions:
     dtype: str | None = None
     progress: Callable[[int], None] | None = None
     """Called with the count of source lines parsed (a long assembly shows progress)."""
+
+    def __post_init__(self) -> None:
+        """Refuse here the options an instruction set may not read: SUBLEQ and VSUBLEQ took
+        dtype='float16' and progress=5 (the assemblers that read them refuse them)."""
+        if self.dtype is not None:
+            check_dtype_name(self.dtype)
+        check_progress(self.progress)
 
 
 @dataclass(frozen=True)

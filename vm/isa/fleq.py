@@ -66,7 +66,7 @@ class Fleq(InstructionSet):
 
     def load(self, path: Path, options: ProgramOptions = ProgramOptions()
              ) -> tuple[FleqProgram, FleqGeometry]:
-        if options.bits or options.scratch:
+        if options.bits is not None or options.scratch is not None:
             raise InputError("--bits and --scratch apply to SUBLEQ programs, not .fleq")
         program = self.assemble_file(path, dtype=options.dtype, d=options.block_size,
                                      parameters=options.parameters,

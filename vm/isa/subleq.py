@@ -42,7 +42,7 @@ class Subleq(InstructionSet):
 
     def load(self, path: Path, options: ProgramOptions = ProgramOptions()
              ) -> tuple[Program, Geometry]:
-        if options.block_size or options.parameters or options.functions:
+        if options.block_size is not None or options.parameters or options.functions:
             raise InputError("--block-size, --param and --functions apply to .fleq programs")
         program = self.assemble_file(path, bits=options.bits, progress=options.progress)
         return program, geometry_for(program, options.scratch)

@@ -73,7 +73,8 @@ class Vsubleq(InstructionSet):
 
     def load(self, path: Path, options: ProgramOptions = ProgramOptions()
              ) -> tuple[Image, VGeometry]:
-        if options.block_size or options.parameters or options.functions or options.scratch:
+        if (options.block_size is not None or options.parameters or options.functions
+                or options.scratch is not None):  # block_size=0 was taken as not given
             raise InputError("--block-size, --param, --functions and --scratch do not apply "
                              "to standard SUBLEQ images (.dec, .vsq)")
         image = self.assemble_file(path, bits=options.bits)
