@@ -248,3 +248,16 @@ def test_named_memory_refuses_a_memory_of_another_size() -> None:
     image = VSUBLEQ.assemble_file(HELLO)
     with pytest.raises(InputError, match=f"memory holds 2 words, the program has {image.size}"):
         VSUBLEQ.named_memory(image, [1, 2])
+
+
+def test_a_numpy_tape_length_runs_as_an_int() -> None:
+    """max_output=np.int64(4) passed the check and failed with "'numpy.int64' object has no
+    attribute 'bit_length'" in the geometry."""
+    import numpy as np
+    from vm.runtime.config import EngineConfig
+    image, geometry = _echo()
+    run = VSUBLEQ.run_transformer(image, geometry, 50, EngineConfig(), input_bytes=b"ab",
+                                  max_output=np.int64(4))
+    assert run.output == b"ab"
+    assert VSUBLEQ.compare(image, geometry, 50, EngineConfig(), input_bytes=b"ab",
+                           max_output=np.int64(4)).ok

@@ -54,8 +54,8 @@ class TransformerRun:
                  checked: bool | None = None, accelerate: Accelerate | None = None) -> None:
         """`max_output` bytes of output tape; None: what the reference writes (see
         `default_outputs`)."""
-        input_bytes = _check_arguments(image, input_bytes, max_output, dtype, attention,
-                                       device, checked)
+        input_bytes, max_output = _check_arguments(image, input_bytes, max_output, dtype,
+                                                   attention, device, checked)
         if max_output is None:
             max_output = default_outputs(image, input_bytes, SIZING_STEPS)
         self.geometry = geometry_for(image, len(input_bytes), max_output)
@@ -151,13 +151,15 @@ class TransformerRun:
 
 
 def _check_arguments(image: Image, input_bytes: bytes, max_output: int | None, dtype: str,
-                     attention: str, device: str, checked: bool | None) -> bytes:
-    """The input as bytes, after refusing by name, before any work, what a run cannot take:
-    a str input, a max_output of 1.5 or True, device 'tpu' (torch's RuntimeError after the
-    sizing run), attention 'sparse' (a ValueError), checked 'yes' (taken as True)."""
+                     attention: str, device: str, checked: bool | None
+                     ) -> tuple[bytes, int | None]:
+    """The input as bytes and max_output as an int (a numpy one failed on 'bit_length'),
+    after refusing by name, before any work, what a run cannot take: a str input, a
+    max_output of 1.5 or True, device 'tpu' (torch's RuntimeError after the sizing run),
+    attention 'sparse' (a ValueError), checked 'yes' (taken as True)."""
     check_image(image)
     input_bytes = check_input_bytes(input_bytes)
-    check_max_output(max_output)
+    max_output = check_max_output(max_output)
     if not isinstance(dtype, str) or dtype not in DTYPES:  # a list failed on hashing
         raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if attention not in ATTENTION_MODES:
@@ -168,7 +170,7 @@ def _check_arguments(image: Image, input_bytes: bytes, max_output: int | None, d
     check_device(device)
     if checked is not None and not isinstance(checked, bool):
         raise InputError(f"checked must be None, True or False, got {checked!r}")
-    return input_bytes
+    return input_bytes, max_output
 
 
 def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
@@ -183,8 +185,8 @@ def run_transformer(image: Image, max_steps: int, dtype: str = "float32",
     sizing run's steps too (the reference's, millions a second: 30 seconds for 3 x 10^7)."""
     max_steps = check_max_steps(max_steps)  # 1.5 ran two steps; None failed in a comparison
     check_progress(progress)  # 5 failed after the first chunk: "'int' object is not callable"
-    input_bytes = _check_arguments(image, input_bytes, max_output, dtype, attention, device,
-                                   checked)
+    input_bytes, max_output = _check_arguments(image, input_bytes, max_output, dtype,
+                                               attention, device, checked)
     if max_output is None:
         max_output = default_outputs(image, input_bytes, max_steps, progress)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
@@ -247,8 +249,8 @@ def compare(image: Image, max_steps: int, dtype: str = "float32", attention: str
     # -1 compared nothing and said OK; 1.5 failed in range()
     max_steps = check_max_steps(max_steps)
     check_progress(progress)
-    input_bytes = _check_arguments(image, input_bytes, max_output, dtype, attention, device,
-                                   checked)
+    input_bytes, max_output = _check_arguments(image, input_bytes, max_output, dtype,
+                                               attention, device, checked)
     if max_output is None:
         max_output = default_outputs(image, input_bytes, max_steps, progress)
     run = TransformerRun(image, dtype, attention, temperature, device, input_bytes, max_output,
