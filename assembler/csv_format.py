@@ -139,7 +139,7 @@ def load_csv(commands: str | Path, memory: str | Path, scratch: int = DEFAULT_CS
     needed = max(bits_needed(v) for v in values)
     if bits is None:  # a value past MAX_BITS is named at its line below, not as --bits
         bits = min(max(DEFAULT_MIN_BITS, needed), MAX_BITS)
-    check_word_size(bits, MAX_BITS)  # '8' and 8.5 failed with TypeErrors
+    bits = check_word_size(bits, MAX_BITS)  # '8' and 8.5 failed with TypeErrors
     low, high = word_range(bits)
     for line_number, row in memory_rows:
         if not low <= row[0] <= high:

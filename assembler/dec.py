@@ -28,7 +28,7 @@ def load_image(text: str, file: str = "<image>", bits: int | None = None) -> lis
     (str.splitlines ended the line, and so a comment, there: '0 0 -1 ; halt<FF> 5' gave
     the image a word 5, and an error after one showed another line under its caret)."""
     check_source_text(text)  # None failed on `.replace`, bytes in a comparison
-    check_word_size(bits, MAX_BITS)  # 0 checked no range, 1 a 1-bit one, '8' a TypeError
+    bits = check_word_size(bits, MAX_BITS)  # 0 checked no range, 1 a 1-bit one, '8' a TypeError
     words: list[int] = []
     low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if bits else (None, None)
     text = as_read_from_file(text)

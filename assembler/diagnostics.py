@@ -184,15 +184,17 @@ def as_read_from_file(text: str) -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
-def check_word_size(bits: object, maximum: int) -> None:
-    """InputError unless `bits` is None (the source's own) or a whole number of bits from 2
-    to `maximum` ("8" failed in a comparison inside)."""
+def check_word_size(bits: object, maximum: int) -> int | None:
+    """`bits` as a Python int, or None (the source's own); InputError unless it is a whole
+    number of bits from 2 to `maximum` ("8" failed in a comparison inside, and numpy's 64
+    overflowed in the word range: a SUBLEQ run's values wrapped to -2^63)."""
     if bits is None:
-        return
+        return None
     if isinstance(bits, bool) or not isinstance(bits, numbers.Integral):
         raise InputError(f"bits must be an integer, got {bits!r:.40}")
     if not 2 <= bits <= maximum:
         raise InputError(f"--bits must be between 2 and {maximum}, got {shown_integer(bits)}")
+    return int(bits)
 
 
 def shown_integer(value: int) -> str:

@@ -139,6 +139,7 @@ class FleqProgram:
         if not is_whole_number(self.d) or self.d < 1:
             raise InputError(f"{source}: the block size d must be a whole number, at least "
                              f"1, got {self.d!r:.40}")
+        self.d = int(self.d)
         if isinstance(self.cells, (str, bytes)) or not isinstance(self.cells, Sequence) \
                 or len(self.cells) < len(RESERVED):
             raise InputError(f"{source}: cells must be a list of {self.d}x{self.d} arrays, "

@@ -142,6 +142,7 @@ class Program:
         if not is_whole_number(self.bits) or self.bits < 1:  # 16.0 failed in `<<`
             raise InputError(f"{source}: bits must be a whole number of bits, got "
                              f"{self.bits!r:.40}")
+        self.bits = int(self.bits)  # np.int64(64) overflowed in wrap: 'gcd' gave -2^63
         if isinstance(self.memory, (str, bytes)) or not isinstance(self.memory,
                                                                    (Sequence, np.ndarray)):
             raise InputError(f"{source}: memory must be a list of integers, got "

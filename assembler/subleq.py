@@ -365,7 +365,7 @@ def assemble(text: str, file: str = "<source>", bits: int | None = None,
     """Assemble `.sq` source text into a `Program` (word size `bits` if given); `progress`
     is called with the number of each line parsed."""
     check_source_text(text)
-    check_word_size(bits, MAX_BITS)
+    bits = check_word_size(bits, MAX_BITS)
     return _Assembler(as_read_from_file(text), file, bits, progress).run()
 
 

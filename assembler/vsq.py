@@ -220,7 +220,7 @@ images, so a form feed (a page break) in a comment no longer shows the wrong lin
 def assemble(text: str, file: str = "<source>", bits: int | None = None) -> VsqProgram:
     """Assemble `.vsq` source text (word size `bits` if given, over any `.bits`)."""
     check_source_text(text)
-    check_word_size(bits, MAX_BITS)
+    bits = check_word_size(bits, MAX_BITS)
     text = as_read_from_file(text).translate(BLANKS)
     return _Assembler(text, file, bits).run()
 

@@ -152,3 +152,21 @@ def test_a_program_refuses_instructions_or_names_of_the_wrong_kind(field, value,
     with pytest.raises(InputError, match=message):
         dataclasses.replace(program, **{field: value})
     assert dataclasses.replace(program, instructions=tuple(program.instructions)).eof == 3
+
+
+def test_a_numpy_word_size_runs_as_a_python_int():
+    """bits=np.int64(64) overflowed in the word range and in every wrap: gcd's reference
+    run wrote -2^63 where it wrote 0; the block size of a FLEQ program likewise stays an
+    int."""
+    import dataclasses
+    from pathlib import Path
+
+    from vm.isa import FLEQ, ProgramOptions
+    path = Path(__file__).resolve().parents[1] / "programs" / "subleq" / "gcd.sq"
+    plain, _ = SUBLEQ.load(path, ProgramOptions(bits=64))
+    program, _ = SUBLEQ.load(path, ProgramOptions(bits=np.int64(64)))
+    assert type(program.bits) is int
+    assert SUBLEQ.run_reference(program).memory == SUBLEQ.run_reference(plain).memory
+    assert type(dataclasses.replace(plain, bits=np.int64(64)).bits) is int
+    fleq = FLEQ.assemble_text(".data\nx: 1.0\n.code\nhalt\n")
+    assert type(dataclasses.replace(fleq, d=np.int64(1)).d) is int

@@ -33,6 +33,7 @@ class Geometry:
             value = getattr(self, name)  # 2.5 failed in bit_length, '2' in a comparison
             if not is_whole_number(value):
                 raise InputError(f"geometry {name} must be an integer, got {value!r}")
+            object.__setattr__(self, name, int(value))  # numpy's has no bit_length
         if self.scratch < 1:
             raise InputError(f"scratch width must be at least 1, got {self.scratch}")
         if self.memory < 2:

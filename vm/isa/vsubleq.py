@@ -89,8 +89,8 @@ class Vsubleq(InstructionSet):
             words, bits = assembled.words, assembled.bits
         else:  # the word size is checked before the words are checked against it, as
             # for .vsq: 0 ran as the default 16, '8' and 8.0 failed with TypeErrors
-            check_word_size(bits, MAX_BITS)
-            bits = DEFAULT_BITS if bits is None else int(bits)
+            bits = check_word_size(bits, MAX_BITS)
+            bits = DEFAULT_BITS if bits is None else bits
             words = load_image(text, file, bits)
         return Image.from_words(words, bits, file)
 

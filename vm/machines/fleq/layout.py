@@ -39,6 +39,7 @@ class FleqGeometry:
             value = getattr(self, name)  # bit_length, None in a comparison
             if not is_whole_number(value):
                 raise InputError(f"geometry {name} must be an integer, got {value!r:.40}")
+            object.__setattr__(self, name, int(value))  # numpy's has no bit_length
         if not (isinstance(self.functions, tuple) and all(
                 isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
                 and isinstance(entry[1], tuple) for entry in self.functions)):

@@ -50,6 +50,7 @@ class VGeometry:
             value = getattr(self, name)
             if not is_whole_number(value):
                 raise InputError(f"{name} must be a whole number, got {value!r:.40}")
+            object.__setattr__(self, name, int(value))  # numpy's has no bit_length
         if self.memory < 4 or self.memory & (self.memory - 1) or self.memory > MAX_MEMORY:
             raise InputError(f"memory size must be a power of two from 4 to {MAX_MEMORY}, "
                              f"got {self.memory}")
