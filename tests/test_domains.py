@@ -183,3 +183,19 @@ def test_values_float32_holds_only_as_subnormals_are_flagged():
     assert violation is not None and violation.step == 0
     assert "nonzero |x| >= 1.18e-38 in float32; smaller values flush to 0" in \
         violation.describe()
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ((-1, "float64"), "max_steps must be a whole number"),
+    ((1.5, "float64"), "max_steps must be a whole number"),
+    ((5, "float16"), "dtype must be one of float32, float64"),
+    ((5, None), "dtype must be one of float32, float64")])
+def test_the_domain_replay_refuses_a_step_count_or_dtype_it_cannot_replay(arguments, message):
+    """first_domain_violation(program, -1) replayed nothing and answered None (no
+    violation), 1.5 failed in range(), dtype 'float16' or None with a KeyError."""
+    program = FLEQ.assemble_text(".data\nx: 1.0\n.code\nx = add(x, x)\nhalt\n")
+    with pytest.raises(InputError, match=message):
+        first_domain_violation(program, *arguments)
+    with pytest.raises(InputError, match="the domain replay takes a FLEQ program"):
+        first_domain_violation(None, 5)
+    assert first_domain_violation(program, 5, "float32") is None

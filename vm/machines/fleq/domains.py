@@ -18,9 +18,11 @@ from typing import Iterator
 import numpy as np
 
 from assembler.fleq_program import FleqProgram
+from vm.common.errors import InputError
 from vm.common.signatures import MAGNITUDE
 from vm.functions.base import FunctionBlock
 from vm.machines.fleq.reference import EXACT_COUNTER, FleqReference, machine_domain_problem
+from vm.machines.stepping import check_max_steps
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ EXACT_INTEGERS = {"float32": 2 ** 24, "float64": EXACT_COUNTER}
 
 def first_domain_violation(program: FleqProgram, max_steps: int,
                            dtype: str = "float64") -> DomainViolation | None:
-    """The first of `domain_watch`'s findings within `max_steps` steps, or None."""
+    """The first of `domain_watch`'s findings within `max_steps` steps, or None (-1 replayed
+    nothing and found nothing, 1.5 failed in range())."""
+    max_steps = check_max_steps(max_steps)
     for _, found in zip(range(max_steps), domain_watch(program, dtype)):
         if found is not None:
             return found
@@ -65,7 +69,13 @@ def domain_watch(program: FleqProgram, dtype: str = "float64"
     value against the machine's magnitude domain, and every counter against the largest
     integer `dtype` holds exactly; operands and results that `dtype` holds only as
     subnormals, which the machine flushes to 0. A generator, so that a comparison replays
-    only the steps it compares (it replayed all of --max-steps first, past --max-seconds)."""
+    only the steps it compares (it replayed all of --max-steps first, past --max-seconds).
+    Another ISA's program or None failed on a missing attribute, dtype 'float16' with a
+    KeyError."""
+    if not isinstance(program, FleqProgram):
+        raise InputError(f"the domain replay takes a FLEQ program, got {type(program).__name__}")
+    if dtype not in EXACT_INTEGERS:
+        raise InputError(f"dtype must be one of {', '.join(EXACT_INTEGERS)}, got {dtype!r:.40}")
     counters = {v.cell for v in program.variables.values() if v.integer}
     exact_integers = EXACT_INTEGERS[dtype]
     tiny = float(np.finfo(dtype).tiny)
