@@ -136,3 +136,17 @@ def test_overflow_inside_a_step_is_silent_and_reported_as_leaving_the_domain():
 
 def test_a_program_inside_the_domain_has_no_domain_exit():
     assert run_fleq_reference(FLEQ.assemble_text(LOOP.format(k=3))).left_domain is None
+
+
+def test_the_reference_refuses_what_is_no_fleq_program_and_a_trace_flag_no_bool():
+    """run_fleq_reference(None) (or a SUBLEQ program) failed with "no attribute
+    'functions'", and trace='no' recorded every step."""
+    from assembler.subleq import assemble
+    from vm.common.errors import InputError
+    for program in (None, assemble(".code\nhalt\n")):
+        with pytest.raises(InputError, match="the FLEQ reference takes a FLEQ program"):
+            run_fleq_reference(program)
+    program = FLEQ.assemble_text(".data\nx: 1.0\n.code\nx = add(x, x)\nhalt\n")
+    with pytest.raises(InputError, match="trace must be True or False"):
+        run_fleq_reference(program, 5, trace="no")
+    assert run_fleq_reference(program, 5).halted

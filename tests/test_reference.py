@@ -64,3 +64,20 @@ def test_eof_changes_nothing_and_stays_put():
         record = machine.step()
         assert record.pc == program.eof and record.next_pc == program.eof
     assert machine.memory == before
+
+
+def test_the_reference_refuses_what_is_no_subleq_program_and_a_trace_flag_no_bool():
+    """run_reference(None) (or a FLEQ program) failed with "no attribute 'memory'", and
+    trace='no' recorded every step."""
+    import pytest
+
+    from vm.common.errors import InputError
+    from vm.isa import FLEQ
+    fleq = FLEQ.assemble_text(".data\nx: 1.0\n.code\nhalt\n")
+    for program in (None, fleq):
+        with pytest.raises(InputError, match="the SUBLEQ reference takes a SUBLEQ program"):
+            run_reference(program)
+    program = assemble(".code\nhalt\n")
+    with pytest.raises(InputError, match="trace must be True or False"):
+        run_reference(program, 5, trace="no")
+    assert run_reference(program, 5).halted

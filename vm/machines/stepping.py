@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
+import numpy as np
+
 from vm.common.errors import InputError
 from vm.common.limits import is_whole_number
 
@@ -53,6 +55,8 @@ def step_until_halted(machine: Stepper, max_steps: int, trace: bool = False,
     the run: TimeLimitExceeded). The records of the steps made when `trace`, else []."""
     max_steps = check_max_steps(max_steps)
     check_progress(progress)
+    if not isinstance(trace, (bool, np.bool_)):  # "no" recorded every step
+        raise InputError(f"trace must be True or False, got {trace!r:.40}")
     records = []
     while not machine.halted and machine.steps < max_steps:
         record = machine.step()

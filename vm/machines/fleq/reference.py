@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from assembler.fleq_program import FleqProgram, padded
+from vm.common.errors import InputError
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.functions import make_block
 from vm.machines.stepping import DEFAULT_MAX_STEPS, step_until_halted
@@ -75,6 +76,9 @@ class FleqReference:
     """Executes a FleqProgram one instruction at a time."""
 
     def __init__(self, program: FleqProgram) -> None:
+        if not isinstance(program, FleqProgram):  # None failed on `.functions`, SUBLEQ's too
+            raise InputError(f"the FLEQ reference takes a FLEQ program (FleqProgram), got "
+                             f"{type(program).__name__}")
         self.program = program
         self.blocks = {name: make_block(name, **dict(params)) for name, params in
                        program.functions}

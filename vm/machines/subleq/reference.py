@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from assembler.program import Program, wrap
+from vm.common.errors import InputError
 from vm.machines.stepping import DEFAULT_MAX_STEPS, step_until_halted
 
 
@@ -44,6 +45,9 @@ class ReferenceMachine:
     """Executes a `Program` one instruction at a time."""
 
     def __init__(self, program: Program) -> None:
+        if not isinstance(program, Program):  # None failed on `.memory`, a FLEQ one too
+            raise InputError(f"the SUBLEQ reference takes a SUBLEQ program (Program), got "
+                             f"{type(program).__name__}")
         self.program = program
         self.reset()
 
