@@ -361,3 +361,22 @@ def test_an_option_of_another_instruction_set_is_refused_even_when_zero(source, 
     path = Path(__file__).resolve().parents[1] / "programs" / source
     with pytest.raises(InputError, match="apply to"):
         for_path(path).load(path, ProgramOptions(**options))
+
+
+@pytest.mark.parametrize("name", ["SUBLEQ", "FLEQ", "VSUBLEQ"])
+def test_paper_refuses_a_program_of_another_instruction_set(name):
+    """FLEQ.paper(subleq_program, geometry), or a program of 5, gave the paper's numbers as
+    if it had been a FLEQ program; None still stands for no program."""
+    import vm.isa
+    isa = getattr(vm.isa, name)
+    source = {"SUBLEQ": ".code\nhalt\n", "FLEQ": ".data\nx: 1.0\n.code\nx = add(x, x)\nhalt\n",
+              "VSUBLEQ": "0 0 -1\n"}[name]
+    program = isa.assemble_text(source, "p" + isa.suffixes[0])
+    geometry = isa.geometry_for(program)
+    other = vm.isa.FLEQ if name != "FLEQ" else vm.isa.SUBLEQ
+    foreign = other.assemble_text(".code\nhalt\n" if other.name == "subleq" else
+                                  ".data\nx: 1.0\n.code\nhalt\n", "q" + other.suffixes[0])
+    for wrong in (foreign, 5):
+        with pytest.raises(InputError, match=f"{name} takes a {name} program"):
+            isa.paper(wrong, geometry)
+    assert isa.paper(None, geometry) == isa.paper(program, geometry)

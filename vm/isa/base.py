@@ -43,10 +43,10 @@ CHECKED_ARGUMENTS: dict[str, tuple[str | tuple[str, str], ...]] = {
     "trace_line": ("program", "record"),
     "listing": ("program",), "column_names": ("program", "geometry"),
     "export_fields": ("program", "geometry"), "export": ("program", "geometry"),
-    "paper": ("geometry",), "save_csv": ("program",)}
+    "paper": ("geometry", ("program", "program_or_none")), "save_csv": ("program",)}
 """The methods of an instruction set whose program and geometry it refuses when they are
 another instruction set's (or None), and which of the two each takes (`paper` takes None
-for the program); `load` refuses options that are no ProgramOptions, `assemble_text` a
+or its own program); `load` refuses options that are no ProgramOptions, `assemble_text` a
 file name that is no path (`check_file`), the runs a trace flag that is no bool,
 `compare_report` what is not its `compare`'s result, `reference_checks` and `result_lines`
 what is no run's result. A (parameter, check) pair names a check unlike its parameter:
@@ -200,6 +200,12 @@ class InstructionSet(ABC):
         if not isinstance(program, self.program_type):
             raise InputError(f"{self.name.upper()} takes a {self.name.upper()} program "
                              f"({self.program_type.__name__}), got {type(program).__name__}")
+
+    def check_program_or_none(self, program: Any) -> None:
+        """`check_program`, where None stands for no program (`paper`: a SUBLEQ program, 5 or
+        'x' gave FLEQ's numbers as if the program had been FLEQ's)."""
+        if program is not None:
+            self.check_program(program)
 
     def check_options(self, options: Any) -> None:
         """Refuse `load` options that are no ProgramOptions (None, a dict of them): they
