@@ -67,3 +67,19 @@ def test_every_block_refuses_operand_shapes_that_are_no_rows_and_columns(a, b):
         with pytest.raises(ValueError, match="operand shape . must be \\(rows, columns\\)"):
             block.output_shape(a, b)
     assert make_block("add").output_shape((2, 1), (2, 1)) == (2, 1)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (("float16",), "dtype must be one of float32, float64"),
+    ((None,), "dtype must be one of float32, float64"),
+    (("float32", "mul"), "functions must be a list of block names"),
+    (("float32", None), "functions must be a list of block names"),
+    (("float64", ["nope"]), "unknown function 'nope'")])
+def test_dtype_parameters_refuse_a_dtype_or_names_they_have_no_parameters_for(arguments,
+                                                                             message):
+    """'float16' or None answered float64's {} (no float32 parameters, silently), 'mul' read
+    as the names 'm', 'u', 'l' and unknown names gave {}, None failed with a TypeError."""
+    from vm.functions import dtype_parameters
+    with pytest.raises(InputError, match=message):
+        dtype_parameters(*arguments)
+    assert dtype_parameters("float32", ["mul"]) == {"mul": {"scale": 0.005}}
