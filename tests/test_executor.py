@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from vm.machines.subleq.punchcard import geometry_for
+from vm.transformer.memory import score_bytes
 from assembler.subleq import assemble, assemble_file
 from vm.common.errors import InputError, PrecisionError
 from vm.runtime.config import FUSED_CHECK_EVERY, FUSED_SOLO_WINDOW
@@ -175,6 +176,34 @@ def test_dense_scores_beyond_the_free_memory_are_refused_before_any_work(monkeyp
     with pytest.raises(InputError, match=rf"--attention dense at n = {n} columns .* smaller "
                                          "program"):
         dense.load([FACTORIAL])
+
+
+def test_masked_scores_beyond_the_free_memory_are_refused_before_any_work(monkeypatch):
+    """`ltvm run prog.sq --scratch 65000` built 65,000 x n scores a head (16.9 GB in
+    float32) in its first pass and was killed by the kernel with no word."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL, scratch=2000))
+    n = executor.layout.columns
+    needed = score_bytes(n, 4, 2000)
+    [(state, _)] = executor.memory_needed(1)
+    assert needed > state  # so that the scores, not the batch, decide
+    monkeypatch.setattr("vm.transformer.memory.free_memory", lambda device: needed)
+    assert executor.load([FACTORIAL]).shape[0] == 1
+    monkeypatch.setattr("vm.transformer.memory.free_memory", lambda device: needed - 1)
+    with pytest.raises(InputError, match=rf"2,000 scratch columns at n = {n:,} .*--scratch"):
+        executor.load([FACTORIAL])
+
+
+def test_the_score_estimate_is_what_masked_attention_holds(monkeypatch):
+    """`score_bytes` counts the scores and softmax weights of one head under masked
+    attention: the softmaxes `_masked` runs, each an input and an output of that size."""
+    from vm.transformer.layers import Attention
+    sizes = []
+    softmax = torch.softmax
+    monkeypatch.setattr(torch, "softmax", lambda scores, dim: sizes.append(scores.numel())
+                        or softmax(scores, dim=dim))
+    n, scratch, r = 300, 40, 3
+    Attention._masked(torch.randn(1, r, n), torch.randn(1, r, n), torch.randn(1, 2, n), scratch)
+    assert 2 * 4 * sum(sizes) == score_bytes(n, 4, scratch)
 
 
 def test_the_memory_estimate_covers_what_a_fused_run_allocates():

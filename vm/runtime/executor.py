@@ -186,6 +186,8 @@ class TransformerExecutor:
         n = self.layout.columns
         if self.config.attention == "dense":
             device_memory.check_dense_memory(n, self.dtype, self.device)
+        else:
+            device_memory.check_masked_memory(n, self.model.scratch, self.dtype, self.device)
         for needed, where in needs:
             free = device_memory.free_memory(where)
             if free is not None and needed > free:

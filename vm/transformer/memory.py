@@ -23,16 +23,40 @@ def free_memory(device: torch.device) -> int | None:
     return None
 
 
+def score_bytes(columns: int, itemsize: int, scratch: int | None = None) -> int:
+    """Bytes one head's scores and their softmax take at once: n x n under dense attention
+    (`scratch` None); under masked attention the scratch queries' over all n keys and the
+    other columns' over the scratchpad and themselves (vm/transformer/layers.py `_masked`)."""
+    if scratch is None:
+        return 2 * columns * columns * itemsize
+    return 2 * itemsize * (scratch * columns + (columns - scratch) * (scratch + 1))
+
+
 def check_dense_memory(columns: int, dtype: torch.dtype, device: str | torch.device,
                        smaller: str = "program") -> None:
     """Dense attention holds a head's n x n scores and their softmax at once: at 65,536
     columns 32 GiB in float32, which the first pass allocated until the machine ran out.
     Refused up front when the memory free now cannot hold them."""
     where = torch.device(device)
-    needed = 2 * columns * columns * dtype.itemsize
+    needed = score_bytes(columns, dtype.itemsize)
     free = free_memory(where)
     if free is not None and needed > free:
         raise InputError(f"--attention dense at n = {columns:,} columns holds {columns:,} x "
                          f"{columns:,} scores and their softmax, about {needed / 2 ** 30:.1f} "
                          f"GiB, more than the {free / 2 ** 30:.1f} GiB free on {where.type}: "
                          f"use --attention masked (the default), or a smaller {smaller}")
+
+
+def check_masked_memory(columns: int, scratch: int, dtype: torch.dtype,
+                        device: str | torch.device) -> None:
+    """Masked attention's scratch queries score all n keys: `ltvm run --scratch 65000`
+    (16.9 GB of float32 scores a head) was killed by the kernel for want of memory, with no
+    word. Refused up front when the memory free now cannot hold one head's scores."""
+    where = torch.device(device)
+    needed = score_bytes(columns, dtype.itemsize, scratch)
+    free = free_memory(where)
+    if free is not None and needed > free:
+        raise InputError(f"{scratch:,} scratch columns at n = {columns:,} hold {scratch:,} x "
+                         f"{columns:,} scores and their softmax, about {needed / 2 ** 30:.1f} "
+                         f"GiB, more than the {free / 2 ** 30:.1f} GiB free on {where.type}: "
+                         f"use fewer scratch columns (--scratch)")
