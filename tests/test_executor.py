@@ -276,6 +276,15 @@ def test_punchcards_with_nan_inf_or_complex_values_are_refused(cards):
         executor.load_punchcards(cards(X))
 
 
+@pytest.mark.parametrize("convert", [lambda X: X != 0, lambda X: torch.as_tensor(X != 0)])
+def test_bool_punchcards_are_refused(convert):
+    """A bool array loaded as 1 and 0 and ran: punchcards hold real numbers."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    X = executor.load([FACTORIAL]).numpy()
+    with pytest.raises(InputError, match="punchcards must be real numbers, got a bool array"):
+        executor.load_punchcards(convert(X))
+
+
 @pytest.mark.parametrize("programs", [[], FACTORIAL])
 def test_load_takes_a_non_empty_list(programs):
     with pytest.raises(InputError, match="non-empty list of programs"):

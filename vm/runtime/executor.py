@@ -226,10 +226,13 @@ class TransformerExecutor:
 
     def load_punchcards(self, cards: np.ndarray) -> torch.Tensor:
         """Punchcards (rows, n) or (batch, rows, n) as X. Refused: complex cards (float64
-        dropped their imaginary part) and NaN or inf, on which every read is NaN and the run
-        "halted" with made-up memory."""
+        dropped their imaginary part), bool ones (True and False ran as 1 and 0: no card
+        holds truth values) and NaN or inf, on which every read is NaN and the run "halted"
+        with made-up memory."""
         if np.iscomplexobj(cards):
             raise InputError("punchcards must be real, got complex values")
+        if getattr(cards, "dtype", None) in (np.bool_, torch.bool):
+            raise InputError("punchcards must be real numbers, got a bool array")
         try:  # None became NaN, an object a TypeError
             cards = np.asarray(cards, dtype=np.float64) if cards is not None else None
         except (TypeError, ValueError):
