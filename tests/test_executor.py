@@ -285,6 +285,16 @@ def test_bool_punchcards_are_refused(convert):
         executor.load_punchcards(convert(X))
 
 
+@pytest.mark.parametrize("pcs", [None, [1.0, -1.0]])
+def test_running_refuses_codes_that_are_not_a_tensor(pcs):
+    """None failed with a bare TypeError from torch's multiplication."""
+    executor = TransformerExecutor(geometry_for(FACTORIAL))
+    with pytest.raises(InputError, match="running takes .* torch tensor, got"):
+        executor.running(pcs)
+    X = executor.load([FACTORIAL])
+    assert executor.running(X[:, executor._pc_rows, 0].T).tolist() == [True]
+
+
 @pytest.mark.parametrize("programs", [[], FACTORIAL])
 def test_load_takes_a_non_empty_list(programs):
     with pytest.raises(InputError, match="non-empty list of programs"):

@@ -296,7 +296,12 @@ class TransformerExecutor:
         return cpu_threads(self.model.multiply_adds(X.shape[0]), self.config.threads)
 
     def running(self, pcs: torch.Tensor) -> torch.Tensor:
-        """For program-counter codes (..., B, batch): not yet at EOF? (on device)"""
+        """For program-counter codes (..., B, batch): not yet at EOF? (on device) Anything
+        but a tensor is refused by name (None failed in torch's multiplication); only this
+        check, as the run loop calls it."""
+        if not isinstance(pcs, torch.Tensor):
+            raise InputError(f"running takes the program-counter codes as a torch tensor, got "
+                             f"{type(pcs).__name__}")
         return (pcs * self._eof < 0).any(dim=-2)
 
     def step(self, X: torch.Tensor, step: int = 0) -> torch.Tensor:
