@@ -3,6 +3,8 @@ made, naming the field, not deep in torch once a run starts."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -42,7 +44,6 @@ def test_a_numpy_seed_runs_a_sampling_run():
 def test_a_fraction_sampling_temperature_runs():
     """EngineConfig(sampling=Fraction(1, 20)) was taken, and the run failed in torch with
     "unsupported operand type(s) for *: 'Tensor' and 'Fraction'"."""
-    from fractions import Fraction
 
     from assembler.subleq import assemble
     from vm.machines.subleq.punchcard import geometry_for
@@ -51,3 +52,11 @@ def test_a_fraction_sampling_temperature_runs():
     assert type(config.sampling) is float
     program = assemble(".data\nx: 5\ny: 0\n.code\nsubleq x, y\nhalt\n", "c.sq")
     assert run_transformer(program, geometry_for(program), config=config).memory[3] == -5
+
+
+@pytest.mark.parametrize("temperature", [np.float32(0.5), np.float64(0.5), Fraction(1, 2), 1])
+def test_temperature_is_kept_as_a_python_float(temperature):
+    """np.float32(0.5) was kept as numpy's value while threads, check_every and seed were
+    converted to int: every temperature is a float, as they are."""
+    config = EngineConfig(temperature=temperature)
+    assert type(config.temperature) is float and config.temperature == float(temperature)

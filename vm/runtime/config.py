@@ -88,8 +88,8 @@ class EngineConfig:
         if (self.evaluation == "fused" and not self.device.startswith("cuda")
                 and not _fused_available()):
             raise InputError("evaluation 'fused' needs numba: pip install 'ltvm[fast]'")
-        if self.temperature is not None:
-            check_temperature(self.temperature)
+        if self.temperature is not None:  # a Python float, as threads and seed are ints
+            object.__setattr__(self, "temperature", float(check_temperature(self.temperature)))
         if not 1 <= self.check_every <= MAX_CHECK_EVERY:
             raise InputError(f"check_every must be between 1 and {MAX_CHECK_EVERY}, got "
                              f"{self.check_every}")
