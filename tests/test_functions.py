@@ -44,6 +44,19 @@ def test_bound_at_refuses_a_result_that_is_no_number():
     assert block.bound_at("float64", 1.0) == block.bound_at("float64", np.ones(2))[0]
 
 
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_bound_at_refuses_nan_and_answers_inf_for_an_infinite_result(name):
+    """NaN answered a NaN bound, which no error exceeds; an infinite result answered NaN
+    (absolute bounds: 0 * inf) or, for the attention oracle, its finite domain-wide bound."""
+    block = make_block(name)
+    for result in (np.nan, np.array([1.0, np.nan])):
+        with pytest.raises(InputError, match=f"{name}.bound_at: result is NaN"):
+            block.bound_at("float64", result)
+    assert np.all(block.bound_at("float64", -np.inf) == np.inf)
+    bounds = block.bound_at("float64", np.array([1.0, np.inf]))
+    assert np.isfinite(bounds[0]) and bounds[1] == np.inf
+
+
 @pytest.mark.parametrize("d", [1.5, 0, -1, None, True])
 def test_every_block_refuses_a_block_size_that_is_no_whole_number_from_1(d):
     """hadamard's extra_columns(1.5) was 4.25 columns, depth(-1) or depth(None) a layer

@@ -120,13 +120,16 @@ class AttentionOracle(FunctionBlock):
 
     def bound_at(self, dtype: str, result: np.ndarray | float) -> np.ndarray | float:
         """Per column of an exact result (h+M) x M: the column bound at its normalizer A_i
-        (the diagonal entry); other shapes get the domain-wide bound."""
-        result = np.asarray(result, dtype=float)
+        (the diagonal entry); other shapes get the domain-wide bound; inf where the result
+        is infinite (NaN is refused)."""
+        result = np.asarray(self._magnitude(result), dtype=float)
         h, m = self.dim, self.length
         if result.shape != (h + m, m):
-            return np.full(result.shape, self.error_bound(dtype))
-        normalizers = np.diag(result[h:])
-        return np.broadcast_to(self.column_bound(dtype, normalizers), result.shape).copy()
+            bound = np.full(result.shape, self.error_bound(dtype))
+        else:
+            normalizers = np.diag(result[h:])
+            bound = np.broadcast_to(self.column_bound(dtype, normalizers), result.shape)
+        return np.where(np.isinf(result), np.inf, bound)
 
     # -- what the machine builder needs -----------------------------------------------
     def extra_columns(self, d: int) -> int:

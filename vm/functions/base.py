@@ -226,7 +226,18 @@ class FunctionBlock:
 
     def bound_at(self, dtype: str, result: np.ndarray | float) -> np.ndarray | float:
         """The documented bound on |transformer - exact| where the exact result is `result`:
-        error_bound + relative_error_bound * |result| (asserted by tests on the domain)."""
+        error_bound + relative_error_bound * |result| (asserted by tests on the domain); inf
+        where the result is infinite, which has no finite bound (an absolute one was NaN)."""
+        size = self._magnitude(result)
+        with np.errstate(invalid="ignore"):  # 0 * inf
+            bound = self.error_bound(dtype) + self.relative_error_bound(dtype) * size
+        if np.isinf(size).any():
+            return np.where(np.isinf(size), np.inf, bound)[()]
+        return bound
+
+    def _magnitude(self, result: np.ndarray | float) -> np.ndarray | float:
+        """|result| for `bound_at`, refusing what is no number, and NaN, whose bound was NaN
+        (which no error exceeds)."""
         try:
             kind = np.asarray(result).dtype.kind
         except (TypeError, ValueError):  # ragged nested lists
@@ -234,7 +245,10 @@ class FunctionBlock:
         if kind not in "iuf":  # '1' failed with a UFuncTypeError in np.abs, None, True ...
             raise InputError(f"{self.name}.bound_at: result must be a number or an array of "
                              f"numbers, got {result!r:.40}")
-        return self.error_bound(dtype) + self.relative_error_bound(dtype) * np.abs(result)
+        size = np.abs(result)
+        if np.isnan(size).any():
+            raise InputError(f"{self.name}.bound_at: result is NaN, which has no error bound")
+        return size
 
     # -- what the machine builder needs -----------------------------------------------
     @_checked_block_size

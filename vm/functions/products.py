@@ -269,7 +269,7 @@ class Mul(SpannedProduct):
         """Below the first switch only the first level contributes: its rounding plus its
         truncation at the switch's top; above it, `error_bound` + `relative_error_bound`
         |result|."""
-        size = np.abs(result)
+        size = self._magnitude(result)
         if len(self.levels) == 1:
             return super().bound_at(dtype, result)
         top = FIRST_THRESHOLD * (1 + 750 / SWITCH_SHARPNESS)
