@@ -340,6 +340,20 @@ def test_asm_refuses_a_dash_output_instead_of_writing_a_file_named_dash(capsys, 
     assert np.load(tmp_path / "-").ndim == 2
 
 
+@pytest.mark.parametrize("name", ["x.txt", "x.csv", "x.npy.tmp"])
+def test_asm_refuses_an_output_suffix_it_does_not_write(capsys, tmp_path, name):
+    """`asm P -o out.txt` wrote numpy's binary .npy data under a text file's name without a
+    word; .npy (any case) and a name without a suffix (a device, a pipe) are written."""
+    code, out, err = run_cli(capsys, "asm", FACTORIAL, "-o", str(tmp_path / name))
+    assert code == 2 and out == "" and err == (
+        f"ltvm: error: cannot write {tmp_path / name}: -o saves X as .npy data, under a name "
+        f"ending in .npy or with no suffix, not {Path(name).suffix}; name it X.npy\n")
+    assert list(tmp_path.iterdir()) == []
+    for written in ("x.NPY", "x"):
+        assert run_cli(capsys, "asm", FACTORIAL, "-o", str(tmp_path / written))[0] == 0
+        assert np.load(tmp_path / written).ndim == 2
+
+
 def test_asm_refuses_to_save_x_over_the_settings_a_csv_import_reads(capsys, tmp_path):
     """program.json beside commands.csv is read with the pair; -o there replaced it with X,
     and the pair no longer imported as exported."""

@@ -50,6 +50,16 @@ def _refuse_an_input(output: str, sources: list[str]) -> None:
                              "X there would replace the source; choose another file")
 
 
+def _refuse_another_suffix(output: str) -> None:
+    """Refuse an -o whose suffix is not .npy (a name without one stays: a device, a pipe):
+    -o out.txt wrote numpy's binary .npy data under a text file's name without a word."""
+    suffix = Path(output).suffix
+    if suffix and suffix.lower() != ".npy":
+        raise InputError(f"cannot write {shown_path(output)}: -o saves X as .npy data, under a "
+                         f"name ending in .npy or with no suffix, not {shown_path(suffix)}; "
+                         "name it X.npy")
+
+
 def _inputs(args: argparse.Namespace) -> list[str]:
     """The files the command reads: PROG, or the CSV pair and the program.json beside it."""
     if args.program:
@@ -93,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         if args.output and os.path.realpath(args.output) in csv_paths:
             raise InputError(f"-o {shown_path(args.output)} is one of the files --export-csv "
                              "writes, which would replace X; choose another file")
+    if args.output:  # after the checks naming the file -o would replace, which say more
+        _refuse_another_suffix(args.output)
     layout = isa.layout(geometry)
     X = isa.encode(program, geometry, layout)
     npy = io.BytesIO()
