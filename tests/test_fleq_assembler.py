@@ -99,7 +99,8 @@ def test_only_called_blocks_are_built_with_their_declared_parameters(program):
 
 
 def test_jumps_to_eof_and_a_trailing_label_point_past_the_last_instruction():
-    program = FLEQ.assemble_text(".data\nn: 0\n.code\nif n <= 0 goto EOF\ngoto eof\nlast:\n", "e.fleq")
+    program = FLEQ.assemble_text(".data\nn: 0\n.code\nif n <= 0 goto EOF\ngoto eof\nlast:\n",
+                                 "e.fleq")
     assert [i.target for i in program.instructions] == [2, 2]
     assert program.labels == {"last": 2} and program.eof == 2
 
