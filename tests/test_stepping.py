@@ -85,3 +85,19 @@ def test_a_step_limit_or_progress_of_the_wrong_kind_is_refused_before_any_step()
         assert machine.steps == 0
     with pytest.raises(InputError, match="progress"):
         step_until_halted(Countdown(3), 10, progress=3)
+
+
+def test_a_progress_that_cannot_take_the_step_count_is_refused_before_any_step() -> None:
+    """`lambda: None` was taken and failed with a TypeError at its first call, mid-run;
+    callables that can take one positional argument, and builtins whose signature cannot
+    be read, are taken."""
+    import pytest
+    from vm.common.errors import InputError
+
+    for progress in (lambda: None, lambda a, b: None, lambda *, steps: None):
+        machine = Countdown(3)
+        with pytest.raises(InputError, match="progress must take one argument"):
+            step_until_halted(machine, 10, progress=progress)
+        assert machine.steps == 0
+    for progress in (lambda steps: None, lambda *args: None, lambda a, b=1: None, print, max):
+        assert step_until_halted(Countdown(3), 10, progress=progress) == []

@@ -3,6 +3,7 @@ the interpreter asks for, or (through `progress`) a wall-time limit."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -32,10 +33,23 @@ def check_max_steps(max_steps: int) -> int:
 def check_progress(progress: Callable[[int], None] | None) -> None:
     """Refuse a `progress` that is neither None nor callable before a run starts: it failed
     with "'int' object is not callable" after the first step (or, called only every
-    CLOCK_EVERY steps, never in a short run)."""
-    if progress is not None and not callable(progress):
+    CLOCK_EVERY steps, never in a short run), and one that cannot take the step count
+    (`lambda: None`) with a TypeError mid-run. A callable whose signature cannot be read
+    (some builtins) is taken."""
+    if progress is None:
+        return
+    if not callable(progress):
         raise InputError(f"progress must be a function of the steps made, or None, got "
                          f"{progress!r:.80}")
+    try:
+        signature = inspect.signature(progress)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(0)
+    except TypeError:
+        raise InputError(f"progress must take one argument, the steps made, got "
+                         f"{progress!r:.80} of signature {signature}") from None
 
 
 class Stepper(Protocol):
