@@ -37,14 +37,10 @@ def check_dense_memory(columns: int, dtype: torch.dtype, device: str | torch.dev
     """Dense attention holds a head's n x n scores and their softmax at once: at 65,536
     columns 32 GiB in float32, which the first pass allocated until the machine ran out.
     Refused up front when the memory free now cannot hold them."""
-    where = torch.device(device)
-    needed = score_bytes(columns, dtype.itemsize)
-    free = free_memory(where)
-    if free is not None and needed > free:
-        raise InputError(f"--attention dense at n = {columns:,} columns holds {columns:,} x "
-                         f"{columns:,} scores and their softmax, about {needed / 2 ** 30:.1f} "
-                         f"GiB, more than the {free / 2 ** 30:.1f} GiB free on {where.type}: "
-                         f"use --attention masked (the default), or a smaller {smaller}")
+    _refuse_beyond_free(score_bytes(columns, dtype.itemsize), device,
+                        f"--attention dense at n = {columns:,} columns holds {columns:,} x "
+                        f"{columns:,} scores and their softmax",
+                        f"use --attention masked (the default), or a smaller {smaller}")
 
 
 def check_masked_memory(columns: int, scratch: int, dtype: torch.dtype,
@@ -52,11 +48,17 @@ def check_masked_memory(columns: int, scratch: int, dtype: torch.dtype,
     """Masked attention's scratch queries score all n keys: `ltvm run --scratch 65000`
     (16.9 GB of float32 scores a head) was killed by the kernel for want of memory, with no
     word. Refused up front when the memory free now cannot hold one head's scores."""
+    _refuse_beyond_free(score_bytes(columns, dtype.itemsize, scratch), device,
+                        f"{scratch:,} scratch columns at n = {columns:,} hold {scratch:,} x "
+                        f"{columns:,} scores and their softmax",
+                        "use fewer scratch columns (--scratch)")
+
+
+def _refuse_beyond_free(needed: int, device: str | torch.device, holding: str,
+                        advice: str) -> None:
+    """InputError when `needed` bytes exceed the memory free on `device` now."""
     where = torch.device(device)
-    needed = score_bytes(columns, dtype.itemsize, scratch)
     free = free_memory(where)
     if free is not None and needed > free:
-        raise InputError(f"{scratch:,} scratch columns at n = {columns:,} hold {scratch:,} x "
-                         f"{columns:,} scores and their softmax, about {needed / 2 ** 30:.1f} "
-                         f"GiB, more than the {free / 2 ** 30:.1f} GiB free on {where.type}: "
-                         f"use fewer scratch columns (--scratch)")
+        raise InputError(f"{holding}, about {needed / 2 ** 30:.1f} GiB, more than the "
+                         f"{free / 2 ** 30:.1f} GiB free on {where.type}: {advice}")
