@@ -212,18 +212,25 @@ def read_source(path: str | Path, encoding: str = "utf-8-sig") -> str:
     if not isinstance(path, (str, os.PathLike)):  # None failed inside pathlib
         raise InputError(f"a source file's path must be a str or a Path, got "
                          f"{type(path).__name__}")
+    data = source_bytes(path)
+    try:
+        return io.TextIOWrapper(io.BytesIO(data), encoding=encoding).read()
+    except UnicodeDecodeError:
+        raise undecodable(path, data, encoding) from None
+
+
+def source_bytes(path: str | Path, what: str = "source") -> bytes:
+    """A source file's bytes, or InputError for a file that cannot be read or is larger
+    than MAX_SOURCE_BYTES (a 10 GB file was read whole); `what` names it in the message."""
     try:
         with open(open_for_reading(path), "rb") as stream:
             data = stream.read(MAX_SOURCE_BYTES + 1)
     except OSError as error:
         raise InputError(f"cannot read {shown_path(path)}: {error.strerror or error}") from None
     if len(data) > MAX_SOURCE_BYTES:
-        raise InputError(f"{shown_path(path)}: source larger than "
+        raise InputError(f"{shown_path(path)}: {what} larger than "
                          f"{MAX_SOURCE_BYTES / 2 ** 20:g} MiB (the most a source file may hold)")
-    try:
-        return io.TextIOWrapper(io.BytesIO(data), encoding=encoding).read()
-    except UnicodeDecodeError:
-        raise undecodable(path, data, encoding) from None
+    return data
 
 
 def undecodable(path: str | Path, data: bytes, encoding: str) -> SourceError:

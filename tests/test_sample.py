@@ -67,12 +67,12 @@ def test_a_nul_byte_in_a_reward_script_is_placed(tmp_path, capsys):
 
 def test_a_reward_script_over_the_source_cap_is_refused_unread(tmp_path, capsys, monkeypatch):
     """The script was read whole, however large."""
-    import vm.cli.sample
+    import assembler.diagnostics
 
-    monkeypatch.setattr(vm.cli.sample, "MAX_SOURCE_BYTES", 1 << 10)
+    monkeypatch.setattr(assembler.diagnostics, "MAX_SOURCE_BYTES", 1 << 14)  # the program fits
     script = tmp_path / "reward.py"
-    script.write_text("def reward(answer):\n    return 1\n" + "#" * (1 << 10))
+    script.write_text("def reward(answer):\n    return 1\n" + "#" * (1 << 14))
     code, lines = _sample_with(script, capsys)
     assert code == 2
-    assert lines == [f"ltvm: error: {script}: script larger than 0.000976562 MiB (the most a "
+    assert lines == [f"ltvm: error: {script}: script larger than 0.015625 MiB (the most a "
                      "source file may hold)"]

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from assembler.diagnostics import MAX_SOURCE_BYTES, SourceError, undecodable
+from assembler.diagnostics import SourceError, source_bytes, undecodable
 from assembler.program import Program
 from vm.cli.common import (add_time_limit, file_path, load_program, positive_int,
                             seed_value, temperature_value)
@@ -121,14 +121,7 @@ def _script_text(path: Path) -> str:
     """The script's text in the encoding its coding line names (UTF-8 without one); a byte
     that encoding cannot decode is a located error, with a caret under it ('UnicodeDecodeError:
     ... in position 37' named neither line nor column)."""
-    try:
-        with open(path, "rb") as stream:  # a 10 GB file was read whole
-            data = stream.read(MAX_SOURCE_BYTES + 1)
-    except OSError as error:
-        raise InputError(f"cannot read {shown_path(path)}: {error.strerror or error}") from None
-    if len(data) > MAX_SOURCE_BYTES:
-        raise InputError(f"{shown_path(path)}: script larger than "
-                         f"{MAX_SOURCE_BYTES / 2 ** 20:g} MiB (the most a source file may hold)")
+    data = source_bytes(path, "script")
     try:
         return importlib.util.decode_source(data)
     except UnicodeDecodeError:
