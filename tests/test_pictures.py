@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -198,7 +199,9 @@ def test_trace_png_obeys_max_seconds_and_leaves_no_picture(capsys, monkeypatch, 
     source.write_text(COUNTDOWN)
     assert main(["trace", str(source), "--png", str(tmp_path / "png"),
                  "--max-seconds", "1.5"]) == 1
-    assert "layers drawn, before every layer was drawn" in capsys.readouterr().err
+    stopped = re.search(r"after (\d+) (layers?) drawn, before every layer was drawn",
+                        capsys.readouterr().err)
+    assert stopped and (stopped[2] == "layer") == (stopped[1] == "1")
     assert len(drawn) < 4 and not (tmp_path / "png").exists()
 
 
