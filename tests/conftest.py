@@ -45,9 +45,9 @@ def executor_configs(monkeypatch) -> Callable[[object], list]:
         configs = []
 
         class Recording(module.TransformerExecutor):
-            def __init__(self, geometry, config):
+            def __init__(self, geometry, config, *rest):
                 configs.append(config)
-                super().__init__(geometry, config)
+                super().__init__(geometry, config, *rest)
 
         monkeypatch.setattr(module, "TransformerExecutor", Recording)
         return configs

@@ -328,6 +328,34 @@ def test_max_seconds_counts_the_set_up(tmp_path, capsys):
                                       "assembling the program, before the run began\n"
 
 
+def test_max_seconds_stops_between_the_parts_of_the_transformer_build(tmp_path, capsys,
+                                                                       monkeypatch):
+    """Building the transformer was one unchecked stage: weights, layers and active
+    evaluation took 20 s at 20 samples of --hidden 16, and --max-seconds 3 stopped after
+    22 s. A layer build that runs past the limit now stops before the active evaluation."""
+    import time
+
+    import vm.cli.train as command
+    import vm.runtime.executor as executor
+
+    skipped = [0.0]
+    monkeypatch.setattr(command, "time", type("Clock", (), {
+        "monotonic": staticmethod(lambda: time.monotonic() + skipped[0])}))
+    built = executor._model
+
+    def slow_model(*arguments):
+        skipped[0] += 1000.0  # the layers take longer than the limit
+        return built(*arguments)
+
+    monkeypatch.setattr(executor, "_model", slow_model)
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((3, 2)), y=np.zeros((3, 1)))
+    assert main(["train", "--data", str(path), "--max-seconds", "100"]) == 1
+    assert capsys.readouterr().err == "ltvm: error: stopped by --max-seconds 100 before " \
+                                      "preparing the transformer's active evaluation, before " \
+                                      "the run began\n"
+
+
 def test_cli_show_program_prints_assemblable_source(tmp_path, capsys):
     x, y = synthetic_regression(2, 1, 1, seed=2)
     path = tmp_path / "data.npz"

@@ -401,8 +401,7 @@ def run_on_transformer(program: FleqProgram, setup: TrainingSetup,
     `checkpoint` is called with the set-up stage about to begin (see `train`)."""
     config = run_config(config, setup)
     checkpoint = checkpoint or (lambda stage: None)
-    checkpoint("building the transformer")
-    executor = TransformerExecutor(fleq_geometry_for(program), config)
+    executor = TransformerExecutor(fleq_geometry_for(program), config, checkpoint)
     checkpoint("loading the program")
     X = executor.load([program])
     length, trajectory = epoch_length(program), Trajectory()
@@ -476,8 +475,9 @@ def train(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
           checkpoint: Callable[[str], None] | None = None) -> TrainingComparison:
     """Build the program from the data, run it on the transformer and run exact SGD.
     `checkpoint` is called with the name of each set-up stage before it begins (assembling,
-    building the transformer, loading), so a time limit can stop a set-up that takes
-    seconds to minutes for thousands of samples; `progress` is called during the run."""
+    building the transformer's weights, layers and active evaluation, loading), so a time
+    limit can stop a set-up that takes seconds to minutes for thousands of samples;
+    `progress` is called during the run."""
     checkpoint = checkpoint or (lambda stage: None)
     config = run_config(config, setup)
     inputs, y, weights = starting_point(x, y, setup)

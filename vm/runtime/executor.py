@@ -135,16 +135,23 @@ class BatchRun:
 class TransformerExecutor:
     """One geometry's looped transformer, ready to run batches of programs."""
 
-    def __init__(self, geometry: Geometry, config: EngineConfig = EngineConfig()) -> None:
+    def __init__(self, geometry: Geometry, config: EngineConfig = EngineConfig(),
+                 checkpoint: Callable[[str], None] | None = None) -> None:
+        """`checkpoint` is called with the name of each part of the build before it begins
+        (weights, layers, active evaluation): together they take tens of seconds on a wide
+        FLEQ program, and `ltvm train --max-seconds 3` stopped only after all of them."""
+        checkpoint = checkpoint or (lambda stage: None)
         check_config(config)
         if type(geometry) not in BUILDERS and not isinstance(geometry, VGeometry):
             # a program or None was told "this command runs SUBLEQ (.sq) and FLEQ programs"
             raise InputError(f"geometry must be a program's geometry (its instruction set's "
                              f"geometry_for(program)), got {type(geometry).__name__}")
         self.geometry, self.config = geometry, config
+        checkpoint("building the transformer's weights")
         self.machine = machine_for(geometry, config.temperature)
         self.layout = self.machine.layout
         self.dtype_name = config.dtype or self.machine.default_dtype
+        checkpoint("building the transformer's layers")
         self.model = _model(geometry, config.temperature, self.dtype_name, config.device,
                             config.attention)
         self.checked = (not self.machine.temperature_is_safe(self.dtype_name)
@@ -155,6 +162,7 @@ class TransformerExecutor:
         if config.evaluation != "full" and not self.checked:
             # FLEQ has no numba form (its GPU graphs capture in moments): one evaluator
             compiles = config.evaluation == "fused" and not isinstance(geometry, FleqGeometry)
+            checkpoint("preparing the transformer's active evaluation")
             active = _active(geometry, config.temperature, self.dtype_name, config.device,
                              config.attention, compiles)
             self.active = active if active.unsupported is None else None
