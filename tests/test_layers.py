@@ -150,6 +150,15 @@ def test_each_head_projects_only_the_rows_it_writes():
     assert sorted(h for group in attention.groups for h in group.heads) == list(range(len(heads)))
 
 
+def test_a_heads_written_rows_are_found_once():
+    """The layers and the FLEQ active evaluation asked 718 times for 137 heads' rows, each
+    time summing |V| of 2118 x 2118 anew: 7.5 s of a 20 s build of `ltvm train`."""
+    head = heads_with_varied_writes(np.random.default_rng(6), 10)[7]
+    rows = head.written_rows
+    assert head.written_rows is rows
+    assert list(rows) == [4, 6, 8, 9]
+
+
 @pytest.mark.parametrize("attention", ["dense", "masked"])
 def test_one_hot_moves_into_shared_rows_stay_bit_exact(attention):
     """Hardmax heads (a margin of e^-120, so weights round to exactly 0/1) copying integers:

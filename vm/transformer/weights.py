@@ -24,10 +24,12 @@ class HeadWeights:
     lam: float
     role: str
 
-    @property
+    @cached_property
     def written_rows(self) -> np.ndarray:
-        """Rows of X this head can change (non-zero rows of V)."""
-        return np.flatnonzero(np.abs(self.V).sum(axis=1))
+        """Rows of X this head can change (non-zero rows of V). Kept, and found without
+        abs().sum()'s (D, D) copies: the transformer's layers and the FLEQ active evaluation
+        asked 718 times for 137 heads of 2118 x 2118, 7.5 s of a 20 s build."""
+        return np.flatnonzero(self.V.any(axis=1))
 
 
 @dataclass(frozen=True)
