@@ -15,6 +15,7 @@ import lark
 
 from vm.common.errors import InputError, LtvmError, PlacedInputError, shown_path
 from vm.common.files import open_for_reading
+from vm.common.limits import check_callback
 
 
 class SourceError(InputError):
@@ -162,11 +163,9 @@ def check_token_count(text: str, file: str, limit: int | None = None,
 
 
 def check_progress(progress: object) -> None:
-    """InputError unless `progress` is None or callable: an assembler given 5 failed with
-    "'int' object is not callable" at the first line end it parsed."""
-    if progress is not None and not callable(progress):
-        raise InputError(f"progress must be a function of the lines parsed, or None, got "
-                         f"{progress!r:.80}")
+    """InputError unless `progress` is None or takes the line count: an assembler given 5
+    failed with "'int' object is not callable" at the first line end it parsed."""
+    check_callback(progress, "progress", "the lines parsed")
 
 
 def check_source_text(text: object) -> None:

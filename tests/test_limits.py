@@ -1,14 +1,16 @@
 """`vm.common.limits`: one rule for every thread count and temperature a user or a caller
-passes."""
+passes, and every flag and callback it hands over."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vm.common.errors import InputError
-from vm.common.limits import MAX_TEMPERATURE, MAX_THREADS, check_temperature, check_threads
+from vm.common.limits import (MAX_TEMPERATURE, MAX_THREADS, check_flag, check_temperature,
+                              check_threads)
 from vm.isa import ProgramOptions, for_path
 from vm.runtime.config import EngineConfig
 
@@ -77,3 +79,22 @@ def test_a_temperature_that_is_not_a_number_is_refused_by_name(temperature):
     """'20' raised math's TypeError; True passed as lam = 1."""
     with pytest.raises(InputError, match="temperature must be a number"):
         check_temperature(temperature)
+
+
+def test_a_callback_that_cannot_take_its_argument_is_refused_before_any_work():
+    """The assemblers' progress, as the runs' since 3e786cd, is checked for what it takes:
+    `lambda: None` failed with a TypeError at the first line end parsed."""
+    from assembler.diagnostics import check_progress
+    with pytest.raises(InputError, match="progress must take one argument, the lines parsed"):
+        check_progress(lambda: None)
+    with pytest.raises(InputError, match="must be a function of the lines parsed"):
+        check_progress(5)
+    check_progress(max)  # a builtin whose signature cannot be read is taken
+    check_progress(lambda line, *rest: None)
+
+
+@pytest.mark.parametrize("value", ["no", 1, None, 0.0])
+def test_a_flag_is_true_or_false_only(value):
+    with pytest.raises(InputError, match="trace must be True or False"):
+        check_flag(value, "trace")
+    assert check_flag(np.bool_(True), "trace") is True

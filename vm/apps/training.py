@@ -34,7 +34,7 @@ from vm.machines.fleq.layout import MAX_COLUMNS
 from vm.machines.fleq.punchcard import fleq_geometry_for
 from vm.common.errors import InputError, RunFailure, shown_path
 from vm.common.files import NPY_FORMAT_ERRORS, require_regular_file
-from vm.common.limits import MAX_EPOCHS, is_whole_number
+from vm.common.limits import MAX_EPOCHS, check_flag, is_whole_number
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.runtime.config import check_dtype_name
 from vm.runtime.executor import EngineConfig, TransformerExecutor
@@ -89,8 +89,7 @@ class TrainingSetup:
         if self.activation not in ACTIVATIONS:
             raise InputError(f"unknown activation {self.activation!r} (choose from "
                              f"{', '.join(ACTIVATIONS)})")
-        if not isinstance(self.bias, (bool, np.bool_)):  # bias='no' is truthy: a bias
-            raise InputError(f"bias must be True or False, got {self.bias!r}")
+        check_flag(self.bias, "bias")  # bias='no' is truthy: a bias
         check_dtype_name(self.dtype)
 
 

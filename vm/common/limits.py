@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import numbers
+
+import numpy as np
 
 from vm.common.errors import InputError
 
@@ -23,6 +26,35 @@ samples; far below 2^24, where a float32 epoch counter stops counting)."""
 def is_whole_number(value: object) -> bool:
     """An integer, Python's or numpy's, and not a bool: True is no count (it ran as 1)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_flag(value: object, name: str) -> bool:
+    """`value` as a bool when it is True or False (numpy's too), else InputError naming it:
+    any truthy value ("no", 5) was taken as True."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputError(f"{name} must be True or False, got {value!r:.40}")
+    return bool(value)
+
+
+def check_callback(callback: object, name: str, argument: str) -> None:
+    """Refuse a `callback` that is neither None nor callable, or that cannot take one
+    positional argument (`argument` says what it gets), before the work that calls it:
+    5 failed with "'int' object is not callable" at its first call, `lambda: None` with a
+    TypeError mid-run. A callable whose signature cannot be read (some builtins) is taken."""
+    if callback is None:
+        return
+    if not callable(callback):
+        raise InputError(f"{name} must be a function of {argument}, or None, got "
+                         f"{callback!r:.80}")
+    try:
+        signature = inspect.signature(callback)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(0)
+    except TypeError:
+        raise InputError(f"{name} must take one argument, {argument}, got {callback!r:.80} "
+                         f"of signature {signature}") from None
 
 
 def check_threads(threads: int, option: str = "threads") -> int:

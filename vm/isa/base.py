@@ -22,6 +22,7 @@ import numpy as np
 
 from assembler.diagnostics import check_progress
 from vm.common.errors import InputError
+from vm.common.limits import check_flag
 from vm.machines.stepping import DEFAULT_MAX_STEPS, check_max_steps
 from vm.machines.subleq.reference import RunResult
 from vm.runtime.config import EngineConfig, check_dtype_name
@@ -226,8 +227,7 @@ class InstructionSet(ABC):
     def check_trace(self, trace: Any) -> None:
         """Refuse a `run_reference` trace flag that is not True or False: any truthy value
         ("no", 5) recorded every step, a run's whole history in memory."""
-        if not isinstance(trace, (bool, np.bool_)):
-            raise InputError(f"trace must be True or False, got {trace!r:.40}")
+        check_flag(trace, "trace")
 
     def check_run(self, result: Any) -> None:
         """Refuse a run's result that is not one of this instruction set's runs (None, a
@@ -252,8 +252,7 @@ class InstructionSet(ABC):
     def check_as_json(self, as_json: Any) -> None:
         """Refuse an `as_json` flag that is not True or False, as `check_trace`: "no" gave
         JSON."""
-        if not isinstance(as_json, (bool, np.bool_)):
-            raise InputError(f"as_json must be True or False, got {as_json!r:.40}")
+        check_flag(as_json, "as_json")
 
     def check_file(self, file: Any) -> None:
         """Refuse an `assemble_text` file name that is no path (None, a number): VSUBLEQ

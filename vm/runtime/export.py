@@ -19,7 +19,7 @@ import numpy as np
 
 from assembler.fleq_program import FleqProgram
 from vm.common.errors import InputError, shown_path
-from vm.common.limits import is_whole_number
+from vm.common.limits import check_flag, is_whole_number
 from vm.common.outputs import check_directory, staged_files
 from vm.transformer.layout import Layout
 from vm.machines.fleq.layout import FleqGeometry
@@ -168,8 +168,7 @@ def _layout_text(weights: MachineWeights, layout: Layout, bits: int, masked: boo
         raise InputError(f"layout must be a Layout, got {type(layout).__name__}")
     if not is_whole_number(bits) or bits < 1:
         raise InputError(f"bits must be a whole number of bits, got {bits!r:.40}")
-    if not isinstance(masked, (bool, np.bool_)):
-        raise InputError(f"masked must be True or False, got {masked!r:.40}")
+    check_flag(masked, "masked")
     if not isinstance(extra_layout, dict):
         raise InputError(f"extra_layout must be a dict, got {type(extra_layout).__name__}")
     try:
