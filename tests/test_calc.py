@@ -341,10 +341,11 @@ def test_a_normal_result_near_the_smallest_is_computed(capsys):
 
 def test_no_relative_error_is_reported_against_an_exact_0(capsys):
     """sqrt(0) printed the absolute error, 3.6e-14, as its relative error; relative to 0 it
-    is unbounded, not small."""
+    is unbounded, not small. (The absolute error depends on the CPU's rounding: on an
+    AVX-512 Xeon the transformer's sqrt(0) is exactly 0, so only its sign is asserted.)"""
     code, out, _ = run_cli(capsys, "calc", "sqrt(0)", "--json")
     data = json.loads(out)
-    assert code == 0 and data["exact"] == 0.0 and data["error"] > 0
+    assert code == 0 and data["exact"] == 0.0 and data["error"] >= 0
     assert data["relative_error"] is None
     code, out, _ = run_cli(capsys, "calc", "sqrt(0)")
     assert code == 0 and "relative_error: none (the exact value is 0)" in out.splitlines()
