@@ -398,11 +398,13 @@ def test_a_start_that_a_maps_to_zero_is_refused_without_advice_to_rescale(capsys
 
 def test_the_eig_bound_covers_a_non_normal_matrix():
     """Eigenvalues 0.3, 0.18, 0.1 with 9 below the diagonal: the transformer was 2.1e-7 from
-    the exact algorithm, three times the bound for symmetric A (6.8e-8), and the run failed."""
+    the exact algorithm, three times the bound for symmetric A (6.8e-8), and the run failed.
+    (That was on an AMD EPYC; an AVX-512 Xeon rounds its way to 1.3e-9, so the bound is held
+    to the larger error too.)"""
     a = np.diag([0.3, 0.18, 0.1]) + np.diag([9.0, 9.0], -1)
     result = solve("eig", a, 60, EngineConfig(dtype="float64"))
     assert result.converged and result.domain == "ok"
-    assert result.errors["transformer_error"] > 1e-7
+    assert result.bound > 2.1e-7
     assert result.within_bound
 
 
