@@ -7,6 +7,7 @@ import pytest
 
 from vm.common.errors import InputError
 from vm.functions import REGISTRY, make_block
+from vm.functions.base import Domain
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -96,3 +97,44 @@ def test_dtype_parameters_refuse_a_dtype_or_names_they_have_no_parameters_for(ar
     with pytest.raises(InputError, match=message):
         dtype_parameters(*arguments)
     assert dtype_parameters("float32", ["mul"]) == {"mul": {"scale": 0.005}}
+
+
+GAPPED = Domain("gapped", -1.0, 1.0, exclude_low=-0.1, exclude_high=0.1)
+
+
+@pytest.mark.parametrize("values", ["x", None, True, [1, "a"], [[1.0], [1.0, 2.0]], 1j])
+def test_domain_contains_refuses_what_is_no_number(values):
+    """'x' failed inside numpy ("could not convert string to float"), None was taken as NaN
+    (outside) and True as 1 (inside)."""
+    with pytest.raises(TypeError, match="Domain.contains: values must be a number"):
+        GAPPED.contains(values)
+
+
+@pytest.mark.parametrize("values, inside", [
+    (np.array([0.5, -1.0]), True), (np.array([0.5], dtype=np.float32), True),
+    (np.int64(1), True), ([0.5, 2.0], False), (0.0, False), (np.nan, False),
+    (np.array([0.5, np.nan]), False)])
+def test_domain_contains_answers_for_every_kind_of_number(values, inside):
+    assert GAPPED.contains(values) is inside
+
+
+@pytest.mark.parametrize("low, high", [(0.5, 0.2), (np.nan, 0.5), (0.2, np.nan)])
+def test_domain_contains_interval_refuses_an_interval_that_is_none(low, high):
+    """[0.5, 0.2] (low > high) answered True, as if every value in it were inside."""
+    with pytest.raises(ValueError, match="an interval needs low <= high and no NaN end"):
+        GAPPED.contains_interval(low, high)
+
+
+@pytest.mark.parametrize("end", ["a", None, True])
+def test_domain_contains_interval_refuses_ends_that_are_no_numbers(end):
+    for low, high in ((end, 0.5), (0.2, end)):
+        with pytest.raises(TypeError, match="the ends must be real numbers"):
+            GAPPED.contains_interval(low, high)
+
+
+@pytest.mark.parametrize("low, high", [(0.2, 0.5), (-0.5, 0.5), (-np.inf, -0.5), (0.5, 0.5),
+                                       (-0.5, -0.2)])
+def test_domain_contains_interval_answers_for_a_real_interval(low, high):
+    """Inside only when both ends are and the interval does not cross the excluded gap."""
+    expected = (-1.0 <= low and high <= 1.0) and (high <= -0.1 or low >= 0.1)
+    assert GAPPED.contains_interval(low, high) is expected

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -105,6 +106,16 @@ class Parameter:
     doc: str
 
 
+def _real_numbers(values: object) -> np.ndarray | None:
+    """`values` as an array of integers or floats, or None where it is no such thing: a
+    string, None, a bool, a complex number, a ragged nested list."""
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError):  # ragged nested lists
+        return None
+    return array if array.dtype.kind in "iuf" else None
+
+
 @dataclass(frozen=True)
 class Domain:
     """Where a block's error bound holds (operands and, for scalars, values)."""
@@ -123,15 +134,31 @@ class Domain:
         """The description, with how to widen the domain where a parameter can."""
         return self.description + (f" (widen it with {self.widen})" if self.widen else "")
 
-    def contains(self, values: np.ndarray) -> bool:
-        values = np.asarray(values, dtype=float)
+    def contains(self, values: np.ndarray | float) -> bool:
+        """True when every entry is inside (NaN is inside no domain). What is no number is
+        refused: 'x' failed inside numpy, None was taken as NaN and True as 1. A float64
+        array, as FLEQ runs pass every step, costs one dtype test."""
+        if not (isinstance(values, np.ndarray) and values.dtype.char == "d"):
+            array = _real_numbers(values)
+            if array is None:
+                raise TypeError(f"Domain.contains: values must be a number or an array of "
+                                f"numbers, got {values!r:.40}")
+            values = np.asarray(array, dtype=float)
         inside = (values >= self.low) & (values <= self.high)
         if self.exclude_low is not None:
             inside &= ~((values > self.exclude_low) & (values < self.exclude_high))
         return bool(inside.all())
 
     def contains_interval(self, low: float, high: float) -> bool:
-        """True when every value in [low, high] is inside (no excluded gap crossed)."""
+        """True when every value in [low, high] is inside (no excluded gap crossed). Ends
+        that are no numbers, NaN, or low > high are refused: [2, 1] answered True."""
+        for end in (low, high):
+            if isinstance(end, bool) or not isinstance(end, numbers.Real):
+                raise TypeError(f"Domain.contains_interval: the ends must be real numbers, "
+                                f"got {end!r:.40}")
+        if not low <= high:  # NaN too
+            raise ValueError(f"Domain.contains_interval: an interval needs low <= high and no NaN "
+                             f"end, got [{low}, {high}]")
         if not self.contains(np.array([low, high])):
             return False
         return self.exclude_low is None or not (low < self.exclude_high and
@@ -238,11 +265,7 @@ class FunctionBlock:
     def _magnitude(self, result: np.ndarray | float) -> np.ndarray | float:
         """|result| for `bound_at`, refusing what is no number, and NaN, whose bound was NaN
         (which no error exceeds)."""
-        try:
-            kind = np.asarray(result).dtype.kind
-        except (TypeError, ValueError):  # ragged nested lists
-            kind = "O"
-        if kind not in "iuf":  # '1' failed with a UFuncTypeError in np.abs, None, True ...
+        if _real_numbers(result) is None:  # '1' failed with a UFuncTypeError in np.abs
             raise InputError(f"{self.name}.bound_at: result must be a number or an array of "
                              f"numbers, got {result!r:.40}")
         size = np.abs(result)
