@@ -61,7 +61,7 @@ def test_reference_is_torch(name):
         inside = (a > 0) & (a < STEP.ramp)
         np.testing.assert_array_equal(make_block(name).reference(a, None)[~inside],
                                       expected[~inside])
-        assert make_block(name).reference(np.zeros(1), None)[0] == expected[0, 0] == 0.0
+        assert make_block(name).reference(np.zeros((1, 1)), None)[0, 0] == expected[0, 0] == 0.0
         return
     np.testing.assert_allclose(make_block(name).reference(a, None), expected, rtol=1e-12,
                                atol=1e-15)

@@ -8,6 +8,7 @@ import pytest
 from vm.common.errors import InputError
 from vm.functions import REGISTRY, make_block
 from vm.functions.base import Domain
+from vm.tools.block_errors import shape_pairs
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -138,3 +139,63 @@ def test_domain_contains_interval_answers_for_a_real_interval(low, high):
     """Inside only when both ends are and the interval does not cross the excluded gap."""
     expected = (-1.0 <= low and high <= 1.0) and (high <= -0.1 or low >= 0.1)
     assert GAPPED.contains_interval(low, high) is expected
+
+
+def operands_for(name: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Operands of the first shapes the block takes at d = 2."""
+    a, b = shape_pairs(make_block(name), 2)[0]
+    return np.full(a, 0.5), None if b is None else np.full(b, 0.5)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+@pytest.mark.parametrize("value", ["x", None, True, np.array([[True]]),
+                                   np.ones((1, 1), complex), np.array([["1"]])], ids=repr)
+def test_reference_refuses_an_operand_that_is_no_array_of_real_numbers(name, value):
+    """reference('x', None) and reference(None, None) failed inside numpy, True was taken as
+    1 and a bool array as 0s and 1s, naming no block."""
+    block = make_block(name)
+    a, b = operands_for(name)
+    calls = [("a", lambda: block.reference(value, b))]
+    if block.arity == 2:
+        calls.append(("b", lambda: block.reference(a, value)))
+    for operand, call in calls:
+        with pytest.raises(TypeError, match=f"^{name}.reference: operand {operand} must be a "
+                           "nonempty 2-D array of real numbers"):
+            call()
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+@pytest.mark.parametrize("shape", [(4,), (), (0, 2), (1, 1, 1)], ids=str)
+def test_reference_refuses_an_operand_that_is_no_nonempty_matrix(name, shape):
+    """A 1-D array gave a result of the wrong shape (transpose: the array itself) or failed
+    inside numpy; an empty one an empty result."""
+    with pytest.raises(ValueError, match=f"^{name}.reference: operand a must be a nonempty "
+                       f"2-D array of real numbers, got an array of dtype float64 and shape"):
+        make_block(name).reference(np.ones(shape), operands_for(name)[1])
+
+
+@pytest.mark.parametrize("name", sorted(n for n in REGISTRY if make_block(n).arity == 2))
+def test_reference_refuses_operand_shapes_as_output_shape_does(name):
+    """add of a 2x3 and a 5x7 raised numpy's "could not be broadcast", naming no block;
+    scale of two 2x2 took b[0, 0] as the scalar."""
+    block = make_block(name)
+    a, b = np.ones((2, 3)), np.ones((5, 7))
+    with pytest.raises(ValueError) as refused:
+        block.output_shape(a.shape, b.shape)
+    with pytest.raises(ValueError) as caught:
+        block.reference(a, b)
+    assert str(caught.value) == f"{name}.reference: {refused.value}"
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_reference_takes_nested_lists_and_integers_as_the_arrays_they_are(name):
+    block = make_block(name)
+    a, b = operands_for(name)
+    want = block.reference(a, b)
+    listed = block.reference(a.tolist(), None if b is None else b.tolist())
+    np.testing.assert_array_equal(listed, want)
+    ones = block.reference(np.ones(a.shape, int), None if b is None else np.ones(b.shape, int))
+    np.testing.assert_array_equal(ones, block.reference(np.ones(a.shape),
+                                                        None if b is None else np.ones(b.shape)))
+    if block.arity == 1:  # b is ignored, as the machine ignores it
+        np.testing.assert_array_equal(block.reference(a, "unused"), want)

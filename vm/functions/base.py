@@ -89,6 +89,40 @@ def _checked_shapes(output_shape: Callable) -> Callable:
     return checked
 
 
+def _operand(block: "FunctionBlock", name: str, value: object) -> np.ndarray:
+    """Operand `name` of `block.reference` as an array, or an error naming the block."""
+    array = _real_numbers(value)
+    if array is None or array.ndim != 2 or array.size == 0:
+        given = (f"an array of dtype {value.dtype} and shape {value.shape}"
+                 if isinstance(value, np.ndarray) else f"{value!r:.40}")
+        error = TypeError if array is None else ValueError
+        raise error(f"{block.name}.reference: operand {name} must be a nonempty 2-D array of "
+                    f"real numbers, got {given}")
+    return array
+
+
+def _checked_operands(reference: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """`reference` refusing operands it has no meaning for, in words naming the block: 'x'
+    or None failed inside numpy, True was added as 1, and add of a 2x2 and a 3x3 raised
+    numpy's broadcast error. Operands are nonempty 2-D arrays (or nested lists) of real
+    numbers, of shapes `output_shape` takes; one-operand blocks ignore b, as the machine
+    does."""
+    @functools.wraps(reference)
+    def checked(self: "FunctionBlock", a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        a = _operand(self, "a", a)
+        b = _operand(self, "b", b) if self.arity == 2 else None
+        # output_shape unwrapped: an array's shape is (rows, columns) already, and
+        # `_checked_shapes` costs 3 us a call, ten times add's own reference
+        shape_of = type(self).output_shape
+        shape_of = getattr(shape_of, "__wrapped__", shape_of)
+        try:
+            shape_of(self, a.shape, None if b is None else b.shape)
+        except ValueError as error:
+            raise ValueError(f"{self.name}.reference: {error}") from None
+        return reference(self, a, b)
+    return checked
+
+
 GATE_BIG = float(2 ** 60)
 """Offset that switches a unit off: larger than any value a block can hold, and exact
 to add to 0 in float32 and float64."""
@@ -205,6 +239,8 @@ class FunctionBlock:
                 setattr(cls, name, _checked_block_size(cls.__dict__[name]))
         if "output_shape" in cls.__dict__:
             cls.output_shape = _checked_shapes(cls.__dict__["output_shape"])
+        if "reference" in cls.__dict__:
+            cls.reference = _checked_operands(cls.__dict__["reference"])
 
     def __init__(self, **values: float) -> None:
         known = {p.name: p.default for p in self.parameters}
