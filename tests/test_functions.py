@@ -84,6 +84,14 @@ def test_every_block_refuses_operand_shapes_that_are_no_rows_and_columns(a, b):
     assert make_block("add").output_shape((2, 1), (2, 1)) == (2, 1)
 
 
+@pytest.mark.parametrize("name", sorted(n for n in REGISTRY if make_block(n).arity == 2))
+def test_a_two_operand_block_refuses_output_shape_without_b(name):
+    """add's output_shape((1, 1), None) failed with "'NoneType' object is not subscriptable"
+    while it formatted its own message."""
+    with pytest.raises(ValueError, match=f"^{name}: operand shape b must be \\(rows, columns"):
+        make_block(name).output_shape((1, 1), None)
+
+
 @pytest.mark.parametrize("arguments, message", [
     (("float16",), "dtype must be one of float32, float64"),
     ((None,), "dtype must be one of float32, float64"),

@@ -76,13 +76,14 @@ def _is_shape(shape: object) -> bool:
 
 def _checked_shapes(output_shape: Callable) -> Callable:
     """`output_shape` refusing operand shapes that are no (rows, columns) of whole numbers
-    from 1 (b may be None): (-1, 2) gave a result of -1 rows, (0, 0) one of none, and None
-    failed with "'NoneType' object is not subscriptable". A ValueError, as every refused
-    shape is (the assembler places it in the source)."""
+    from 1 (b may be None for a one-operand block): (-1, 2) gave a result of -1 rows, (0, 0)
+    one of none, and None failed with "'NoneType' object is not subscriptable", as b = None
+    did for add. A ValueError, as every refused shape is (the assembler places it in the
+    source)."""
     @functools.wraps(output_shape)
     def checked(self: "FunctionBlock", a: Shape, b: Shape | None) -> Shape:
         for name, shape in (("a", a), ("b", b)):
-            if not (_is_shape(shape) or name == "b" and shape is None):
+            if not (_is_shape(shape) or name == "b" and shape is None and self.arity == 1):
                 raise ValueError(f"{self.name}: operand shape {name} must be (rows, columns), "
                                  f"whole numbers from 1, got {shape!r:.40}")
         return output_shape(self, a, b)
