@@ -338,3 +338,25 @@ def test_the_mask_is_built_once_when_first_asked():
     mask = machine.mask
     assert machine.mask is mask and np.array_equal(mask, mask_matrix(6, 2))
     assert MachineWeights(machine.layers, 8, 6).mask is None
+
+
+def test_the_checkpoint_is_called_before_each_layer_and_stops_the_build_by_raising():
+    """A wide FLEQ program's layers take seconds to build: `ltvm train --max-seconds` stops
+    between them through the checkpoint, which sees each layer before it is built."""
+    machine = random_machine(np.random.default_rng(0), 10, 6, [2, 1, 3])
+    parts: list[str] = []
+    LoopedTransformer(machine, torch.float64, checkpoint=parts.append)
+    assert parts == ["layer 1 of 3", "layer 2 of 3", "layer 3 of 3"]
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_the_second(part: str) -> None:
+        parts.append(part)
+        if len(parts) == 2:
+            raise Stop
+
+    parts.clear()
+    with pytest.raises(Stop):
+        LoopedTransformer(machine, torch.float64, checkpoint=stop_at_the_second)
+    assert parts == ["layer 1 of 3", "layer 2 of 3"]

@@ -496,11 +496,14 @@ class LoopedTransformer(nn.Module):
     """TF of Algorithm 1: one application executes one instruction.
 
     `gate_rows`: rows whose readers among a ReLU layer's units run as their own part
-    (`FeedForward`): FLEQ's block gates."""
+    (`FeedForward`): FLEQ's block gates. `checkpoint` is called with "layer i of n" before
+    each layer is built: a wide FLEQ program's layers take seconds, which a time limit
+    (`ltvm train --max-seconds`) stops between them by raising."""
 
     def __init__(self, weights: MachineWeights, dtype: torch.dtype = torch.float32,
                  device: str | torch.device = "cpu", attention: str = "masked",
-                 scratch: int = 1, gate_rows: tuple[int, ...] = ()) -> None:
+                 scratch: int = 1, gate_rows: tuple[int, ...] = (),
+                 checkpoint: Callable[[str], None] | None = None) -> None:
         super().__init__()
         if attention not in ATTENTION_MODES:
             raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
@@ -516,9 +519,12 @@ class LoopedTransformer(nn.Module):
             raise ValueError(f"device {str(device)!r} cannot run the model here (cpu, or cuda "
                              f"with a CUDA device present)")
         sparse = device.type == "cpu"
-        self.layers = nn.ModuleList(TransformerLayer(layer, dtype, sparse, weights.columns,
-                                                     gate_rows)
-                                    for layer in weights.layers)
+        self.layers = nn.ModuleList()
+        for index, layer in enumerate(weights.layers):
+            if checkpoint is not None:
+                checkpoint(f"layer {index + 1} of {len(weights.layers)}")
+            self.layers.append(TransformerLayer(layer, dtype, sparse, weights.columns,
+                                                gate_rows))
         use_bias = attention == "masked" and weights.columns <= MASK_AS_BIAS_MAX
         bias = None
         if use_bias:
