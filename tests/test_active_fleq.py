@@ -151,9 +151,41 @@ def test_the_bound_propagation_sums_every_heads_absolute_values() -> None:
     3,453-unit training machine's build); the sum must be that of the heads' whole |V|."""
     executor, evaluator, _ = _setup(fleq_workload("inverse-d8"), "float64")
     layers = executor.machine.weights.layers[CONTROL_LAYERS:]
-    prepared = evaluator._prepare()
+    prepared = evaluator._prepare(lambda part: None)
     assert any(len(layer.heads) > 1 for layer in layers)
     for layer, part in zip(layers, prepared):
         if layer.heads:
             whole = sum(np.abs(head.V) for head in layer.heads)
             assert np.array_equal(part["V"], whole)
+
+
+def test_the_checkpoint_is_called_inside_the_checks_and_stops_them_by_raising() -> None:
+    """The checks on the weights took 5 s of a 20-sample --hidden 16 training build, past
+    `ltvm train --max-seconds` in one piece: the checkpoint now sees each layer's structure,
+    each part of its bounds and each try of the operand bound, and stops them by raising."""
+    executor, evaluator, _ = _setup(fleq_workload("inverse-d8"), "float64")
+    machine, geometry = executor.machine, executor.geometry
+    arguments = (executor.model, machine.weights, machine.layout, geometry, "float64",
+                 machine.moves_are_exact("float64"))
+    parts: list[str] = []
+    assert FleqActiveEvaluator(*arguments, checkpoint=parts.append).bound == evaluator.bound
+    layers = len(machine.weights.layers)
+    assert parts[:layers] == [f"checking layer {i} of {layers}" for i in range(1, layers + 1)]
+    assert f"bounding the units of layer {layers} of {layers}, part 2 of 2" in parts
+    tries = [part for part in parts if part.startswith("searching the operand bound")]
+    assert len(tries) > 5 and tries[-1] == f"searching the operand bound, try {len(tries)}"
+
+    class Stop(Exception):
+        pass
+
+    stop = parts.index(f"bounding the units of layer {layers} of {layers}, part 1 of 2")
+    seen: list[str] = []
+
+    def stop_there(part: str) -> None:
+        seen.append(part)
+        if len(seen) == stop + 1:
+            raise Stop
+
+    with pytest.raises(Stop):
+        FleqActiveEvaluator(*arguments, checkpoint=stop_there)
+    assert seen == parts[:stop + 1]

@@ -54,7 +54,7 @@ fails, the rest of the pass runs in full (its first layers already did), or
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
@@ -98,7 +98,13 @@ class FleqActiveEvaluator:
     vm/runtime/graphed.py `FleqGraphedPasses`); the Runner asks."""
 
     def __init__(self, model: LoopedTransformer, weights: MachineWeights, layout: Layout,
-                 geometry: FleqGeometry, dtype: str, exact_moves: bool) -> None:
+                 geometry: FleqGeometry, dtype: str, exact_moves: bool,
+                 checkpoint: Callable[[str], None] | None = None) -> None:
+        """`checkpoint` is called with the name of each part of the checks on the weights
+        before it begins (each layer's structure and bounds, each try of the operand bound):
+        they take seconds on a wide program, which a time limit stops between them by
+        raising."""
+        checkpoint = checkpoint or (lambda part: None)
         self.model, self.weights, self.layout = model, weights, layout
         self.blocks = len(geometry.blocks)
         self.unsupported: str | None = None
@@ -128,9 +134,9 @@ class FleqActiveEvaluator:
         elif model.attention != "masked" or self.blocks == 0:
             self.unsupported = "needs masked attention and function blocks"
         else:
-            self.unsupported = self._structure()
+            self.unsupported = self._structure(checkpoint)
             if self.unsupported is None:
-                self.bound = self._operand_bound()
+                self.bound = self._operand_bound(checkpoint)
                 if self.bound < 1.0:
                     self.unsupported = "no operand bound keeps every block unit at exactly 0"
         self.unit_gates: list[list[int | None] | None] = [None] * len(model.layers)
@@ -161,9 +167,10 @@ class FleqActiveEvaluator:
     def _gate_rows(self) -> dict[int, int]:
         return {self.layout.row(f"gblock{i}"): i for i in range(self.blocks)}
 
-    def _structure(self) -> str | None:
+    def _structure(self, checkpoint: Callable[[str], None]) -> str | None:
         """Why the weights do not allow skipping unselected blocks, or None; fills
-        `part_blocks` (for each layer, the blocks of each of its attention parts)."""
+        `part_blocks` (for each layer, the blocks of each of its attention parts).
+        `checkpoint` is called before each layer."""
         gates = self._gate_rows()
         gate_list = np.array(sorted(gates))
         layers = self.weights.layers
@@ -172,6 +179,7 @@ class FleqActiveEvaluator:
         writes: dict[int, set[int]] = {i: set() for i in range(self.blocks)}
         ungated_reads: set[int] = set()
         for index, layer in enumerate(layers):
+            checkpoint(f"checking layer {index + 1} of {len(layers)}")
             for head in layer.heads:
                 if self._constant_mask[head.written_rows].any():
                     return f"a head of layer {index} writes a constant row"
@@ -269,10 +277,11 @@ class FleqActiveEvaluator:
             outside[i, columns.start:columns.stop] = False
         return outside
 
-    def _prepare(self) -> list[dict[str, np.ndarray]]:
+    def _prepare(self, checkpoint: Callable[[str], None]) -> list[dict[str, np.ndarray]]:
         """Each layer's weights in the form `_propagate` uses: absolute values, the exact
         contribution of the constant rows per unit and column, block units' worst case
-        outside their block."""
+        outside their block. `checkpoint` is called before each layer's heads and each half
+        of its units (up to a second each on a wide program)."""
         gates = self._gate_rows()
         constant = self._constant_mask
         C = self._constants[constant]
@@ -280,9 +289,11 @@ class FleqActiveEvaluator:
         prepared = []
         offset = self._offset_mask
         free = ~constant & ~offset
-        for layer in self.weights.layers[CONTROL_LAYERS:]:
+        layers = self.weights.layers
+        for index, layer in enumerate(layers[CONTROL_LAYERS:], CONTROL_LAYERS):
             part: dict[str, np.ndarray] = {"free": free, "offset": offset}
             if layer.heads:
+                checkpoint(f"bounding the heads of layer {index + 1} of {len(layers)}")
                 part["Q"] = np.abs(np.concatenate([head.lam * head.Q for head in layer.heads]))
                 part["K"] = np.abs(np.concatenate([head.K for head in layer.heads]))
                 part["starts"] = np.cumsum([0] + [head.Q.shape[0] for head in layer.heads])[:-1]
@@ -292,9 +303,12 @@ class FleqActiveEvaluator:
                     part["V"][rows] += np.abs(head.V[rows])
             ffn = layer.ffn
             if ffn.width:
+                units = f"bounding the units of layer {index + 1} of {len(layers)}"
+                checkpoint(f"{units}, part 1 of 2")
                 offsets = ffn.W1[:, constant] @ C
                 part["W1"] = np.abs(ffn.W1[:, free])
                 part["raised"] = np.maximum(-ffn.W1[:, offset], 0.0).sum(1) * GATE_BIG
+                checkpoint(f"{units}, part 2 of 2")  # halves of about equal time
                 part["top"] = ffn.b1 + offsets.max(axis=1)
                 part["size"] = (np.abs(offsets).max(axis=1) + np.abs(ffn.b1)
                                 + np.abs(ffn.W1[:, offset]).sum(1) * GATE_BIG)
@@ -347,14 +361,19 @@ class FleqActiveEvaluator:
                     return False
         return True
 
-    def _operand_bound(self) -> float:
+    def _operand_bound(self, checkpoint: Callable[[str], None]) -> float:
         """The largest power of 2^(1/SEARCH_STEPS) that `_propagate` accepts (it is
-        monotone: bigger states have bigger bounds), by bisection; 0 if none from 2^0."""
-        prepared = self._prepare()
+        monotone: bigger states have bigger bounds), by bisection; 0 if none from 2^0.
+        `checkpoint` is called before each part of `_prepare` and each try."""
+        prepared = self._prepare(checkpoint)
+        checkpoint("searching the operand bound, try 1")
         if not self._propagate(1.0, prepared):
             return 0.0
         low, high = 0, (int(np.log2(self.finite)) + 1) * SEARCH_STEPS
+        tries = 1
         while high - low > 1:
+            tries += 1
+            checkpoint(f"searching the operand bound, try {tries}")
             middle = (low + high) // 2
             if self._propagate(2.0 ** (middle / SEARCH_STEPS), prepared):
                 low = middle
