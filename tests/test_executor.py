@@ -598,3 +598,36 @@ def test_results_refuse_counts_and_flags_that_no_run_made(steps, halted):
     with pytest.raises(InputError, match="run.steps must be a list of step counts"):
         executor.results(BatchRun(run.X, steps, halted))
     assert executor.results(BatchRun(run.X, [3], [False]))[0].steps == 3
+
+
+def test_a_checkpoint_that_is_not_a_function_of_the_part_is_refused_before_the_build():
+    """checkpoint=5 failed with "'int' object is not callable" only once the build began."""
+    for checkpoint in (5, lambda: None):
+        with pytest.raises(InputError, match="checkpoint must"):
+            TransformerExecutor(geometry_for(FACTORIAL), EngineConfig(), checkpoint)
+
+
+def test_a_build_stopped_by_its_checkpoint_keeps_nothing_and_a_finished_one_serves_all():
+    """The layers are cached by the build's settings, not by the checkpoint: a build that
+    the checkpoint stopped halfway is not found again, a finished one is, under any."""
+    geometry = geometry_for(FACTORIAL)
+    config = EngineConfig(temperature=31.25, evaluation="full")  # a model no other test has
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_the_second_layer(part: str) -> None:
+        if part.startswith("building the transformer's layers (layer 2 of"):
+            raise Stop
+
+    with pytest.raises(Stop):
+        TransformerExecutor(geometry, config, stop_at_the_second_layer)
+    parts: list[str] = []
+    built = TransformerExecutor(geometry, config, parts.append).model
+    layers = len(built.layers)
+    assert [part for part in parts if "(layer" in part] == [
+        f"building the transformer's layers (layer {i} of {layers})"
+        for i in range(1, layers + 1)]
+    parts.clear()
+    assert TransformerExecutor(geometry, config, parts.append).model is built
+    assert parts == ["building the transformer's weights", "building the transformer's layers"]

@@ -343,9 +343,9 @@ def test_max_seconds_stops_between_the_parts_of_the_transformer_build(tmp_path, 
         "monotonic": staticmethod(lambda: time.monotonic() + skipped[0])}))
     built = executor._model
 
-    def slow_model(*arguments):
+    def slow_model(*arguments, **keywords):
         skipped[0] += 1000.0  # the layers take longer than the limit
-        return built(*arguments)
+        return built(*arguments, **keywords)
 
     monkeypatch.setattr(executor, "_model", slow_model)
     path = tmp_path / "d.npz"

@@ -53,9 +53,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "counts: assembling the program and building the transformer "
                              "take seconds to minutes for thousands of samples; the limit is "
                              "checked before each of its stages (assembling; the "
-                             "transformer's weights, layers and active evaluation; loading: "
-                             "one already begun runs to its end) and during the run; "
-                             "default: no limit")
+                             "transformer's weights, each of its layers and each step of its "
+                             "active evaluation's checks; loading: one already begun runs "
+                             "to its end) and during the run; default: no limit")
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 

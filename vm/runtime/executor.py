@@ -13,12 +13,14 @@ or dtype that is not enough is reported, never returned as a wrong number.
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
+from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable
+from functools import update_wrapper
+from typing import Callable, Generic, Hashable, TypeVar
 
 import numpy as np
 import torch
@@ -28,7 +30,7 @@ from assembler.fleq_program import FleqProgram
 from vm.common.encoding import pm1_code
 from vm.common.errors import (NOT_COMPILED, InputError, MagnitudeError, NotCompiledWarning,
                               PrecisionError)
-from vm.common.limits import is_whole_number
+from vm.common.limits import check_callback, is_whole_number
 from vm.common.geometry import Geometry
 from vm.common.signatures import MAGNITUDE, MAGNITUDE_BITS
 from vm.transformer.layers import (LayerTrace, LoopedTransformer, flush_denormals,
@@ -54,29 +56,62 @@ from vm.runtime.graphed import FleqGraphedPasses, GraphedPasses
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 """The torch dtype of each of `vm.runtime.config.DTYPE_NAMES`."""
+Checkpoint = Callable[[str], None]
+"""Called with the name of a part of a build before it begins; a time limit raises in it."""
+Built = TypeVar("Built")
 
 
-@lru_cache(maxsize=16)
+class _BuildCache(Generic[Built]):
+    """The 16 builds last used, by their positional arguments, as lru_cache(maxsize=16)
+    keeps them, except that the keyword `checkpoint` goes to a build that runs and stays
+    out of the key: each `ltvm train --max-seconds` passes its own, and a model built
+    under one serves every later call. A build stopped by its checkpoint keeps nothing."""
+
+    def __init__(self, build: Callable[..., Built], size: int = 16) -> None:
+        self.build, self.size = build, size
+        self.results: OrderedDict[tuple[Hashable, ...], Built] = OrderedDict()
+        self.lock = threading.Lock()
+        update_wrapper(self, build)
+
+    def __call__(self, *key: Hashable, checkpoint: Checkpoint | None = None) -> Built:
+        with self.lock:
+            if key in self.results:
+                self.results.move_to_end(key)
+                return self.results[key]
+        result = self.build(*key, checkpoint=checkpoint)
+        with self.lock:
+            self.results[key] = result
+            if len(self.results) > self.size:
+                self.results.popitem(last=False)
+        return result
+
+    def cache_clear(self) -> None:
+        with self.lock:
+            self.results.clear()
+
+
+@_BuildCache
 def _model(geometry: Geometry, temperature: float | None, dtype: str, device: str,
-           attention: str) -> LoopedTransformer:
+           attention: str, checkpoint: Checkpoint | None = None) -> LoopedTransformer:
     machine = machine_for(geometry, temperature)
     gates = (tuple(machine.layout.row(f"gblock{i}") for i in range(len(geometry.blocks)))
              if isinstance(geometry, FleqGeometry) else ())
     return LoopedTransformer(machine.weights, DTYPES[dtype], device, attention, geometry.scratch,
-                             gates)
+                             gates, checkpoint)
 
 
-@lru_cache(maxsize=16)
+@_BuildCache
 def _active(geometry: Geometry, temperature: float | None, dtype: str, device: str,
-            attention: str, compiles: bool) -> ActiveEvaluator | FleqActiveEvaluator:
+            attention: str, compiles: bool, checkpoint: Checkpoint | None = None
+            ) -> ActiveEvaluator | FleqActiveEvaluator:
     """The machine's active evaluation; `compiles`: whether its fused form may compile
     its kernels on first use (`--evaluation fused`) or only use them once compiled
-    (the default)."""
+    (the default); `checkpoint`: called during the FLEQ evaluator's checks."""
     machine = machine_for(geometry, temperature)
     if isinstance(geometry, FleqGeometry):
         fleq = FleqActiveEvaluator(_model(geometry, temperature, dtype, device, attention),
                                    machine.weights, machine.layout, geometry, dtype,
-                                   machine.moves_are_exact(dtype))
+                                   machine.moves_are_exact(dtype), checkpoint)
         if fleq.unsupported is None and torch.device(device).type == "cuda":
             fleq.fused = FleqGraphedPasses(fleq)
         return fleq
@@ -136,10 +171,12 @@ class TransformerExecutor:
     """One geometry's looped transformer, ready to run batches of programs."""
 
     def __init__(self, geometry: Geometry, config: EngineConfig = EngineConfig(),
-                 checkpoint: Callable[[str], None] | None = None) -> None:
+                 checkpoint: Checkpoint | None = None) -> None:
         """`checkpoint` is called with the name of each part of the build before it begins
-        (weights, layers, active evaluation): together they take tens of seconds on a wide
-        FLEQ program, and `ltvm train --max-seconds 3` stopped only after all of them."""
+        (weights; each layer; each step of the active evaluation's checks): together they
+        take tens of seconds on a wide FLEQ program, and `ltvm train --max-seconds 3`
+        stopped only after all of them, then 5 s past its limit after the longest."""
+        check_callback(checkpoint, "checkpoint", "the name of the build's next part")
         checkpoint = checkpoint or (lambda stage: None)
         check_config(config)
         if type(geometry) not in BUILDERS and not isinstance(geometry, VGeometry):
@@ -153,7 +190,8 @@ class TransformerExecutor:
         self.dtype_name = config.dtype or self.machine.default_dtype
         checkpoint("building the transformer's layers")
         self.model = _model(geometry, config.temperature, self.dtype_name, config.device,
-                            config.attention)
+                            config.attention, checkpoint=lambda part: checkpoint(
+                                f"building the transformer's layers ({part})"))
         self.checked = (not self.machine.temperature_is_safe(self.dtype_name)
                         if config.checked is None else config.checked)
         if self.checked:
@@ -164,7 +202,8 @@ class TransformerExecutor:
             compiles = config.evaluation == "fused" and not isinstance(geometry, FleqGeometry)
             checkpoint("preparing the transformer's active evaluation")
             active = _active(geometry, config.temperature, self.dtype_name, config.device,
-                             config.attention, compiles)
+                             config.attention, compiles, checkpoint=lambda part: checkpoint(
+                                 f"preparing the transformer's active evaluation ({part})"))
             self.active = active if active.unsupported is None else None
         self.fallbacks = 0
         """Passes of the last `run` that the active evaluation ran in full."""
