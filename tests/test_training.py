@@ -328,32 +328,37 @@ def test_max_seconds_counts_the_set_up(tmp_path, capsys):
                                       "assembling the program, before the run began\n"
 
 
-def test_max_seconds_stops_between_the_parts_of_the_transformer_build(tmp_path, capsys,
-                                                                       monkeypatch):
+def test_max_seconds_stops_between_the_layers_of_the_transformer_build(tmp_path, capsys,
+                                                                        monkeypatch):
     """Building the transformer was one unchecked stage: weights, layers and active
     evaluation took 20 s at 20 samples of --hidden 16, and --max-seconds 3 stopped after
-    22 s. A layer build that runs past the limit now stops before the active evaluation."""
+    22 s, then (checked between the parts) 5-8 s past the limit. A layer that takes longer
+    than the limit now stops the build before the next layer, with the same message."""
     import time
+    from collections import OrderedDict
 
     import vm.cli.train as command
     import vm.runtime.executor as executor
+    import vm.transformer.layers as layers
 
     skipped = [0.0]
     monkeypatch.setattr(command, "time", type("Clock", (), {
         "monotonic": staticmethod(lambda: time.monotonic() + skipped[0])}))
-    built = executor._model
 
-    def slow_model(*arguments, **keywords):
-        skipped[0] += 1000.0  # the layers take longer than the limit
-        return built(*arguments, **keywords)
+    class SlowLayer(layers.TransformerLayer):
+        def __init__(self, *arguments) -> None:
+            skipped[0] += 1000.0  # each layer takes longer than the limit
+            super().__init__(*arguments)
 
-    monkeypatch.setattr(executor, "_model", slow_model)
+    monkeypatch.setattr(layers, "TransformerLayer", SlowLayer)
+    monkeypatch.setattr(executor._model, "results", OrderedDict())  # built here, not cached
     path = tmp_path / "d.npz"
     np.savez(path, x=np.zeros((3, 2)), y=np.zeros((3, 1)))
     assert main(["train", "--data", str(path), "--max-seconds", "100"]) == 1
-    assert capsys.readouterr().err == "ltvm: error: stopped by --max-seconds 100 before " \
-                                      "preparing the transformer's active evaluation, before " \
-                                      "the run began\n"
+    error = capsys.readouterr().err
+    assert error.startswith("ltvm: error: stopped by --max-seconds 100 before building the "
+                            "transformer's layers (layer 2 of ")
+    assert error.endswith("), before the run began\n") and skipped == [1000.0]
 
 
 def test_cli_show_program_prints_assemblable_source(tmp_path, capsys):
