@@ -19,6 +19,8 @@ from PIL import Image
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+from matplotlib.text import Text
 
 from vm.common.errors import InputError, escaped, shown_path
 from vm.common.limits import is_whole_number
@@ -99,7 +101,7 @@ def _drawable(text: str) -> str:
     return escaped(text).replace("$", r"\$")
 
 
-def _draw_X(axes: Axes, X: np.ndarray, labels: AxisLabels, title: str):
+def _draw_X(axes: Axes, X: np.ndarray, labels: AxisLabels, title: str = "") -> AxesImage:
     image = axes.imshow(X, cmap=X_COLORS, vmin=-1, vmax=1, aspect="auto",
                         interpolation="nearest")
     axes.set_title(_drawable(title), fontsize=9)
@@ -112,10 +114,11 @@ def _draw_X(axes: Axes, X: np.ndarray, labels: AxisLabels, title: str):
     return image
 
 
-def _draw_attention(axes: Axes, weights: np.ndarray, labels: AxisLabels, title: str):
+def _draw_attention(axes: Axes, weights: np.ndarray, labels: AxisLabels) -> AxesImage:
+    """An untitled panel of one head's attention, columns named on both axes."""
     image = axes.imshow(weights, cmap=ATTENTION_COLORS, vmin=0, vmax=1, aspect="equal",
                         interpolation="nearest")
-    axes.set_title(_drawable(title), fontsize=9)
+    axes.set_title("", fontsize=9)
     _label_columns(axes, labels, "x")
     _label_columns(axes, labels, "y")
     axes.set_xlabel("key column", fontsize=7)
@@ -149,31 +152,59 @@ def x_figure(X: torch.Tensor | np.ndarray, labels: AxisLabels, title: str) -> Fi
     return figure
 
 
+@dataclass(frozen=True)
+class _LayerPanels:
+    """A figure for the layers of one head count, and what changes from one such layer to
+    the next: the images (X before, X after, then each head's attention) under their
+    titles, and the figure's title. The rest (the tick labels, the colorbars) is the same."""
+
+    figure: Figure
+    images: list[AxesImage]
+    title: Text
+
+    def show(self, trace: LayerTrace, layer: int, title: str) -> None:
+        """Put the layer's X before and after, attention maps and titles in the panels."""
+        heads = trace.attention.shape[0]
+        attention = _numpy(trace.attention)
+        panels = [(_numpy(trace.before), f"X before layer {layer}"),
+                  (_numpy(trace.after), f"X after layer {layer}"),
+                  *((attention[head], f"head {head}: {trace.head_roles[head]}")
+                    for head in range(heads))]
+        for image, (data, name) in zip(self.images, panels, strict=True):
+            image.set_data(data)
+            image.axes.title.set_text(_drawable(name))
+        many = f", {heads} heads" if heads > MAX_HEADS_IN_ROW else ""
+        self.title.set_text(_drawable(f"{title}: layer {layer} ({trace.role}){many}"))
+
+
 def layer_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title: str) -> Figure:
     """X before the layer, each head's attention (queries x keys), X after the layer."""
+    panels = _layer_panels(trace, labels)
+    panels.show(trace, layer, title)
+    return panels.figure
+
+
+def _layer_panels(trace: LayerTrace, labels: AxisLabels) -> _LayerPanels:
+    """The untitled panels of `trace`'s layer: one per head beside X, or a grid below it."""
     heads, columns = trace.attention.shape[0], len(labels.columns)
     if heads > MAX_HEADS_IN_ROW:
-        return _many_heads_figure(trace, layer, labels, title)
+        return _many_heads_panels(trace, labels)
     x_width, attention_width = _x_width(columns), 2.5 + 0.1 * min(columns, MAX_LABELLED_COLUMNS)
     figure = _figure(2 * x_width + heads * attention_width, 9)
     grid = figure.add_gridspec(1, heads + 2,
                                width_ratios=[x_width] + [attention_width] * heads + [x_width])
-    _draw_X(figure.add_subplot(grid[0, 0]), _numpy(trace.before), labels,
-            f"X before layer {layer}")
-    attention = _numpy(trace.attention)
+    before = _draw_X(figure.add_subplot(grid[0, 0]), _numpy(trace.before), labels)
+    attention, heads_drawn = _numpy(trace.attention), []
     for head in range(heads):
-        image = _draw_attention(figure.add_subplot(grid[0, 1 + head]), attention[head], labels,
-                                f"head {head}: {trace.head_roles[head]}")
-        figure.colorbar(image, shrink=0.4)
-    image = _draw_X(figure.add_subplot(grid[0, heads + 1]), _numpy(trace.after), labels,
-                    f"X after layer {layer}")
-    figure.colorbar(image, extend="both", shrink=0.5)
-    figure.suptitle(_drawable(f"{title}: layer {layer} ({trace.role})"), fontsize=11)
-    return figure
+        heads_drawn.append(_draw_attention(figure.add_subplot(grid[0, 1 + head]),
+                                           attention[head], labels))
+        figure.colorbar(heads_drawn[-1], shrink=0.4)
+    after = _draw_X(figure.add_subplot(grid[0, heads + 1]), _numpy(trace.after), labels)
+    figure.colorbar(after, extend="both", shrink=0.5)
+    return _LayerPanels(figure, [before, after, *heads_drawn], figure.suptitle("", fontsize=11))
 
 
-def _many_heads_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title: str
-                       ) -> Figure:
+def _many_heads_panels(trace: LayerTrace, labels: AxisLabels) -> _LayerPanels:
     """X before and after on top, then every head's attention as a small panel in a grid
     (titled by head number and role, no column names: they would not fit)."""
     heads = trace.attention.shape[0]
@@ -182,20 +213,18 @@ def _many_heads_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title:
     figure = _figure(max(2 * x_width + 2, 1.6 * HEAD_GRID_COLUMNS), 9 + 1.6 * rows)
     top, bottom = figure.subfigures(2, 1, height_ratios=[9, 1.6 * rows])
     pair = top.subplots(1, 2)
-    _draw_X(pair[0], _numpy(trace.before), labels, f"X before layer {layer}")
-    image = _draw_X(pair[1], _numpy(trace.after), labels, f"X after layer {layer}")
-    top.colorbar(image, ax=list(pair), extend="both", shrink=0.5)
-    attention = _numpy(trace.attention)
+    before = _draw_X(pair[0], _numpy(trace.before), labels)
+    after = _draw_X(pair[1], _numpy(trace.after), labels)
+    top.colorbar(after, ax=list(pair), extend="both", shrink=0.5)
+    attention, heads_drawn = _numpy(trace.attention), []
     grid = bottom.subplots(rows, HEAD_GRID_COLUMNS, squeeze=False)
     for head, axes in enumerate(grid.flat):
         axes.set_axis_off()
         if head < heads:
-            axes.imshow(attention[head], cmap=ATTENTION_COLORS, vmin=0, vmax=1,
-                        aspect="equal", interpolation="nearest")
-            axes.set_title(f"head {head}: {trace.head_roles[head]}", fontsize=5)
-    figure.suptitle(_drawable(f"{title}: layer {layer} ({trace.role}), {heads} heads"),
-                    fontsize=11)
-    return figure
+            heads_drawn.append(axes.imshow(attention[head], cmap=ATTENTION_COLORS, vmin=0,
+                                           vmax=1, aspect="equal", interpolation="nearest"))
+            axes.set_title("", fontsize=5)
+    return _LayerPanels(figure, [before, after, *heads_drawn], figure.suptitle("", fontsize=11))
 
 
 def save_x_picture(X: torch.Tensor | np.ndarray, labels: AxisLabels, path: str | Path,
