@@ -188,13 +188,13 @@ def test_trace_command_writes_layer_pngs_and_a_gif_without_pyplot_or_a_display(
 
 
 def test_trace_png_obeys_max_seconds_and_leaves_no_picture(capsys, monkeypatch, tmp_path):
-    drawn = []
+    drawn, picture = [], pictures._Blitted.picture
 
-    def slow_figure(*args):
+    def slow_picture(blitted):
         time.sleep(1.0)
-        drawn.append(args[1])
-        return layer_figure(*args)
-    monkeypatch.setattr(pictures, "layer_figure", slow_figure)
+        drawn.append(blitted)
+        return picture(blitted)
+    monkeypatch.setattr(pictures._Blitted, "picture", slow_picture)
     source = tmp_path / "countdown.sq"
     source.write_text(COUNTDOWN)
     assert main(["trace", str(source), "--png", str(tmp_path / "png"),
@@ -249,7 +249,12 @@ def test_trace_png_refuses_the_pass_the_checked_mode_refuses(program, capsys, tm
 def blank_layer_pictures(monkeypatch):
     """Each layer's picture as a blank figure, for tests about the passes drawn rather than
     the drawing: a labelled layer picture takes a second of matplotlib."""
-    monkeypatch.setattr(pictures, "layer_figure", lambda *args: pictures._figure(1, 1))
+    def blank(*args):
+        figure = pictures._figure(1, 1)
+        figure.add_subplot()  # something to lay out
+        return pictures._LayerPanels(figure, [], figure.suptitle(""))
+    monkeypatch.setattr(pictures, "_layer_panels", blank)
+    monkeypatch.setattr(pictures._LayerPanels, "show", lambda *args: None)
 
 
 def test_checking_the_drawn_pass_of_an_image_leaves_the_animation_alone(
@@ -408,13 +413,13 @@ def test_trace_pictures_are_all_written_or_none(capsys, monkeypatch, tmp_path):
     """A failure while drawing the third layer used to leave the first two behind."""
     import vm.tools.pictures as pictures
 
-    drawn = pictures.layer_figure
+    shown = pictures._LayerPanels.show
 
-    def failing(trace, layer, *rest):
+    def failing(panels, trace, layer, *rest):
         if layer == 2:
             raise OSError(28, "No space left on device")
-        return drawn(trace, layer, *rest)
-    monkeypatch.setattr(pictures, "layer_figure", failing)
+        return shown(panels, trace, layer, *rest)
+    monkeypatch.setattr(pictures._LayerPanels, "show", failing)
     source = str(ROOT / "programs" / "subleq" / "factorial.sq")
     assert main(["trace", source, "--png", str(tmp_path / "png")]) == 2
     assert "No space left on device" in capsys.readouterr().err
@@ -662,7 +667,7 @@ def test_a_gif_frame_is_the_whole_picture_of_x_without_redrawing_the_figure(
                         draw(figure, renderer))
     animation = pictures._Animation(states[0], labels, titles[0])
     frames = [np.asarray(animation.picture(state, title)) for state, title in zip(states, titles)]
-    assert len(draws) == 2, "the first frame's layout, then all but what changes"
+    assert len(draws) == 1, "all but what changes, once (the layout needs no draw)"
     for frame, state, title in zip(frames, states, titles):
         full.axes[0].images[0].set_data(state.double().numpy())
         full.axes[0].set_title(title, fontsize=9)
@@ -744,3 +749,28 @@ def test_trace_counts_the_animation_beside_the_pictures_in_memory(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["countdown.sq"]
     assert main(["trace", str(source), *gif]) == 0
     assert main(["trace", str(source), *png]) == 0
+
+
+def test_layers_of_one_head_count_are_drawn_in_one_figure_as_a_full_draw_does(
+        countdown, monkeypatch, tmp_path):
+    """Each layer was a new figure, laid out and drawn whole: seconds a FLEQ layer, most of
+    them measuring and drawing the same tick labels. One figure a head count now, in which
+    only the images and titles are redrawn, and each picture must still be the full draw."""
+    program, executor, labels = countdown
+    X = executor.load([program])[0]
+    traces = trace_pass(executor.model, X)
+    heads = [trace.attention.shape[0] for trace in traces]
+    assert len(set(heads)) < len(heads), "a head count that two layers share"
+    built, build = [], pictures._layer_panels
+    monkeypatch.setattr(pictures, "_layer_panels",
+                        lambda trace, *rest: built.append(trace) or build(trace, *rest))
+    paths = pictures.save_pass_pictures(executor.model, X, labels, tmp_path, 0, "countdown")
+    assert [path.name for path in paths] == [f"step0000_layer{layer}.png"
+                                             for layer in range(len(traces))]
+    assert len(built) == len(set(heads))
+    for layer, path in enumerate(paths):
+        full = io.BytesIO()
+        layer_figure(traces[layer], layer, labels, "countdown").savefig(full, format="png")
+        with Image.open(path) as drawn, Image.open(full) as whole:
+            assert drawn.size == whole.size, layer
+            assert (np.asarray(drawn) == np.asarray(whole)).all(), layer

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import torch
 from PIL import Image
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -287,7 +288,10 @@ def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLa
     per chosen layer), `step{K}_layer{L}.png`: that layer's heads and X before and after.
     `progress` is called with the count of pictures written (a FLEQ layer of 200 heads
     takes seconds to draw). `tracer` runs the pass (default: `trace_pass`, unchecked): a
-    checked mode's own checks the pass drawn, and nothing is drawn when it refuses it."""
+    checked mode's own checks the pass drawn, and nothing is drawn when it refuses it.
+    The layers of one head count are drawn in one figure, built and laid out once, with only
+    the images and titles redrawn for each (`_Blitted`): a FLEQ layer took seconds to draw
+    whole, most of them measuring and drawing the same tick labels again."""
     _check_state(X, labels, "X")
     if not isinstance(X, torch.Tensor) or X.dtype != model.dtype or X.shape != (model.rows,
                                                                                model.columns):
@@ -304,14 +308,21 @@ def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLa
     traces = trace_pass(model, X) if tracer is None else tracer(X)
     directory = Path(directory)  # a str failed on .mkdir once the pass had run
     directory.mkdir(parents=True, exist_ok=True)
-    paths = []
+    alike: dict[int, list[int]] = {}  # layers by head count, each count drawn in one figure
     for layer in chosen:
-        if progress is not None:
-            progress(len(paths))
-        path = directory / f"step{step:04d}_layer{layer}.png"
-        layer_figure(traces[layer], layer, labels, title).savefig(path)
-        paths.append(path)
-    return paths
+        alike.setdefault(traces[layer].attention.shape[0], []).append(layer)
+    paths: dict[int, Path] = {}
+    for layers_alike in alike.values():
+        panels, blitted = _layer_panels(traces[layers_alike[0]], labels), None
+        for layer in layers_alike:
+            if progress is not None:
+                progress(len(paths))
+            panels.show(traces[layer], layer, title)
+            if blitted is None:  # laid out with the first layer's titles
+                blitted = _Blitted(panels.figure, panels.images)
+            paths[layer] = directory / f"step{step:04d}_layer{layer}.png"
+            blitted.picture().save(paths[layer], format="PNG")
+    return [paths[layer] for layer in chosen]
 
 
 def save_x_animation(frames: list[tuple[str, np.ndarray]], labels: AxisLabels, path: Path,
@@ -339,34 +350,51 @@ def save_x_animation(frames: list[tuple[str, np.ndarray]], labels: AxisLabels, p
     return path
 
 
-class _Animation:
-    """The frames of a GIF of X: one figure, as `x_figure` draws it, in which only X's
-    image and the title change from frame to frame. The rest (a hundred tick labels, the
-    colorbar) is drawn once and copied under each frame: redrawing the whole figure took a
-    third of a second a frame, minutes for a thousand."""
+class _Blitted:
+    """A figure drawn whole once, then redrawn by only the artists that change: `images`,
+    the titles and borders over them, and the figure's title. The rest (hundreds of tick
+    labels, the colorbars) is copied under them: a full draw measured and drew every tick
+    label again, a third of a second for X alone and seconds for a FLEQ layer's panels."""
 
-    def __init__(self, X: torch.Tensor | np.ndarray, labels: AxisLabels, title: str) -> None:
-        self.figure = x_figure(X, labels, title)
-        self.figure.canvas.draw()
-        self.figure.set_layout_engine("none")  # every frame has the layout of the first
-        self.axes = self.figure.axes[0]
-        self.image = self.axes.images[0]
-        spines = [spine for axes in (self.axes, *self.axes.child_axes)  # the region names'
-                  for spine in axes.spines.values()]  # axis on top has spines of its own
-        self.changing = sorted([self.image, self.axes.title, *self.axes.lines, *spines],
-                               key=lambda artist: artist.zorder)
+    def __init__(self, figure: Figure, images: list[AxesImage]) -> None:
+        self.figure = figure
+        figure.get_layout_engine().execute(figure)  # with the first contents, then kept
+        figure.set_layout_engine("none")  # for every picture (a draw would lay it out again)
+        changing: list[Artist] = list(figure.texts)  # its title, when it has one
+        for image in images:
+            axes = image.axes
+            framed = [axes, *axes.child_axes] if axes.axison and axes.get_frame_on() else []
+            changing += [image, axes.title, *axes.lines,  # the region names' axis on top
+                         *(spine for each in framed for spine in each.spines.values())]
+        self.changing = sorted(changing, key=lambda artist: artist.zorder)
         for artist in self.changing:  # drawn over the image: they are drawn after it
             artist.set_animated(True)
-        self.figure.canvas.draw()
-        self.background = self.figure.canvas.copy_from_bbox(self.figure.bbox)
+        figure.canvas.draw()
+        self.background = figure.canvas.copy_from_bbox(figure.bbox)
+
+    def picture(self) -> Image.Image:
+        """The figure as it is now (RGBA), as a full draw of it makes it."""
+        canvas = self.figure.canvas
+        canvas.restore_region(self.background)
+        for artist in self.changing:
+            self.figure.draw_artist(artist)
+        return Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(),
+                                "raw", "RGBA", 0, 1).copy()  # the canvas is drawn over next
+
+
+class _Animation:
+    """The frames of a GIF of X: one figure, as `x_figure` draws it, in which only X's
+    image and the title change from frame to frame (redrawing the whole figure took a
+    third of a second a frame, minutes for a thousand)."""
+
+    def __init__(self, X: torch.Tensor | np.ndarray, labels: AxisLabels, title: str) -> None:
+        figure = x_figure(X, labels, title)
+        self.axes = figure.axes[0]
+        self.image = self.axes.images[0]
+        self.blitted = _Blitted(figure, [self.image])
 
     def picture(self, X: torch.Tensor | np.ndarray, title: str) -> Image.Image:
         """The picture of X under `title` (RGBA), as a full draw of the figure makes it."""
-        canvas = self.figure.canvas
-        canvas.restore_region(self.background)
         self.image.set_data(_numpy(X))
         self.axes.title.set_text(_drawable(title))
-        for artist in self.changing:
-            self.axes.draw_artist(artist)
-        return Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(),
-                                "raw", "RGBA", 0, 1).copy()  # the canvas is drawn over next
+        return self.blitted.picture()
