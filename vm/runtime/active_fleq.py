@@ -308,11 +308,13 @@ class FleqActiveEvaluator:
             if ffn.width:
                 units = f"bounding the units of layer {index + 1} of {len(layers)}"
                 checkpoint(f"{units}, part 1 of 2")
+                # np.compress, abs in place: a boolean index and abs took 3 times as long
                 top, largest, worst, mass = _constant_maxima(
-                    ffn.W1[:, constant], C,
+                    np.compress(constant, ffn.W1, axis=1), C,
                     [(np.flatnonzero(ffn.W1[:, row]), outside[block])
                      for row, block in gates.items()])
-                part["W1"] = np.abs(ffn.W1[:, free])
+                used = np.compress(free, ffn.W1, axis=1)
+                part["W1"] = np.abs(used, out=used)
                 part["raised"] = np.maximum(-ffn.W1[:, offset], 0.0).sum(1) * GATE_BIG
                 checkpoint(f"{units}, part 2 of 2")
                 part["top"] = ffn.b1 + top
