@@ -13,20 +13,18 @@ or dtype that is not enough is reported, never returned as a wrong number.
 
 from __future__ import annotations
 
-import threading
 import time
 import warnings
-from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import dataclass
-from functools import update_wrapper
-from typing import Callable, Generic, Hashable, TypeVar
+from typing import Callable
 
 import numpy as np
 import torch
 
 from assembler.program import Program
 from assembler.fleq_program import FleqProgram
+from vm.common.cache import BuildCache, Checkpoint
 from vm.common.encoding import pm1_code
 from vm.common.errors import (NOT_COMPILED, InputError, MagnitudeError, NotCompiledWarning,
                               PrecisionError)
@@ -56,41 +54,9 @@ from vm.runtime.graphed import FleqGraphedPasses, GraphedPasses
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 """The torch dtype of each of `vm.runtime.config.DTYPE_NAMES`."""
-Checkpoint = Callable[[str], None]
-"""Called with the name of a part of a build before it begins; a time limit raises in it."""
-Built = TypeVar("Built")
 
 
-class _BuildCache(Generic[Built]):
-    """The 16 builds last used, by their positional arguments, as lru_cache(maxsize=16)
-    keeps them, except that the keyword `checkpoint` goes to a build that runs and stays
-    out of the key: each `ltvm train --max-seconds` passes its own, and a model built
-    under one serves every later call. A build stopped by its checkpoint keeps nothing."""
-
-    def __init__(self, build: Callable[..., Built], size: int = 16) -> None:
-        self.build, self.size = build, size
-        self.results: OrderedDict[tuple[Hashable, ...], Built] = OrderedDict()
-        self.lock = threading.Lock()
-        update_wrapper(self, build)
-
-    def __call__(self, *key: Hashable, checkpoint: Checkpoint | None = None) -> Built:
-        with self.lock:
-            if key in self.results:
-                self.results.move_to_end(key)
-                return self.results[key]
-        result = self.build(*key, checkpoint=checkpoint)
-        with self.lock:
-            self.results[key] = result
-            if len(self.results) > self.size:
-                self.results.popitem(last=False)
-        return result
-
-    def cache_clear(self) -> None:
-        with self.lock:
-            self.results.clear()
-
-
-@_BuildCache
+@BuildCache
 def _model(geometry: Geometry, temperature: float | None, dtype: str, device: str,
            attention: str, checkpoint: Checkpoint | None = None) -> LoopedTransformer:
     machine = machine_for(geometry, temperature)
@@ -100,7 +66,7 @@ def _model(geometry: Geometry, temperature: float | None, dtype: str, device: st
                              gates, checkpoint)
 
 
-@_BuildCache
+@BuildCache
 def _active(geometry: Geometry, temperature: float | None, dtype: str, device: str,
             attention: str, compiles: bool, checkpoint: Checkpoint | None = None
             ) -> ActiveEvaluator | FleqActiveEvaluator:
