@@ -631,3 +631,34 @@ def test_a_build_stopped_by_its_checkpoint_keeps_nothing_and_a_finished_one_serv
     parts.clear()
     assert TransformerExecutor(geometry, config, parts.append).model is built
     assert parts == ["building the transformer's weights", "building the transformer's layers"]
+
+
+def test_the_checkpoint_reaches_the_fleq_weights_build_and_stops_it(monkeypatch):
+    """The FLEQ weights took 1 to 2.5 s of a 20-sample `ltvm train --hidden 16` build in one
+    piece; the checkpoint now sees each function block, and raising there ends the build."""
+    from collections import OrderedDict
+
+    from vm.machines.fleq.machine import fleq_machine
+    from vm.machines.fleq.punchcard import fleq_geometry_for
+    from vm.tools.bench import fleq_workload
+
+    monkeypatch.setattr(fleq_machine, "results", OrderedDict())  # built here, not cached
+    geometry = fleq_geometry_for(fleq_workload("calculator"))
+    blocks = len(geometry.blocks)
+
+    class Stop(Exception):
+        pass
+
+    seen: list[str] = []
+
+    def stop_at_the_second_block(part: str) -> None:
+        seen.append(part)
+        if part == f"building the transformer's weights (block 2 of {blocks})":
+            raise Stop
+
+    with pytest.raises(Stop):
+        TransformerExecutor(geometry, EngineConfig(evaluation="full"), stop_at_the_second_block)
+    assert seen == ["building the transformer's weights",
+                    f"building the transformer's weights (block 1 of {blocks})",
+                    f"building the transformer's weights (block 2 of {blocks})"]
+    assert not fleq_machine.results

@@ -18,6 +18,7 @@ from vm.machines.fleq.reference import run_fleq_reference
 from vm.routines.base import matrix_literal
 from vm.machines.fleq.machine import exact_move_temperature, fleq_machine
 from vm.cli import main
+from vm.tools.bench import fleq_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 A = np.array([[0.1, -0.7], [1.3, 2.9]])
@@ -97,6 +98,35 @@ def test_every_layer_is_eq1_shaped_with_column_independent_biases(calculator):
         assert layer.ffn.W1.shape[1] == rows and layer.ffn.W2.shape[0] == rows
         for head in layer.heads:
             assert head.Q.shape[1] == head.K.shape[1] == rows and head.V.shape == (rows, rows)
+
+
+def test_the_checkpoint_sees_each_block_and_block_layer_and_stops_the_build_there():
+    """The weights of a 20-sample `ltvm train --hidden 16` took 1 to 2.5 s without a
+    checkpoint, past --max-seconds in one piece; they must not change for having one."""
+    geometry = fleq_geometry_for(fleq_workload("inverse-d8"))
+    parts: list[str] = []
+    built = fleq_machine.__wrapped__(geometry, None, checkpoint=parts.append)
+    blocks, depth = len(geometry.blocks), len(built.weights.layers) - 4
+    assert parts == ([f"block {i} of {blocks}" for i in range(1, blocks + 1)]
+                     + [f"block layer {i} of {depth}" for i in range(1, depth + 1)])
+    plain = fleq_machine.__wrapped__(geometry, None)
+    for x, y in zip(all_arrays(built), all_arrays(plain), strict=True):
+        assert x.tobytes() == y.tobytes()
+
+    class Stop(Exception):
+        pass
+
+    for stop in (2, len(parts)):
+        seen: list[str] = []
+
+        def stop_there(part: str) -> None:
+            seen.append(part)
+            if len(seen) == stop:
+                raise Stop
+
+        with pytest.raises(Stop):  # uncached: the cache keeps nothing of it (test_cache.py)
+            fleq_machine.__wrapped__(geometry, None, checkpoint=stop_there)
+        assert seen == parts[:stop]
 
 
 def test_two_programs_of_one_geometry_run_on_byte_identical_weights():

@@ -52,10 +52,11 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="stop after S seconds of wall time (exit 1). The set-up "
                              "counts: assembling the program and building the transformer "
                              "take seconds to minutes for thousands of samples; the limit is "
-                             "checked before each of its stages (assembling; the "
-                             "transformer's weights, each of its layers and each step of its "
-                             "active evaluation's checks; loading: one already begun runs "
-                             "to its end) and during the run; default: no limit")
+                             "checked before each of its stages (assembling; each "
+                             "function block of the transformer's weights, each of its layers "
+                             "and each step of its active evaluation's checks; loading: one "
+                             "already begun runs to its end) and during the run; default: no "
+                             "limit")
     add_engine_arguments(parser)
     parser.set_defaults(func=run)
 

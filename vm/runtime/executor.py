@@ -139,9 +139,10 @@ class TransformerExecutor:
     def __init__(self, geometry: Geometry, config: EngineConfig = EngineConfig(),
                  checkpoint: Checkpoint | None = None) -> None:
         """`checkpoint` is called with the name of each part of the build before it begins
-        (weights; each layer; each step of the active evaluation's checks): together they
-        take tens of seconds on a wide FLEQ program, and `ltvm train --max-seconds 3`
-        stopped only after all of them, then 5 s past its limit after the longest."""
+        (weights, and FLEQ's function blocks and block layers; each layer; each step of the
+        active evaluation's checks): together they take tens of seconds on a wide FLEQ
+        program, and `ltvm train --max-seconds 3` stopped only after all of them, then 5 s
+        past its limit after the longest."""
         check_callback(checkpoint, "checkpoint", "the name of the build's next part")
         checkpoint = checkpoint or (lambda stage: None)
         check_config(config)
@@ -151,7 +152,8 @@ class TransformerExecutor:
                              f"geometry_for(program)), got {type(geometry).__name__}")
         self.geometry, self.config = geometry, config
         checkpoint("building the transformer's weights")
-        self.machine = machine_for(geometry, config.temperature)
+        self.machine = machine_for(geometry, config.temperature, lambda part: checkpoint(
+            f"building the transformer's weights ({part})"))
         self.layout = self.machine.layout
         self.dtype_name = config.dtype or self.machine.default_dtype
         checkpoint("building the transformer's layers")
