@@ -252,7 +252,7 @@ def blank_layer_pictures(monkeypatch):
     def blank(*args):
         figure = pictures._figure(1, 1)
         figure.add_subplot()  # something to lay out
-        return pictures._LayerPanels(figure, [], figure.suptitle(""))
+        return pictures._LayerPanels(figure, [], figure.suptitle(""), [], pictures._head_title)
     monkeypatch.setattr(pictures, "_layer_panels", blank)
     monkeypatch.setattr(pictures._LayerPanels, "show", lambda *args: None)
 
@@ -354,7 +354,8 @@ top:    w = add(v, v)
 
 @pytest.fixture(scope="module")
 def double_invert():
-    program = FLEQ.assemble_text(DOUBLE_INVERT, "double_invert.fleq", parameters={"inv": {"terms": 12}})
+    program = FLEQ.assemble_text(DOUBLE_INVERT, "double_invert.fleq",
+                                 parameters={"inv": {"terms": 12}})
     geometry = fleq_geometry_for(program)
     executor = TransformerExecutor(geometry)
     return program, geometry, executor, labels_for(program, geometry, executor.layout)
@@ -383,10 +384,53 @@ def test_a_layer_with_many_heads_draws_them_in_a_grid(double_invert):
     heads = traces[layer].attention.shape[0]
     assert heads > 8, "inv with 12 terms: one head per sigmoid"
     figure = layer_figure(traces[layer], layer, labels, "double_invert")
-    panels = [axes for axes in figure.axes if axes.images and axes.get_title().startswith("head")]
+    panels = [axes for axes in figure.axes
+              if axes.images and axes.get_title().lstrip().startswith("head")]
     assert len(panels) == heads
     assert (panels[0].images[0].get_array() == traces[layer].attention[0].numpy()).all()
     assert tick_names(figure.axes[0].xaxis) == labels.columns
+
+
+def overlapping(texts) -> list[tuple[str, str]]:
+    """The pairs of drawn texts (tick labels, titles) whose extents overlap, as drawn last."""
+    renderer = texts[0].get_figure(root=True).canvas.get_renderer()
+    extents = [(text.get_text(), text.get_window_extent(renderer)) for text in texts]
+    return [(first, second) for index, (first, extent) in enumerate(extents)
+            for second, other in extents[index + 1:] if extent.overlaps(other)]
+
+
+def test_fleq_row_fields_are_named_where_they_fit(double_invert):
+    """A FLEQ layout has about a hundred row fields, most one row high: all named, at 6
+    points, they were drawn over each other into one black block."""
+    program, _, executor, labels = double_invert
+    figure = x_figure(executor.load([program])[0], labels, "double_invert")
+    figure.canvas.draw()
+    rows = figure.axes[0].yaxis.get_ticklabels()
+    assert len(labels.fields) > 60 and 20 < len(rows) < len(labels.fields)
+    assert overlapping(rows) == []
+    widest = max(labels.fields, key=lambda field: field[2] - field[1])[0]
+    assert widest in tick_names(figure.axes[0].yaxis)
+
+
+def test_a_grid_of_heads_is_titled_without_overlap(double_invert):
+    """Each small panel's title, 'head N: ' and the whole role in one line at 5 points, ran
+    over its neighbours' into one unreadable line (roles as long as newton_reciprocal's)."""
+    import dataclasses
+
+    program, _, executor, labels = double_invert
+    traces = trace_pass(executor.model, executor.load([program])[0])
+    layer = max(range(len(traces)), key=lambda index: traces[index].attention.shape[0])
+    heads = traces[layer].attention.shape[0]
+    roles = [f"mul: level {head // 4}: linearized softmax, +{head % 4} eps"
+             for head in range(heads)]
+    trace = dataclasses.replace(traces[layer], head_roles=roles)
+    figure = layer_figure(trace, layer, labels, "double_invert")
+    figure.canvas.draw()
+    titles = [axes.title for axes in figure.axes if axes.get_title().lstrip().startswith("head")]
+    assert len(titles) == heads > pictures.MAX_HEADS_IN_ROW
+    assert overlapping(titles) == []
+    assert titles[1].get_text().split("\n")[-2:] == ["head 1: mul",
+                                                     "level 0: linearized softmax, +1 eps"]
 
 
 def test_trace_command_draws_a_fleq_program(capsys, tmp_path):

@@ -9,6 +9,7 @@ picture can be read without the layout table beside it.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -18,6 +19,8 @@ import torch
 from PIL import Image
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
+from matplotlib.backend_bases import RendererBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
@@ -34,6 +37,11 @@ MAX_HEADS_IN_ROW = 8
 """Up to this many heads, each gets a labelled panel beside X; more (a FLEQ layer of
 sigmoid-sum terms has over a hundred) go to a grid of small unlabelled panels below X."""
 HEAD_GRID_COLUMNS = 12
+HEAD_GRID_TITLE_LINES = 3
+"""Lines of a grid panel's title ("head N: block", then the rest of its role, wrapped): every
+title has as many, so the layout made with one layer's titles holds another's."""
+HEAD_GRID_TITLE_CHARACTERS = 38
+"""Characters of a grid title's line, at its 5 points, that fit over a panel 1.6 inches wide."""
 DPI = 100
 X_COLORS = "RdBu_r"
 ATTENTION_COLORS = "viridis"
@@ -67,29 +75,61 @@ def axis_labels(columns: list[str], regions: list[tuple[str, int, int]],
     return AxisLabels(columns, regions, fields)
 
 
-def _label_columns(axes: Axes, labels: AxisLabels, axis: str) -> None:
-    """Name every column (or, when too many, every region) and draw region borders."""
+@dataclass(frozen=True)
+class _Names:
+    """The tick names of one axis, each over a span (a field's rows, a region's columns), where
+    there may be more than fit at their font size: a FLEQ layout's hundred row fields, most of
+    them one row high, were drawn over each other into a black block."""
+
+    axis: Axis
+    ticks: list[float]
+    names: list[str]
+    spans: list[int]
+
+    @classmethod
+    def of(cls, axis: Axis, spans: list[tuple[str, int, int]], at_start: bool) -> _Names:
+        """Each non-empty span's name, at its start or its middle."""
+        shown = [(name, start, stop) for name, start, stop in spans if stop > start]
+        ticks = [start if at_start else (start + stop - 1) / 2 for _, start, stop in shown]
+        return cls(axis, ticks, [name for name, _, _ in shown],
+                   [stop - start for _, start, stop in shown])
+
+    def thin(self, renderer: RendererBase) -> None:
+        """Keep the names whose labels, where the laid-out figure draws them, overlap no
+        other kept one's, the widest spans first (the small fields they leave out lie between
+        them, still bordered)."""
+        extents = [label.get_window_extent(renderer) for label in self.axis.get_ticklabels()]
+        kept: list[int] = []
+        for index in sorted(range(len(self.ticks)), key=lambda index: -self.spans[index]):
+            if not any(extents[index].padded(1).overlaps(extents[other]) for other in kept):
+                kept.append(index)
+        kept.sort()
+        self.axis.set_ticks([self.ticks[index] for index in kept],
+                            [self.names[index] for index in kept])
+
+
+def _label_columns(axes: Axes, labels: AxisLabels, axis: str) -> list[_Names]:
+    """Name every column (or, when too many, every region: names to thin) and draw region
+    borders."""
     count = len(labels.columns)
-    if count <= MAX_LABELLED_COLUMNS:
-        ticks, names = list(range(count)), labels.columns
-    else:
-        ticks = [start for _, start, stop in labels.regions if stop > start]
-        names = [name for name, start, stop in labels.regions if stop > start]
-    size = 6 if count <= 48 else 4
-    if axis == "x":
-        axes.set_xticks(ticks, names, rotation=90, fontsize=size)
-    else:
-        axes.set_yticks(ticks, names, fontsize=size)
+    size, text = (6 if count <= 48 else 4), ({"rotation": 90} if axis == "x" else {})
+    line = axes.axvline if axis == "x" else axes.axhline
     for _, start, _ in labels.regions[1:]:
-        line = axes.axvline if axis == "x" else axes.axhline
         line(start - 0.5, color="black", linewidth=0.8)
+    along = axes.xaxis if axis == "x" else axes.yaxis
+    if count <= MAX_LABELLED_COLUMNS:
+        along.set_ticks(list(range(count)), labels.columns, fontsize=size, **text)
+        return []
+    regions = _Names.of(along, labels.regions, at_start=True)
+    along.set_ticks(regions.ticks, regions.names, fontsize=size, **text)
+    return [regions]
 
 
-def _label_regions_on_top(axes: Axes, labels: AxisLabels) -> None:
+def _label_regions_on_top(axes: Axes, labels: AxisLabels) -> _Names:
     top = axes.secondary_xaxis("top")
-    shown = [(name, start, stop) for name, start, stop in labels.regions if stop > start]
-    top.set_xticks([(start + stop - 1) / 2 for _, start, stop in shown],
-                   [name for name, _, _ in shown], fontsize=7)
+    regions = _Names.of(top.xaxis, labels.regions, at_start=False)
+    top.set_xticks(regions.ticks, regions.names, fontsize=7)  # through `top`, which keeps them
+    return regions
 
 
 def _drawable(text: str) -> str:
@@ -102,29 +142,31 @@ def _drawable(text: str) -> str:
     return escaped(text).replace("$", r"\$")
 
 
-def _draw_X(axes: Axes, X: np.ndarray, labels: AxisLabels, title: str = "") -> AxesImage:
+def _draw_X(axes: Axes, X: np.ndarray, labels: AxisLabels,
+            title: str = "") -> tuple[AxesImage, list[_Names]]:
+    """A heatmap of X, and its names to thin once laid out: the row fields and regions."""
     image = axes.imshow(X, cmap=X_COLORS, vmin=-1, vmax=1, aspect="auto",
                         interpolation="nearest")
     axes.set_title(_drawable(title), fontsize=9)
-    _label_columns(axes, labels, "x")
-    _label_regions_on_top(axes, labels)
-    axes.set_yticks([(start + stop - 1) / 2 for _, start, stop in labels.fields],
-                    [name for name, _, _ in labels.fields], fontsize=6)
+    names = [*_label_columns(axes, labels, "x"), _label_regions_on_top(axes, labels)]
+    fields = _Names.of(axes.yaxis, labels.fields, at_start=False)
+    axes.set_yticks(fields.ticks, fields.names, fontsize=6)
     for _, start, _ in labels.fields[1:]:
         axes.axhline(start - 0.5, color="grey", linewidth=0.4)
-    return image
+    return image, [*names, fields]
 
 
-def _draw_attention(axes: Axes, weights: np.ndarray, labels: AxisLabels) -> AxesImage:
-    """An untitled panel of one head's attention, columns named on both axes."""
+def _draw_attention(axes: Axes, weights: np.ndarray,
+                    labels: AxisLabels) -> tuple[AxesImage, list[_Names]]:
+    """An untitled panel of one head's attention, columns named on both axes, and its names
+    to thin once laid out (regions, where there are too many columns to name)."""
     image = axes.imshow(weights, cmap=ATTENTION_COLORS, vmin=0, vmax=1, aspect="equal",
                         interpolation="nearest")
     axes.set_title("", fontsize=9)
-    _label_columns(axes, labels, "x")
-    _label_columns(axes, labels, "y")
+    names = [*_label_columns(axes, labels, "x"), *_label_columns(axes, labels, "y")]
     axes.set_xlabel("key column", fontsize=7)
     axes.set_ylabel("query column", fontsize=7)
-    return image
+    return image, names
 
 
 def _x_width(columns: int) -> float:
@@ -138,6 +180,24 @@ def _figure(width: float, height: float) -> Figure:
     return figure
 
 
+def _lay_out(figure: Figure, names: list[_Names]) -> None:
+    """Lay the figure out once, then keep the `names` that fit where it puts them (its margins
+    stay as wide as the names left out need: a second layout took a tenth of the time a FLEQ
+    layer's pictures take). No draw lays it out again: a savefig with the layout engine drew
+    the whole figure twice, once only to lay it out."""
+    figure.get_layout_engine().execute(figure)
+    renderer = figure.canvas.get_renderer()
+    for each in names:
+        each.thin(renderer)
+    figure.set_layout_engine("none")
+
+
+def _rgba(figure: Figure) -> Image.Image:
+    """The picture on the figure's canvas, as drawn last (a copy: it is drawn over next)."""
+    return Image.frombuffer("RGBA", figure.canvas.get_width_height(),
+                            figure.canvas.buffer_rgba(), "raw", "RGBA", 0, 1).copy()
+
+
 def _numpy(X: torch.Tensor | np.ndarray) -> np.ndarray:
     if isinstance(X, torch.Tensor):
         return X.detach().double().cpu().numpy()
@@ -145,11 +205,12 @@ def _numpy(X: torch.Tensor | np.ndarray) -> np.ndarray:
 
 
 def x_figure(X: torch.Tensor | np.ndarray, labels: AxisLabels, title: str) -> Figure:
-    """A heatmap of one punchcard X (rows x columns)."""
+    """A heatmap of one punchcard X (rows x columns), laid out."""
     _check_state(X, labels, "X")
     figure = _figure(_x_width(len(labels.columns)) + 1, 9)
-    image = _draw_X(figure.add_subplot(), _numpy(X), labels, title)
+    image, names = _draw_X(figure.add_subplot(), _numpy(X), labels, title)
     figure.colorbar(image, extend="both", shrink=0.5)
+    _lay_out(figure, names)
     return figure
 
 
@@ -162,27 +223,52 @@ class _LayerPanels:
     figure: Figure
     images: list[AxesImage]
     title: Text
+    names: list[_Names]
+    """The names to thin once the figure is laid out (`lay_out`)."""
+    head_title: Callable[[int, str], list[str]]
+    """The lines of a head's panel title, from its number and role."""
 
     def show(self, trace: LayerTrace, layer: int, title: str) -> None:
         """Put the layer's X before and after, attention maps and titles in the panels."""
         heads = trace.attention.shape[0]
         attention = _numpy(trace.attention)
-        panels = [(_numpy(trace.before), f"X before layer {layer}"),
-                  (_numpy(trace.after), f"X after layer {layer}"),
-                  *((attention[head], f"head {head}: {trace.head_roles[head]}")
+        panels = [(_numpy(trace.before), [f"X before layer {layer}"]),
+                  (_numpy(trace.after), [f"X after layer {layer}"]),
+                  *((attention[head], self.head_title(head, trace.head_roles[head]))
                     for head in range(heads))]
-        for image, (data, name) in zip(self.images, panels, strict=True):
+        for image, (data, lines) in zip(self.images, panels, strict=True):
             image.set_data(data)
-            image.axes.title.set_text(_drawable(name))
+            image.axes.title.set_text("\n".join(_drawable(line) for line in lines))
         many = f", {heads} heads" if heads > MAX_HEADS_IN_ROW else ""
         self.title.set_text(_drawable(f"{title}: layer {layer} ({trace.role}){many}"))
 
+    def lay_out(self) -> None:
+        """Lay the figure out around the titles shown now, which later ones keep."""
+        _lay_out(self.figure, self.names)
+
 
 def layer_figure(trace: LayerTrace, layer: int, labels: AxisLabels, title: str) -> Figure:
-    """X before the layer, each head's attention (queries x keys), X after the layer."""
+    """X before the layer, each head's attention (queries x keys), X after the layer; laid
+    out."""
     panels = _layer_panels(trace, labels)
     panels.show(trace, layer, title)
+    panels.lay_out()
     return panels.figure
+
+
+def _head_title(head: int, role: str) -> list[str]:
+    return [f"head {head}: {role}"]
+
+
+def _grid_head_title(head: int, role: str) -> list[str]:
+    """`head N: block` over the rest of the role, wrapped to the panel's width, in
+    HEAD_GRID_TITLE_LINES lines (blank ones on top): one line, at 5 points, ran over the
+    titles of the panels beside it."""
+    block, _, rest = role.partition(": ") if ": " in role else ("", "", role)
+    lines = [f"head {head}: {block}" if block else f"head {head}",
+             *textwrap.wrap(rest, HEAD_GRID_TITLE_CHARACTERS,
+                            max_lines=HEAD_GRID_TITLE_LINES - 1, placeholder=" ...")]
+    return [""] * (HEAD_GRID_TITLE_LINES - len(lines)) + lines
 
 
 def _layer_panels(trace: LayerTrace, labels: AxisLabels) -> _LayerPanels:
@@ -194,15 +280,19 @@ def _layer_panels(trace: LayerTrace, labels: AxisLabels) -> _LayerPanels:
     figure = _figure(2 * x_width + heads * attention_width, 9)
     grid = figure.add_gridspec(1, heads + 2,
                                width_ratios=[x_width] + [attention_width] * heads + [x_width])
-    before = _draw_X(figure.add_subplot(grid[0, 0]), _numpy(trace.before), labels)
+    before, names = _draw_X(figure.add_subplot(grid[0, 0]), _numpy(trace.before), labels)
     attention, heads_drawn = _numpy(trace.attention), []
     for head in range(heads):
-        heads_drawn.append(_draw_attention(figure.add_subplot(grid[0, 1 + head]),
-                                           attention[head], labels))
-        figure.colorbar(heads_drawn[-1], shrink=0.4)
-    after = _draw_X(figure.add_subplot(grid[0, heads + 1]), _numpy(trace.after), labels)
+        image, head_names = _draw_attention(figure.add_subplot(grid[0, 1 + head]),
+                                            attention[head], labels)
+        figure.colorbar(image, shrink=0.4)
+        heads_drawn.append(image)
+        names += head_names
+    after, after_names = _draw_X(figure.add_subplot(grid[0, heads + 1]), _numpy(trace.after),
+                                 labels)
     figure.colorbar(after, extend="both", shrink=0.5)
-    return _LayerPanels(figure, [before, after, *heads_drawn], figure.suptitle("", fontsize=11))
+    return _LayerPanels(figure, [before, after, *heads_drawn], figure.suptitle("", fontsize=11),
+                        names + after_names, _head_title)
 
 
 def _many_heads_panels(trace: LayerTrace, labels: AxisLabels) -> _LayerPanels:
@@ -214,8 +304,8 @@ def _many_heads_panels(trace: LayerTrace, labels: AxisLabels) -> _LayerPanels:
     figure = _figure(max(2 * x_width + 2, 1.6 * HEAD_GRID_COLUMNS), 9 + 1.6 * rows)
     top, bottom = figure.subfigures(2, 1, height_ratios=[9, 1.6 * rows])
     pair = top.subplots(1, 2)
-    before = _draw_X(pair[0], _numpy(trace.before), labels)
-    after = _draw_X(pair[1], _numpy(trace.after), labels)
+    before, names = _draw_X(pair[0], _numpy(trace.before), labels)
+    after, after_names = _draw_X(pair[1], _numpy(trace.after), labels)
     top.colorbar(after, ax=list(pair), extend="both", shrink=0.5)
     attention, heads_drawn = _numpy(trace.attention), []
     grid = bottom.subplots(rows, HEAD_GRID_COLUMNS, squeeze=False)
@@ -225,7 +315,8 @@ def _many_heads_panels(trace: LayerTrace, labels: AxisLabels) -> _LayerPanels:
             heads_drawn.append(axes.imshow(attention[head], cmap=ATTENTION_COLORS, vmin=0,
                                            vmax=1, aspect="equal", interpolation="nearest"))
             axes.set_title("", fontsize=5)
-    return _LayerPanels(figure, [before, after, *heads_drawn], figure.suptitle("", fontsize=11))
+    return _LayerPanels(figure, [before, after, *heads_drawn], figure.suptitle("", fontsize=11),
+                        names + after_names, _grid_head_title)
 
 
 def save_x_picture(X: torch.Tensor | np.ndarray, labels: AxisLabels, path: str | Path,
@@ -319,6 +410,7 @@ def save_pass_pictures(model: LoopedTransformer, X: torch.Tensor, labels: AxisLa
                 progress(len(paths))
             panels.show(traces[layer], layer, title)
             if blitted is None:  # laid out with the first layer's titles
+                panels.lay_out()
                 blitted = _Blitted(panels.figure, panels.images)
             paths[layer] = directory / f"step{step:04d}_layer{layer}.png"
             blitted.picture().save(paths[layer], format="PNG")
@@ -351,15 +443,14 @@ def save_x_animation(frames: list[tuple[str, np.ndarray]], labels: AxisLabels, p
 
 
 class _Blitted:
-    """A figure drawn whole once, then redrawn by only the artists that change: `images`,
-    the titles and borders over them, and the figure's title. The rest (hundreds of tick
-    labels, the colorbars) is copied under them: a full draw measured and drew every tick
-    label again, a third of a second for X alone and seconds for a FLEQ layer's panels."""
+    """A laid-out figure (`_lay_out`) drawn whole once, then redrawn by only the artists that
+    change: `images`, the titles and borders over them, and the figure's title. The rest
+    (hundreds of tick labels, the colorbars) is copied under them: a full draw measured and
+    drew every tick label again, a third of a second for X alone and seconds for a FLEQ
+    layer's panels."""
 
     def __init__(self, figure: Figure, images: list[AxesImage]) -> None:
         self.figure = figure
-        figure.get_layout_engine().execute(figure)  # with the first contents, then kept
-        figure.set_layout_engine("none")  # for every picture (a draw would lay it out again)
         changing: list[Artist] = list(figure.texts)  # its title, when it has one
         for image in images:
             axes = image.axes
@@ -378,8 +469,7 @@ class _Blitted:
         canvas.restore_region(self.background)
         for artist in self.changing:
             self.figure.draw_artist(artist)
-        return Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(),
-                                "raw", "RGBA", 0, 1).copy()  # the canvas is drawn over next
+        return _rgba(self.figure)
 
 
 class _Animation:
