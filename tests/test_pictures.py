@@ -433,6 +433,24 @@ def test_a_grid_of_heads_is_titled_without_overlap(double_invert):
                                                      "level 0: linearized softmax, +1 eps"]
 
 
+def test_a_heatmap_is_drawn_once(countdown, monkeypatch, tmp_path):
+    """savefig lays a figure out by a draw of its own before drawing it: the heatmap of
+    `show X` was drawn twice, a third of a second each time for a FLEQ program."""
+    from matplotlib.figure import Figure
+
+    program, executor, labels = countdown
+    draws, draw = [], Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda figure, renderer: draws.append(figure) or
+                        draw(figure, renderer))
+    written = pictures.save_x_picture(executor.load([program])[0], labels, tmp_path / "x.png",
+                                      "X")
+    assert len(draws) == 1
+    full = io.BytesIO()
+    draws[0].savefig(full, format="png")
+    with Image.open(written) as drawn, Image.open(full) as whole:
+        assert (np.asarray(drawn) == np.asarray(whole)).all()
+
+
 def test_trace_command_draws_a_fleq_program(capsys, tmp_path):
     """A program of one block (few layers and columns): every picture is a second of
     matplotlib, and double_invert's 13 layers made this the slowest test of the file."""

@@ -323,13 +323,16 @@ def save_x_picture(X: torch.Tensor | np.ndarray, labels: AxisLabels, path: str |
                    title: str) -> Path:
     """Write the heatmap of X to `path`, a PNG file, and return `path`. A path that is not
     named .png is refused: matplotlib chose the format by the name, and for a directory DIR
-    (no suffix) wrote DIR.png and returned DIR, a path that held no picture."""
+    (no suffix) wrote DIR.png and returned DIR, a path that held no picture. The figure is
+    drawn once, as `x_figure` laid it out (a savefig draws a laid-out figure twice)."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"cannot write {shown_path(path)}: it is a directory")
     if path.suffix.lower() != ".png":
         raise InputError(f"{shown_path(path)}: the picture file must end in .png")
-    x_figure(X, labels, title).savefig(path, format="png")
+    figure = x_figure(X, labels, title)
+    figure.canvas.draw()
+    _rgba(figure).save(path, format="PNG")
     return path
 
 
