@@ -18,7 +18,7 @@ pytest.importorskip("numba")
 import vm.runtime.fused as fused_module  # noqa: E402
 from vm.runtime.executor import EngineConfig, TransformerExecutor  # noqa: E402
 from vm.runtime.fused import (MIRROR_MAX, NO_SCORE, SCAN_BLOCK,  # noqa: E402
-                              _first_at_least, _lane_feed_forward, _lanes_in,
+                              _first_at_least, _head_scores, _lane_feed_forward, _lanes_in,
                               _lattice_exact, _mirror_scores, _numerators, _project, _scoring,
                               _sparse, _top_two)
 from vm.transformer.layers import flush_denormals, to_internal  # noqa: E402
@@ -144,6 +144,26 @@ def test_integer_scores_are_the_exact_sums_and_ignore_rows_without_entries():
                    if reach[t] > 0)
     assert scores.tolist() == expected.tolist()
 
+
+@pytest.mark.parametrize("total", [2 ** 15 - 1, 2 ** 15, 2 ** 20])
+def test_head_scores_are_summed_in_int16_only_where_int16_holds_every_sum(total):
+    """A head whose terms' magnitudes add up to `total` (`size`), every term positive in
+    column 0 and negative in column 1, so that those scores are +-total: below 2^15 the
+    int16 sum is exact; from 2^15 on it would wrap (2^15 is -2^15 in int16), so the scores
+    must come from the int32 sum, as before."""
+    rng = np.random.default_rng(total)
+    r, n = 5, 40
+    cuts = np.sort(rng.choice(np.arange(1, total), size=r - 1, replace=False))
+    numerators = np.diff(np.concatenate([[0], cuts, [total]])).astype(np.float64)
+    mirror = rng.integers(-1, 2, size=(1, r, n)).astype(np.int8)
+    mirror[0, :, 0], mirror[0, :, 1] = 1, -1
+    reach = np.abs(mirror[0]).max(axis=1).astype(np.float64)
+    size = float(np.abs(numerators) @ reach)
+    scores, narrow = np.empty(n, np.int32), np.empty(n, np.int16)
+    _head_scores(mirror, 0, 0, numerators, reach, r, n, size, narrow, scores)
+    expected = (numerators.astype(np.int64) @ mirror[0].astype(np.int64)).tolist()
+    assert size == total and scores[:2].tolist() == [total, -total]
+    assert scores.tolist() == expected
 
 
 @pytest.mark.parametrize("seed", range(30))
