@@ -339,7 +339,7 @@ class FusedPass:
         log = entries * (8 + rows * itemsize) + (FUSED_CHECK_EVERY + 1) * 8
         mirror = (len(self.mirror_rows) + 4 * len(self.head_rows) + rows * itemsize + 9) * n
         work = (8 * (rows * slots + width * slots + 6 * rows + 3 * hidden + 2 * slots + width)
-                + 2 * rows + 12 * n)
+                + 2 * rows + 14 * n)
         lanes = 8 * slots * (3 * rows + hidden + 6) + 32
         return log + mirror + work + lanes
 
