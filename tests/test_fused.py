@@ -109,11 +109,13 @@ def _reference_top_two(scores: list[int]) -> tuple[int, int, int]:
 @pytest.mark.parametrize("seed", range(40))
 def test_the_top_two_sweeps_agree_with_the_scan_they_replaced(seed):
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 70))
+    n = int(rng.integers(1, 4 * SCAN_BLOCK))  # the top in any block, or its remainder
     scores = rng.integers(-3, 4, size=n).astype(np.int32)  # many ties
-    scores[rng.random(n) < 0.2] = NO_SCORE  # columns evaluated apart
+    scores[rng.random(n) < rng.choice([0.2, 1.0])] = NO_SCORE  # columns evaluated apart
+    given = scores.copy()
     top, second, winner = _top_two(scores, n)
     assert (int(top), int(second), int(winner)) == _reference_top_two(scores.tolist())
+    assert np.array_equal(scores, given)  # the winner's slot, hidden for a sweep, restored
 
 
 @pytest.mark.parametrize("seed", range(40))
