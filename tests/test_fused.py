@@ -17,7 +17,7 @@ pytest.importorskip("numba")
 
 import vm.runtime.fused as fused_module  # noqa: E402
 from vm.runtime.executor import EngineConfig, TransformerExecutor  # noqa: E402
-from vm.runtime.fused import (MIRROR_MAX, NO_SCORE, SCAN_BLOCK,  # noqa: E402
+from vm.runtime.fused import (MIRROR_MAX, NARROW_NO_SCORE, NO_SCORE, SCAN_BLOCK,  # noqa: E402
                               _first_at_least, _head_scores, _lane_feed_forward, _lanes_in,
                               _lattice_exact, _mirror_scores, _numerators, _project, _scoring,
                               _sparse, _top_two)
@@ -106,15 +106,19 @@ def _reference_top_two(scores: list[int]) -> tuple[int, int, int]:
     return top, second, winner
 
 
+@pytest.mark.parametrize("none", [NO_SCORE, NARROW_NO_SCORE])
 @pytest.mark.parametrize("seed", range(40))
-def test_the_top_two_sweeps_agree_with_the_scan_they_replaced(seed):
+def test_the_top_two_sweeps_agree_with_the_scan_they_replaced(seed, none):
+    """In int32 and in int16 (a live head's narrow scores), each with its own NO_SCORE."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 4 * SCAN_BLOCK))  # the top in any block, or its remainder
-    scores = rng.integers(-3, 4, size=n).astype(np.int32)  # many ties
-    scores[rng.random(n) < rng.choice([0.2, 1.0])] = NO_SCORE  # columns evaluated apart
+    scores = rng.integers(-3, 4, size=n).astype(type(none))  # many ties
+    scores[rng.random(n) < rng.choice([0.2, 1.0])] = none  # columns evaluated apart
     given = scores.copy()
-    top, second, winner = _top_two(scores, n)
-    assert (int(top), int(second), int(winner)) == _reference_top_two(scores.tolist())
+    top, second, winner = _top_two(scores, n, none)
+    expected = _reference_top_two(np.where(given == none, NO_SCORE, given).tolist())
+    assert ((NO_SCORE if top == none else int(top)), (NO_SCORE if second == none
+            else int(second)), int(winner)) == expected
     assert np.array_equal(scores, given)  # the winner's slot, hidden for a sweep, restored
 
 

@@ -49,12 +49,16 @@ FLOAT32_EXACT = 2.0 ** 24
 """Integers below this are exact in float32, and so is every sum of them that stays below."""
 INT16_EXACT = 2.0 ** 15
 """A head whose terms' magnitudes add up to less than this has its scores summed in int16
-(`_head_scores`): every partial sum is then an integer that int16 holds exactly, and a
-vector sweep takes twice the columns it takes in int32."""
+(`_head_scores`; a live head's key is also chosen in int16): every partial sum is then an
+integer that int16 holds exactly, and a vector sweep takes twice the columns it takes in
+int32."""
 MIRROR_MAX = 127
 """Largest |numerator| of a cached query or key entry the 8-bit mirror holds."""
 NO_SCORE = np.int32(-(2 ** 31))
 """A score slot of a column evaluated apart (below every real score, which is < 2^24)."""
+NARROW_NO_SCORE = np.int16(-(2 ** 15))
+"""NO_SCORE in a head's int16 scores (below every one of them: their magnitude is below
+INT16_EXACT)."""
 SCAN_BLOCK = 64
 """Columns a threshold scan counts in one branch-free sweep before it looks closer."""
 LOCKSTEP_BLOCK = 32
@@ -860,26 +864,38 @@ def _int_numerator(numerator: float, reach: float) -> np.int32:
 
 
 @_inline
-def _top_two(scores, n):
+def _top_two(scores, n, none):
     """The largest score, the runner-up (the largest again when it is tied) and the first
-    column holding the largest; (NO_SCORE, NO_SCORE, -1) when every slot is NO_SCORE.
+    column holding the largest; (none, none, -1) when every slot is `none`, the array's
+    NO_SCORE.
     Three branch-free sweeps, each of which vectorizes: the largest, the first block
     holding it (`_first_at_least`, which stops there), and the largest again with that
-    slot set to NO_SCORE for the sweep. (A sweep that tracked the first and last index of
+    slot set to `none` for the sweep. (A sweep that tracked the first and last index of
     the largest ran on 64-bit indices: the choice took 1.0-1.1 us at n = 4096 in a scratch
     timing, now 0.1-0.6 us by where the largest lies.)"""
-    top = NO_SCORE
+    top = none
     for i in range(n):
         top = max(top, scores[i])
-    if top == NO_SCORE:
-        return NO_SCORE, NO_SCORE, -1
+    if top == none:
+        return none, none, -1
     winner = _first_at_least(scores, 0, n, top)
-    scores[winner] = NO_SCORE
-    second = NO_SCORE
+    scores[winner] = none
+    second = none
     for i in range(n):
         second = max(second, scores[i])
     scores[winner] = top
     return top, second, winner
+
+
+@_inline
+def _scored_choice(scores, none, cols, m, n):
+    """`_top_two` of a head's scores, in either width, with the columns evaluated apart
+    set to `none` (they are scored apart); NO_SCORE where it is `none`."""
+    for c in range(m):
+        scores[cols[c]] = none
+    top, second, winner = _top_two(scores, n, none)
+    return (NO_SCORE if top == none else np.int32(top),
+            NO_SCORE if second == none else np.int32(second), winner)
 
 
 @_inline
@@ -956,8 +972,7 @@ def _attention_layer(L, b, X, cache, att, layer_groups, groups, lams, targets, r
                         A[:, c], P[off:, c], buffer, limit, junk if c == 0 else clean):
             return 0
     if L == extras_layer:
-        for j in range(n):
-            mass[j] = -math.inf
+        fresh = True  # the first head stores its exponents, later ones keep the largest
         for g in range(layer_groups[L, 0], layer_groups[L, 1]):
             if not self_query[g]:
                 continue
@@ -976,9 +991,17 @@ def _attention_layer(L, b, X, cache, att, layer_groups, groups, lams, targets, r
                 _head_scores(mirror, b, first, numer, mirror_max, r, n, size, narrow, scores)
                 unit = lams[g] / (scale * _two_to(att_bits[L]))
                 shift = np.float32(own_scale)
+                if fresh:
+                    for j in range(n):
+                        mass[j] = unit * (scores[j] - own[b, number, j] * shift)
+                    fresh = False
+                    continue
                 for j in range(n):
                     exponent = unit * (scores[j] - own[b, number, j] * shift)
                     mass[j] = _stored_max(mass[j], exponent)
+        if fresh:
+            for j in range(n):
+                mass[j] = -math.inf
         threshold = math.log(skip_bound) - 1e-9
         j = _first_at_least(mass, 1, n, threshold)
         while j < n:
@@ -1028,11 +1051,15 @@ def _attention_layer(L, b, X, cache, att, layer_groups, groups, lams, targets, r
                 size += abs(numer[t]) * mirror_max[first + t]
             if scale == 0.0 or size >= FLOAT32_EXACT:
                 return 0
-            _head_scores(mirror, b, first, numer, mirror_max, r, n, size, narrow, scores)
-            for c in range(m):
-                scores[cols[c]] = NO_SCORE
+            narrowed = size < INT16_EXACT  # scores and their choice in int16 (`_head_scores`)
+            if narrowed:
+                _mirror_scores(mirror, b, first, numer, mirror_max, r, n, narrow)
+                top_score, second_score, winner = _scored_choice(narrow, NARROW_NO_SCORE,
+                                                                 cols, m, n)
+            else:
+                _mirror_scores(mirror, b, first, numer, mirror_max, r, n, scores)
+                top_score, second_score, winner = _scored_choice(scores, NO_SCORE, cols, m, n)
             unit = 1.0 / (scale * _two_to(att_bits[L]))
-            top_score, second_score, winner = _top_two(scores, n)
             top = top_score * unit if top_score != NO_SCORE else -math.inf
             second = second_score * unit if second_score != NO_SCORE else -math.inf
             for c in range(m):
@@ -1050,9 +1077,10 @@ def _attention_layer(L, b, X, cache, att, layer_groups, groups, lams, targets, r
             off_weight = 0.0
             if not 2.0 * n * math.exp(lams[g] * (second - top)) < bound:
                 for i in range(n):
-                    if i == winner or scores[i] == NO_SCORE:
+                    score = np.int32(narrow[i]) if narrowed else scores[i]
+                    if i == winner or score == (NARROW_NO_SCORE if narrowed else NO_SCORE):
                         continue
-                    exponent = lams[g] * (scores[i] * unit - top)
+                    exponent = lams[g] * (score * unit - top)
                     if exponent > -800.0:
                         off_weight += math.exp(exponent)
                 for c in range(m):
