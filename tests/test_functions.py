@@ -207,3 +207,22 @@ def test_reference_takes_nested_lists_and_integers_as_the_arrays_they_are(name):
                                                         None if b is None else np.ones(b.shape)))
     if block.arity == 1:  # b is ignored, as the machine ignores it
         np.testing.assert_array_equal(block.reference(a, "unused"), want)
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    (np.array([[2 ** 40]], dtype=np.int64), np.array([[2 ** 40]], dtype=np.int64), 2.0 ** 80),
+    (np.array([[1e30]], dtype=np.float32), np.array([[1e30]], dtype=np.float32),
+     float(np.float32(1e30)) ** 2),
+    ([[3]], [[-5]], -15.0)])
+def test_reference_computes_in_float64_whatever_numbers_it_is_given(a, b, expected):
+    """int64 2^40 x 2^40 wrapped to 0 and float32 1e30 x 1e30 overflowed to inf."""
+    result = make_block("mul").reference(a, b)
+    assert result.dtype == np.float64
+    assert result[0, 0] == expected
+
+
+@pytest.mark.parametrize("integer", [2 ** 53, -(2 ** 53), 2 ** 63 - 1])
+def test_reference_refuses_integers_float64_cannot_hold(integer):
+    with pytest.raises(ValueError, match=r"^add.reference: operand b has an integer of "
+                       r"magnitude 2\^53 or more"):
+        make_block("add").reference([[1.0]], np.array([[integer]], dtype=np.int64))

@@ -90,10 +90,17 @@ def _checked_shapes(output_shape: Callable) -> Callable:
     return checked
 
 
+EXACT_INTEGERS = 2.0 ** 53
+"""Integer operands must be below this in magnitude: float64 holds every such integer."""
+
+
 def _operand(block: "FunctionBlock", name: str, value: object) -> np.ndarray:
-    """Operand `name` of `block.reference` as an array, or an error naming the block. A
-    float64 matrix, what the FLEQ reference interpreter passes at every step, costs three
-    attribute tests (the full check made its steps about 10 % slower)."""
+    """Operand `name` of `block.reference` as a float64 array, or an error naming the
+    block. A float64 matrix, what the FLEQ reference interpreter passes at every step, costs
+    three attribute tests (the full check made its steps about 10 % slower). Other numbers
+    are computed in float64 too: mul of two int64 2^40 gave 0 (the product wrapped) and of
+    two float32 1e30 gave inf; integers from 2^53 on, which float64 would round, are
+    refused."""
     if (type(value) is np.ndarray and value.dtype.char == "d" and value.ndim == 2
             and value.size):
         return value
@@ -104,7 +111,11 @@ def _operand(block: "FunctionBlock", name: str, value: object) -> np.ndarray:
         error = TypeError if array is None else ValueError
         raise error(f"{block.name}.reference: operand {name} must be a nonempty 2-D array of "
                     f"real numbers, got {given}")
-    return array
+    as_float = array.astype(np.float64)
+    if array.dtype.kind in "iu" and np.abs(as_float).max() >= EXACT_INTEGERS:
+        raise ValueError(f"{block.name}.reference: operand {name} has an integer of magnitude "
+                         f"2^53 or more, which float64 cannot hold exactly; pass it as a float")
+    return as_float
 
 
 def _checked_operands(reference: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
