@@ -18,9 +18,9 @@ pytest.importorskip("numba")
 import vm.runtime.fused as fused_module  # noqa: E402
 from vm.runtime.executor import EngineConfig, TransformerExecutor  # noqa: E402
 from vm.runtime.fused import (MIRROR_MAX, NARROW_NO_SCORE, NO_SCORE, SCAN_BLOCK,  # noqa: E402
-                              _first_at_least, _head_scores, _lane_feed_forward, _lanes_in,
-                              _lattice_exact, _mirror_scores, _numerators, _project, _scoring,
-                              _sparse, _top_two)
+                              _entry_rows, _first_at_least, _head_scores, _lane_feed_forward,
+                              _lanes_in, _lattice_exact, _mirror_scores, _numerators, _project,
+                              _scoring, _sparse, _top_two)
 from vm.transformer.layers import flush_denormals, to_internal  # noqa: E402
 from vm.tools.workloads import looping_programs, workload_geometry  # noqa: E402
 
@@ -194,14 +194,19 @@ def test_a_projection_skips_its_checks_only_where_they_cannot_fail(seed):
         answers = []
         for lattice in (_lattice_exact(W, bits, limit), False):
             out, buffer = np.full(rows, np.nan), np.empty(read_rows)
-            answers.append((_project(pointers, indices, values, bits, lattice, read, column,
-                                     out, buffer, limit, junk), out.tobytes()))
+            answers.append((_project(pointers, indices, values, _entry_rows(pointers), bits,
+                                     lattice, read, column, out, buffer, limit, junk),
+                            out.tobytes()))
         assert answers[0] == answers[1], limit
         assert _lattice_exact(W, bits, limit) == (largest < limit)
         if answers[0][0]:
             exact = [sum(Fraction(float(W[i, j])) * Fraction(float(column[read[j]]))
                          for j in range(read_rows)) for i in range(rows)]
             assert [Fraction(float(v)) for v in np.frombuffer(answers[0][1])] == exact
+    junk[read[-1]] = True  # a read row holding a zero-query average: never a projection
+    for lattice in (True, False):
+        assert not _project(pointers, indices, values, _entry_rows(pointers), bits, lattice, read,
+                            column, np.empty(rows), np.empty(read_rows), 2.0 ** 24, junk)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
