@@ -32,6 +32,7 @@ from assembler.fleq import SMALLEST_NORMAL
 from assembler.fleq_program import FleqProgram
 from vm.machines.fleq.layout import MAX_COLUMNS
 from vm.machines.fleq.punchcard import fleq_geometry_for
+from vm.common.cache import Checkpoint, no_checkpoint
 from vm.common.errors import InputError, RunFailure, shown_path
 from vm.common.files import NPY_FORMAT_ERRORS, require_regular_file
 from vm.common.limits import MAX_EPOCHS, check_flag, is_whole_number
@@ -395,11 +396,11 @@ def run_config(config: EngineConfig | None, setup: TrainingSetup) -> EngineConfi
 def run_on_transformer(program: FleqProgram, setup: TrainingSetup,
                        config: EngineConfig | None = None,
                        progress: Callable[[int], None] | None = None,
-                       checkpoint: Callable[[str], None] | None = None) -> Trajectory:
+                       checkpoint: Checkpoint | None = None) -> Trajectory:
     """Run the training program one epoch at a time; read `mean` and the weights after each.
     `checkpoint` is called with the set-up stage about to begin (see `train`)."""
     config = run_config(config, setup)
-    checkpoint = checkpoint or (lambda stage: None)
+    checkpoint = checkpoint or no_checkpoint
     executor = TransformerExecutor(fleq_geometry_for(program), config, checkpoint)
     checkpoint("loading the program")
     X = executor.load([program])
@@ -471,13 +472,13 @@ def starting_point(x: np.ndarray, y: np.ndarray, setup: TrainingSetup
 def train(x: np.ndarray, y: np.ndarray, setup: TrainingSetup,
           config: EngineConfig | None = None,
           progress: Callable[[int], None] | None = None,
-          checkpoint: Callable[[str], None] | None = None) -> TrainingComparison:
+          checkpoint: Checkpoint | None = None) -> TrainingComparison:
     """Build the program from the data, run it on the transformer and run exact SGD.
     `checkpoint` is called with the name of each set-up stage before it begins (assembling,
     building the transformer's weights, layers and active evaluation, loading), so a time
     limit can stop a set-up that takes seconds to minutes for thousands of samples;
     `progress` is called during the run."""
-    checkpoint = checkpoint or (lambda stage: None)
+    checkpoint = checkpoint or no_checkpoint
     config = run_config(config, setup)
     inputs, y, weights = starting_point(x, y, setup)
     checkpoint("assembling the program")

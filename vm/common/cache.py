@@ -11,6 +11,10 @@ from typing import Callable, Generic, Hashable, TypeVar
 
 Checkpoint = Callable[[str], None]
 """Called with the name of a part of a build before it begins; a time limit raises in it."""
+
+
+def no_checkpoint(part: str) -> None:
+    """The checkpoint of a build that no time limit stops."""
 Built = TypeVar("Built")
 
 

@@ -54,11 +54,12 @@ fails, the rest of the pass runs in full (its first layers already did), or
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from vm.common.cache import Checkpoint, no_checkpoint
 from vm.common.errors import PrecisionError
 from vm.functions.base import GATE_BIG
 from vm.machines.fleq.layout import FleqGeometry
@@ -102,12 +103,12 @@ class FleqActiveEvaluator:
 
     def __init__(self, model: LoopedTransformer, weights: MachineWeights, layout: Layout,
                  geometry: FleqGeometry, dtype: str, exact_moves: bool,
-                 checkpoint: Callable[[str], None] | None = None) -> None:
+                 checkpoint: Checkpoint | None = None) -> None:
         """`checkpoint` is called with the name of each part of the checks on the weights
         before it begins (each layer's structure and bounds, each try of the operand bound):
         they take seconds on a wide program, which a time limit stops between them by
         raising."""
-        checkpoint = checkpoint or (lambda part: None)
+        checkpoint = checkpoint or no_checkpoint
         self.model, self.weights, self.layout = model, weights, layout
         self.blocks = len(geometry.blocks)
         self.unsupported: str | None = None
@@ -170,7 +171,7 @@ class FleqActiveEvaluator:
     def _gate_rows(self) -> dict[int, int]:
         return {self.layout.row(f"gblock{i}"): i for i in range(self.blocks)}
 
-    def _structure(self, checkpoint: Callable[[str], None]) -> str | None:
+    def _structure(self, checkpoint: Checkpoint) -> str | None:
         """Why the weights do not allow skipping unselected blocks, or None; fills
         `part_blocks` (for each layer, the blocks of each of its attention parts).
         `checkpoint` is called before each layer."""
@@ -280,7 +281,7 @@ class FleqActiveEvaluator:
             outside[i, columns.start:columns.stop] = False
         return outside
 
-    def _prepare(self, checkpoint: Callable[[str], None]) -> list[dict[str, np.ndarray]]:
+    def _prepare(self, checkpoint: Checkpoint) -> list[dict[str, np.ndarray]]:
         """Each layer's weights in the form `_propagate` uses: absolute values, the maxima
         over the columns of the constant rows' exact contribution to each unit, block units'
         worst case outside their block. `checkpoint` is called before each layer's heads and
@@ -362,7 +363,7 @@ class FleqActiveEvaluator:
                     return False
         return True
 
-    def _operand_bound(self, checkpoint: Callable[[str], None]) -> float:
+    def _operand_bound(self, checkpoint: Checkpoint) -> float:
         """The largest power of 2^(1/SEARCH_STEPS) that `_propagate` accepts (it is
         monotone: bigger states have bigger bounds), by bisection; 0 if none from 2^0.
         `checkpoint` is called before each part of `_prepare` and each try."""

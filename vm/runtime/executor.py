@@ -24,7 +24,7 @@ import torch
 
 from assembler.program import Program
 from assembler.fleq_program import FleqProgram
-from vm.common.cache import BuildCache, Checkpoint
+from vm.common.cache import BuildCache, Checkpoint, no_checkpoint
 from vm.common.encoding import pm1_code
 from vm.common.errors import (NOT_COMPILED, InputError, MagnitudeError, NotCompiledWarning,
                               PrecisionError)
@@ -144,7 +144,7 @@ class TransformerExecutor:
         program, and `ltvm train --max-seconds 3` stopped only after all of them, then 5 s
         past its limit after the longest."""
         check_callback(checkpoint, "checkpoint", "the name of the build's next part")
-        checkpoint = checkpoint or (lambda stage: None)
+        checkpoint = checkpoint or no_checkpoint
         check_config(config)
         if type(geometry) not in BUILDERS and not isinstance(geometry, VGeometry):
             # a program or None was told "this command runs SUBLEQ (.sq) and FLEQ programs"

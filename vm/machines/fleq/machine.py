@@ -31,7 +31,7 @@ from functools import partial
 
 import numpy as np
 
-from vm.common.cache import BuildCache, Checkpoint
+from vm.common.cache import BuildCache, Checkpoint, no_checkpoint
 from vm.common.limits import check_temperature
 from vm.blocks import arith
 from vm.blocks.correct import clear, snap_pm1
@@ -270,7 +270,7 @@ def fleq_machine(geometry: FleqGeometry, temperature: float | None = None,
     """Build (once per geometry and temperature) the FLEQ looped transformer. `checkpoint`
     is called before each function block and block layer (`_block_layers`): the weights of a
     20-sample `ltvm train --hidden 16` take 1 to 2.5 s, past `--max-seconds` in one piece."""
-    checkpoint = checkpoint or (lambda part: None)
+    checkpoint = checkpoint or no_checkpoint
     layout = fleq_layout(geometry)
     lam = MOVE_TEMPERATURE if temperature is None else float(check_temperature(temperature))
     layers = [_fetch_layer(layout, lam), _pointer_layer(layout, geometry, lam),
