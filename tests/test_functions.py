@@ -226,3 +226,26 @@ def test_reference_refuses_integers_float64_cannot_hold(integer):
     with pytest.raises(ValueError, match=r"^add.reference: operand b has an integer of "
                        r"magnitude 2\^53 or more"):
         make_block("add").reference([[1.0]], np.array([[integer]], dtype=np.int64))
+
+
+@pytest.mark.parametrize("fields, refused", [
+    (dict(low=2.0, high=1.0), "low must be at most high"),
+    (dict(low=float("nan")), "low must be a real number"),
+    (dict(high="1"), "high must be a real number"),
+    (dict(low=True), "low must be a real number"),
+    (dict(exclude_low=0.0), "exclude_low and exclude_high come together"),
+    (dict(exclude_low=0.5, exclude_high=0.1), "exclude_low must be at most exclude_high"),
+    (dict(applies_to="entries"), "applies_to must be 'operands' or 'result'"),
+    (dict(description=""), "the description must be a nonempty string")])
+def test_a_domain_that_holds_nothing_or_cannot_answer_is_refused(fields, refused):
+    """Domain(low=2, high=1) answered False for every value and an exclude_low alone failed
+    inside `contains` with numpy's comparison of None."""
+    with pytest.raises(ValueError, match=f"^Domain: {refused}"):
+        Domain(**{"description": "d", **fields})
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_block_s_own_domain_passes_the_domain_checks(name):
+    """The checks above refuse no domain a block gives (each is built through them)."""
+    domain = make_block(name).domain()
+    assert domain.low <= domain.high

@@ -181,6 +181,32 @@ class Domain:
     widen: str | None = None
     """The `--param` setting that widens the domain, named in domain errors."""
 
+    def __post_init__(self) -> None:
+        """Refuse what is no domain, naming the field: low > high or a NaN end held no
+        value, and an exclude_low without an exclude_high failed inside `contains`."""
+        if not isinstance(self.description, str) or not self.description:
+            raise ValueError(f"Domain: the description must be a nonempty string, got "
+                             f"{self.description!r:.40}")
+        ends = {"low": self.low, "high": self.high, "exclude_low": self.exclude_low,
+                "exclude_high": self.exclude_high}
+        for name, end in ends.items():
+            if end is None and name.startswith("exclude"):
+                continue
+            if isinstance(end, bool) or not isinstance(end, numbers.Real) or math.isnan(end):
+                raise ValueError(f"Domain: {name} must be a real number, got {end!r:.40}")
+        if not self.low <= self.high:
+            raise ValueError(f"Domain: low must be at most high, got {self.low!r} > "
+                             f"{self.high!r}")
+        if (self.exclude_low is None) != (self.exclude_high is None):
+            raise ValueError("Domain: exclude_low and exclude_high come together (the open "
+                             "interval between them is left out)")
+        if self.exclude_low is not None and not self.exclude_low <= self.exclude_high:
+            raise ValueError(f"Domain: exclude_low must be at most exclude_high, got "
+                             f"{self.exclude_low!r} > {self.exclude_high!r}")
+        if self.applies_to not in ("operands", "result"):
+            raise ValueError(f"Domain: applies_to must be 'operands' or 'result', got "
+                             f"{self.applies_to!r:.40}")
+
     def explained(self) -> str:
         """The description, with how to widen the domain where a parameter can."""
         return self.description + (f" (widen it with {self.widen})" if self.widen else "")
