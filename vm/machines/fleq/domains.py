@@ -20,7 +20,7 @@ import numpy as np
 from assembler.fleq_program import FleqProgram
 from vm.common.errors import InputError
 from vm.common.signatures import MAGNITUDE
-from vm.functions.base import FunctionBlock
+from vm.functions.base import Domain, FunctionBlock
 from vm.machines.fleq.reference import EXACT_COUNTER, FleqReference, machine_domain_problem
 from vm.machines.stepping import check_max_steps
 
@@ -80,6 +80,7 @@ def domain_watch(program: FleqProgram, dtype: str = "float64"
     exact_integers = EXACT_INTEGERS[dtype]
     tiny = float(np.finfo(dtype).tiny)
     reference = FleqReference(program)
+    promises: dict[str, tuple[str | None, Domain]] = {}  # a block's, asked once, not a step
     while not reference.halted:
         step, pc = reference.steps, reference.pc
         instruction = program.instructions[pc]
@@ -88,7 +89,9 @@ def domain_watch(program: FleqProgram, dtype: str = "float64"
             yield None
             continue
         block = reference.blocks[instruction.function]
-        unbounded = unbounded_problem(block, dtype)
+        if instruction.function not in promises:
+            promises[instruction.function] = (unbounded_problem(block, dtype), block.domain())
+        unbounded, domain = promises[instruction.function]
         if unbounded is not None:
             yield DomainViolation(step, program.instruction_text(pc), instruction.function,
                                   unbounded)
@@ -100,7 +103,6 @@ def domain_watch(program: FleqProgram, dtype: str = "float64"
         record = reference.step()
         text = program.instruction_text(pc)
         problem = None if record.new is None else machine_domain_problem(record.new)
-        domain = block.domain()
         if domain.applies_to == "result":
             rows, columns = instruction.shape
             checked = [record.new[:rows, :columns]]
