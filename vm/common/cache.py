@@ -15,6 +15,8 @@ Checkpoint = Callable[[str], None]
 
 def no_checkpoint(part: str) -> None:
     """The checkpoint of a build that no time limit stops."""
+
+
 Built = TypeVar("Built")
 
 

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from vm.common.cache import Checkpoint
 from vm.transformer.modes import ATTENTION_MODES, mask_matrix
 from vm.transformer.sampling import ReadNoise
 from vm.transformer.weights import FeedForwardWeights, HeadWeights, LayerWeights, MachineWeights
@@ -503,7 +504,7 @@ class LoopedTransformer(nn.Module):
     def __init__(self, weights: MachineWeights, dtype: torch.dtype = torch.float32,
                  device: str | torch.device = "cpu", attention: str = "masked",
                  scratch: int = 1, gate_rows: tuple[int, ...] = (),
-                 checkpoint: Callable[[str], None] | None = None) -> None:
+                 checkpoint: Checkpoint | None = None) -> None:
         super().__init__()
         if attention not in ATTENTION_MODES:
             raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
